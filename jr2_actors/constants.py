@@ -1,0 +1,46 @@
+"""Every duration and bound the decisions fix, in one place (DESIGN.md: "Time").
+
+Change a number here and only here; each names the decision it comes from.
+"""
+
+from __future__ import annotations
+
+# ADR-0063: a watch asks the server to close it after this long, so the server ends first.
+WATCH_TIMEOUT_SECONDS = 240
+# The client-side read timeout on a watch sits this far above timeoutSeconds.
+WATCH_READ_MARGIN_SECONDS = 30.0
+# dagr T107: a watch silent this long is presumed dead and forces a re-list.
+STALL_BOUND_SECONDS = 90.0
+
+# ADR-0063: concurrent writes are capped (8–16); 12 by default.
+WRITE_CAP_DEFAULT = 12
+WRITE_CAP_MIN = 8
+WRITE_CAP_MAX = 16
+# Connections kept for reads, beside the write cap and the one watch.
+READ_POOL_SIZE = 4
+
+# Every non-watch call: connect and read timeouts (seconds).
+CONNECT_TIMEOUT_SECONDS = 5.0
+READ_TIMEOUT_SECONDS = 30.0
+
+# A non-watch answer larger than this is refused rather than held in memory.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+# One watch line larger than this is an oversized frame (etcd holds objects up to ~1.5 MiB).
+MAX_FRAME_BYTES = 4 * 1024 * 1024
+# A kubeconfig larger than this is refused unread.
+MAX_KUBECONFIG_BYTES = 1024 * 1024
+
+# ADR-0063 / ADR-0064: the Lease renewal interval and its jitter.
+LEASE_INTERVAL_SECONDS = 300.0
+LEASE_JITTER = 0.2
+# ADR-0064: provisioning waits for Ready at most this long after scheduling.
+PROVISION_BUDGET_SECONDS = 120.0
+# ADR-0062: the memory-kill read before an admission is bounded by this.
+MEMORY_KILL_READ_SECONDS = 5.0
+# ADR-0065: a finished run's row lives this long.
+RETENTION_SECONDS = 7 * 24 * 3600.0
+# ADR-0065: the sweep runs at boot and this often.
+SWEEP_INTERVAL_SECONDS = 3600.0
+
+# Server-side apply's field manager (CONTRACTS.md §2).
+FIELD_MANAGER = "jr2"

@@ -1,0 +1,91 @@
+"""Errors say whose fault they are (DESIGN.md, after h11's Local/RemoteProtocolError).
+
+- `ClusterAccessError`: where the cluster is could not be decided from the user's environment.
+- `KubeError`: the API server answered, and the answer was a failure `Status`.
+- `KubeTransportError`: the call never got an answer (connect, TLS, reset, timeout).
+- `KubeProtocolError`: the server answered something that is not the Kubernetes protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class Jr2Error(Exception):
+    """Every error this package raises on purpose."""
+
+
+class ClusterAccessError(Jr2Error):
+    """No usable cluster access; `probed` lists every variable and path that was looked at."""
+
+    def __init__(self, message: str, probed: Sequence[str] = ()) -> None:
+        self.probed = tuple(probed)
+        if self.probed:
+            message = message + "; probed: " + ", ".join(self.probed)
+        super().__init__(message)
+
+
+class KubeconfigError(ClusterAccessError):
+    """A kubeconfig file that cannot be used, naming the file and the key at fault."""
+
+    def __init__(self, path: str, key: str, problem: str) -> None:
+        self.path = path
+        self.key = key
+        super().__init__(f"kubeconfig {path}: {key}: {problem}")
+
+
+@dataclass(frozen=True)
+class ApiStatus:
+    """A Kubernetes `Status` object, as an error answer or an in-stream ERROR frame carries it."""
+
+    code: int | None
+    reason: str
+    message: str
+
+    @classmethod
+    def from_object(cls, obj: object) -> ApiStatus | None:
+        """The Status inside `obj`, or None when `obj` is not shaped like one."""
+        if not isinstance(obj, dict):
+            return None
+        code = obj.get("code")
+        reason = obj.get("reason", "")
+        message = obj.get("message", "")
+        if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+            return None
+        if not isinstance(reason, str) or not isinstance(message, str):
+            return None
+        if code is None and not reason and not message:
+            return None
+        return cls(code=code, reason=reason, message=message)
+
+
+class KubeError(Jr2Error):
+    """The API server's failure answer: HTTP status, the Status reason and its message."""
+
+    def __init__(self, status: int, reason: str, message: str, *, method: str = "", path: str = "",
+                 retry_after: float | None = None) -> None:
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.method = method
+        self.path = path
+        self.retry_after = retry_after
+        where = f" ({method} {path})" if method else ""
+        super().__init__(f"{status} {reason}: {message}{where}")
+
+
+class KubeTransportError(Jr2Error):
+    """No answer: `kind` is one of connect, read-timeout, connection, tls."""
+
+    def __init__(self, kind: str, detail: str, *, method: str = "", path: str = "") -> None:
+        self.kind = kind
+        self.detail = detail
+        self.method = method
+        self.path = path
+        where = f" ({method} {path})" if method else ""
+        super().__init__(f"transport {kind}: {detail}{where}")
+
+
+class KubeProtocolError(Jr2Error):
+    """An answer that is not Kubernetes: not JSON, not the expected shape, or too large to hold."""

@@ -1,0 +1,1 @@
+"""The one in-process Kubernetes client (ADR-0063): access, REST calls, watch frames."""

@@ -1,0 +1,450 @@
+"""KubeClient: plain REST for jr2's own kinds on requests/urllib3 (ADR-0063).
+
+Theory of operation: one instance, shared by every actor of the process, safe to call from any thread.
+
+- Credentials: a token file is read on **every** request, never cached (the kubelet rotates the
+  ServiceAccount token about 50 s before expiry). A 401 re-reads it and retries exactly once; a second
+  401 is the answer. An inline token (kubeconfig `token`) is sent as is.
+- Writes (create, apply, merge patch, delete) pass a first-come first-served gate of 8–16 slots
+  (default 12); reads (get, list, watch) never wait behind it. The connection pool holds the write cap
+  plus a few reads plus the one watch, so reads find a connection while writes are at the cap.
+- Every call has connect and read timeouts. The watch's read timeout sits above `timeoutSeconds`, so
+  the server closes a healthy watch first; the stall bound above this client catches a silent one.
+- Answers are read with a size cap; a failure answer becomes a `KubeError` carrying the Status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import weakref
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+import urllib3.exceptions
+from requests.adapters import HTTPAdapter
+
+from jr2_actors import __version__
+from jr2_actors.constants import (
+    CONNECT_TIMEOUT_SECONDS,
+    FIELD_MANAGER,
+    MAX_BODY_BYTES,
+    READ_POOL_SIZE,
+    READ_TIMEOUT_SECONDS,
+    WATCH_READ_MARGIN_SECONDS,
+    WATCH_TIMEOUT_SECONDS,
+    WRITE_CAP_DEFAULT,
+    WRITE_CAP_MAX,
+    WRITE_CAP_MIN,
+)
+from jr2_actors.errors import ApiStatus, ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
+from jr2_actors.kube.access import ClusterAccess
+from jr2_actors.kube.frames import Decoded, FrameDecoder
+from jr2_actors.kube.kinds import Kind
+
+log = logging.getLogger(__name__)
+
+APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
+MERGE_PATCH_CONTENT_TYPE = "application/merge-patch+json"
+JSON_CONTENT_TYPE = "application/json"
+WATCH_READ_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ListResult:
+    items: list[dict[str, Any]] = field(repr=False)
+    resource_version: str
+
+
+class FifoGate:
+    """A counting gate served strictly in arrival order (a `Semaphore` lets late comers barge in)."""
+
+    def __init__(self, capacity: int) -> None:
+        self._lock = threading.Lock()
+        self._free = capacity
+        self._queue: deque[threading.Event] = deque()
+        self.capacity = capacity
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._free > 0 and not self._queue:
+                self._free -= 1
+                return
+            turn = threading.Event()
+            self._queue.append(turn)
+        turn.wait()  # the releaser hands its slot straight to us
+
+    def release(self) -> None:
+        with self._lock:
+            if self._queue:
+                self._queue.popleft().set()
+            else:
+                self._free += 1
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return self.capacity - self._free
+
+    @property
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    def __enter__(self) -> FifoGate:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class _Credentials:
+    def __init__(self, access: ClusterAccess) -> None:
+        self._token = access.token
+        self._token_file = access.token_file
+
+    @property
+    def refreshable(self) -> bool:
+        return self._token_file is not None
+
+    def authorization(self) -> str | None:
+        if self._token_file is not None:
+            try:
+                with open(self._token_file, encoding="utf-8") as f:
+                    token = f.read().strip()
+            except OSError as e:
+                raise ClusterAccessError(f"token file {self._token_file} cannot be read: {e.strerror}") from e
+            return f"Bearer {token}" if token else None
+        return f"Bearer {self._token}" if self._token else None
+
+
+class KubeClient:
+    def __init__(self, access: ClusterAccess, *, write_cap: int = WRITE_CAP_DEFAULT,
+                 connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
+                 read_timeout: float = READ_TIMEOUT_SECONDS, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        if not WRITE_CAP_MIN <= write_cap <= WRITE_CAP_MAX:
+            raise ValueError(f"write_cap must be within {WRITE_CAP_MIN}–{WRITE_CAP_MAX}, not {write_cap}")
+        self.access = access
+        self.namespace = access.namespace
+        self._base = access.server.rstrip("/")
+        self._credentials = _Credentials(access)
+        self._timeout = (connect_timeout, read_timeout)
+        self._connect_timeout = connect_timeout
+        self._max_body = max_body_bytes
+        self.writes = FifoGate(write_cap)
+        self.pool_size = write_cap + READ_POOL_SIZE + 1  # + the one watch
+        self._tmpdir: str | None = None
+
+        session = requests.Session()
+        session.trust_env = False  # no ~/.netrc or proxy variables overriding the bearer token
+        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=self.pool_size, max_retries=0)
+        session.mount("https://", adapter)
+        session.mount("http://", adapter)
+        session.verify = self._verify(access)
+        session.cert = self._cert(access)
+        session.headers.update({"Accept": JSON_CONTENT_TYPE, "User-Agent": f"jr2-actors/{__version__}"})
+        self._session = session
+        self._finalizer = weakref.finalize(self, _cleanup, session, self._tmpdir)
+
+    # -- reads ---------------------------------------------------------------------------------------
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+        try:
+            return self._json("GET", kind.path(self._ns(kind, namespace), name))
+        except KubeError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def list(self, kind: Kind, namespace: str | None = None, *, label_selector: str | None = None) -> ListResult:
+        params = {"labelSelector": label_selector} if label_selector else None
+        doc = self._json("GET", kind.path(self._ns(kind, namespace)), params=params)
+        items = doc.get("items")
+        meta = doc.get("metadata")
+        if not isinstance(items, list) or not isinstance(meta, dict):
+            raise KubeProtocolError(f"list of {kind.plural} lacks items or metadata")
+        if not all(isinstance(i, dict) for i in items):
+            raise KubeProtocolError(f"list of {kind.plural} holds an item that is not an object")
+        rv = meta.get("resourceVersion")
+        if not isinstance(rv, str) or not rv:
+            raise KubeProtocolError(f"list of {kind.plural} carries no resourceVersion")
+        return ListResult(items=items, resource_version=rv)
+
+    def watch(self, kind: Kind, namespace: str | None = None, *, resource_version: str | None = None,
+              label_selector: str | None = None, timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
+              allow_bookmarks: bool = True) -> WatchStream:
+        """Open a watch; iterate the answer for decoded frames. A failure to open raises."""
+        params: dict[str, str] = {"watch": "true", "timeoutSeconds": str(timeout_seconds)}
+        if allow_bookmarks:
+            params["allowWatchBookmarks"] = "true"
+        if resource_version:
+            params["resourceVersion"] = resource_version
+        if label_selector:
+            params["labelSelector"] = label_selector
+        path = kind.path(self._ns(kind, namespace))
+        timeout = (self._connect_timeout, timeout_seconds + WATCH_READ_MARGIN_SECONDS)
+        resp = self._send("GET", path, params=params, stream=True, timeout=timeout)
+        if resp.status_code != 200:
+            self._raise_for(resp, "GET", path)
+        return WatchStream(resp, path)
+
+    # -- writes --------------------------------------------------------------------------------------
+
+    def create(self, kind: Kind, body: Mapping[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        with self.writes:
+            return self._json("POST", kind.path(self._ns(kind, namespace)), body=_typed(kind, body),
+                              content_type=JSON_CONTENT_TYPE)
+
+    def apply(self, kind: Kind, name: str, body: Mapping[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        """Server-side apply as field manager `jr2`, forcing conflicts (JSON is YAML)."""
+        doc = _typed(kind, body)
+        doc.setdefault("metadata", {})
+        doc["metadata"] = {**doc["metadata"], "name": name}
+        with self.writes:
+            return self._json("PATCH", kind.path(self._ns(kind, namespace), name), body=doc,
+                              params={"fieldManager": FIELD_MANAGER, "force": "true"},
+                              content_type=APPLY_CONTENT_TYPE)
+
+    def merge_patch(self, kind: Kind, name: str, patch: Mapping[str, Any], namespace: str | None = None,
+                    *, status: bool = False) -> dict[str, Any]:
+        """A JSON merge patch of the main resource, or of `/status` when `status` is set."""
+        path = kind.path(self._ns(kind, namespace), name, "status" if status else None)
+        with self.writes:
+            return self._json("PATCH", path, body=dict(patch), content_type=MERGE_PATCH_CONTENT_TYPE)
+
+    def delete(self, kind: Kind, name: str, namespace: str | None = None) -> bool:
+        """Delete; True when it existed. An absent object counts as success."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        with self.writes:
+            try:
+                self._json("DELETE", kind.path(self._ns(kind, namespace), name), body=body,
+                           content_type=JSON_CONTENT_TYPE)
+            except KubeError as e:
+                if e.status == 404:
+                    return False
+                raise
+        return True
+
+    def close(self) -> None:
+        self._finalizer()
+
+    # -- plumbing ------------------------------------------------------------------------------------
+
+    def _ns(self, kind: Kind, namespace: str | None) -> str | None:
+        return (namespace or self.namespace) if kind.namespaced else None
+
+    def _json(self, method: str, path: str, *, body: Mapping[str, Any] | None = None,
+              params: Mapping[str, str] | None = None, content_type: str | None = None) -> dict[str, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        resp = self._send(method, path, params=params, data=data, content_type=content_type, stream=True,
+                          timeout=self._timeout)
+        if resp.status_code >= 400:
+            self._raise_for(resp, method, path)
+        raw = _read_capped(resp, method, path, self._max_body)
+        try:
+            doc = json.loads(raw)
+        except (ValueError, RecursionError) as e:
+            raise KubeProtocolError(f"{method} {path}: answer is not JSON ({resp.status_code})") from e
+        if not isinstance(doc, dict):
+            raise KubeProtocolError(f"{method} {path}: answer is not a JSON object")
+        return doc
+
+    def _send(self, method: str, path: str, *, params: Mapping[str, str] | None = None, data: bytes | None = None,
+              content_type: str | None = None, stream: bool, timeout: tuple[float, float]) -> requests.Response:
+        url = self._base + path
+        for attempt in (1, 2):
+            headers: dict[str, str] = {}
+            authorization = self._credentials.authorization()
+            if authorization:
+                headers["Authorization"] = authorization
+            if content_type:
+                headers["Content-Type"] = content_type
+            try:
+                resp = self._session.request(method, url, params=params, data=data, headers=headers,
+                                             stream=stream, timeout=timeout)
+            except requests.exceptions.RequestException as e:
+                raise transport_error(e, method, path) from e
+            if resp.status_code == 401 and attempt == 1 and self._credentials.refreshable:
+                resp.close()
+                log.info("401 on %s %s: re-reading the token file and retrying once", method, path)
+                continue
+            return resp
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _raise_for(self, resp: requests.Response, method: str, path: str) -> None:
+        try:
+            raw = _read_capped(resp, method, path, cap=64 * 1024)
+        except (KubeProtocolError, KubeTransportError):
+            raw = b""
+        status: ApiStatus | None = None
+        try:
+            status = ApiStatus.from_object(json.loads(raw))
+        except (ValueError, RecursionError):
+            status = None
+        reason = (status.reason if status else "") or resp.reason or "Failure"
+        message = (status.message if status else "") or raw[:200].decode("utf-8", "replace").strip()
+        raise KubeError(resp.status_code, reason, message, method=method, path=path,
+                        retry_after=_retry_after(resp.headers.get("Retry-After")))
+
+    def _verify(self, access: ClusterAccess) -> bool | str:
+        if access.insecure_skip_tls_verify:
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+            return False
+        if access.ca_file:
+            return access.ca_file
+        if access.ca_data:
+            return self._private_file("ca.crt", access.ca_data)
+        return True
+
+    def _cert(self, access: ClusterAccess) -> tuple[str, str] | None:
+        cert = access.client_cert_file or (
+            self._private_file("client.crt", access.client_cert_data) if access.client_cert_data else None)
+        key = access.client_key_file or (
+            self._private_file("client.key", access.client_key_data) if access.client_key_data else None)
+        return (cert, key) if cert and key else None
+
+    def _private_file(self, name: str, data: bytes) -> str:
+        """requests takes TLS material only as paths: keep inline data in a 0700 dir, removed on close."""
+        if self._tmpdir is None:
+            self._tmpdir = tempfile.mkdtemp(prefix="jr2-kube-")
+        path = os.path.join(self._tmpdir, name)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return path
+
+
+class WatchStream:
+    """One open watch. Iterate for frames; `close()` from any thread unblocks a waiting read.
+
+    Iteration ends quietly when the server ends the stream (a free resume) or after `close()`; a broken
+    connection or a read timeout raises `KubeTransportError`.
+    """
+
+    def __init__(self, resp: requests.Response, path: str) -> None:
+        self._resp = resp
+        self._path = path
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._reading = False
+
+    def __iter__(self) -> Iterator[Decoded]:
+        decoder = FrameDecoder()
+        raw = self._resp.raw
+        with self._lock:
+            if self._closed.is_set():
+                return
+            self._reading = True
+        try:
+            while not self._closed.is_set():
+                chunk = raw.read1(WATCH_READ_BYTES)
+                if not chunk:
+                    break
+                yield from decoder.feed(chunk)
+        except Exception as e:
+            if self._closed.is_set():
+                return  # whatever the interrupted read raised, it was our own close
+            if isinstance(e, (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError,
+                              ValueError)):
+                raise transport_error(e, "GET", self._path) from e
+            raise
+        finally:
+            self._resp.close()
+        if not self._closed.is_set():
+            yield from decoder.end()
+
+    def close(self) -> None:
+        """Safe from any thread. A reader blocked in `read1` is woken by shutting the socket's read
+        side; the reader's own thread then closes the response (closing it here would race it)."""
+        with self._lock:
+            self._closed.set()
+            reading = self._reading
+        if reading:
+            with contextlib.suppress(ValueError, RuntimeError, OSError, AttributeError):
+                self._resp.raw.shutdown()
+        else:
+            self._resp.close()
+
+    def __enter__(self) -> WatchStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def transport_error(e: BaseException, method: str, path: str) -> KubeTransportError:
+    """Name a transport failure. requests reports a stream's read timeout as a ConnectionError."""
+    text = " ".join(str(e).split())[:300]
+    if isinstance(e, requests.exceptions.ConnectTimeout):
+        kind = "connect"
+    elif isinstance(e, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError)):
+        kind = "read-timeout"
+    elif isinstance(e, (requests.exceptions.SSLError, urllib3.exceptions.SSLError)):
+        kind = "tls"
+    elif isinstance(e, requests.exceptions.ConnectionError) and _wraps(e, urllib3.exceptions.ReadTimeoutError):
+        kind = "read-timeout"
+    elif isinstance(e, requests.exceptions.ConnectionError) and _wraps(e, urllib3.exceptions.NewConnectionError):
+        kind = "connect"
+    else:
+        kind = "connection"
+    return KubeTransportError(kind, text, method=method, path=path)
+
+
+def _wraps(e: BaseException, cls: type[BaseException]) -> bool:
+    seen: set[int] = set()
+    stack: list[object] = [e]
+    while stack:
+        cur = stack.pop()
+        if not isinstance(cur, BaseException) or id(cur) in seen:
+            continue
+        if isinstance(cur, cls):
+            return True
+        seen.add(id(cur))
+        stack.extend([cur.__cause__, cur.__context__, *cur.args, getattr(cur, "reason", None)])
+    return False
+
+
+def _read_capped(resp: requests.Response, method: str, path: str, cap: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        for chunk in resp.iter_content(64 * 1024):
+            total += len(chunk)
+            if total > cap:
+                raise KubeProtocolError(f"{method} {path}: answer larger than {cap} bytes")
+            chunks.append(chunk)
+    except requests.exceptions.RequestException as e:
+        raise transport_error(e, method, path) from e
+    finally:
+        resp.close()
+    return b"".join(chunks)
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None  # an HTTP date: the caller's own backoff applies
+    return seconds if 0 <= seconds <= 3600 else None
+
+
+def _typed(kind: Kind, body: Mapping[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": kind.api_version, "kind": kind.kind, **body}
+
+
+def _cleanup(session: requests.Session, tmpdir: str | None) -> None:
+    session.close()
+    if tmpdir:
+        shutil.rmtree(tmpdir, ignore_errors=True)

@@ -1,0 +1,193 @@
+"""KubeClient against a loopback HTTP server: the write cap, reads beside it, a chunked watch."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from jr2_actors.errors import KubeError, KubeTransportError
+from jr2_actors.kube.access import ClusterAccess
+from jr2_actors.kube.client import FifoGate, KubeClient
+from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameError, WatchEvent
+from jr2_actors.kube.kinds import SANDBOX
+from tests.waiting import WAIT, wait_until
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.writes = 0
+        self.release = threading.Event()
+        self.watch_script: list[bytes] = []
+        self.hold_watch = threading.Event()
+        self.watch_status = 200
+
+
+def make_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _reply(self, code: int, body: bytes) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_PATCH(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            with rec.lock:
+                rec.in_flight += 1
+                rec.writes += 1
+                rec.max_in_flight = max(rec.max_in_flight, rec.in_flight)
+            rec.release.wait(WAIT)
+            with rec.lock:
+                rec.in_flight -= 1
+            self._reply(200, b'{"metadata":{"name":"x"}}')
+
+        def do_GET(self) -> None:
+            if "watch=true" not in self.path:
+                self._reply(200, b'{"metadata":{"name":"read"}}')
+                return
+            if rec.watch_status != 200:
+                self._reply(rec.watch_status, b'{"kind":"Status","code":410,"reason":"Expired","message":"gone"}')
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for piece in rec.watch_script:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
+            if rec.hold_watch.is_set():
+                rec.release.wait(WAIT)
+                return
+            self.wfile.write(b"0\r\n\r\n")
+
+    return Handler
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[Recorder, KubeClient]]:
+    rec = Recorder()
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(rec))
+    srv.daemon_threads = True
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    access = ClusterAccess(server=f"http://127.0.0.1:{srv.server_address[1]}", namespace="jr2", source="t")
+    c = KubeClient(access, read_timeout=WAIT)
+    try:
+        yield rec, c
+    finally:
+        rec.release.set()
+        c.close()
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_fifty_writers_never_exceed_the_cap_and_reads_pass_beside_them(server: tuple[Recorder, KubeClient]) -> None:
+    rec, c = server
+    errors: list[BaseException] = []
+
+    def write(i: int) -> None:
+        try:
+            c.merge_patch(SANDBOX, f"ws-{i}", {"metadata": {"annotations": {"n": str(i)}}})
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(50)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: rec.in_flight == 12 and c.writes.waiting == 38)
+    assert rec.max_in_flight == 12
+    # A read is answered while every write slot is held and 38 writers queue.
+    assert c.get(SANDBOX, "some") == {"metadata": {"name": "read"}}
+    rec.release.set()
+    for t in threads:
+        t.join(WAIT)
+    assert errors == []
+    assert rec.writes == 50
+    assert rec.max_in_flight == 12
+    assert c.writes.in_flight == 0
+
+
+def test_fifo_gate_serves_in_arrival_order() -> None:
+    gate = FifoGate(1)
+    gate.acquire()
+    order: list[int] = []
+
+    def waiter(i: int) -> None:
+        gate.acquire()
+        order.append(i)
+        gate.release()
+
+    threads = []
+    for i in range(8):
+        t = threading.Thread(target=waiter, args=(i,))
+        t.start()
+        threads.append(t)
+        wait_until(lambda n=i: gate.waiting == n + 1)  # type: ignore[misc]
+    gate.release()
+    for t in threads:
+        t.join(WAIT)
+    assert order == list(range(8))
+
+
+def test_watch_frames_split_across_chunks_arrive_whole(server: tuple[Recorder, KubeClient]) -> None:
+    rec, c = server
+    added = b'{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"5"}}}\n'
+    bookmark = b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"6"}}}\n'
+    rec.watch_script = [added[:10], added[10:] + bookmark[:3], bookmark[3:], b"garbage\n",
+                        b'{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"m"}}']
+    with c.watch(SANDBOX, resource_version="4", label_selector="jr2.dev/run") as stream:
+        frames = list(stream)
+    assert [type(f) for f in frames] == [WatchEvent, Bookmark, FrameError, ErrorFrame]
+    assert frames[1] == Bookmark("6")
+
+
+def test_watch_open_failure_raises_kube_error(server: tuple[Recorder, KubeClient]) -> None:
+    rec, c = server
+    rec.watch_status = 410
+    with pytest.raises(KubeError) as err:
+        c.watch(SANDBOX, resource_version="1")
+    assert err.value.status == 410
+    assert err.value.reason == "Expired"
+
+
+def test_close_from_another_thread_unblocks_a_silent_watch(server: tuple[Recorder, KubeClient]) -> None:
+    rec, c = server
+    rec.watch_script = [b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}\n']
+    rec.hold_watch.set()
+    stream = c.watch(SANDBOX)
+    got: list[object] = []
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            for frame in stream:
+                got.append(frame)
+        except KubeTransportError as e:
+            got.append(e)
+        done.set()
+
+    t = threading.Thread(target=read)
+    t.start()
+    wait_until(lambda: len(got) == 1)  # the reader now blocks on a silent socket
+    stream.close()
+    assert done.wait(WAIT)
+    assert got == [Bookmark("9")]
+
+
+def test_connection_refused_is_a_transport_error() -> None:
+    access = ClusterAccess(server="http://127.0.0.1:1", namespace="jr2", source="t")
+    with pytest.raises(KubeTransportError) as err:
+        KubeClient(access, connect_timeout=2).get(SANDBOX, "x")
+    assert err.value.kind in ("connect", "connection")
