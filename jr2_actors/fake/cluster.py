@@ -1,0 +1,180 @@
+"""`FakeCluster`: the fake API server (and, as they join, operator and Harness) behind one small API.
+
+    with FakeCluster(namespace="jr2") as cluster:
+        client = cluster.client()
+        cluster.end_watches()
+
+It is product code: users embed it in their own test harnesses. Everything listens on loopback only.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import tempfile
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TypeVar, cast
+
+import pykka
+import yaml
+
+from jr2_actors.clock import Clock, SystemClock
+from jr2_actors.fake import apiserver as api
+from jr2_actors.fake.state import DEFAULT_HISTORY, ClusterState
+from jr2_actors.fake.tls import TlsMaterial
+from jr2_actors.fake.tls import generate as generate_tls
+from jr2_actors.kube.access import ClusterAccess
+from jr2_actors.kube.client import KubeClient
+
+T = TypeVar("T")
+ASK_TIMEOUT = api.ASK_TIMEOUT
+
+
+class FakeCluster:
+    def __init__(self, *, namespace: str = "jr2", port: int = 0, history: int = DEFAULT_HISTORY,
+                 bookmark_interval: float | None = 60.0, token: str | None = None, clock: Clock | None = None,
+                 token_file: str | None = None, tls: bool = True) -> None:
+        self.namespace = namespace
+        self.clock = clock or SystemClock()
+        self._port = port
+        self._history = history
+        self._bookmark_interval = bookmark_interval
+        self._token = token or secrets.token_urlsafe(24)
+        self._token_file = token_file
+        self._tls_enabled = tls
+        self.tls: TlsMaterial | None = None
+        self._actor: pykka.ActorRef[Any] | None = None
+        self._http: api.ApiHttpServer | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def start(self) -> FakeCluster:
+        self._tmp = tempfile.TemporaryDirectory(prefix="jr2-fake-")
+        if self._token_file is None:
+            self._token_file = os.path.join(self._tmp.name, "token")
+        state = ClusterState(namespaces=("default", self.namespace), history=self._history)
+        self._actor = api.ApiServerActor.start(state, token=self._token, clock=self.clock,
+                                               token_file=self._token_file)
+        if self._tls_enabled:
+            self.tls = generate_tls(self._tmp.name)
+        self._http = api.ApiHttpServer(self._actor, port=self._port, clock=self.clock,
+                                       bookmark_interval=self._bookmark_interval,
+                                       tls=self.tls.server_context() if self.tls else None)
+        self._http.start()
+        return self
+
+    def stop(self) -> None:
+        if self._http is not None:
+            self._http.stop()
+            self._http = None
+        if self._actor is not None:
+            self._actor.stop(block=True, timeout=ASK_TIMEOUT)
+            self._actor = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> FakeCluster:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    # -- how to reach it ---------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        assert self._http is not None, "the fake cluster is not started"
+        return self._http.url
+
+    @property
+    def token(self) -> str:
+        return self._token
+
+    @property
+    def token_file(self) -> str:
+        assert self._token_file is not None
+        return self._token_file
+
+    def access(self, *, use_token_file: bool = True) -> ClusterAccess:
+        """Access as the orchestrator pod has it: the token as a file, read on every request."""
+        ca_file = self.tls.ca_file if self.tls else None
+        if use_token_file:
+            return ClusterAccess(server=self.url, namespace=self.namespace, source="fake-cluster",
+                                 ca_file=ca_file, token_file=self.token_file)
+        return ClusterAccess(server=self.url, namespace=self.namespace, source="fake-cluster", ca_file=ca_file,
+                             token=self._token)
+
+    def client(self, **kwargs: Any) -> KubeClient:
+        return KubeClient(self.access(), **kwargs)
+
+    def kubeconfig(self) -> dict[str, Any]:
+        """A kubeconfig kubectl and the official client accept; the token is named as a file, so a
+        rotation is picked up by every client that reads it."""
+        cluster: dict[str, Any] = {"server": self.url}
+        if self.tls:
+            cluster["certificate-authority-data"] = base64.b64encode(self.tls.ca_pem).decode()
+        return {
+            "apiVersion": "v1", "kind": "Config", "current-context": "jr2-fake", "preferences": {},
+            "clusters": [{"name": "jr2-fake", "cluster": cluster}],
+            "users": [{"name": "jr2-fake", "user": {"tokenFile": self.token_file}}],
+            "contexts": [{"name": "jr2-fake", "context": {"cluster": "jr2-fake", "user": "jr2-fake",
+                                                          "namespace": self.namespace}}],
+        }
+
+    def write_kubeconfig(self, path: str) -> str:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            yaml.safe_dump(self.kubeconfig(), f, sort_keys=False)
+        return path
+
+    # -- the store, in process ---------------------------------------------------------------------------
+
+    def call(self, fn: Callable[[ClusterState], T]) -> T:
+        """Run `fn` on the store inside the API server actor (no lock, no race with HTTP callers)."""
+        return cast(T, self._ref().ask(api.Call(fn), timeout=ASK_TIMEOUT))
+
+    @property
+    def resource_version(self) -> int:
+        return self.call(lambda s: s.rv)
+
+    # -- faults ------------------------------------------------------------------------------------------
+
+    def end_watches(self) -> None:
+        self._ask(api.EndWatches())
+
+    def stall_watches(self, on: bool = True) -> None:
+        self._ask(api.StallWatches(on))
+
+    def compact(self) -> None:
+        self._ask(api.Compact())
+
+    def fail_next(self, count: int, status: int, *, retry_after: int | None = None, watch_only: bool = False) -> None:
+        self._ask(api.Fault(count, status, retry_after, watch_only))
+
+    def set_latency(self, seconds: float) -> None:
+        self._ask(api.SetLatency(seconds))
+
+    def restart(self) -> None:
+        self._ask(api.Restart())
+
+    def rotate_token(self) -> str:
+        self._token = self._ask(api.RotateToken())
+        return self._token
+
+    def requests(self, *, clear: bool = False) -> list[dict[str, Any]]:
+        return self._ask(api.RequestLog(clear))  # type: ignore[no-any-return]
+
+    def watch_stats(self) -> dict[str, int]:
+        return self._ask(api.WatchStats())  # type: ignore[no-any-return]
+
+    def _ask(self, message: object) -> Any:
+        return self._ref().ask(message, timeout=ASK_TIMEOUT)
+
+    def _ref(self) -> pykka.ActorRef[Any]:
+        assert self._actor is not None, "the fake cluster is not started"
+        return self._actor

@@ -1,0 +1,129 @@
+"""Discovery documents and server-side Table printing: enough for kubectl and the official client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jr2_actors.kube.kinds import JR2_KINDS, Kind
+
+GROUP = "core.jr2.dev"
+VERSION = "v1alpha1"
+SERVER_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-jr2fake", "gitCommit": "jr2fake",
+                  "gitTreeState": "clean", "buildDate": "2026-11-01T00:00:00Z", "goVersion": "go1.22",
+                  "compiler": "gc", "platform": "linux/amd64"}
+
+_SINGULAR = {"sandboxes": "sandbox", "repos": "repo", "secrets": "secret", "namespaces": "namespace"}
+_SHORT = {"sandboxes": ["sbx"]}
+_VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+
+
+def kind_for(api_version: str, plural: str) -> Kind | None:
+    return next((k for k in JR2_KINDS if k.api_version == api_version and k.plural == plural), None)
+
+
+def api_versions(address: str) -> dict[str, Any]:
+    return {"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}]}
+
+
+def api_groups() -> dict[str, Any]:
+    gv = {"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}
+    return {"kind": "APIGroupList", "apiVersion": "v1",
+            "groups": [{"name": GROUP, "versions": [gv], "preferredVersion": gv}]}
+
+
+def api_group(name: str) -> dict[str, Any] | None:
+    if name != GROUP:
+        return None
+    gv = {"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": GROUP, "versions": [gv], "preferredVersion": gv}
+
+
+def resource_list(api_version: str) -> dict[str, Any] | None:
+    kinds = [k for k in JR2_KINDS if k.api_version == api_version]
+    if not kinds:
+        return None
+    resources: list[dict[str, Any]] = []
+    for k in kinds:
+        resources.append({"name": k.plural, "singularName": _SINGULAR[k.plural], "namespaced": k.namespaced,
+                          "kind": k.kind, "verbs": _VERBS, "shortNames": _SHORT.get(k.plural, [])})
+        if k.group:
+            resources.append({"name": f"{k.plural}/status", "singularName": "", "namespaced": k.namespaced,
+                              "kind": k.kind, "verbs": ["get", "patch", "update"]})
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": api_version, "resources": resources}
+
+
+def wants_table(accept: str) -> bool:
+    return "as=Table" in accept
+
+
+def table(items: list[dict[str, Any]], resource_version: str, now_wall: float) -> dict[str, Any]:
+    """`kubectl get` asks the server to print: a meta.k8s.io/v1 Table with NAME, PHASE, AGE."""
+    from datetime import datetime
+
+    rows = []
+    for obj in items:
+        meta = obj.get("metadata", {})
+        created = meta.get("creationTimestamp")
+        age = "<unknown>"
+        if isinstance(created, str):
+            try:
+                seconds = int(now_wall - datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp())
+                age = _age(max(seconds, 0))
+            except ValueError:
+                pass
+        phase = (obj.get("status") or {}).get("phase", "") if isinstance(obj.get("status"), dict) else ""
+        partial = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
+        rows.append({"cells": [meta.get("name", ""), phase, age], "object": partial})
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
+            "columnDefinitions": [
+                {"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0},
+                {"name": "Phase", "type": "string", "format": "", "description": "status.phase", "priority": 0},
+                {"name": "Age", "type": "string", "format": "", "description": "age", "priority": 0}],
+            "rows": rows}
+
+
+def _age(seconds: int) -> str:
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+def openapi_v3_root() -> dict[str, Any]:
+    paths = {}
+    for api_version in sorted({k.api_version for k in JR2_KINDS}):
+        rel = "api/v1" if api_version == "v1" else f"apis/{api_version}"
+        paths[rel] = {"serverRelativeURL": f"/openapi/v3/{rel}?hash=jr2fake"}
+    return {"paths": paths}
+
+
+def openapi_v3(rel: str) -> dict[str, Any] | None:
+    """A minimal OpenAPI v3 document per group version: schemas that keep unknown fields, and PATCH
+    operations that declare `fieldValidation`, so kubectl validates on the server side."""
+    api_version = "v1" if rel == "api/v1" else rel.removeprefix("apis/")
+    kinds = [k for k in JR2_KINDS if k.api_version == api_version]
+    if not kinds:
+        return None
+    schemas: dict[str, Any] = {}
+    paths: dict[str, Any] = {}
+    for k in kinds:
+        gvk = {"group": k.group, "kind": k.kind, "version": k.version}
+        schema_name = f"jr2.{k.group or 'core'}.{k.version}.{k.kind}"
+        schemas[schema_name] = {
+            "type": "object", "x-kubernetes-preserve-unknown-fields": True,
+            "x-kubernetes-group-version-kind": [gvk],
+            "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                           "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+        }
+        item = k.path("{namespace}" if k.namespaced else None, "{name}")
+        params = [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
+                  {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
+                  {"name": "force", "in": "query", "schema": {"type": "boolean", "uniqueItems": True}}]
+        op = {"x-kubernetes-action": "patch", "x-kubernetes-group-version-kind": gvk, "parameters": params,
+              "responses": {"200": {"description": "OK", "content": {"application/json": {
+                  "schema": {"$ref": f"#/components/schemas/{schema_name}"}}}}}}
+        paths[item.replace("%7B", "{").replace("%7D", "}")] = {"patch": op}
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.31.0-jr2fake"},
+            "paths": paths, "components": {"schemas": schemas}}

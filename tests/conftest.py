@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pykka
+import pytest
+
+from jr2_actors.fake.cluster import FakeCluster
+
+
+@pytest.fixture
+def cluster() -> Iterator[FakeCluster]:
+    with FakeCluster(namespace="jr2", bookmark_interval=0.2) as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def _no_actor_outlives_a_test() -> Iterator[None]:
+    yield
+    pykka.ActorRegistry.stop_all(block=True, timeout=10)

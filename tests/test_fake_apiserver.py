@@ -1,0 +1,253 @@
+"""The fake API server over HTTP: each fault knob as a client sees it, bad requests, bursts."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import requests
+
+from jr2_actors.errors import KubeError, KubeTransportError
+from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.fake.state import ClusterState
+from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, WatchEvent
+from jr2_actors.kube.kinds import SANDBOX, SECRET
+
+
+def sandbox(name: str, run: str = "r1") -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"jr2.dev/run": run}}, "spec": {"port": 8080}}
+
+
+def raw(cluster: FakeCluster, method: str, path: str, **kw: Any) -> requests.Response:
+    headers = {"Authorization": f"Bearer {cluster.token}", **kw.pop("headers", {})}
+    assert cluster.tls is not None
+    return requests.request(method, cluster.url + path, headers=headers, verify=cluster.tls.ca_file, timeout=10, **kw)
+
+
+SBX_PATH = "/apis/core.jr2.dev/v1alpha1/namespaces/jr2/sandboxes"
+
+
+def test_end_watches_ends_the_stream_cleanly(cluster: FakeCluster) -> None:
+    client = cluster.client()
+    client.apply(SANDBOX, "a", sandbox("a"))
+    got: list[Decoded] = []
+    done = threading.Event()
+    with client.watch(SANDBOX, timeout_seconds=60, allow_bookmarks=False) as stream:
+        def read() -> None:
+            got.extend(stream)
+            done.set()
+        threading.Thread(target=read, daemon=True).start()
+        _wait(lambda: cluster.watch_stats()["open"] == 1)
+        cluster.end_watches()
+        assert done.wait(10)
+    assert [type(f) for f in got] == [WatchEvent]
+
+
+def test_stalled_watch_keeps_socket_open_and_sends_nothing(cluster: FakeCluster) -> None:
+    rv = cluster.resource_version
+    assert cluster.tls is not None
+    resp = requests.get(cluster.url + SBX_PATH, params={"watch": "true", "resourceVersion": str(rv),
+                                                        "allowWatchBookmarks": "true"},
+                        headers={"Authorization": f"Bearer {cluster.token}"}, verify=cluster.tls.ca_file,
+                        stream=True, timeout=(5, 0.6))
+    assert resp.status_code == 200
+    _wait(lambda: cluster.watch_stats()["open"] == 1)
+    cluster.stall_watches()
+    cluster.client().apply(SANDBOX, "a", sandbox("a"))  # an event the stalled watch never sends
+    with pytest.raises(requests.exceptions.ConnectionError) as err:
+        for _ in resp.iter_lines():
+            pass
+    assert "timed out" in str(err.value).lower()
+    resp.close()
+
+
+def test_compacted_history_answers_a_resume_with_the_410_frame(cluster: FakeCluster) -> None:
+    client = cluster.client()
+    client.apply(SANDBOX, "a", sandbox("a"))
+    old = str(cluster.resource_version)
+    client.apply(SANDBOX, "b", sandbox("b"))
+    cluster.compact()
+    with client.watch(SANDBOX, resource_version=old, timeout_seconds=5) as stream:
+        frames = list(stream)
+    assert len(frames) == 1
+    (frame,) = frames
+    assert isinstance(frame, ErrorFrame)
+    assert (frame.status.code, frame.status.reason) == (410, "Expired")
+    assert frame.status.message.startswith(f"too old resource version: {old} (")
+
+
+@pytest.mark.parametrize(("status", "retry_after"), [(403, None), (429, 2), (500, None), (503, 1)])
+def test_fail_next_n_requests(cluster: FakeCluster, status: int, retry_after: int | None) -> None:
+    client = cluster.client()
+    cluster.fail_next(2, status, retry_after=retry_after)
+    for _ in range(2):
+        with pytest.raises(KubeError) as err:
+            client.list(SANDBOX)
+        assert err.value.status == status
+        assert err.value.retry_after == retry_after
+    assert client.list(SANDBOX).items == []
+
+
+def test_fail_only_watch_opens(cluster: FakeCluster) -> None:
+    client = cluster.client()
+    cluster.fail_next(1, 503, watch_only=True)
+    assert client.list(SANDBOX).items == []
+    with pytest.raises(KubeError) as err:
+        client.watch(SANDBOX)
+    assert err.value.status == 503
+
+
+def test_latency_longer_than_the_read_timeout_is_a_read_timeout(cluster: FakeCluster) -> None:
+    cluster.set_latency(2.0)
+    with pytest.raises(KubeTransportError) as err:
+        cluster.client(read_timeout=0.3).list(SANDBOX)
+    assert err.value.kind == "read-timeout"
+    cluster.set_latency(0)
+    assert cluster.client().list(SANDBOX).items == []
+
+
+def test_restart_ends_watches_and_a_resume_from_current_loses_nothing(cluster: FakeCluster) -> None:
+    client = cluster.client()
+    client.apply(SANDBOX, "a", sandbox("a"))
+    last_seen: list[str] = []
+    with client.watch(SANDBOX, timeout_seconds=60) as stream:
+        for frame in stream:
+            if isinstance(frame, WatchEvent) and frame.resource_version:
+                last_seen.append(frame.resource_version)
+                cluster.restart()
+    client.apply(SANDBOX, "b", sandbox("b"))
+    client.merge_patch(SANDBOX, "a", {"status": {"phase": "Ready"}}, status=True)
+    names: list[tuple[str, str]] = []
+    with client.watch(SANDBOX, resource_version=last_seen[-1], timeout_seconds=1) as stream:
+        for frame in stream:
+            if isinstance(frame, WatchEvent):
+                names.append((frame.type, frame.object["metadata"]["name"]))
+    assert names == [("ADDED", "b"), ("MODIFIED", "a")]
+
+
+def test_bookmarks_arrive_on_the_interval_and_before_the_timeout(cluster: FakeCluster) -> None:
+    client = cluster.client()
+    client.apply(SANDBOX, "a", sandbox("a"))
+    with client.watch(SANDBOX, resource_version=str(cluster.resource_version), timeout_seconds=1) as stream:
+        frames = list(stream)
+    assert frames, "bookmarks were sent"
+    assert all(f == Bookmark(str(cluster.resource_version)) for f in frames)
+
+
+def test_request_log_records_method_path_query_and_content_type(cluster: FakeCluster) -> None:
+    client = cluster.client()
+    cluster.requests(clear=True)
+    client.apply(SANDBOX, "a", sandbox("a"))
+    client.merge_patch(SANDBOX, "a", {"metadata": {"annotations": {"jr2.dev/keepalive": "t"}}})
+    log = cluster.requests()
+    assert [(r["method"], r["path"], r["contentType"]) for r in log] == [
+        ("PATCH", f"{SBX_PATH}/a", "application/apply-patch+yaml"),
+        ("PATCH", f"{SBX_PATH}/a", "application/merge-patch+json")]
+    assert log[0]["query"] == {"fieldManager": "jr2", "force": "true"}
+
+
+def test_rotated_token_refuses_the_old_one_and_the_token_file_follows(cluster: FakeCluster) -> None:
+    old = cluster.token
+    new = cluster.rotate_token()
+    assert new != old
+    assert cluster.tls is not None
+    refused = requests.get(cluster.url + SBX_PATH, headers={"Authorization": f"Bearer {old}"},
+                           verify=cluster.tls.ca_file, timeout=10)
+    assert refused.status_code == 401
+    assert refused.json()["reason"] == "Unauthorized"
+    assert cluster.client().list(SANDBOX).items == []  # reads the rotated file
+
+
+def test_two_thousand_object_burst_reaches_a_watcher_complete_and_in_order(cluster: FakeCluster) -> None:
+    client = cluster.client()
+    start = str(cluster.resource_version)
+    seen: list[str] = []
+    done = threading.Event()
+    with client.watch(SANDBOX, resource_version=start, timeout_seconds=60, allow_bookmarks=False) as stream:
+        def read() -> None:
+            for frame in stream:
+                if isinstance(frame, WatchEvent):
+                    seen.append(frame.object["metadata"]["name"])
+                    if len(seen) == 2000:
+                        done.set()
+                        return
+        threading.Thread(target=read, daemon=True).start()
+        _wait(lambda: cluster.watch_stats()["open"] == 1)
+
+        def burst(s: ClusterState) -> None:
+            for i in range(2000):
+                s.create(SANDBOX, "jr2", sandbox(f"s-{i:04d}"), now=0)
+
+        cluster.call(burst)
+        assert done.wait(60)
+    assert seen == [f"s-{i:04d}" for i in range(2000)]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "headers", "code", "reason"),
+    [
+        ("GET", "/apis/core.jr2.dev/v1alpha1/namespaces/jr2/widgets", None, {}, 404, "NotFound"),
+        ("GET", "/apis/nope.dev/v1/namespaces/jr2/things", None, {}, 404, "NotFound"),
+        ("POST", SBX_PATH, b"{not json", {"Content-Type": "application/json"}, 400, "BadRequest"),
+        ("GET", SBX_PATH + "?labelSelector=a%20b%20c", None, {}, 400, "BadRequest"),
+        ("PATCH", SBX_PATH + "/missing", b"{}", {"Content-Type": "application/merge-patch+json"}, 404, "NotFound"),
+        ("PATCH", SBX_PATH + "/missing", b"[]", {"Content-Type": "application/json-patch+json"}, 415,
+         "UnsupportedMediaType"),
+        ("POST", SBX_PATH, b'{"metadata":{"name":"Not_Valid"}}', {"Content-Type": "application/json"}, 422,
+         "Invalid"),
+        ("POST", SBX_PATH, b'{"metadata":{}}', {"Content-Type": "application/json"}, 422, "Invalid"),
+        ("DELETE", SBX_PATH + "/missing", None, {}, 404, "NotFound"),
+    ],
+)
+def test_bad_requests_get_real_status_answers(cluster: FakeCluster, method: str, path: str, body: bytes | None,
+                                              headers: dict[str, str], code: int, reason: str) -> None:
+    resp = raw(cluster, method, path, data=body, headers=headers)
+    assert resp.status_code == code
+    doc = resp.json()
+    assert doc["kind"] == "Status"
+    assert doc["reason"] == reason
+    assert doc["code"] == code
+
+
+def test_duplicate_create_is_409_already_exists(cluster: FakeCluster) -> None:
+    client = cluster.client()
+    client.create(SANDBOX, sandbox("a"))
+    with pytest.raises(KubeError) as err:
+        client.create(SANDBOX, sandbox("a"))
+    assert (err.value.status, err.value.reason) == (409, "AlreadyExists")
+
+
+def test_oversized_request_body_is_refused(cluster: FakeCluster) -> None:
+    resp = raw(cluster, "POST", SBX_PATH, data=b"x" * (3 * 1024 * 1024 + 1),
+               headers={"Content-Type": "application/json"})
+    assert resp.status_code == 413
+
+
+def test_fault_knobs_over_http(cluster: FakeCluster) -> None:
+    assert cluster.tls is not None
+    ca = cluster.tls.ca_file
+    assert requests.post(cluster.url + "/_fake/fail", json={"count": 1, "status": 429, "retryAfter": 5},
+                         verify=ca, timeout=10).json() == {"ok": True}
+    with pytest.raises(KubeError) as err:
+        cluster.client().list(SANDBOX)
+    assert (err.value.status, err.value.retry_after) == (429, 5.0)
+    log = requests.get(cluster.url + "/_fake/requests", verify=ca, timeout=10).json()["requests"]
+    assert log[-1]["path"] == SBX_PATH
+    bad = requests.post(cluster.url + "/_fake/fail", data=b"[1]", verify=ca, timeout=10)
+    assert bad.status_code == 400
+    assert requests.post(cluster.url + "/_fake/nope", verify=ca, timeout=10).status_code == 404
+
+
+def test_plain_http_mode_and_inline_token() -> None:
+    with FakeCluster(tls=False) as c:
+        assert c.url.startswith("http://")
+        client = c.client()
+        client.create(SECRET, {"metadata": {"name": "s"}, "data": {}})
+        assert client.get(SECRET, "s") is not None
+
+
+def _wait(predicate: Any) -> None:
+    from tests.waiting import wait_until
+
+    wait_until(predicate)

@@ -1,0 +1,148 @@
+"""The fake API server's store: resourceVersion semantics, merge patch, history, owner GC, selectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jr2_actors.fake.selectors import SelectorError, parse
+from jr2_actors.fake.state import ClusterState, StatusError
+from jr2_actors.kube.kinds import SANDBOX, SECRET
+
+
+def state(history: int = 256) -> ClusterState:
+    return ClusterState(namespaces=("jr2",), history=history)
+
+
+def sandbox(name: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels}, "spec": {"port": 8080}}
+
+
+def test_every_change_bumps_one_counter_and_noops_bump_nothing() -> None:
+    s = state()
+    a = s.create(SANDBOX, "jr2", sandbox("a"), now=0)
+    b = s.create(SANDBOX, "jr2", sandbox("b"), now=0)
+    assert int(b["metadata"]["resourceVersion"]) == int(a["metadata"]["resourceVersion"]) + 1
+    before = s.rv
+    same = s.merge_patch(SANDBOX, "jr2", "a", {"spec": {"port": 8080}})
+    assert s.rv == before
+    assert same["metadata"]["resourceVersion"] == a["metadata"]["resourceVersion"]
+    s.merge_patch(SANDBOX, "jr2", "a", {"status": {"phase": "Ready"}}, subresource="status")
+    assert s.rv == before + 1
+
+
+def test_main_resource_ignores_status_and_status_ignores_spec() -> None:
+    s = state()
+    s.create(SANDBOX, "jr2", {**sandbox("a"), "status": {"phase": "Ready"}}, now=0)
+    assert "status" not in s.get(SANDBOX, "jr2", "a")
+    s.merge_patch(SANDBOX, "jr2", "a", {"status": {"phase": "Lost"}, "spec": {"port": 9}})
+    got = s.get(SANDBOX, "jr2", "a")
+    assert got["spec"]["port"] == 9 and "status" not in got
+    assert got["metadata"]["generation"] == 2
+    s.merge_patch(SANDBOX, "jr2", "a", {"status": {"phase": "Ready"}, "spec": {"port": 1}}, subresource="status")
+    got = s.get(SANDBOX, "jr2", "a")
+    assert got["status"] == {"phase": "Ready"} and got["spec"]["port"] == 9
+
+
+def test_merge_patch_null_removes_a_key() -> None:
+    s = state()
+    s.create(SANDBOX, "jr2", {"metadata": {"name": "a", "annotations": {"x": "1", "y": "2"}}}, now=0)
+    s.merge_patch(SANDBOX, "jr2", "a", {"metadata": {"annotations": {"x": None}}})
+    assert s.get(SANDBOX, "jr2", "a")["metadata"]["annotations"] == {"y": "2"}
+
+
+def test_apply_creates_then_merges_and_keeps_identity() -> None:
+    s = state()
+    first = s.apply(SANDBOX, "jr2", "a", sandbox("a"), manager="jr2", now=0)
+    second = s.apply(SANDBOX, "jr2", "a", {"metadata": {"labels": {"k": "v"}}, "spec": {"image": "i"}},
+                     manager="jr2", now=5)
+    assert second["metadata"]["uid"] == first["metadata"]["uid"]
+    assert second["spec"] == {"port": 8080, "image": "i"}
+    with pytest.raises(StatusError) as err:
+        s.apply(SANDBOX, "jr2", "a", sandbox("a"), manager="", now=0)
+    assert err.value.code == 422
+
+
+def test_deleting_a_sandbox_collects_its_owned_secret() -> None:
+    s = state()
+    sbx = s.create(SANDBOX, "jr2", sandbox("a"), now=0)
+    owner = {"apiVersion": "core.jr2.dev/v1alpha1", "kind": "Sandbox", "name": "a", "uid": sbx["metadata"]["uid"]}
+    s.create(SECRET, "jr2", {"metadata": {"name": "a-token", "ownerReferences": [owner]}}, now=0)
+    s.create(SECRET, "jr2", {"metadata": {"name": "unrelated"}}, now=0)
+    s.delete(SANDBOX, "jr2", "a")
+    with pytest.raises(StatusError):
+        s.get(SECRET, "jr2", "a-token")
+    assert s.get(SECRET, "jr2", "unrelated")
+
+
+def test_watch_resume_replays_after_version_and_old_version_is_expired() -> None:
+    s = state(history=3)
+    got: list[dict[str, Any]] = []
+    for i in range(5):
+        s.create(SANDBOX, "jr2", sandbox(f"s{i}"), now=0)
+    frames, wid = s.subscribe(SANDBOX, "jr2", parse(None), str(s.rv - 2), got.append)
+    assert wid is not None
+    assert [f["object"]["metadata"]["name"] for f in frames] == ["s3", "s4"]
+    old_frames, old_wid = s.subscribe(SANDBOX, "jr2", parse(None), "1", got.append)
+    assert old_wid is None
+    assert old_frames[0]["object"]["code"] == 410
+    assert old_frames[0]["object"]["message"] == f"too old resource version: 1 ({s.oldest_retained})"
+
+
+def test_compaction_expires_every_older_version() -> None:
+    s = state()
+    s.create(SANDBOX, "jr2", sandbox("a"), now=0)
+    head = str(s.rv)
+    s.compact()
+    frames, wid = s.subscribe(SANDBOX, "jr2", parse(None), str(s.rv - 1), lambda e: None)
+    assert wid is None and frames[0]["object"]["reason"] == "Expired"
+    frames, wid = s.subscribe(SANDBOX, "jr2", parse(None), head, lambda e: None)
+    assert wid is not None and frames == []
+
+
+def test_watchers_get_only_matching_events() -> None:
+    s = state()
+    got: list[dict[str, Any]] = []
+    s.subscribe(SANDBOX, "jr2", parse("jr2.dev/run"), str(s.rv), got.append)
+    s.create(SANDBOX, "jr2", sandbox("labelled", **{"jr2.dev/run": "r"}), now=0)
+    s.create(SANDBOX, "jr2", sandbox("plain"), now=0)
+    s.create(SECRET, "jr2", {"metadata": {"name": "x", "labels": {"jr2.dev/run": "r"}}}, now=0)
+    assert [e["object"]["metadata"]["name"] for e in got] == ["labelled"]
+
+
+@pytest.mark.parametrize(
+    ("selector", "names"),
+    [("run", ["a", "b"]), ("!run", ["c"]), ("run=1", ["a"]), ("run==1", ["a"]), ("run!=1", ["b", "c"]),
+     ("run in (1,2)", ["a", "b"]), ("run notin (1)", ["b", "c"]), ("run,tier=x", ["b"]), ("", ["a", "b", "c"])],
+)
+def test_label_selectors(selector: str, names: list[str]) -> None:
+    s = state()
+    s.create(SANDBOX, "jr2", sandbox("a", run="1"), now=0)
+    s.create(SANDBOX, "jr2", sandbox("b", run="2", tier="x"), now=0)
+    s.create(SANDBOX, "jr2", sandbox("c"), now=0)
+    assert [i["metadata"]["name"] for i in s.list_objects(SANDBOX, "jr2", parse(selector))["items"]] == names
+
+
+@pytest.mark.parametrize("bad", ["a b c", "k in ()", "k in (a", "=v", "-bad-", "k=v!", "a,,b", "x" * 64])
+def test_bad_selectors_are_refused(bad: str) -> None:
+    with pytest.raises(SelectorError):
+        parse(bad)
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [({"metadata": {}}, 422), ({"metadata": {"name": "Bad_Name"}}, 422), ({"metadata": "x"}, 400),
+     ({"kind": "Repo", "metadata": {"name": "a"}}, 400), ({"metadata": {"name": "a", "labels": {"k": 1}}}, 422)],
+)
+def test_invalid_creates_get_real_status_codes(body: dict[str, Any], code: int) -> None:
+    with pytest.raises(StatusError) as err:
+        state().create(SANDBOX, "jr2", body, now=0)
+    assert err.value.code == code
+
+
+def test_create_in_missing_namespace_is_not_found() -> None:
+    with pytest.raises(StatusError) as err:
+        state().create(SANDBOX, "elsewhere", sandbox("a"), now=0)
+    assert err.value.code == 404
+    assert 'namespaces "elsewhere" not found' in err.value.message
