@@ -1,0 +1,101 @@
+"""Which Workspace a Sandbox belongs to: labels are lossy selectors, annotations are authoritative.
+
+dagr T107: a label value is a sanitized truncation, visibly lossy, so nothing trusts it as an identity;
+every route goes through the annotations. A Sandbox whose label disagrees with its annotation, or that
+lacks either, is foreign: reported, never routed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+RUN_LABEL = "jr2.dev/run"
+WORKFLOW_LABEL = "jr2.dev/workflow"
+RUN_ID_ANNOTATION = "jr2.dev/run-id"
+WORKSPACE_ANNOTATION = "jr2.dev/workspace"
+KEEPALIVE_ANNOTATION = "jr2.dev/keepalive"
+LABEL_MAX = 63
+NAME_MAX = 63
+
+_DISALLOWED = re.compile(r"[^A-Za-z0-9._-]")
+_DASH_RUN = re.compile(r"-{2,}")
+_EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+_SLUG_DISALLOWED = re.compile(r"[^a-z0-9-]")
+
+
+@dataclass(frozen=True, order=True)
+class SandboxKey:
+    """The authoritative identity of a Workspace's Sandbox: its run and its Workspace path."""
+
+    run_id: str
+    workspace: str
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.workspace or '(root)'}"
+
+
+@dataclass(frozen=True)
+class Foreign:
+    name: str
+    uid: str
+    why: str
+
+
+def label_value(text: str) -> str:
+    """A valid label value from any text: disallowed characters become '-', runs collapse, the ends are
+    trimmed to alphanumerics, at most 63 characters, and an empty result becomes 'x'."""
+    value = _DASH_RUN.sub("-", _DISALLOWED.sub("-", text))
+    value = _EDGE.sub("", value)[:LABEL_MAX]
+    value = _EDGE.sub("", value)
+    return value or "x"
+
+
+def labels_for(run_id: str, workflow: str) -> dict[str, str]:
+    return {RUN_LABEL: label_value(run_id), WORKFLOW_LABEL: label_value(workflow)}
+
+
+def annotations_for(run_id: str, workspace: str) -> dict[str, str]:
+    return {RUN_ID_ANNOTATION: run_id, WORKSPACE_ANNOTATION: workspace}
+
+
+def sandbox_name(run_id: str, workspace: str) -> str:
+    """`ws-<8 of the run slug>-<workspace slug>-<hash>`, ≤ 63 characters, DNS-1123 (CONTRACTS.md §1).
+    The hash covers the authoritative pair, so two Workspaces whose slugs collide keep distinct names."""
+    run = _slug(run_id)[:8] or "x"
+    digest = hashlib.sha256(f"{run_id}\x00{workspace}".encode()).hexdigest()[:6]
+    room = NAME_MAX - len("ws-") - len(run) - 2 - len(digest)
+    ws = _slug(workspace)[:room].strip("-") or "root"
+    return f"ws-{run}-{ws}-{digest}"
+
+
+def identify(obj: Mapping[str, Any]) -> SandboxKey | Foreign:
+    meta = _mapping(obj.get("metadata"))
+    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    uid = meta.get("uid") if isinstance(meta.get("uid"), str) else ""
+    labels = _mapping(meta.get("labels"))
+    annotations = _mapping(meta.get("annotations"))
+    run_id = annotations.get(RUN_ID_ANNOTATION)
+    workspace = annotations.get(WORKSPACE_ANNOTATION)
+    label = labels.get(RUN_LABEL)
+    if not isinstance(run_id, str) or not run_id:
+        return Foreign(str(name), str(uid), f"no {RUN_ID_ANNOTATION} annotation")
+    if not isinstance(workspace, str):
+        return Foreign(str(name), str(uid), f"no {WORKSPACE_ANNOTATION} annotation")
+    if not isinstance(label, str):
+        return Foreign(str(name), str(uid), f"no {RUN_LABEL} label")
+    if label != label_value(run_id):
+        return Foreign(str(name), str(uid), f"label {RUN_LABEL}={label!r} disagrees with annotation "
+                                            f"{RUN_ID_ANNOTATION}={run_id!r}")
+    return SandboxKey(run_id, workspace)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _slug(text: str) -> str:
+    return _DASH_RUN.sub("-", _SLUG_DISALLOWED.sub("-", text.lower())).strip("-")
