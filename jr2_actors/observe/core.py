@@ -250,6 +250,7 @@ class ObserverCore:
         self._listed_once = False
         self._stop: WatchFailure | None = None
         self.waiters: set[SandboxKey] = set()
+        self.deliver_all = False  # a tap (the `watch` command) hears every key, registered or not
         self._restored: set[SandboxKey] = set()
         self._last: OrderedDict[SandboxKey, Delivery] = OrderedDict()  # latest delivery per key (bounded)
         self._signature: dict[SandboxKey, tuple[str, tuple[str, str, str, str]]] = {}
@@ -426,7 +427,8 @@ class ObserverCore:
         self._stop = WatchFailure(SandboxKey("", ""), termination, message)
         out.reports.append(Terminated(termination, "stop", self.resource_version, message))
         out.actions.append(StopWatching(termination, message))
-        for key in sorted(self.waiters):
+        told = self.waiters | (set(self._last) if self.deliver_all else set())
+        for key in sorted(told):
             out.deliveries.append(WatchFailure(key, termination, message))
 
     def _shutdown(self, out: _Out) -> None:
@@ -505,7 +507,7 @@ class ObserverCore:
         self._last.move_to_end(key)
         while len(self._last) > self._keep:
             self._last.popitem(last=False)
-        if key in self.waiters:
+        if key in self.waiters or self.deliver_all:
             out.deliveries.append(delivery)
 
     def _retire(self, uid: str) -> None:

@@ -1,0 +1,339 @@
+"""WatchActor: the one Sandbox watch of the process (ADR-0063), a thin shell over `ObserverCore`.
+
+Theory of operation: the actor owns the core, one I/O thread and its timers. The I/O thread performs
+the calls the core asks for — list, open a watch, read it — and tells the actor each result and each
+frame the moment it is decoded (an API server cuts a watcher that reads slowly). The actor steps the
+core, routes deliveries as `SandboxSeen` / `SandboxGone` / `WatchFailed` to the recipient registered
+for that Sandbox, logs the reports, and re-arms one timer at the core's deadline (recomputed at every
+step from the last progress, so a registration never postpones it).
+
+Nothing else in the process lists or polls Sandboxes. Shutdown closes the stream, joins the I/O
+thread within a budget, tells every registered recipient `WatchClosed`, and — the actor being dead —
+later registrations are refused by pykka with `ActorDeadError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pykka
+
+from jr2_actors.actors.timer import Timers
+from jr2_actors.clock import Clock, SystemClock
+from jr2_actors.constants import STALL_BOUND_SECONDS, WATCH_TIMEOUT_SECONDS
+from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
+from jr2_actors.kube.client import KubeClient, WatchStream
+from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.observe import core
+from jr2_actors.observe.core import Failure, Termination
+from jr2_actors.observe.identity import RUN_LABEL, Foreign, SandboxKey
+from jr2_actors.sandbox import SandboxView
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_BUDGET_SECONDS = 2.0
+
+
+class Recipient(Protocol):
+    def tell(self, message: Any) -> None: ...
+
+
+# -- messages ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Register:
+    key: SandboxKey
+    recipient: Recipient = field(compare=False)
+    restored: bool = False
+
+
+@dataclass(frozen=True)
+class Unregister:
+    key: SandboxKey
+
+
+@dataclass(frozen=True)
+class SandboxSeen:
+    key: SandboxKey
+    sandbox: SandboxView
+    object: Any = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SandboxGone:
+    key: SandboxKey
+    name: str
+    uid: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class WatchFailed:
+    """The watch gave up: the Sandbox's state is unknown, not lost."""
+
+    key: SandboxKey
+    termination: Termination
+    message: str
+
+
+@dataclass(frozen=True)
+class WatchClosed:
+    """The WatchActor stopped: no more deliveries for this key."""
+
+    key: SandboxKey
+
+
+@dataclass(frozen=True)
+class WatchReport:
+    """A termination handled, a foreign Sandbox, an unusable frame: for whoever operates the pod."""
+
+    report: core.Report
+
+
+@dataclass(frozen=True)
+class _Io:
+    event: core.Input
+
+
+@dataclass(frozen=True)
+class _Tick:
+    pass
+
+
+# -- the I/O thread ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _ListCmd:
+    pass
+
+
+@dataclass(frozen=True)
+class _WatchCmd:
+    resource_version: str
+    stream: int
+
+
+_STOP = object()
+
+
+class _WatchIo:
+    """Performs list and watch calls one at a time and tells the actor every result and frame."""
+
+    def __init__(self, client: KubeClient, namespace: str, tell: Callable[[core.Input], None],
+                 watch_timeout: int) -> None:
+        self._client = client
+        self._namespace = namespace
+        self._tell = tell
+        self._watch_timeout = watch_timeout
+        self._commands: queue.Queue[object] = queue.Queue()
+        self._lock = threading.Lock()
+        self._stream: WatchStream | None = None
+        self._stream_id = 0
+        self._closed_ids: set[int] = set()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="jr2-watch-io", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def list(self) -> None:
+        self._commands.put(_ListCmd())
+
+    def watch(self, resource_version: str, stream: int) -> None:
+        self._commands.put(_WatchCmd(resource_version, stream))
+
+    def close(self, stream: int) -> None:
+        with self._lock:
+            self._closed_ids.add(stream)
+            current = self._stream if self._stream_id == stream else None
+        if current is not None:
+            current.close()
+
+    def stop(self, budget: float) -> bool:
+        self._stopping.set()
+        with self._lock:
+            current = self._stream
+        if current is not None:
+            current.close()
+        self._commands.put(_STOP)
+        self._thread.join(budget)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            cmd = self._commands.get()
+            if cmd is _STOP or self._stopping.is_set():
+                return
+            if isinstance(cmd, _ListCmd):
+                self._list()
+            elif isinstance(cmd, _WatchCmd):
+                self._watch(cmd)
+
+    def _list(self) -> None:
+        try:
+            result = self._client.list(SANDBOX, self._namespace, label_selector=RUN_LABEL)
+        except (KubeError, KubeTransportError, KubeProtocolError, ClusterAccessError) as e:
+            self._tell(core.ListFailed(failure_of(e)))
+            return
+        self._tell(core.Listed(result.items, result.resource_version))
+
+    def _watch(self, cmd: _WatchCmd) -> None:
+        with self._lock:
+            if cmd.stream in self._closed_ids:
+                return
+        try:
+            stream = self._client.watch(SANDBOX, self._namespace, resource_version=cmd.resource_version,
+                                        label_selector=RUN_LABEL, timeout_seconds=self._watch_timeout)
+        except (KubeError, KubeTransportError, KubeProtocolError, ClusterAccessError) as e:
+            self._tell(core.WatchOpenFailed(cmd.stream, failure_of(e)))
+            return
+        with self._lock:
+            self._stream, self._stream_id = stream, cmd.stream
+            closed = cmd.stream in self._closed_ids or self._stopping.is_set()
+        if closed:
+            stream.close()
+        self._tell(core.WatchOpened(cmd.stream))
+        failure: Failure | None = None
+        try:
+            for frame in stream:
+                self._tell(core.FrameReceived(cmd.stream, frame))
+        except KubeTransportError as e:
+            failure = failure_of(e)
+        finally:
+            with self._lock:
+                self._stream = None
+                self._closed_ids.discard(cmd.stream)
+        self._tell(core.StreamEnded(cmd.stream, failure))
+
+
+def failure_of(e: Exception) -> Failure:
+    """What the core needs to know of a failed call, keeping the platform's own words."""
+    if isinstance(e, KubeError):
+        return Failure("api", e.message, e.status, e.reason, e.retry_after)
+    if isinstance(e, KubeTransportError):
+        return Failure("transport", f"{e.kind}: {e.detail}")
+    return Failure("transport", str(e))
+
+
+# -- the actor ---------------------------------------------------------------------------------------
+
+class WatchActor(pykka.ThreadingActor):
+    def __init__(self, client: KubeClient, *, namespace: str | None = None, clock: Clock | None = None,
+                 stall_bound: float = STALL_BOUND_SECONDS, watch_timeout: int = WATCH_TIMEOUT_SECONDS,
+                 tap: Recipient | None = None, seed: int | None = None,
+                 shutdown_budget: float = SHUTDOWN_BUDGET_SECONDS, **core_options: Any) -> None:
+        super().__init__()
+        self.clock = clock or SystemClock()
+        self.core = core.ObserverCore(stall_bound=stall_bound, seed=seed, **core_options)
+        self.core.deliver_all = tap is not None
+        self._tap = tap
+        self._recipients: dict[SandboxKey, Recipient] = {}
+        self._timers = Timers(self.clock, name="jr2-watch-timers")
+        self._timer: int | None = None
+        self._armed_for: float | None = None
+        self._budget = shutdown_budget
+        self._io = _WatchIo(client, namespace or client.namespace, self._from_io, watch_timeout)
+
+    def on_start(self) -> None:
+        self._io.start()
+        self._step(core.Started())
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, _Io):
+            self._step(message.event)
+        elif isinstance(message, _Tick):
+            self._armed_for = None
+            self._step(core.Tick())
+        elif isinstance(message, Register):
+            self._recipients[message.key] = message.recipient
+            self._step(core.Registered(message.key, message.restored))
+        elif isinstance(message, Unregister):
+            self._recipients.pop(message.key, None)
+            self._step(core.Unregistered(message.key))
+        return None
+
+    def on_stop(self) -> None:
+        self._shutdown()
+
+    def on_failure(self, *args: Any) -> None:
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        self._step(core.Shutdown())
+        self._timers.stop(self._budget)
+        if not self._io.stop(self._budget):
+            log.error("the watch I/O thread did not end within %.1fs", self._budget)
+        for key, recipient in list(self._recipients.items()):
+            _tell(recipient, WatchClosed(key))
+        self._recipients.clear()
+
+    def _from_io(self, event: core.Input) -> None:
+        with contextlib.suppress(pykka.ActorDeadError):  # shutting down: the core stopped listening
+            self.actor_ref.tell(_Io(event))
+
+    def _step(self, event: core.Input) -> None:
+        step = self.core.step(event, self.clock.monotonic())
+        for delivery in step.deliveries:
+            message = _message(delivery)
+            recipient = self._recipients.get(delivery.key)
+            if recipient is not None:
+                _tell(recipient, message)
+            if self._tap is not None:
+                _tell(self._tap, message)
+        for report in step.reports:
+            _log(report)
+            if self._tap is not None:
+                _tell(self._tap, WatchReport(report))
+        for action in step.actions:
+            if isinstance(action, core.ListNow):
+                self._io.list()
+            elif isinstance(action, core.WatchFrom):
+                self._io.watch(action.resource_version, action.stream)
+            elif isinstance(action, core.CloseStream):
+                self._io.close(action.stream)
+            elif isinstance(action, core.StopWatching):
+                log.error("%s", action.message)
+        self._arm(step.deadline)
+
+    def _arm(self, deadline: float | None) -> None:
+        if deadline == self._armed_for:
+            return
+        self._timers.cancel(self._timer)
+        self._timer = None
+        self._armed_for = deadline
+        if deadline is not None:
+            ref = self.actor_ref
+            self._timer = self._timers.schedule(deadline, lambda: _tell(ref, _Tick()))
+
+
+def _message(delivery: core.Delivery) -> SandboxSeen | SandboxGone | WatchFailed:
+    if isinstance(delivery, core.Seen):
+        return SandboxSeen(delivery.key, delivery.sandbox, delivery.object)
+    if isinstance(delivery, core.Gone):
+        return SandboxGone(delivery.key, delivery.name, delivery.uid, delivery.reason)
+    return WatchFailed(delivery.key, delivery.termination, delivery.message)
+
+
+def _tell(recipient: Recipient, message: Any) -> None:
+    try:
+        recipient.tell(message)
+    except pykka.ActorDeadError:
+        log.debug("recipient gone before %s", type(message).__name__)
+
+
+def _log(report: core.Report) -> None:
+    if isinstance(report, core.Terminated):
+        level = logging.ERROR if report.action == "stop" else logging.INFO
+        log.log(level, "watch %s → %s from %s: %s", report.termination.value, report.action,
+                report.resource_version or "a re-list", report.detail)
+    elif isinstance(report, Foreign):
+        log.warning("foreign Sandbox %s (uid %s) not routed: %s", report.name, report.uid, report.why)
+    else:
+        log.warning("unusable watch frame (%s, %d bytes): %s", report.frame.kind, report.frame.size,
+                    report.frame.detail)
