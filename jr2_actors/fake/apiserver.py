@@ -20,7 +20,6 @@ import logging
 import queue
 import secrets
 import select
-import socket
 import ssl
 import threading
 from collections.abc import Callable
@@ -65,7 +64,6 @@ class ApiAnswer:
     doc: Any
     headers: tuple[tuple[str, str], ...] = ()
     watch: WatchTicket | None = None
-    latency: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +73,11 @@ class Unwatch:
 
 @dataclass(frozen=True)
 class CurrentVersion:
+    pass
+
+
+@dataclass(frozen=True)
+class CurrentLatency:
     pass
 
 
@@ -178,6 +181,8 @@ class ApiServerActor(pykka.ThreadingActor):
             return None
         if isinstance(message, CurrentVersion):
             return self.state.rv
+        if isinstance(message, CurrentLatency):
+            return self.latency
         if isinstance(message, Call):
             return message.fn(self.state)
         if isinstance(message, Fault):
@@ -243,7 +248,7 @@ class ApiServerActor(pykka.ThreadingActor):
             answer = self._route(req, is_watch)
         except StatusError as e:
             answer = _status(e)
-        return ApiAnswer(answer.code, answer.doc, answer.headers, answer.watch, self.latency)
+        return answer
 
     def _route(self, req: ApiRequest, is_watch: bool) -> ApiAnswer:
         path = req.path.rstrip("/") or "/"
@@ -462,12 +467,13 @@ class _Handler(BaseHTTPRequestHandler):
         req = ApiRequest(self.command, url.path, query, self.headers.get("Content-Type", ""),
                          self.headers.get("Accept", ""), self.headers.get("Authorization", ""), body)
         try:
+            latency = cast(float, self.server.actor.ask(CurrentLatency(), timeout=ASK_TIMEOUT))
+            if latency:  # the request reaches the server only after the delay, as over a slow network
+                self.server.closing.wait(latency)
             answer = cast(ApiAnswer, self.server.actor.ask(req, timeout=ASK_TIMEOUT))
         except (pykka.ActorDeadError, pykka.Timeout):
             self._send_json(503, StatusError(503, "ServiceUnavailable", "the fake API server is stopping").status())
             return
-        if answer.latency:
-            self.server.closing.wait(answer.latency)
         if answer.watch is not None:
             self._stream(answer.watch, int(query.get("timeoutSeconds") or 1800),
                          query.get("allowWatchBookmarks") == "true")
@@ -556,14 +562,13 @@ class _Handler(BaseHTTPRequestHandler):
                                                     "metadata": {"resourceVersion": str(rv)}}})
 
     def _peer_gone(self) -> bool:
-        """A stalled stream sends nothing, so only a peek at the socket tells that the client left."""
+        """A stalled stream sends nothing, so only the socket tells that the client left: a watching
+        client never writes on its connection, so anything readable (a FIN, a TLS close) means it went."""
         try:
             readable, _, _ = select.select([self.connection], [], [], 0)
-            if not readable:
-                return False
-            return bool(self.connection.recv(1, socket.MSG_PEEK) == b"")
-        except OSError:
+        except (OSError, ValueError):
             return True
+        return bool(readable)
 
     def _fake_control(self, path: str, body: bytes) -> None:
         try:

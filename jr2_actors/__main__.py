@@ -1,0 +1,5 @@
+import sys
+
+from jr2_actors.cli import main
+
+sys.exit(main())

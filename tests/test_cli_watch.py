@@ -1,0 +1,135 @@
+"""`jr2-actors watch` against the fake cluster: each fault knob's termination line, then deliveries."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.fake.state import ClusterState
+from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.observe.identity import annotations_for, labels_for, sandbox_name
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.slow
+
+
+class Lines:
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.queue: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.seen: list[dict[str, Any]] = []
+        assert proc.stdout is not None
+        stdout = proc.stdout
+
+        def pump() -> None:
+            for line in stdout:
+                self.queue.put(json.loads(line))
+
+        threading.Thread(target=pump, daemon=True).start()
+
+    def until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30) -> dict[str, Any]:
+        while True:
+            doc = self.queue.get(timeout=timeout)
+            self.seen.append(doc)
+            if predicate(doc):
+                return doc
+
+
+@pytest.fixture
+def watch_cli(cluster: FakeCluster, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Lines]]:
+    cfg = cluster.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", "watch", "--namespace", "jr2", "--kubeconfig", cfg,
+                             "--stall-seconds", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc, Lines(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def apply(cluster: FakeCluster, run: str, phase: str) -> None:
+    name = sandbox_name(run, "F-1")
+
+    def write(s: ClusterState) -> None:
+        try:
+            s.get(SANDBOX, "jr2", name)
+        except Exception:
+            s.create(SANDBOX, "jr2", {"metadata": {"name": name, "labels": labels_for(run, "wf"),
+                                                   "annotations": annotations_for(run, "F-1")}}, now=0)
+        s.merge_patch(SANDBOX, "jr2", name, {"status": {"phase": phase}}, subresource="status")
+
+    cluster.call(write)
+
+
+def seen(run: str, phase: str) -> Callable[[dict[str, Any]], bool]:
+    name = sandbox_name(run, "F-1")
+    return lambda d: d.get("delivery") == "seen" and d["name"] == name and d["phase"] == phase
+
+
+def test_each_fault_knob_prints_its_termination_and_the_deliveries_follow(
+        cluster: FakeCluster, watch_cli: tuple[subprocess.Popen[str], Lines]) -> None:
+    proc, lines = watch_cli
+    apply(cluster, "run-a", "Pending")
+    lines.until(seen("run-a", "Pending"))
+    wait_until(lambda: cluster.watch_stats()["open"] == 1)
+
+    cluster.end_watches()  # drop
+    assert lines.until(lambda d: "termination" in d)["termination"] == "transport"
+    apply(cluster, "run-a", "Ready")
+    lines.until(seen("run-a", "Ready"))
+
+    wait_until(lambda: cluster.watch_stats()["open"] == 1)
+    cluster.stall_watches()  # silence
+    term = lines.until(lambda d: "termination" in d)
+    assert (term["termination"], term["action"], term["resourceVersion"]) == ("silence", "relist", None)
+    apply(cluster, "run-b", "Pending")
+    lines.until(seen("run-b", "Pending"))
+
+    wait_until(lambda: cluster.watch_stats()["open"] == 1)
+    cluster.fail_next(1, 503, watch_only=True)  # transient
+    cluster.end_watches()
+    lines.until(lambda d: d.get("termination") == "transient")
+    apply(cluster, "run-b", "Ready")
+    lines.until(seen("run-b", "Ready"))
+
+    wait_until(lambda: cluster.watch_stats()["open"] == 1)
+    apply(cluster, "run-c", "Pending")
+    lines.until(seen("run-c", "Pending"))
+    cluster.set_latency(1.0)  # the resume reaches the server after the change and the compaction: a 410
+    cluster.end_watches()
+    apply(cluster, "run-c", "Ready")
+    cluster.compact()
+    cluster.set_latency(0)
+    expired = lines.until(lambda d: d.get("termination") == "expired")
+    assert (expired["action"], expired["resourceVersion"]) == ("relist", None)
+    lines.until(seen("run-c", "Ready"))
+
+    wait_until(lambda: cluster.watch_stats()["open"] == 1)
+    cluster.restart()
+    restart = lines.until(lambda d: "termination" in d)
+    assert (restart["termination"], restart["action"]) == ("transport", "resume")
+    cluster.call(lambda s: s.delete(SANDBOX, "jr2", sandbox_name("run-a", "F-1")))
+    gone = lines.until(lambda d: d.get("delivery") == "gone")
+    assert gone["name"] == sandbox_name("run-a", "F-1")
+
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(15) == 0
+    assert cluster.watch_stats()["maxOpen"] == 1
+
+
+def test_watch_refuses_a_missing_kubeconfig_by_name(tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope")
+    result = subprocess.run([sys.executable, "-m", "jr2_actors", "watch", "--namespace", "jr2", "--kubeconfig",
+                             missing], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert missing in result.stderr
