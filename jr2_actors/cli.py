@@ -55,7 +55,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jr2-actors: {e}", file=sys.stderr)
         return 2
     parser.error(f"unknown command {args.command}")
-    return 2  # pragma: no cover
 
 
 def until_signalled() -> None:

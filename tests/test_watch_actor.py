@@ -135,8 +135,13 @@ def test_one_watch_at_a_time_and_never_a_pod(cluster: FakeCluster, watcher: tupl
     runs = ["run-a", "run-b"]
     register(ref, inbox, runs)
     create(cluster, runs)
+    from tests.waiting import wait_until
+
     for _ in range(3):
+        wait_until(lambda: cluster.watch_stats()["open"] == 1)
+        opened = cluster.watch_stats()["opened"]
         cluster.end_watches()
+        wait_until(lambda n=opened: cluster.watch_stats()["opened"] > n)  # type: ignore[misc]
     set_phase(cluster, runs, "Ready")
     all_phases(inbox, runs, "Ready")
     log = cluster.requests()
