@@ -460,3 +460,22 @@ def test_after_stopping_every_new_waiter_is_told_at_once() -> None:
     (told,) = d(Registered(A)).deliveries
     assert isinstance(told, WatchFailure)
     assert "refused" in told.message
+
+
+def test_a_replayed_frame_never_drags_the_resume_version_back() -> None:
+    d = Drive()
+    d(Registered(A))
+    d.start([sandbox("run-a", rv=50)], rv="60")
+    d.frame(event("MODIFIED", sandbox("run-a", rv=40)))  # a stale replay
+    step = d(StreamEnded(d.stream, Failure("transport", "reset")))
+    assert step.actions == (WatchFrom("60", d.stream),)
+
+
+def test_an_older_incarnations_deletion_does_not_bury_the_current_object() -> None:
+    d = Drive()
+    d(Registered(A))
+    d.start([sandbox("run-a", rv=9, uid="u-new")])
+    d.frame(event("DELETED", sandbox("run-a", rv=8, uid="u-old")))
+    assert phases(d.deliveries(), A) == ["Pending"]
+    d.frame(event("DELETED", sandbox("run-a", rv=10, uid="u-new")))
+    assert phases(d.deliveries(), A) == ["Pending", "Gone"]

@@ -205,6 +205,6 @@ def _same(a: Delivery, b: Delivery) -> bool:
     return a == b
 
 
-WatchModel.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None,
+WatchModel.TestCase.settings = settings(max_examples=300, stateful_step_count=40, deadline=None,
                                         suppress_health_check=[HealthCheck.too_slow])
 TestWatchModel = WatchModel.TestCase

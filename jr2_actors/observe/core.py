@@ -346,20 +346,14 @@ class ObserverCore:
         if isinstance(frame, WatchEvent):
             self._stream_progressed = True
             if frame.type == "DELETED":
-                ident = identify(frame.object)
-                uid = _uid(frame.object)
-                if isinstance(ident, Foreign):
-                    self._foreign(ident, out)
-                elif uid not in self._retired:
-                    self._gone(ident, _name(frame.object), uid, "deleted", out)
+                self._deleted(frame.object, out)
             else:
                 self._observe(frame.object, out)
-            if frame.resource_version:
-                self.resource_version = frame.resource_version
+            self._advance(frame.resource_version)
             self._clear_failures()
         elif isinstance(frame, Bookmark):
             self._stream_progressed = True
-            self.resource_version = frame.resource_version
+            self._advance(frame.resource_version)
             self._clear_failures()
         elif isinstance(frame, ErrorFrame):
             termination = _classify_status(frame.status)
@@ -372,6 +366,12 @@ class ObserverCore:
             out.actions.append(CloseStream(self.stream))
             failure = Failure("transport", f"{frame.kind} frame: {frame.detail}")
             self._failed(Termination.TRANSPORT, failure, now, out, relist=True)
+
+    def _advance(self, version: str | None) -> None:
+        """Move the resume point forward only: a replayed frame must not drag it back (found by the model
+        test — resuming from a replayed version re-delivered an old incarnation's deletion)."""
+        if version and (self.resource_version is None or not _older(version, self.resource_version)):
+            self.resource_version = version
 
     def _ended(self, failure: Failure | None, now: float, out: _Out) -> None:
         if failure is None and (self._stream_progressed or now - self._opened_at >= MIN_FREE_RESUME_SECONDS):
@@ -491,6 +491,18 @@ class ObserverCore:
             self._retire(sandbox.uid)
             self._known.pop(sandbox.name, None)
         return key
+
+    def _deleted(self, obj: Mapping[str, Any], out: _Out) -> None:
+        ident = identify(obj)
+        if isinstance(ident, Foreign):
+            self._foreign(ident, out)
+            return
+        uid = _uid(obj)
+        current = self._signature.get(ident)
+        if current is not None and current[0] != uid:
+            self._retire(uid)  # an older incarnation's deletion: the key's current object lives on
+            return
+        self._gone(ident, _name(obj), uid, "deleted", out)
 
     def _gone(self, key: SandboxKey, name: str, uid: str, reason: Literal["deleted", "absent", "replaced"],
               out: _Out) -> None:
