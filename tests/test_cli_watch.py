@@ -38,7 +38,10 @@ class Lines:
 
     def until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30) -> dict[str, Any]:
         while True:
-            doc = self.queue.get(timeout=timeout)
+            try:
+                doc = self.queue.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no matching line; seen: {self.seen}") from None
             self.seen.append(doc)
             if predicate(doc):
                 return doc
@@ -48,7 +51,7 @@ class Lines:
 def watch_cli(cluster: FakeCluster, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Lines]]:
     cfg = cluster.write_kubeconfig(str(tmp_path / "kubeconfig"))
     proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", "watch", "--namespace", "jr2", "--kubeconfig", cfg,
-                             "--stall-seconds", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--stall-seconds", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         yield proc, Lines(proc)
     finally:
@@ -106,6 +109,7 @@ def test_each_fault_knob_prints_its_termination_and_the_deliveries_follow(
     apply(cluster, "run-c", "Pending")
     lines.until(seen("run-c", "Pending"))
     cluster.set_latency(1.0)  # the resume reaches the server after the change and the compaction: a 410
+    # (1 s: under the 2 s stall bound, which would otherwise abandon the delayed open first)
     cluster.end_watches()
     apply(cluster, "run-c", "Ready")
     cluster.compact()
