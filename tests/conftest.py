@@ -10,7 +10,7 @@ from jr2_actors.fake.cluster import FakeCluster
 
 @pytest.fixture
 def cluster() -> Iterator[FakeCluster]:
-    with FakeCluster(namespace="jr2", bookmark_interval=0.2) as c:
+    with FakeCluster(namespace="jr2", bookmark_interval=0.2, operator=False) as c:
         yield c
 
 

@@ -13,7 +13,7 @@ import base64
 import os
 import secrets
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
@@ -22,6 +22,8 @@ import yaml
 
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.fake import apiserver as api
+from jr2_actors.fake.operator import OperatorActor, Script
+from jr2_actors.fake.operator_core import Node, OperatorCore, Quota
 from jr2_actors.fake.state import DEFAULT_HISTORY, ClusterState
 from jr2_actors.fake.tls import TlsMaterial
 from jr2_actors.fake.tls import generate as generate_tls
@@ -35,7 +37,9 @@ ASK_TIMEOUT = api.ASK_TIMEOUT
 class FakeCluster:
     def __init__(self, *, namespace: str = "jr2", port: int = 0, history: int = DEFAULT_HISTORY,
                  bookmark_interval: float | None = 60.0, token: str | None = None, clock: Clock | None = None,
-                 token_file: str | None = None, tls: bool = True) -> None:
+                 token_file: str | None = None, tls: bool = True, operator: bool = True,
+                 nodes: Sequence[Node] | None = None, quota: Quota | None = None,
+                 start_seconds: float = 0.2) -> None:
         self.namespace = namespace
         self.clock = clock or SystemClock()
         self._port = port
@@ -44,6 +48,9 @@ class FakeCluster:
         self._token = token or secrets.token_urlsafe(24)
         self._token_file = token_file
         self._tls_enabled = tls
+        self._operator_enabled = operator
+        self._operator_core = OperatorCore(nodes=nodes, quota=quota, start_seconds=start_seconds)
+        self._operator: pykka.ActorRef[Any] | None = None
         self.tls: TlsMaterial | None = None
         self._actor: pykka.ActorRef[Any] | None = None
         self._http: api.ApiHttpServer | None = None
@@ -64,9 +71,14 @@ class FakeCluster:
                                        bookmark_interval=self._bookmark_interval,
                                        tls=self.tls.server_context() if self.tls else None)
         self._http.start()
+        if self._operator_enabled:
+            self._operator = OperatorActor.start(self._actor, self.namespace, self._operator_core, self.clock)
         return self
 
     def stop(self) -> None:
+        if self._operator is not None:
+            self._operator.stop(block=True, timeout=ASK_TIMEOUT)
+            self._operator = None
         if self._http is not None:
             self._http.stop()
             self._http = None
@@ -141,6 +153,38 @@ class FakeCluster:
     @property
     def resource_version(self) -> int:
         return self.call(lambda s: s.rv)
+
+    # -- the operator's model and its scripted faults -----------------------------------------------------
+
+    def operate(self, fn: Callable[[OperatorCore, float], T]) -> T:
+        """Change the operator's model (`fn(core, now_wall)`), then let it reconcile before returning."""
+        assert self._operator is not None, "the fake operator is off"
+        return cast(T, self._operator.ask(Script(fn), timeout=ASK_TIMEOUT))
+
+    def reconcile(self) -> None:
+        self.operate(lambda core, now: None)
+
+    def kill_harness(self, name: str, *, reason: str = "OOMKilled", message: str = "") -> None:
+        """The Harness container ends and restarts (`OOMKilled`/137, or `Error`/1 with other reasons)."""
+        self.operate(lambda core, now: core.kill_harness(name, now, reason=reason, message=message))
+
+    def crash_loop(self, name: str, message: str) -> None:
+        self.operate(lambda core, now: core.crash_loop(name, now, message=message))
+
+    def evict(self, name: str, *, reason: str = "Evicted",
+              message: str = "The node was low on resource: memory.") -> None:
+        self.operate(lambda core, now: core.evict(name, reason=reason, message=message))
+
+    def lose_node(self, node: str) -> None:
+        self.operate(lambda core, now: core.lose_node(node))
+
+    def add_node(self, node: Node) -> None:
+        self.operate(lambda core, now: core.add_node(node))
+
+    def set_quota(self, quota: Quota | None) -> None:
+        def change(core: OperatorCore, now: float) -> None:
+            core.quota = quota
+        self.operate(change)
 
     # -- faults ------------------------------------------------------------------------------------------
 

@@ -208,6 +208,15 @@ class ClusterState:
                     result.pop("status", None)
         return self._update(kind, namespace, existing, result)
 
+    def replace_status(self, kind: Kind, namespace: str | None, name: str, status: Obj) -> Obj:
+        """Set the whole status (how a controller writes it); an unchanged status writes nothing."""
+        existing = self._objects.get((kind.plural, namespace, name))
+        if existing is None:
+            raise not_found(kind, name)
+        result = copy.deepcopy(existing)
+        result["status"] = copy.deepcopy(status)
+        return self._update(kind, namespace, existing, result)
+
     def delete(self, kind: Kind, namespace: str | None, name: str) -> Obj:
         obj = self._objects.pop((kind.plural, namespace, name), None)
         if obj is None:

@@ -1,0 +1,292 @@
+"""The fake operator's decisions: pure, over a model of nodes, an optional quota and scripted faults.
+
+Theory of operation: it reconciles Sandboxes as the jr2 operator does (CONTRACTS.md §1). Each Sandbox
+reserves its whole `spec.podResources` (requests, else limits). In arrival order:
+
+- a ResourceQuota that cannot take the pod refuses it: `Pending`, `Scheduled=False/QuotaExceeded` with
+  the API server's words, and no podUID (the operator keeps retrying);
+- otherwise the pod exists; while no node fits it: `Pending`, `Scheduled=False/Unschedulable` with the
+  scheduler's message (`0/2 nodes are available: 2 Insufficient cpu.`);
+- once placed: `Scheduled=True`, `node`, `podUID`; `Ready` after the start time;
+- scripted faults: a Harness restart (`lastTerminated` OOMKilled/137 or Error/1 with its log lines),
+  `CrashLoopBackOff`, eviction or node loss → `Lost` (terminal, capacity freed);
+- the idle GC deletes a Sandbox once `max(creation, jr2.dev/keepalive) + spec.idleTimeout` has passed.
+
+`reconcile(sandboxes, now)` returns the status each Sandbox should have and the names to delete; the
+shell writes a status only when it differs from the one the Sandbox carries.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from jr2_actors.observe.identity import KEEPALIVE_ANNOTATION
+from jr2_actors.quantity import QuantityError, cpu_millis, memory_bytes, parse_duration
+
+DEFAULT_IDLE_TIMEOUT = "30m"
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    cpu_millis: int
+    memory_bytes: int
+
+
+@dataclass(frozen=True)
+class Quota:
+    cpu_millis: int | None = None
+    memory_bytes: int | None = None
+    name: str = "jr2"
+
+
+@dataclass
+class _Record:
+    uid: str
+    cpu: int = 0  # the reservation: spec.podResources requests (else limits)
+    memory: int = 0
+    pod_uid: str = ""
+    node: str = ""
+    ready_at: float | None = None
+    restart_count: int = 0
+    last_terminated: dict[str, Any] | None = None
+    waiting: list[dict[str, Any]] = field(default_factory=list)
+    crash_looping: bool = False
+    lost: tuple[str, str] | None = None
+    transitions: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # type → (status, reason, time)
+
+
+@dataclass(frozen=True)
+class Decision:
+    statuses: dict[str, dict[str, Any]]  # name → desired status
+    deletes: tuple[str, ...]
+    next_wake: float | None  # the next monotonic-free wall time something changes by itself
+
+
+def default_nodes() -> list[Node]:
+    return [Node("fake-node-1", 4000, 8 * 2**30), Node("fake-node-2", 4000, 8 * 2**30)]
+
+
+class OperatorCore:
+    def __init__(self, *, nodes: Sequence[Node] | None = None, quota: Quota | None = None,
+                 start_seconds: float = 0.2, endpoint: str = "") -> None:
+        self.nodes = list(nodes if nodes is not None else default_nodes())
+        self.quota = quota
+        self.start_seconds = start_seconds
+        self.endpoint = endpoint  # the fake Harness's base URL; the Sandbox's name is appended
+        self._records: dict[str, _Record] = {}  # by Sandbox name
+
+    # -- scripted faults -----------------------------------------------------------------------------
+
+    def kill_harness(self, name: str, now: float, *, reason: str = "OOMKilled", message: str = "") -> None:
+        rec = self._records[name]
+        rec.restart_count += 1
+        rec.last_terminated = {"reason": reason, "exitCode": 137 if reason == "OOMKilled" else 1,
+                               "message": message, "finishedAt": _rfc3339(now)}
+
+    def crash_loop(self, name: str, now: float, *, message: str) -> None:
+        rec = self._records[name]
+        rec.crash_looping = True
+        rec.restart_count = max(rec.restart_count, 2)
+        rec.last_terminated = {"reason": "Error", "exitCode": 1, "message": message, "finishedAt": _rfc3339(now)}
+        rec.waiting = [{"container": "harness", "reason": "CrashLoopBackOff",
+                        "message": "back-off 10s restarting failed container=harness"}]
+
+    def evict(self, name: str, *, reason: str = "Evicted",
+              message: str = "The node was low on resource: memory.") -> None:
+        rec = self._records[name]
+        rec.lost = (reason, message)
+
+    def lose_node(self, node: str) -> None:
+        for rec in self._records.values():
+            if rec.node == node and rec.lost is None:
+                rec.lost = ("NodeLost", f"node {node} is not ready")
+        self.nodes = [n for n in self.nodes if n.name != node]
+
+    def add_node(self, node: Node) -> None:
+        self.nodes.append(node)
+
+    def knows(self, name: str) -> bool:
+        return name in self._records
+
+    # -- the decision --------------------------------------------------------------------------------
+
+    def reconcile(self, sandboxes: Sequence[Mapping[str, Any]], now: float) -> Decision:
+        by_name = {s["metadata"]["name"]: s for s in sandboxes}
+        for name in [n for n in self._records if n not in by_name]:
+            del self._records[name]  # deleted: its reservation is freed
+        for name, obj in by_name.items():
+            rec = self._records.get(name)
+            if rec is None or rec.uid != obj["metadata"]["uid"]:
+                rec = self._records[name] = _Record(uid=obj["metadata"]["uid"])
+            rec.cpu, rec.memory = _requests(obj)
+        statuses: dict[str, dict[str, Any]] = {}
+        deletes: list[str] = []
+        wakes: list[float] = []
+        ordered = sorted(by_name.values(), key=lambda o: (o["metadata"].get("creationTimestamp", ""),
+                                                          int(o["metadata"].get("resourceVersion") or 0)))
+        for obj in ordered:
+            name = obj["metadata"]["name"]
+            expiry = self._idle_expiry(obj)
+            if expiry is not None:
+                if now >= expiry:
+                    deletes.append(name)
+                    continue
+                wakes.append(expiry)
+            rec = self._records[name]
+            if rec.lost is None and not rec.node:
+                self._place(obj, rec, now)
+            if rec.ready_at is not None and rec.ready_at > now and rec.lost is None:
+                wakes.append(rec.ready_at)
+            statuses[name] = self._status(obj, rec, now)
+        return Decision(statuses, tuple(deletes), min(wakes) if wakes else None)
+
+    # -- internals -----------------------------------------------------------------------------------
+
+    def _place(self, obj: Mapping[str, Any], rec: _Record, now: float) -> None:
+        cpu, mem = _requests(obj)
+        if self.quota is not None and not rec.pod_uid:
+            used_cpu, used_mem = self._used(with_pod_only=True)
+            if ((self.quota.cpu_millis is not None and used_cpu + cpu > self.quota.cpu_millis)
+                    or (self.quota.memory_bytes is not None and used_mem + mem > self.quota.memory_bytes)):
+                rec.waiting = []
+                return
+        if not rec.pod_uid:
+            rec.pod_uid = str(uuid.uuid4())
+        for node in self.nodes:
+            free_cpu, free_mem = self._free(node)
+            if free_cpu >= cpu and free_mem >= mem:
+                rec.node = node.name
+                rec.ready_at = now + self.start_seconds
+                return
+
+    def _status(self, obj: Mapping[str, Any], rec: _Record, now: float) -> dict[str, Any]:
+        meta = obj["metadata"]
+        name = meta["name"]
+        generation = meta.get("generation", 1)
+        status: dict[str, Any] = {"endpoint": f"{self.endpoint.rstrip('/')}/{name}" if self.endpoint else "",
+                                  "harness": {"restartCount": rec.restart_count}}
+        if rec.last_terminated:
+            status["harness"]["lastTerminated"] = dict(rec.last_terminated)
+        conditions: list[tuple[str, str, str, str]] = []
+        if rec.pod_uid:
+            status["podUID"] = rec.pod_uid
+        if rec.lost is not None:
+            reason, message = rec.lost
+            status["phase"] = "Lost"
+            if rec.node:
+                status["node"] = rec.node
+            conditions += [("Scheduled", "True", "Scheduled", ""), ("Ready", "False", reason, message),
+                           ("Lost", "True", reason, message)]
+        elif not rec.pod_uid and self.quota is not None:
+            message = self._quota_message(name, obj)
+            status["phase"] = "Pending"
+            conditions += [("Scheduled", "False", "QuotaExceeded", message),
+                           ("Ready", "False", "QuotaExceeded", message)]
+        elif not rec.node:
+            message = self._unschedulable_message(obj)
+            status["phase"] = "Pending"
+            conditions += [("Scheduled", "False", "Unschedulable", message),
+                           ("Ready", "False", "Unschedulable", message)]
+        else:
+            status["node"] = rec.node
+            status["podRef"] = {"name": name}
+            status["serviceRef"] = {"name": name}
+            ready = rec.ready_at is not None and now >= rec.ready_at and not rec.crash_looping
+            status["phase"] = "Ready" if ready else "Pending"
+            conditions.append(("Scheduled", "True", "Scheduled", ""))
+            conditions.append(("Ready", "True", "PodReady", "pod reports Ready and every Repo is present on its node")
+                              if ready else ("Ready", "False", "PodNotReady", "pod is not yet Ready"))
+            if rec.waiting:
+                status["waiting"] = [dict(w) for w in rec.waiting]
+        status["conditions"] = [self._condition(rec, t, s, r, m, generation, now) for t, s, r, m in conditions]
+        return status
+
+    def _condition(self, rec: _Record, type_: str, status: str, reason: str, message: str, generation: int,
+                   now: float) -> dict[str, Any]:
+        before = rec.transitions.get(type_)
+        if before is None or before[:2] != (status, reason):
+            rec.transitions[type_] = (status, reason, _rfc3339(now))
+        return {"type": type_, "status": status, "reason": reason, "message": message,
+                "observedGeneration": generation, "lastTransitionTime": rec.transitions[type_][2]}
+
+    def _used(self, *, with_pod_only: bool) -> tuple[int, int]:
+        live = [r for r in self._records.values() if r.lost is None and (r.pod_uid or not with_pod_only)]
+        return sum(r.cpu for r in live), sum(r.memory for r in live)
+
+    def _free(self, node: Node) -> tuple[int, int]:
+        placed = [r for r in self._records.values() if r.node == node.name and r.lost is None]
+        return node.cpu_millis - sum(r.cpu for r in placed), node.memory_bytes - sum(r.memory for r in placed)
+
+    def _unschedulable_message(self, obj: Mapping[str, Any]) -> str:
+        cpu, mem = _requests(obj)
+        short_cpu = short_mem = 0
+        for node in self.nodes:
+            free_cpu, free_mem = self._free(node)
+            short_cpu += free_cpu < cpu
+            short_mem += free_mem < mem
+        parts = [f"{short_cpu} Insufficient cpu"] if short_cpu else []
+        parts += [f"{short_mem} Insufficient memory"] if short_mem else []
+        return f"0/{len(self.nodes)} nodes are available: {', '.join(parts) or 'no nodes'}."
+
+    def _quota_message(self, name: str, obj: Mapping[str, Any]) -> str:
+        assert self.quota is not None
+        cpu, mem = _requests(obj)
+        used_cpu, used_mem = self._used(with_pod_only=True)
+        if self.quota.cpu_millis is not None and used_cpu + cpu > self.quota.cpu_millis:
+            what, req, used, lim = "requests.cpu", _cpu(cpu), _cpu(used_cpu), _cpu(self.quota.cpu_millis)
+        else:
+            what, req, used, lim = ("requests.memory", _mem(mem), _mem(used_mem),
+                                    _mem(self.quota.memory_bytes or 0))
+        return (f'pods "{name}" is forbidden: exceeded quota: {self.quota.name}, requested: {what}={req}, '
+                f"used: {what}={used}, limited: {what}={lim}")
+
+    def _idle_expiry(self, obj: Mapping[str, Any]) -> float | None:
+        meta = obj["metadata"]
+        spec = _dict(obj.get("spec"))
+        try:
+            idle = parse_duration(spec.get("idleTimeout", DEFAULT_IDLE_TIMEOUT))
+        except QuantityError:
+            idle = parse_duration(DEFAULT_IDLE_TIMEOUT)
+        anchors = [_parse_time(meta.get("creationTimestamp")),
+                   _parse_time(_dict(meta.get("annotations")).get(KEEPALIVE_ANNOTATION))]
+        known = [a for a in anchors if a is not None]
+        return max(known) + idle if known else None
+
+
+def _requests(obj: Mapping[str, Any]) -> tuple[int, int]:
+    pod = _dict(_dict(obj.get("spec")).get("podResources"))
+    wanted = _dict(pod.get("requests") or pod.get("limits"))
+    try:
+        return cpu_millis(wanted.get("cpu", 0)), memory_bytes(wanted.get("memory", 0))
+    except (QuantityError, AttributeError):
+        return 0, 0
+
+
+def _dict(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _cpu(millis: int) -> str:
+    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
+
+
+def _mem(n: int) -> str:
+    return f"{n // 2**30}Gi" if n % 2**30 == 0 else f"{n // 2**20}Mi"
+
+
+def _rfc3339(wall: float) -> str:
+    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(value: object) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
