@@ -121,8 +121,8 @@ def run_fake_cluster(args: argparse.Namespace) -> int:
 
     with FakeCluster(namespace=args.namespace, port=args.port, bookmark_interval=args.bookmark_seconds) as cluster:
         cluster.write_kubeconfig(args.kubeconfig_out)
-        print(f"fake cluster serving at {cluster.url} (namespace {args.namespace}); "
-              f"kubeconfig written to {args.kubeconfig_out}", file=sys.stderr, flush=True)
+        print(f"fake cluster: API server {cluster.url} (namespace {args.namespace}), Harness "
+              f"{cluster.harness_url}; kubeconfig written to {args.kubeconfig_out}", file=sys.stderr, flush=True)
         until_signalled()
     return 0
 

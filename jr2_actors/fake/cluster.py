@@ -22,11 +22,15 @@ import yaml
 
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.fake import apiserver as api
+from jr2_actors.fake.harness import LONG_POLL_SECONDS, HarnessActor, HarnessHttpServer, Operate
+from jr2_actors.fake.harness_core import INSTANCE, HarnessCore
+from jr2_actors.fake.harness_core import Action as HarnessAction
 from jr2_actors.fake.operator import OperatorActor, Script
 from jr2_actors.fake.operator_core import Node, OperatorCore, Quota
 from jr2_actors.fake.state import DEFAULT_HISTORY, ClusterState
 from jr2_actors.fake.tls import TlsMaterial
 from jr2_actors.fake.tls import generate as generate_tls
+from jr2_actors.harness.tokens import DIGEST_ENV, INSTANCE_HARNESS, harness_token, token_digest
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.client import KubeClient
 
@@ -39,7 +43,8 @@ class FakeCluster:
                  bookmark_interval: float | None = 60.0, token: str | None = None, clock: Clock | None = None,
                  token_file: str | None = None, tls: bool = True, operator: bool = True,
                  nodes: Sequence[Node] | None = None, quota: Quota | None = None,
-                 start_seconds: float = 0.2) -> None:
+                 start_seconds: float = 0.2, harness: bool = True, signing_key: bytes | None = None,
+                 long_poll: float = LONG_POLL_SECONDS) -> None:
         self.namespace = namespace
         self.clock = clock or SystemClock()
         self._port = port
@@ -51,6 +56,11 @@ class FakeCluster:
         self._operator_enabled = operator
         self._operator_core = OperatorCore(nodes=nodes, quota=quota, start_seconds=start_seconds)
         self._operator: pykka.ActorRef[Any] | None = None
+        self._harness_enabled = harness
+        self.signing_key = signing_key or secrets.token_bytes(32)
+        self._long_poll = long_poll
+        self._harness: pykka.ActorRef[Any] | None = None
+        self._harness_http: HarnessHttpServer | None = None
         self.tls: TlsMaterial | None = None
         self._actor: pykka.ActorRef[Any] | None = None
         self._http: api.ApiHttpServer | None = None
@@ -71,11 +81,25 @@ class FakeCluster:
                                        bookmark_interval=self._bookmark_interval,
                                        tls=self.tls.server_context() if self.tls else None)
         self._http.start()
+        if self._harness_enabled:
+            self._harness_http = HarnessHttpServer(long_poll=self._long_poll)
+            self._operator_core.endpoint = self._harness_http.url
+            instance_digest = token_digest(harness_token(self.signing_key, INSTANCE_HARNESS))
+            self._harness = HarnessActor.start(self._actor, self.namespace, self.clock,
+                                               base_url=self._harness_http.url, instance_digest=instance_digest,
+                                               kill_harness=self._kernel_kill)
+            self._harness_http.start(self._harness)
         if self._operator_enabled:
             self._operator = OperatorActor.start(self._actor, self.namespace, self._operator_core, self.clock)
         return self
 
     def stop(self) -> None:
+        if self._harness_http is not None:
+            self._harness_http.stop()
+            self._harness_http = None
+        if self._harness is not None:
+            self._harness.stop(block=True, timeout=ASK_TIMEOUT)
+            self._harness = None
         if self._operator is not None:
             self._operator.stop(block=True, timeout=ASK_TIMEOUT)
             self._operator = None
@@ -185,6 +209,40 @@ class FakeCluster:
         def change(core: OperatorCore, now: float) -> None:
             core.quota = quota
         self.operate(change)
+
+    # -- the Harness ---------------------------------------------------------------------------------------
+
+    @property
+    def harness_url(self) -> str:
+        assert self._harness_http is not None, "the fake Harness is off"
+        return self._harness_http.url
+
+    @property
+    def instance_harness_url(self) -> str:
+        return f"{self.harness_url}/{INSTANCE}"
+
+    def harness_token(self, sandbox_name: str) -> str:
+        """The bearer token the Orchestrator sends to this Sandbox's Harness (derived from the signing key)."""
+        return harness_token(self.signing_key, sandbox_name)
+
+    def harness_env(self, sandbox_name: str) -> list[dict[str, str]]:
+        """The Sandbox `spec.env` entry that lets its Harness check that token."""
+        return [{"name": DIGEST_ENV, "value": token_digest(self.harness_token(sandbox_name))}]
+
+    def harness(self, fn: Callable[[HarnessCore], T]) -> T:
+        """Run `fn` on the Harness's model inside its actor: scripts, draining, what it recorded."""
+        assert self._harness is not None, "the fake Harness is off"
+        return cast(T, self._harness.ask(Operate(fn), timeout=ASK_TIMEOUT))
+
+    def script(self, agent: str, *turns: Sequence[HarnessAction]) -> None:
+        self.harness(lambda core: core.script(agent, turns))
+
+    def admissions(self) -> list[dict[str, Any]]:
+        return self.harness(lambda core: list(core.admissions))
+
+    def _kernel_kill(self, sandbox: str, message: str) -> None:
+        if self._operator is not None:
+            self.kill_harness(sandbox, reason="OOMKilled", message=message)
 
     # -- faults ------------------------------------------------------------------------------------------
 

@@ -1,0 +1,305 @@
+"""The fake Harness's decisions (CONTRACTS.md §3): conversations, a scripted model, picks, kills. Pure.
+
+Theory of operation: each Harness (one per Sandbox, plus the Instance Harness) holds conversations by
+(agent, conversationId). An admission starts a Submission and runs the next scripted Turn of that agent:
+a list of actions that append events to the conversation's stream until one blocks (a pick awaiting its
+answer, a hang) or the Turn settles. With no script, a Turn says "Done." and settles `completed`.
+
+Actions: `Say` (a message), `Pick` (the Agent picks from its Menu; the answer resumes the Turn, and an
+answer with `over: true` ends it), `ProviderLimit` (the provider's retries ran out: settles `failed`
+with `error.type: provider_limit`), `GuardKill` (the Harness's memory guard: a `memory-limit` event, a
+kill on `/memory-kills`, settles `failed`), `KernelKill` (the kernel OOM-kills the Harness: the operator
+marks `OOMKilled`, every conversation of that Harness is lost), `Hang` (never settles).
+
+Every admission body is recorded as received, so a test reads exactly what the Orchestrator sent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+INSTANCE = "_instance"
+
+
+@dataclass(frozen=True)
+class Say:
+    text: str
+
+
+@dataclass(frozen=True)
+class Pick:
+    pick: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProviderLimit:
+    message: str = "provider retries exhausted: 429 Too Many Requests"
+
+
+@dataclass(frozen=True)
+class GuardKill:
+    peak: str = "1.9Gi"
+    limit: str = "2Gi"
+
+
+@dataclass(frozen=True)
+class KernelKill:
+    message: str = "node: heap grew past the container limit\nKilled"
+
+
+@dataclass(frozen=True)
+class Hang:
+    pass
+
+
+Action = Say | Pick | ProviderLimit | GuardKill | KernelKill | Hang
+
+
+@dataclass(frozen=True)
+class Answer:
+    code: int
+    doc: Any
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class KillHarness:
+    """An effect for the shell: the operator marks the Harness container OOMKilled."""
+
+    sandbox: str
+    message: str
+
+
+@dataclass
+class Conversation:
+    agent: str
+    conversation_id: str
+    instance_id: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+    batch: int = 0
+    submission: str = ""
+    running: bool = False
+    awaiting: str | None = None  # the callId of a pick waiting for its answer
+    script: deque[Action] = field(default_factory=deque)
+
+
+@dataclass
+class _Harness:
+    instance_id: str
+    conversations: dict[tuple[str, str], Conversation] = field(default_factory=dict)
+    kills: list[dict[str, Any]] = field(default_factory=list)
+    raw_kills: bytes | None = None
+    draining: bool = False
+
+
+class HarnessCore:
+    def __init__(self) -> None:
+        self._harnesses: dict[str, _Harness] = {}
+        self._scripts: dict[str, deque[list[Action]]] = {}
+        self.admissions: list[dict[str, Any]] = []
+        self.answers: list[dict[str, Any]] = []
+        self._ids = itertools.count(1)
+
+    # -- scripting -----------------------------------------------------------------------------------
+
+    def script(self, agent: str, turns: Sequence[Sequence[Action]]) -> None:
+        """Queue Turns for an agent; each admission takes the next one."""
+        self._scripts.setdefault(agent, deque()).extend(list(t) for t in turns)
+
+    def set_draining(self, sandbox: str, draining: bool) -> None:
+        self._harness(sandbox).draining = draining
+
+    def set_raw_memory_kills(self, sandbox: str, raw: bytes | None) -> None:
+        """Serve these bytes as `/memory-kills` (the file the agent's uid can write: anything at all)."""
+        self._harness(sandbox).raw_kills = raw
+
+    def restart(self, sandbox: str) -> None:
+        """The Harness process restarted: every conversation it held is gone."""
+        self._harness(sandbox).conversations.clear()
+
+    # -- routes --------------------------------------------------------------------------------------
+
+    def attach(self, sandbox: str, body: object) -> Answer:
+        if not isinstance(body, dict) or not isinstance(body.get("slots"), list):
+            return Answer(400, {"error": "body must be {slots: [...], branch}"})
+        branch = body.get("branch")
+        if not isinstance(branch, str) or not branch or ".." in branch or branch.startswith("/"):
+            return Answer(400, {"error": "branch must be a branch name"})
+        repos: dict[str, str] = {}
+        for slot in body["slots"]:
+            if not isinstance(slot, dict) or not all(isinstance(slot.get(k), str) and slot.get(k)
+                                                     for k in ("slot", "url", "identity", "key")):
+                return Answer(400, {"error": "each slot needs slot, url, identity and key"})
+            name = slot["slot"]
+            if "/" in name or name.startswith("."):
+                return Answer(400, {"error": "a slot name cannot hold '/' or start with '.'", "slot": name})
+            repos[name] = f"/work/{name}/{branch.replace('/', '-')}"
+        return Answer(200, {"repos": repos})
+
+    def admit(self, sandbox: str, agent: str, conversation_id: str, body: object, now: float) -> tuple[Answer,
+                                                                                                     list[KillHarness]]:
+        harness = self._harness(sandbox)
+        if not isinstance(body, dict):
+            return Answer(400, {"error": "the admission body must be a JSON object"}), []
+        self.admissions.append({"sandbox": sandbox, "agent": agent, "conversationId": conversation_id,
+                                "body": json.loads(json.dumps(body))})
+        problem = _admission_problem(body)
+        if problem:
+            return Answer(400, {"error": problem}), []
+        if harness.draining:
+            return Answer(503, {"error": "draining"}), []
+        key = (agent, conversation_id)
+        conv = harness.conversations.get(key)
+        if body.get("kept") is True and conv is None:
+            return Answer(404, {"error": f"conversation {conversation_id} is not held here", "kept": False}), []
+        if conv is not None and conv.running:
+            return Answer(409, {"error": "a submission is still running in this conversation"}), []
+        if conv is None:
+            conv = harness.conversations[key] = Conversation(agent, conversation_id, harness.instance_id)
+        conv.batch += 1
+        conv.submission = f"s-{next(self._ids)}"
+        conv.running = True
+        turns = self._scripts.get(agent)
+        conv.script = deque(turns.popleft() if turns else [Say("Done.")])
+        offset = len(conv.events)
+        effects = self._run(sandbox, conv, now)
+        return Answer(200, {"streamUrl": "", "offset": str(offset), "submissionId": conv.submission}), effects
+
+    def poll(self, sandbox: str, agent: str, conversation_id: str, offset: str) -> Answer:
+        conv = self._harness(sandbox).conversations.get((agent, conversation_id))
+        if conv is None:
+            return Answer(404, {"error": "conversation lost"})
+        try:
+            start = int(offset or "0")
+        except ValueError:
+            return Answer(400, {"error": "offset must be a number"})
+        if not 0 <= start <= len(conv.events):
+            return Answer(400, {"error": "offset out of range"})
+        events = conv.events[start:]
+        headers = (("stream-next-offset", str(len(conv.events))), ("stream-up-to-date", "true"))
+        if not events:
+            return Answer(204, None, headers)
+        return Answer(200, events, headers)
+
+    def answer(self, sandbox: str, agent: str, conversation_id: str, body: object, now: float) -> tuple[
+            Answer, list[KillHarness]]:
+        conv = self._harness(sandbox).conversations.get((agent, conversation_id))
+        if conv is None:
+            return Answer(404, {"error": "conversation lost"}), []
+        if not isinstance(body, dict) or not isinstance(body.get("callId"), str) or not isinstance(
+                body.get("over"), bool) or "answer" not in body:
+            return Answer(400, {"error": "body must be {callId, over, answer}"}), []
+        if conv.awaiting != body["callId"]:
+            return Answer(409, {"error": f"no pick {body['callId']} is waiting"}), []
+        self.answers.append({"sandbox": sandbox, "agent": agent, "conversationId": conversation_id, **body})
+        conv.awaiting = None
+        if body["over"]:
+            conv.script.clear()
+            self._settle(conv, "completed")
+            return Answer(200, {"ok": True}), []
+        return Answer(200, {"ok": True}), self._run(sandbox, conv, now)
+
+    def abort(self, sandbox: str, agent: str, conversation_id: str) -> Answer:
+        conv = self._harness(sandbox).conversations.get((agent, conversation_id))
+        if conv is None or not conv.running:
+            return Answer(200, {"aborted": False})
+        conv.script.clear()
+        conv.awaiting = None
+        self._settle(conv, "aborted")
+        return Answer(200, {"aborted": True})
+
+    def memory_kills(self, sandbox: str) -> bytes:
+        harness = self._harness(sandbox)
+        if harness.raw_kills is not None:
+            return harness.raw_kills
+        return json.dumps({"kills": harness.kills}).encode()
+
+    def conversation_count(self, sandbox: str) -> int:
+        return len(self._harness(sandbox).conversations)
+
+    # -- the scripted model --------------------------------------------------------------------------
+
+    def _run(self, sandbox: str, conv: Conversation, now: float) -> list[KillHarness]:
+        harness = self._harness(sandbox)
+        while conv.script:
+            action = conv.script.popleft()
+            if isinstance(action, Say):
+                self._emit(conv, "message-appended", message={"role": "assistant", "content": action.text})
+            elif isinstance(action, Pick):
+                call_id = f"call-{next(self._ids)}"
+                conv.awaiting = call_id
+                self._emit(conv, "pick", callId=call_id, pick=action.pick, args=dict(action.args))
+                return []
+            elif isinstance(action, ProviderLimit):
+                conv.script.clear()
+                self._settle(conv, "failed", {"type": "provider_limit", "message": action.message})
+                return []
+            elif isinstance(action, GuardKill):
+                kill_id = f"k-{next(self._ids)}"
+                harness.kills.append({"id": kill_id, "at": _rfc3339ms(now), "agent": conv.agent,
+                                      "instanceId": harness.instance_id, "peak": action.peak,
+                                      "limit": action.limit, "told": [conv.conversation_id]})
+                self._emit(conv, "memory-limit", id=kill_id, peak=action.peak, limit=action.limit)
+                conv.script.clear()
+                self._settle(conv, "failed", {"type": "memory_limit",
+                                              "message": f"peak {action.peak} over limit {action.limit}"})
+                return []
+            elif isinstance(action, KernelKill):
+                conv.script.clear()
+                self.restart(sandbox)
+                return [KillHarness(sandbox, action.message)]
+            elif isinstance(action, Hang):
+                return []
+        self._settle(conv, "completed")
+        return []
+
+    def _settle(self, conv: Conversation, outcome: str, error: Mapping[str, Any] | None = None) -> None:
+        extra: dict[str, Any] = {"submissionId": conv.submission, "outcome": outcome}
+        if error:
+            extra["error"] = dict(error)
+        self._emit(conv, "submission-settled", **extra)
+        conv.running = False
+
+    def _emit(self, conv: Conversation, type_: str, **fields: Any) -> None:
+        index = sum(1 for e in conv.events if e["position"]["batch"] == conv.batch)
+        conv.events.append({"type": type_, "conversationId": conv.conversation_id,
+                            "position": {"batch": conv.batch, "index": index}, **fields})
+
+    def _harness(self, sandbox: str) -> _Harness:
+        if sandbox not in self._harnesses:
+            self._harnesses[sandbox] = _Harness(instance_id=f"i-{next(self._ids):04x}")
+        return self._harnesses[sandbox]
+
+
+def _admission_problem(body: Mapping[str, Any]) -> str:
+    definition = body.get("definition")
+    if not isinstance(definition, dict):
+        return "definition must be an object"
+    if not isinstance(definition.get("agent"), str) or not isinstance(definition.get("instructions"), str):
+        return "definition needs agent and instructions"
+    if definition.get("access") not in ("write", "read", "none"):
+        return "definition.access must be write, read or none"
+    if not isinstance(definition.get("menu", []), list):
+        return "definition.menu must be a list"
+    if not isinstance(body.get("message"), str):
+        return "message must be a string"
+    if not isinstance(body.get("allowed", []), list):
+        return "allowed must be a list"
+    if "notices" in body and not isinstance(body["notices"], list):
+        return "notices must be a list"
+    if "kept" in body and not isinstance(body["kept"], bool):
+        return "kept must be a boolean"
+    if "cwd" in body and not isinstance(body["cwd"], str):
+        return "cwd must be a string"
+    return ""
+
+
+def _rfc3339ms(wall: float) -> str:
+    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
