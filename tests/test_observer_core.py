@@ -13,14 +13,14 @@ from jr2_actors.observe.core import (
     CloseStream,
     Failure,
     FrameReceived,
-    Gone,
     Input,
     Listed,
     ListFailed,
     ListNow,
     ObserverCore,
     Registered,
-    Seen,
+    SandboxGone,
+    SandboxSeen,
     Started,
     Step,
     StopWatching,
@@ -30,7 +30,7 @@ from jr2_actors.observe.core import (
     Tick,
     Unregistered,
     UnusableFrame,
-    WatchFailure,
+    WatchFailed,
     WatchFrom,
     WatchOpened,
     WatchOpenFailed,
@@ -90,7 +90,7 @@ def event(type_: str, obj: dict[str, Any]) -> WatchEvent:
 
 
 def phases(deliveries: list[Any], key: SandboxKey) -> list[str]:
-    return [d.sandbox.phase if isinstance(d, Seen) else type(d).__name__ for d in deliveries if d.key == key]
+    return [d.sandbox.phase if isinstance(d, SandboxSeen) else type(d).__name__ for d in deliveries if d.key == key]
 
 
 # -- the T107 scenarios ----------------------------------------------------------------------------------
@@ -148,7 +148,7 @@ def test_repeated_failures_back_off_with_strictly_increasing_gaps_then_stop_clas
     assert 0.25 <= gaps[1] <= 0.3
     final = d.steps[-1] if d.steps[-1].actions else d.steps[-2]
     assert isinstance(final.actions[-1], StopWatching)
-    (failed,) = [x for x in d.deliveries() if isinstance(x, WatchFailure)]
+    (failed,) = [x for x in d.deliveries() if isinstance(x, WatchFailed)]
     assert failed.key == A
     assert platform_text in failed.message
     assert failed.termination is Termination.TRANSIENT
@@ -201,7 +201,7 @@ def test_a_sandbox_vanishing_in_a_gap_is_reported_once() -> None:
     d(Listed([], "30"))
     d.frame(EXPIRED)
     d(Listed([], "31"))
-    gone = [x for x in d.deliveries() if isinstance(x, Gone)]
+    gone = [x for x in d.deliveries() if isinstance(x, SandboxGone)]
     assert len(gone) == 1
     assert gone[0].reason == "absent"
 
@@ -316,7 +316,7 @@ def test_failure_bound_by_elapsed_time() -> None:
     d.at(waiting.deadline, Tick())
     step = d.at(61, ListFailed(Failure("transport", "refused")))
     assert isinstance(step.actions[-1], StopWatching)
-    assert isinstance(step.deliveries[0], WatchFailure)
+    assert isinstance(step.deliveries[0], WatchFailed)
 
 
 def test_dedup_is_not_on_phase_alone() -> None:
@@ -329,7 +329,7 @@ def test_dedup_is_not_on_phase_alone() -> None:
     crash = sandbox("run-a", rv=5, scheduled="Scheduled", waiting="CrashLoopBackOff")
     d.frame(event("MODIFIED", crash))
     reasons = [(x.sandbox.phase, x.sandbox.scheduling_reason, x.sandbox.waiting_reason)
-               for x in d.deliveries() if isinstance(x, Seen)]
+               for x in d.deliveries() if isinstance(x, SandboxSeen)]
     assert reasons == [("Pending", "Unschedulable", ""), ("Pending", "QuotaExceeded", ""),
                        ("Pending", "Scheduled", "CrashLoopBackOff")]
 
@@ -352,8 +352,8 @@ def test_retirement_is_per_uid_and_a_new_object_under_the_same_name_rearms() -> 
     d.frame(event("MODIFIED", with_rv(old, 5, phase="Ready")))  # a late frame for the retired uid
     new = sandbox("run-a", rv=6, uid="u-new")
     d.frame(event("ADDED", new))
-    assert phases(d.deliveries(), A) == ["Pending", "Gone", "Pending"]
-    assert [x.sandbox.uid for x in d.deliveries() if isinstance(x, Seen)] == ["u-old", "u-new"]
+    assert phases(d.deliveries(), A) == ["Pending", "SandboxGone", "Pending"]
+    assert [x.sandbox.uid for x in d.deliveries() if isinstance(x, SandboxSeen)] == ["u-old", "u-new"]
 
 
 def test_a_replaced_object_is_gone_before_its_successor_is_seen() -> None:
@@ -363,7 +363,7 @@ def test_a_replaced_object_is_gone_before_its_successor_is_seen() -> None:
     d.frame(EXPIRED)
     d(Listed([sandbox("run-a", rv=9, uid="u-2")], "10"))
     kinds = [(type(x).__name__, getattr(x, "reason", "")) for x in d.deliveries()]
-    assert kinds == [("Seen", ""), ("Gone", "replaced"), ("Seen", "")]
+    assert kinds == [("SandboxSeen", ""), ("SandboxGone", "replaced"), ("SandboxSeen", "")]
 
 
 def test_a_waiter_registered_before_its_sandbox_exists_is_not_gone() -> None:
@@ -383,7 +383,7 @@ def test_an_observation_before_its_waiter_is_kept_and_delivered_on_registration(
     d.frame(event("MODIFIED", sandbox("run-a", rv=4, phase="Ready")))
     assert d.deliveries() == []
     step = d(Registered(A))
-    assert [x.sandbox.phase for x in step.deliveries if isinstance(x, Seen)] == ["Ready"]  # the latest only
+    assert [x.sandbox.phase for x in step.deliveries if isinstance(x, SandboxSeen)] == ["Ready"]  # the latest only
     assert len(step.deliveries) == 1
 
 
@@ -399,11 +399,11 @@ def test_a_waiter_for_an_already_retired_object_gets_the_final_answer_at_once() 
     d.start([sandbox("run-a", rv=3)])
     d.frame(event("DELETED", sandbox("run-a", rv=4)))
     (answer,) = d(Registered(A)).deliveries
-    assert isinstance(answer, Gone) and answer.reason == "deleted"
+    assert isinstance(answer, SandboxGone) and answer.reason == "deleted"
     lost = Drive()
     lost.start([sandbox("run-b", rv=3, phase="Lost")])
     (final,) = lost(Registered(B)).deliveries
-    assert isinstance(final, Seen) and final.sandbox.phase == "Lost"
+    assert isinstance(final, SandboxSeen) and final.sandbox.phase == "Lost"
 
 
 def test_the_first_list_answers_every_restored_waiter_present_or_gone() -> None:
@@ -412,10 +412,10 @@ def test_the_first_list_answers_every_restored_waiter_present_or_gone() -> None:
     d(Registered(B, restored=True))
     d.start([sandbox("run-a", rv=3)])
     answers = {x.key: type(x).__name__ for x in d.deliveries()}
-    assert answers == {A: "Seen", B: "Gone"}
+    assert answers == {A: "SandboxSeen", B: "SandboxGone"}
     late = SandboxKey("run-c", "F-1")
     (answer,) = d(Registered(late, restored=True)).deliveries
-    assert isinstance(answer, Gone)
+    assert isinstance(answer, SandboxGone)
 
 
 def test_a_registration_never_postpones_the_stall_deadline() -> None:
@@ -458,7 +458,7 @@ def test_after_stopping_every_new_waiter_is_told_at_once() -> None:
     d(ListFailed(Failure("transport", "refused")))
     assert d.core.phase == "stopped"
     (told,) = d(Registered(A)).deliveries
-    assert isinstance(told, WatchFailure)
+    assert isinstance(told, WatchFailed)
     assert "refused" in told.message
 
 
@@ -478,4 +478,4 @@ def test_an_older_incarnations_deletion_does_not_bury_the_current_object() -> No
     d.frame(event("DELETED", sandbox("run-a", rv=8, uid="u-old")))
     assert phases(d.deliveries(), A) == ["Pending"]
     d.frame(event("DELETED", sandbox("run-a", rv=10, uid="u-new")))
-    assert phases(d.deliveries(), A) == ["Pending", "Gone"]
+    assert phases(d.deliveries(), A) == ["Pending", "SandboxGone"]

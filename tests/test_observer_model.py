@@ -20,14 +20,14 @@ from jr2_actors.observe.core import (
     Delivery,
     Failure,
     FrameReceived,
-    Gone,
     Input,
     Listed,
     ListFailed,
     ListNow,
     ObserverCore,
     Registered,
-    Seen,
+    SandboxGone,
+    SandboxSeen,
     Started,
     StreamEnded,
     Tick,
@@ -192,15 +192,15 @@ class WatchModel(RuleBasedStateMachine):
             last = seen[-1] if seen else None
             obj = self.cluster.get(run)
             if obj is None:
-                assert last is None or isinstance(last, Gone), (run, last)
+                assert last is None or isinstance(last, SandboxGone), (run, last)
             else:
-                assert isinstance(last, Seen), (run, last)
+                assert isinstance(last, SandboxSeen), (run, last)
                 assert last.sandbox.uid == obj["metadata"]["uid"]
                 assert last.sandbox.resource_version == obj["metadata"]["resourceVersion"]
 
 
 def _same(a: Delivery, b: Delivery) -> bool:
-    if isinstance(a, Seen) and isinstance(b, Seen):
+    if isinstance(a, SandboxSeen) and isinstance(b, SandboxSeen):
         return a.sandbox.uid == b.sandbox.uid and a.sandbox.signature == b.sandbox.signature
     return a == b
 

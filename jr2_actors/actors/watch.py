@@ -31,9 +31,8 @@ from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, 
 from jr2_actors.kube.client import KubeClient, WatchStream
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.observe import core
-from jr2_actors.observe.core import Failure, Termination
+from jr2_actors.observe.core import Failure, SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.observe.identity import RUN_LABEL, Foreign, SandboxKey
-from jr2_actors.sandbox import SandboxView
 
 log = logging.getLogger(__name__)
 
@@ -56,30 +55,6 @@ class Register:
 @dataclass(frozen=True)
 class Unregister:
     key: SandboxKey
-
-
-@dataclass(frozen=True)
-class SandboxSeen:
-    key: SandboxKey
-    sandbox: SandboxView
-    object: Any = field(repr=False, compare=False)
-
-
-@dataclass(frozen=True)
-class SandboxGone:
-    key: SandboxKey
-    name: str
-    uid: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class WatchFailed:
-    """The watch gave up: the Sandbox's state is unknown, not lost."""
-
-    key: SandboxKey
-    termination: Termination
-    message: str
 
 
 @dataclass(frozen=True)
@@ -279,13 +254,12 @@ class WatchActor(pykka.ThreadingActor):
 
     def _step(self, event: core.Input) -> None:
         step = self.core.step(event, self.clock.monotonic())
-        for delivery in step.deliveries:
-            message = _message(delivery)
+        for delivery in step.deliveries:  # the core's deliveries are the messages themselves
             recipient = self._recipients.get(delivery.key)
             if recipient is not None:
-                _tell(recipient, message)
+                _tell(recipient, delivery)
             if self._tap is not None:
-                _tell(self._tap, message)
+                _tell(self._tap, delivery)
         for report in step.reports:
             _log(report)
             if self._tap is not None:
@@ -312,14 +286,6 @@ class WatchActor(pykka.ThreadingActor):
             self._timer = self._timers.schedule(deadline, lambda: _tell(ref, _Tick()))
 
 
-def _message(delivery: core.Delivery) -> SandboxSeen | SandboxGone | WatchFailed:
-    if isinstance(delivery, core.Seen):
-        return SandboxSeen(delivery.key, delivery.sandbox, delivery.object)
-    if isinstance(delivery, core.Gone):
-        return SandboxGone(delivery.key, delivery.name, delivery.uid, delivery.reason)
-    return WatchFailed(delivery.key, delivery.termination, delivery.message)
-
-
 def _tell(recipient: Recipient, message: Any) -> None:
     try:
         recipient.tell(message)
@@ -337,3 +303,17 @@ def _log(report: core.Report) -> None:
     else:
         log.warning("unusable watch frame (%s, %d bytes): %s", report.frame.kind, report.frame.size,
                     report.frame.detail)
+
+
+__all__ = [
+    "Recipient",
+    "Register",
+    "SandboxGone",
+    "SandboxSeen",
+    "Unregister",
+    "WatchActor",
+    "WatchClosed",
+    "WatchFailed",
+    "WatchReport",
+    "failure_of",
+]

@@ -145,14 +145,14 @@ Input = (Started | Listed | ListFailed | WatchOpened | WatchOpenFailed | FrameRe
 # -- outputs -----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Seen:
+class SandboxSeen:
     key: SandboxKey
     sandbox: SandboxView
     object: Mapping[str, Any] = field(repr=False, compare=False)
 
 
 @dataclass(frozen=True)
-class Gone:
+class SandboxGone:
     key: SandboxKey
     name: str
     uid: str
@@ -160,7 +160,7 @@ class Gone:
 
 
 @dataclass(frozen=True)
-class WatchFailure:
+class WatchFailed:
     """The watch gave up: the cluster's state is unknown (not lost)."""
 
     key: SandboxKey
@@ -168,7 +168,7 @@ class WatchFailure:
     message: str
 
 
-Delivery = Seen | Gone | WatchFailure
+Delivery = SandboxSeen | SandboxGone | WatchFailed
 
 
 @dataclass(frozen=True)
@@ -248,7 +248,7 @@ class ObserverCore:
         self._pending: Action | None = None
         self._wake_at: float | None = None
         self._listed_once = False
-        self._stop: WatchFailure | None = None
+        self._stop: WatchFailed | None = None
         self.waiters: set[SandboxKey] = set()
         self.deliver_all = False  # a tap (the `watch` command) hears every key, registered or not
         self._restored: set[SandboxKey] = set()
@@ -336,7 +336,7 @@ class ObserverCore:
             self._listed_once = True
             for key in sorted(self._restored - present_keys):
                 if key in self.waiters and key not in self._last:
-                    self._deliver(Gone(key, "", "", "absent"), out)
+                    self._deliver(SandboxGone(key, "", "", "absent"), out)
         self.resource_version = event.resource_version
         self._clear_failures()
         self._watch(now, out)
@@ -424,12 +424,12 @@ class ObserverCore:
         message = (f"the Sandbox watch stopped after {self.failures} failures in a row "
                    f"({termination.value}): {detail}")
         self.phase = "stopped"
-        self._stop = WatchFailure(SandboxKey("", ""), termination, message)
+        self._stop = WatchFailed(SandboxKey("", ""), termination, message)
         out.reports.append(Terminated(termination, "stop", self.resource_version, message))
         out.actions.append(StopWatching(termination, message))
         told = self.waiters | (set(self._last) if self.deliver_all else set())
         for key in sorted(told):
-            out.deliveries.append(WatchFailure(key, termination, message))
+            out.deliveries.append(WatchFailed(key, termination, message))
 
     def _shutdown(self, out: _Out) -> None:
         if self.phase == "watching":
@@ -459,13 +459,13 @@ class ObserverCore:
         if event.restored:
             self._restored.add(key)
         if self._stop is not None:
-            out.deliveries.append(WatchFailure(key, self._stop.termination, self._stop.message))
+            out.deliveries.append(WatchFailed(key, self._stop.termination, self._stop.message))
             return
         last = self._last.get(key)
         if last is not None:
             out.deliveries.append(last)
         elif event.restored and self._listed_once:
-            self._deliver(Gone(key, "", "", "absent"), out)
+            self._deliver(SandboxGone(key, "", "", "absent"), out)
 
     def _observe(self, obj: Mapping[str, Any], out: _Out) -> SandboxKey | None:
         ident = identify(obj)
@@ -486,7 +486,7 @@ class ObserverCore:
             return key
         self._signature[key] = (sandbox.uid, sandbox.signature)
         self._known[sandbox.name] = (key, sandbox.uid)
-        self._deliver(Seen(key, sandbox, obj), out)
+        self._deliver(SandboxSeen(key, sandbox, obj), out)
         if sandbox.terminal:
             self._retire(sandbox.uid)
             self._known.pop(sandbox.name, None)
@@ -511,7 +511,7 @@ class ObserverCore:
             return
         self._retire(uid)
         self._signature.pop(key, None)
-        self._deliver(Gone(key, name, uid, reason), out)
+        self._deliver(SandboxGone(key, name, uid, reason), out)
 
     def _deliver(self, delivery: Delivery, out: _Out) -> None:
         key = delivery.key
