@@ -1,0 +1,117 @@
+"""The Harness's `/memory-kills` list, read as the untrusted input it is (ADR-0062, CONTRACTS.md §3).
+
+The Agent's own uid can write the file behind this list, so every field is checked against the bounds
+both sides hold: at most 256 KiB read, at most 16 kills (the newest), each `told` at most 32 entries;
+`id` and `at` at most 64 characters, `agent` and `instanceId` at most 128, `at` a time. A kill outside
+them is dropped and a `told` entry outside them is left out; a `peak` or `limit` not in the guard's size
+form (`1.9Gi`, `512Mi`, or bytes) is left out and the kill kept, so a real kill is never lost. Every
+drop is named in `problems` for the log. Pure: bytes in, kills and problems out.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from jr2_actors.errors import Jr2Error
+from jr2_actors.quantity import is_size
+
+MAX_LIST_BYTES = 256 * 1024
+MAX_KILLS = 16
+MAX_TOLD = 32
+MAX_ID = 64
+MAX_AT = 64
+MAX_NAME = 128  # agent, instanceId, and a told conversation id
+
+
+class MemoryKillListError(Jr2Error):
+    """The Harness's answer is not a kill list at all: the read counts as none."""
+
+
+@dataclass(frozen=True)
+class MemoryKill:
+    id: str
+    at: str
+    agent: str
+    instance_id: str
+    peak: str | None
+    limit: str | None
+    told: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MemoryKillRead:
+    kills: tuple[MemoryKill, ...]
+    problems: tuple[str, ...]
+
+
+def parse_memory_kills(raw: bytes) -> MemoryKillRead:
+    if len(raw) > MAX_LIST_BYTES:
+        raise MemoryKillListError(f"memory-kill list of {len(raw)} bytes is over the {MAX_LIST_BYTES}-byte bound")
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise MemoryKillListError("memory-kill list is not JSON") from e
+    if not isinstance(doc, dict) or not isinstance(doc.get("kills"), list):
+        raise MemoryKillListError("memory-kill list is not {\"kills\": [...]}")
+    entries: list[Any] = doc["kills"]
+    problems: list[str] = []
+    if len(entries) > MAX_KILLS:
+        problems.append(f"{len(entries) - MAX_KILLS} kills over the bound of {MAX_KILLS} dropped (the oldest)")
+        entries = entries[-MAX_KILLS:]
+    kills: list[MemoryKill] = []
+    for i, entry in enumerate(entries):
+        kill = _kill(entry, i, problems)
+        if kill is not None:
+            kills.append(kill)
+    return MemoryKillRead(tuple(kills), tuple(problems))
+
+
+def _kill(entry: object, i: int, problems: list[str]) -> MemoryKill | None:
+    if not isinstance(entry, dict):
+        problems.append(f"kill {i} dropped: not an object")
+        return None
+    kill_id, at, agent, instance = (entry.get(k) for k in ("id", "at", "agent", "instanceId"))
+    for field, value, bound in (("id", kill_id, MAX_ID), ("at", at, MAX_AT), ("agent", agent, MAX_NAME),
+                                ("instanceId", instance, MAX_NAME)):
+        if not isinstance(value, str) or not value or len(value) > bound:
+            problems.append(f"kill {i} dropped: {field} missing, not a string, or over {bound} characters")
+            return None
+    assert isinstance(kill_id, str) and isinstance(at, str) and isinstance(agent, str) and isinstance(instance, str)
+    if not _is_time(at):
+        problems.append(f"kill {kill_id!r} dropped: at {at!r} is not a time")
+        return None
+    sizes: dict[str, str | None] = {}
+    for field in ("peak", "limit"):
+        value = entry.get(field)
+        if value is None:
+            sizes[field] = None
+        elif is_size(value):
+            sizes[field] = value
+        else:
+            sizes[field] = None
+            problems.append(f"kill {kill_id!r}: {field} left out (not a size like 1.9Gi or 512Mi)")
+    told_raw = entry.get("told", [])
+    told: list[str] = []
+    if not isinstance(told_raw, list):
+        problems.append(f"kill {kill_id!r}: told left out (not a list)")
+        told_raw = []
+    for conv in told_raw:
+        if isinstance(conv, str) and conv and len(conv) <= MAX_NAME:
+            told.append(conv)
+        else:
+            problems.append(f"kill {kill_id!r}: a told entry left out (not a conversation id)")
+    if len(told) > MAX_TOLD:
+        problems.append(f"kill {kill_id!r}: {len(told) - MAX_TOLD} told entries over {MAX_TOLD} left out")
+        told = told[-MAX_TOLD:]
+    return MemoryKill(kill_id, at, agent, instance, sizes["peak"], sizes["limit"], tuple(told))
+
+
+def _is_time(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return "T" in text
