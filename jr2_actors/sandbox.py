@@ -97,11 +97,11 @@ def view(obj: Mapping[str, Any]) -> SandboxView:
 
 
 def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if isinstance(value, dict) else {}
 
 
 def _maps(value: object) -> list[Mapping[str, Any]]:
-    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def _str(value: object) -> str:

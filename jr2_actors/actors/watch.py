@@ -276,14 +276,20 @@ class WatchActor(pykka.ThreadingActor):
         self._arm(step.deadline)
 
     def _arm(self, deadline: float | None) -> None:
-        if deadline == self._armed_for:
+        """Keep one timer at or before the core's deadline. Progress only moves the deadline later, so a
+        timer already armed earlier stays: when it fires, the Tick finds the deadline not yet due and the
+        step re-arms it. That keeps the timer thread out of the per-frame path."""
+        if deadline is None:
+            if self._armed_for is not None:
+                self._timers.cancel(self._timer)
+                self._timer, self._armed_for = None, None
+            return
+        if self._armed_for is not None and self._armed_for <= deadline:
             return
         self._timers.cancel(self._timer)
-        self._timer = None
         self._armed_for = deadline
-        if deadline is not None:
-            ref = self.actor_ref
-            self._timer = self._timers.schedule(deadline, lambda: _tell(ref, _Tick()))
+        ref = self.actor_ref
+        self._timer = self._timers.schedule(deadline, lambda: _tell(ref, _Tick()))
 
 
 def _tell(recipient: Recipient, message: Any) -> None:

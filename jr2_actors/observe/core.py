@@ -572,11 +572,11 @@ def _older(candidate: str, than: str) -> bool:
 
 def _name(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
     return name if isinstance(name, str) else ""
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
-    uid = meta.get("uid") if isinstance(meta, Mapping) else None
+    uid = meta.get("uid") if isinstance(meta, dict) else None
     return uid if isinstance(uid, str) else ""

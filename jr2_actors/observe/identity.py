@@ -94,7 +94,7 @@ def identify(obj: Mapping[str, Any]) -> SandboxKey | Foreign:
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if isinstance(value, dict) else {}
 
 
 def _slug(text: str) -> str:
