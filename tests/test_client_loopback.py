@@ -26,6 +26,8 @@ class Recorder:
         self.watch_script: list[bytes] = []
         self.hold_watch = threading.Event()
         self.watch_status = 200
+        self.header_delay = 0.0
+        self.chunk_gap = 0.0
 
 
 def make_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
@@ -57,6 +59,8 @@ def make_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
             if "watch=true" not in self.path:
                 self._reply(200, b'{"metadata":{"name":"read"}}')
                 return
+            if rec.header_delay:
+                rec.release.wait(rec.header_delay)
             if rec.watch_status != 200:
                 self._reply(rec.watch_status, b'{"kind":"Status","code":410,"reason":"Expired","message":"gone"}')
                 return
@@ -65,6 +69,8 @@ def make_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             for piece in rec.watch_script:
+                if rec.chunk_gap:
+                    threading.Event().wait(rec.chunk_gap)  # the server's pace, not the test's logic
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                 self.wfile.flush()
             if rec.hold_watch.is_set():
@@ -191,3 +197,26 @@ def test_connection_refused_is_a_transport_error() -> None:
     with pytest.raises(KubeTransportError) as err:
         KubeClient(access, connect_timeout=2).get(SANDBOX, "x")
     assert err.value.kind in ("connect", "connection")
+
+
+def test_a_watch_whose_headers_never_come_fails_at_the_ordinary_read_timeout(
+        server: tuple[Recorder, KubeClient]) -> None:
+    rec, _ = server
+    rec.header_delay = 5.0
+    access = ClusterAccess(server=_url(server), namespace="jr2", source="t")
+    with pytest.raises(KubeTransportError) as err:
+        KubeClient(access, read_timeout=0.3).watch(SANDBOX, timeout_seconds=60)
+    assert err.value.kind == "read-timeout"
+
+
+def test_a_watch_body_waits_longer_than_the_ordinary_read_timeout(server: tuple[Recorder, KubeClient]) -> None:
+    rec, _ = server
+    rec.chunk_gap = 0.6
+    rec.watch_script = [b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}\n']
+    access = ClusterAccess(server=_url(server), namespace="jr2", source="t")
+    with KubeClient(access, read_timeout=0.3).watch(SANDBOX, timeout_seconds=5) as stream:
+        assert list(stream) == [Bookmark("9")]
+
+
+def _url(server: tuple[Recorder, KubeClient]) -> str:
+    return server[1].access.server

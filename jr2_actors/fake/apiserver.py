@@ -22,6 +22,7 @@ import secrets
 import select
 import ssl
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 MAX_REQUEST_BODY = 3 * 1024 * 1024  # the API server's own request limit
 ASK_TIMEOUT = 10.0
+REQUEST_LOG_SIZE = 10_000
 _END = object()
 
 
@@ -164,7 +166,7 @@ class ApiServerActor(pykka.ThreadingActor):
         self.faults: list[Fault] = []
         self.latency = 0.0
         self.tickets: dict[int, WatchTicket] = {}
-        self.log: list[dict[str, Any]] = []
+        self.log: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)  # bounded: the CLI runs for days
         self.open_watches = 0
         self.max_open_watches = 0
         self.watches_opened = 0

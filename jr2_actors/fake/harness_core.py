@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 INSTANCE = "_instance"
+RECORD_SIZE = 10_000  # admissions and answers kept for tests to read (bounded: the CLI runs for days)
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,8 @@ class HarnessCore:
     def __init__(self) -> None:
         self._harnesses: dict[str, _Harness] = {}
         self._scripts: dict[str, deque[list[Action]]] = {}
-        self.admissions: list[dict[str, Any]] = []
-        self.answers: list[dict[str, Any]] = []
+        self.admissions: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)  # every admission body, as received
+        self.answers: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)
         self._ids = itertools.count(1)
 
     # -- scripting -----------------------------------------------------------------------------------

@@ -192,10 +192,12 @@ class KubeClient:
         if label_selector:
             params["labelSelector"] = label_selector
         path = kind.path(self._ns(kind, namespace))
-        timeout = (self._connect_timeout, timeout_seconds + WATCH_READ_MARGIN_SECONDS)
-        resp = self._send("GET", path, params=params, stream=True, timeout=timeout)
+        # The answer's headers get the ordinary read timeout, so a server that accepts and never answers
+        # cannot hold the opener (and a shutdown waiting for it) for minutes; the body gets the long one.
+        resp = self._send("GET", path, params=params, stream=True, timeout=self._timeout)
         if resp.status_code != 200:
             self._raise_for(resp, "GET", path)
+        _set_read_timeout(resp, timeout_seconds + WATCH_READ_MARGIN_SECONDS)
         return WatchStream(resp, path)
 
     # -- writes --------------------------------------------------------------------------------------
@@ -428,6 +430,13 @@ def _read_capped(resp: requests.Response, method: str, path: str, cap: int) -> b
     finally:
         resp.close()
     return b"".join(chunks)
+
+
+def _set_read_timeout(resp: requests.Response, seconds: float) -> None:
+    connection = getattr(resp.raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        sock.settimeout(seconds)
 
 
 def _retry_after(value: str | None) -> float | None:
