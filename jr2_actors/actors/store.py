@@ -1,0 +1,90 @@
+"""StoreActor: the only writer of `state.db` (ADR-0065). Every persist is an `ask`, so the row is on
+disk (in WAL, handed to the OS) before the caller's next side effect — the ordering ADR-0065 keeps the
+write synchronous for. The actor owns its one connection; it sweeps finished rows at boot and hourly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+
+from jr2_actors.actors.timer import Timers
+from jr2_actors.clock import Clock, SystemClock
+from jr2_actors.constants import SWEEP_INTERVAL_SECONDS
+from jr2_actors.runstore import RunRecord, RunStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Persist:
+    run_id: str
+    status: str
+    blob: Mapping[str, Any] = field(repr=False)
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Restore:
+    """Answered with the live runs: the boot's restore reads nothing else."""
+
+
+@dataclass(frozen=True)
+class Fetch:
+    run_id: str
+
+
+@dataclass(frozen=True)
+class Sweep:
+    pass
+
+
+class StoreActor(pykka.ThreadingActor):
+    def __init__(self, state_dir: str, *, clock: Clock | None = None,
+                 sweep_interval: float = SWEEP_INTERVAL_SECONDS) -> None:
+        super().__init__()
+        self.clock = clock or SystemClock()
+        self.store = RunStore(state_dir)
+        self._interval = sweep_interval
+        self._timers = Timers(self.clock, name="jr2-store-timers")
+
+    def on_start(self) -> None:
+        self.store.open()  # the connection belongs to this actor's thread
+        self._sweep()
+
+    def on_stop(self) -> None:
+        self._timers.stop()
+        self.store.close()
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, Persist):
+            self.store.persist(message.run_id, message.status, message.blob, message.reason, self.clock.wall())
+            return None
+        if isinstance(message, Restore):
+            return self.store.restore()
+        if isinstance(message, Fetch):
+            return self.store.get(message.run_id)
+        if isinstance(message, Sweep):
+            return self._sweep()
+        return None
+
+    def _sweep(self) -> int:
+        removed = self.store.sweep(self.clock.wall())
+        if removed:
+            log.info("swept %d finished runs older than 7 days", removed)
+        ref = self.actor_ref
+        self._timers.schedule(self.clock.monotonic() + self._interval, lambda: _tell(ref, Sweep()))
+        return removed
+
+
+def _tell(ref: pykka.ActorRef[Any], message: object) -> None:
+    with contextlib.suppress(pykka.ActorDeadError):
+        ref.tell(message)
+
+
+__all__ = ["Fetch", "Persist", "Restore", "RunRecord", "StoreActor", "Sweep"]

@@ -1,0 +1,107 @@
+"""The run store: WAL + NORMAL, one row per run, restore of live rows only, the 7-day sweep, crash survival."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from jr2_actors.actors.store import Fetch, Persist, Restore, StoreActor, Sweep
+from jr2_actors.clock import VirtualClock
+from jr2_actors.runstore import RunStore, StoreError
+
+DAY = 86400.0
+T0 = 1_790_000_000.0
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RunStore:
+    s = RunStore(str(tmp_path))
+    s.open()
+    return s
+
+
+def test_wal_and_synchronous_normal_are_read_back(store: RunStore, tmp_path: Path) -> None:
+    store.persist("r1", "live", {"state": "code"}, None, T0)
+    assert store.journal_mode == "wal"
+    assert store.synchronous == 1  # NORMAL
+    assert (tmp_path / "state.db-wal").exists()
+
+
+def test_one_row_per_run_upserted(store: RunStore) -> None:
+    store.persist("r1", "live", {"state": "code"}, None, T0)
+    store.persist("r1", "live", {"state": "review"}, None, T0 + 1)
+    store.persist("r1", "failed", {"state": "failed"}, "provider limit: retries ran out", T0 + 2)
+    record = store.get("r1")
+    assert record is not None
+    assert (record.status, record.blob, record.reason, record.updated_at) == (
+        "failed", {"state": "failed"}, "provider limit: retries ran out", T0 + 2)
+    assert sqlite3.connect(store.path).execute("select count(*) from runs").fetchone() == (1,)
+
+
+def test_restore_reads_live_rows_only_and_never_parses_finished_ones(store: RunStore) -> None:
+    store.persist("a", "live", {"n": 1}, None, T0)
+    store.persist("b", "done", {"n": 2}, None, T0)
+    store.persist("c", "live", {"n": 3}, None, T0 + 1)
+    conn = sqlite3.connect(store.path)
+    conn.execute("update runs set blob = '{not json' where run_id = 'b'")  # a finished row, damaged
+    conn.commit()
+    assert [(r.run_id, r.blob) for r in store.restore()] == [("a", {"n": 1}), ("c", {"n": 3})]
+
+
+def test_sweep_removes_finished_rows_older_than_a_week_never_live(store: RunStore) -> None:
+    for status in ("done", "failed", "error", "cancelled", "lost", "drifted"):
+        store.persist(f"old-{status}", status, {}, None, T0)
+    store.persist("recent-done", "done", {}, None, T0 + 6 * DAY)
+    store.persist("old-live", "live", {}, None, T0)
+    assert store.sweep(T0 + 7 * DAY + 1) == 6
+    assert store.get("recent-done") is not None
+    assert store.get("old-live") is not None
+    assert store.get("old-done") is None
+
+
+@pytest.mark.parametrize(("status", "blob"), [("running", {}), ("live", {"x": float("nan")}), ("live", {"x": {1, 2}})])
+def test_bad_persists_are_refused_by_name(store: RunStore, status: str, blob: dict[str, object]) -> None:
+    with pytest.raises(StoreError):
+        store.persist("r", status, blob, None, T0)
+
+
+def test_a_persist_survives_the_process_being_killed(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import os, signal
+        from jr2_actors.runstore import RunStore
+        s = RunStore({str(tmp_path)!r})
+        s.open()
+        for i in range(50):
+            s.persist(f"r{{i}}", "live", {{"i": i}}, None, 1.0)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60, check=False)
+    assert result.returncode == -9
+    after = RunStore(str(tmp_path))
+    after.open()
+    assert [r.blob["i"] for r in after.restore()] == list(range(50))
+
+
+def test_store_actor_persists_by_ask_restores_and_sweeps_at_boot(tmp_path: Path) -> None:
+    seed = RunStore(str(tmp_path))
+    seed.open()
+    seed.persist("stale", "done", {}, None, T0 - 8 * DAY)
+    seed.persist("kept", "live", {"s": 1}, None, T0 - 8 * DAY)
+    seed.close()
+    clock = VirtualClock(wall=T0)
+    ref = StoreActor.start(str(tmp_path), clock=clock)
+    try:
+        assert ref.ask(Fetch("stale"), timeout=10) is None  # swept at boot
+        ref.ask(Persist("r2", "live", {"state": "code"}), timeout=10)
+        assert [r.run_id for r in ref.ask(Restore(), timeout=10)] == ["kept", "r2"]
+        ref.ask(Persist("r2", "done", {"state": "done"}), timeout=10)
+        clock.advance(8 * DAY)
+        assert ref.ask(Sweep(), timeout=10) == 1
+        assert ref.ask(Fetch("r2"), timeout=10) is None
+    finally:
+        ref.stop(block=True, timeout=10)
