@@ -98,7 +98,9 @@ def test_store_actor_persists_by_ask_restores_and_sweeps_at_boot(tmp_path: Path)
     try:
         assert ref.ask(Fetch("stale"), timeout=10) is None  # swept at boot
         ref.ask(Persist("r2", "live", {"state": "code"}), timeout=10)
-        assert [r.run_id for r in ref.ask(Restore(), timeout=10)] == ["kept", "r2"]
+        restored = ref.ask(Restore(), timeout=10)
+        assert restored is not None
+        assert [r.run_id for r in restored] == ["kept", "r2"]
         ref.ask(Persist("r2", "done", {"state": "done"}), timeout=10)
         clock.advance(8 * DAY)
         assert ref.ask(Sweep(), timeout=10) == 1
