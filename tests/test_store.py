@@ -7,12 +7,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from jr2_actors.actors.store import Fetch, Persist, Restore, StoreActor, Sweep
 from jr2_actors.clock import VirtualClock
-from jr2_actors.runstore import RunStore, StoreError
+from jr2_actors.runstore import RunRecord, RunStore, StoreError
 
 DAY = 86400.0
 T0 = 1_790_000_000.0
@@ -98,8 +99,7 @@ def test_store_actor_persists_by_ask_restores_and_sweeps_at_boot(tmp_path: Path)
     try:
         assert ref.ask(Fetch("stale"), timeout=10) is None  # swept at boot
         ref.ask(Persist("r2", "live", {"state": "code"}), timeout=10)
-        restored = ref.ask(Restore(), timeout=10)
-        assert restored is not None
+        restored = cast(list[RunRecord], ref.ask(Restore(), timeout=10))
         assert [r.run_id for r in restored] == ["kept", "r2"]
         ref.ask(Persist("r2", "done", {"state": "done"}), timeout=10)
         clock.advance(8 * DAY)
