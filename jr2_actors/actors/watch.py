@@ -160,7 +160,8 @@ class _WatchIo:
 
     def _watch(self, cmd: _WatchCmd) -> None:
         with self._lock:
-            if cmd.stream in self._closed_ids:
+            if cmd.stream in self._closed_ids:  # abandoned before it opened
+                self._closed_ids.discard(cmd.stream)
                 return
         try:
             stream = self._client.watch(SANDBOX, self._namespace, resource_version=cmd.resource_version,
