@@ -78,6 +78,11 @@ class WatchUnknown:
 
 
 @dataclass(frozen=True)
+class ApplyFailed:
+    message: str
+
+
+@dataclass(frozen=True)
 class Attached:
     repos: dict[str, str] = field(default_factory=dict)
 
@@ -97,7 +102,7 @@ class Release:
     why: Literal["teardown", "run-stopped", "run-faulted"] = "teardown"
 
 
-Input = Begin | Observed | Vanished | WatchUnknown | Attached | AttachFailed | Tick | Release
+Input = Begin | Observed | Vanished | WatchUnknown | ApplyFailed | Attached | AttachFailed | Tick | Release
 
 
 # -- outputs -----------------------------------------------------------------------------------------
@@ -296,6 +301,9 @@ class WorkspaceCore:
         self.state = "running"
         out.append(Running(self.child, dict(event.repos)))
 
+    def _apply_failed(self, event: ApplyFailed, now: float, wall: float, out: list[Any]) -> None:
+        self._fault(f"apply: {event.message}", out)
+
     def _attach_failed(self, event: AttachFailed, now: float, wall: float, out: list[Any]) -> None:
         self._fault(f"attach: {event.message}", out)
 
@@ -379,6 +387,7 @@ TRANSITIONS: dict[tuple[State, type], Any] = {
     ("attaching", Observed): WorkspaceCore._running_observed,
     ("attaching", Attached): WorkspaceCore._attached,
     ("attaching", AttachFailed): WorkspaceCore._attach_failed,
+    ("placing", ApplyFailed): WorkspaceCore._apply_failed,
     ("provisioning", Tick): WorkspaceCore._budget_tick,
     **{(s, Vanished): WorkspaceCore._vanished for s in ("placing", "provisioning", "attaching", "running")},
     **{(s, WatchUnknown): WorkspaceCore._unknown for s in ("placing", "provisioning", "attaching", "running")},

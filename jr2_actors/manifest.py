@@ -1,0 +1,130 @@
+"""What the Orchestrator writes for a Workspace: its Sandbox and the Sandbox's token Secret (CONTRACTS.md §1).
+
+Pure: a `WorkspaceSpec` and the signing key in, the objects out. The Harness token never appears in the
+Sandbox — only its digest (`JR2_HARNESS_TOKEN_SHA256`); the Sandbox's own token lives in its Secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from jr2_actors.harness.tokens import DIGEST_ENV, harness_token, token_digest
+from jr2_actors.observe.identity import (
+    KEEPALIVE_ANNOTATION,
+    SandboxKey,
+    annotations_for,
+    label_value,
+    labels_for,
+    sandbox_name,
+)
+
+HARNESS_PORT = 8080
+DEFAULT_IDLE_TIMEOUT = "30m"
+SANDBOX_TOKEN_KEY = "JR2_SANDBOX_TOKEN"  # noqa: S105 - the Secret's key name, not a secret
+SANDBOX_LABEL = "jr2.dev/sandbox"
+
+
+@dataclass(frozen=True)
+class RepoSlot:
+    slot: str
+    url: str
+    ref: str = ""
+
+
+@dataclass(frozen=True)
+class WorkspaceSpec:
+    run_id: str
+    workflow: str
+    child: str  # the Workspace's path in RunStatus ("" at the root)
+    image: str
+    cpu: str
+    memory: str
+    repos: Sequence[RepoSlot] = ()
+    branch: str = ""
+    idle_timeout: str = DEFAULT_IDLE_TIMEOUT
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> SandboxKey:
+        return SandboxKey(self.run_id, self.child)
+
+    @property
+    def name(self) -> str:
+        return sandbox_name(self.run_id, self.child)
+
+
+def keepalive(wall: float) -> str:
+    """The Lease's timestamp: RFC 3339, UTC, milliseconds."""
+    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def repo_key(url: str) -> str:
+    """A stable, label-safe key for a Repo URL: its slug plus a short hash (`github-com-acme-app-5c1e`)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", re.sub(r"^[a-z]+://", "", url.lower()).removesuffix(".git")).strip("-")
+    digest = hashlib.sha256(url.encode()).hexdigest()[:4]
+    return f"{slug[:40].strip('-') or 'repo'}-{digest}"
+
+
+def sandbox_token(key: bytes, name: str) -> str:
+    return base64.urlsafe_b64encode(hmac.new(key, f"sandbox:{name}".encode(), hashlib.sha256).digest()).rstrip(
+        b"=").decode()
+
+
+def sandbox_body(spec: WorkspaceSpec, signing_key: bytes, wall: float) -> dict[str, Any]:
+    """The Sandbox as applied (server-side apply, field manager `jr2`): idempotent for the same spec."""
+    name = spec.name
+    resources = {"requests": {"cpu": spec.cpu, "memory": spec.memory},
+                 "limits": {"cpu": spec.cpu, "memory": spec.memory}}
+    env = [{"name": DIGEST_ENV, "value": token_digest(harness_token(signing_key, name))}]
+    env += [{"name": k, "value": v} for k, v in sorted(spec.extra_env.items())]
+    return {
+        "metadata": {"name": name, "labels": labels_for(spec.run_id, spec.workflow),
+                     "annotations": {**annotations_for(spec.run_id, spec.child),
+                                     KEEPALIVE_ANNOTATION: keepalive(wall)}},
+        "spec": {
+            "image": spec.image,
+            "port": HARNESS_PORT,
+            # The whole Size is reserved for the pod (ADR-0060); the Harness container is given the same.
+            "podResources": resources,
+            "resources": resources,
+            "idleTimeout": spec.idle_timeout,
+            "env": env,
+            "repos": [{"key": repo_key(r.url), "url": r.url} for r in spec.repos],
+            "readinessProbe": {"httpGet": {"path": "/healthz", "port": HARNESS_PORT}, "periodSeconds": 1},
+        },
+    }
+
+
+def token_secret(spec: WorkspaceSpec, signing_key: bytes, sandbox_uid: str) -> dict[str, Any]:
+    """`<name>-token`, owned by the Sandbox (uid from the apply answer), so it goes when the Sandbox goes."""
+    name = spec.name
+    token = sandbox_token(signing_key, name)
+    return {
+        "metadata": {"name": f"{name}-token", "labels": {SANDBOX_LABEL: label_value(name)},
+                     "ownerReferences": [{"apiVersion": "core.jr2.dev/v1alpha1", "kind": "Sandbox", "name": name,
+                                          "uid": sandbox_uid, "controller": False, "blockOwnerDeletion": False}]},
+        "type": "Opaque",
+        "data": {SANDBOX_TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+    }
+
+
+def lease_patch(wall: float) -> dict[str, Any]:
+    return {"metadata": {"annotations": {KEEPALIVE_ANNOTATION: keepalive(wall)}}}
+
+
+def attach_slots(spec: WorkspaceSpec) -> list[dict[str, str]]:
+    """The `/attach` slots: each Repo with the identity it is fetched as and its key."""
+    slots = []
+    for repo in spec.repos:
+        slot = {"slot": repo.slot, "url": repo.url, "identity": "jr2", "key": repo_key(repo.url)}
+        if repo.ref:
+            slot["ref"] = repo.ref
+        slots.append(slot)
+    return slots

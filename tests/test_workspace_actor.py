@@ -1,0 +1,120 @@
+"""WorkspaceActor on the fake cluster: a wait for capacity with its reason, placement, attach, the Lease,
+loss, and delete-what-never-ran — through the real WatchActor, operator and Harness."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pykka
+import pytest
+
+from jr2_actors.actors.watch import WatchActor
+from jr2_actors.actors.workspace import Release, WorkspaceActor
+from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.fake.operator_core import Node
+from jr2_actors.kube.kinds import SANDBOX, SECRET
+from jr2_actors.manifest import RepoSlot, WorkspaceSpec
+from jr2_actors.observe.identity import KEEPALIVE_ANNOTATION
+from jr2_actors.workspace import FeedLine, Lost, Running, Waiting
+from tests.probes import Inbox
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.slow
+
+
+class World:
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+        self.client = cluster.client()
+        self.watch = WatchActor.start(self.client, stall_bound=10)
+        self.pool = ThreadPoolExecutor(4, thread_name_prefix="jr2-ws-io")
+
+    def start(self, run: str, inbox: Inbox, **kw: Any) -> tuple[WorkspaceSpec, pykka.ActorRef[Any]]:
+        spec = WorkspaceSpec(run_id=run, workflow="wf", child="F-1", image="jr2-sandbox:dev", cpu="1", memory="1Gi",
+                             repos=(RepoSlot("app", "https://example.test/app.git", "main"),), branch="feat/x")
+        ref = WorkspaceActor.start(spec, client=self.client, watch=self.watch, parent=inbox,
+                                   signing_key=self.cluster.signing_key, pool=self.pool, seed=1, **kw)
+        return spec, ref
+
+    def close(self) -> None:
+        self.watch.stop(block=True, timeout=10)
+        self.pool.shutdown(wait=True)
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    with FakeCluster(nodes=[Node("n1", 1000, 4 * 2**30)], start_seconds=0.05, long_poll=0.2) as cluster:
+        w = World(cluster)
+        yield w
+        w.close()
+
+
+def kinds(inbox: Inbox, kind: type) -> list[Any]:
+    return [m for m in inbox.snapshot() if isinstance(m, kind)]
+
+
+def test_a_workspace_waits_for_capacity_visibly_then_runs(world: World) -> None:
+    a_inbox, b_inbox = Inbox(), Inbox()
+    a_spec, a_ref = world.start("run-a", a_inbox)
+    a_inbox.wait_for(lambda ms: any(isinstance(m, Running) for m in ms), what="A running")
+    (running,) = kinds(a_inbox, Running)
+    assert running.repos == {"app": "/work/app/feat-x"}
+    secret = world.client.get(SECRET, f"{a_spec.name}-token")
+    sandbox = world.client.get(SANDBOX, a_spec.name)
+    assert secret is not None and sandbox is not None
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == sandbox["metadata"]["uid"]
+
+    _, b_ref = world.start("run-b", b_inbox)
+    b_inbox.wait_for(lambda ms: any(isinstance(m, FeedLine) for m in ms), what="B placing")
+    (placing,) = kinds(b_inbox, FeedLine)
+    assert placing.kind == "placing"
+    assert (placing.fields["on"], placing.fields["message"]) == ("node", "0/1 nodes are available: 1 Insufficient cpu.")
+    assert kinds(b_inbox, Waiting)[0].entry is not None
+
+    a_ref.tell(Release("teardown"))  # A is torn down: its node frees, B is placed
+    b_inbox.wait_for(lambda ms: any(isinstance(m, Running) for m in ms), what="B running")
+    placed = [f for f in kinds(b_inbox, FeedLine) if f.kind == "placed"]
+    assert len(placed) == 1 and placed[0].fields["after_ms"] >= 0
+    assert kinds(b_inbox, Waiting)[-1].entry is None
+    wait_until(lambda: world.client.get(SANDBOX, a_spec.name) is None, what="A deleted")
+    assert world.client.get(SECRET, f"{a_spec.name}-token") is None  # collected with its Sandbox
+    wait_until(lambda: not a_ref.is_alive(), what="A stopped")
+    b_ref.stop(block=True, timeout=10)
+
+
+def test_the_lease_is_renewed_from_the_write(world: World) -> None:
+    inbox = Inbox()
+    spec, ref = world.start("run-l", inbox, lease_interval=0.5)
+
+    def keepalive() -> str | None:
+        obj = world.client.get(SANDBOX, spec.name)
+        return obj["metadata"]["annotations"][KEEPALIVE_ANNOTATION] if obj else None
+
+    wait_until(lambda: keepalive() is not None, what="written")
+    first = keepalive()
+    wait_until(lambda: keepalive() != first, what="renewed")
+    ref.stop(block=True, timeout=10)
+
+
+def test_an_evicted_sandbox_is_lost_with_the_operators_reason(world: World) -> None:
+    inbox = Inbox()
+    spec, ref = world.start("run-e", inbox)
+    inbox.wait_for(lambda ms: any(isinstance(m, Running) for m in ms), what="running")
+    world.cluster.evict(spec.name)
+    inbox.wait_for(lambda ms: any(isinstance(m, Lost) for m in ms), what="lost")
+    assert kinds(inbox, Lost)[0].reason == "Evicted: The node was low on resource: memory."
+    ref.stop(block=True, timeout=10)
+
+
+def test_a_sandbox_that_never_ran_is_deleted_when_its_run_stops(world: World) -> None:
+    first, waiting = Inbox(), Inbox()
+    _, holder = world.start("run-h", first)
+    first.wait_for(lambda ms: any(isinstance(m, Running) for m in ms), what="holder running")
+    spec, ref = world.start("run-w", waiting)
+    waiting.wait_for(lambda ms: any(isinstance(m, FeedLine) for m in ms), what="waiting")
+    ref.tell(Release("run-stopped"))
+    wait_until(lambda: world.client.get(SANDBOX, spec.name) is None, what="never-ran deleted")
+    wait_until(lambda: not ref.is_alive(), what="stopped")
+    holder.stop(block=True, timeout=10)
