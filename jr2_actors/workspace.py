@@ -392,3 +392,12 @@ TRANSITIONS: dict[tuple[State, type], Any] = {
     **{(s, Vanished): WorkspaceCore._vanished for s in ("placing", "provisioning", "attaching", "running")},
     **{(s, WatchUnknown): WorkspaceCore._unknown for s in ("placing", "provisioning", "attaching", "running")},
 }
+
+
+def transitions_markdown() -> str:
+    """The table above as markdown, for docs/architecture.md (a test keeps the two the same)."""
+    rows = ["| state | input | handler |", "| --- | --- | --- |"]
+    for (state, event), handler in TRANSITIONS.items():
+        rows.append(f"| {state} | {event.__name__} | {handler.__name__.lstrip('_')} |")
+    rows.append("| any live state | Release | release |")
+    return "\n".join(rows)

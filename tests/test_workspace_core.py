@@ -253,3 +253,12 @@ def test_release_deletes_what_never_ran_and_keeps_what_ran(path: str, why: str, 
 def test_the_transition_table_names_every_live_state() -> None:
     states = {s for s, _ in TRANSITIONS}
     assert {"new", "placing", "provisioning", "attaching", "running"} <= states
+
+
+def test_the_architecture_doc_carries_the_transition_table_as_the_code_has_it() -> None:
+    from pathlib import Path
+
+    from jr2_actors.workspace import transitions_markdown
+
+    doc = (Path(__file__).parent.parent / "docs" / "architecture.md").read_text()
+    assert transitions_markdown() in doc
