@@ -10,7 +10,7 @@ import base64
 import hashlib
 import hmac
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +24,7 @@ from jr2_actors.observe.identity import (
     labels_for,
     sandbox_name,
 )
+from jr2_actors.workflow import WorkspaceDef
 
 HARNESS_PORT = 8080
 DEFAULT_IDLE_TIMEOUT = "30m"
@@ -32,24 +33,19 @@ SANDBOX_LABEL = "jr2.dev/sandbox"
 
 
 @dataclass(frozen=True)
-class RepoSlot:
-    slot: str
-    url: str
-    ref: str = ""
-
-
-@dataclass(frozen=True)
 class WorkspaceSpec:
+    """One Workspace of one run: the workflow's definition of it, and what the run decides around it."""
+
     run_id: str
     workflow: str
-    child: str  # the Workspace's path in RunStatus ("" at the root)
-    image: str
-    cpu: str
-    memory: str
-    repos: Sequence[RepoSlot] = ()
-    branch: str = ""
+    definition: WorkspaceDef
+    image: str  # the definition's image, else `serve --sandbox-image`
     idle_timeout: str = DEFAULT_IDLE_TIMEOUT
     extra_env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def child(self) -> str:
+        return self.definition.path
 
     @property
     def key(self) -> SandboxKey:
@@ -80,8 +76,9 @@ def sandbox_token(key: bytes, name: str) -> str:
 def sandbox_body(spec: WorkspaceSpec, signing_key: bytes, wall: float) -> dict[str, Any]:
     """The Sandbox as applied (server-side apply, field manager `jr2`): idempotent for the same spec."""
     name = spec.name
-    resources = {"requests": {"cpu": spec.cpu, "memory": spec.memory},
-                 "limits": {"cpu": spec.cpu, "memory": spec.memory}}
+    size = spec.definition
+    resources = {"requests": {"cpu": size.cpu, "memory": size.memory},
+                 "limits": {"cpu": size.cpu, "memory": size.memory}}
     env = [{"name": DIGEST_ENV, "value": token_digest(harness_token(signing_key, name))}]
     env += [{"name": k, "value": v} for k, v in sorted(spec.extra_env.items())]
     return {
@@ -96,7 +93,7 @@ def sandbox_body(spec: WorkspaceSpec, signing_key: bytes, wall: float) -> dict[s
             "resources": resources,
             "idleTimeout": spec.idle_timeout,
             "env": env,
-            "repos": [{"key": repo_key(r.url), "url": r.url} for r in spec.repos],
+            "repos": [{"key": repo_key(r.url), "url": r.url} for r in spec.definition.repos],
             "readinessProbe": {"httpGet": {"path": "/healthz", "port": HARNESS_PORT}, "periodSeconds": 1},
         },
     }
@@ -122,7 +119,7 @@ def lease_patch(wall: float) -> dict[str, Any]:
 def attach_slots(spec: WorkspaceSpec) -> list[dict[str, str]]:
     """The `/attach` slots: each Repo with the identity it is fetched as and its key."""
     slots = []
-    for repo in spec.repos:
+    for repo in spec.definition.repos:
         slot = {"slot": repo.slot, "url": repo.url, "identity": "jr2", "key": repo_key(repo.url)}
         if repo.ref:
             slot["ref"] = repo.ref

@@ -39,7 +39,7 @@ class WorkflowError(Jr2Error):
 
 
 @dataclass(frozen=True)
-class RepoDef:
+class RepoSlot:
     slot: str
     url: str
     ref: str = ""
@@ -51,7 +51,7 @@ class WorkspaceDef:
     cpu: str
     memory: str
     image: str | None = None
-    repos: tuple[RepoDef, ...] = ()
+    repos: tuple[RepoSlot, ...] = ()
     branch: str = ""
 
 
@@ -159,7 +159,7 @@ def _workspace(path: str, body: object) -> WorkspaceDef:
             raise WorkflowError(f"{key}.size", "cpu and memory must be positive")
     except QuantityError as e:
         raise WorkflowError(f"{key}.size", str(e)) from e
-    repos: list[RepoDef] = []
+    repos: list[RepoSlot] = []
     raw_repos = m.get("repos", [])
     if not isinstance(raw_repos, list):
         raise WorkflowError(f"{key}.repos", "must be a list")
@@ -168,7 +168,7 @@ def _workspace(path: str, body: object) -> WorkspaceDef:
         slot = _str(r, "slot", f"{key}.repos[{i}]")
         if not _NAME.match(slot):
             raise WorkflowError(f"{key}.repos[{i}].slot", f"{slot!r} is not a slot name")
-        repos.append(RepoDef(slot, _str(r, "url", f"{key}.repos[{i}]"), _opt_str(r, "ref", f"{key}.repos[{i}]")))
+        repos.append(RepoSlot(slot, _str(r, "url", f"{key}.repos[{i}]"), _opt_str(r, "ref", f"{key}.repos[{i}]")))
     if len({r.slot for r in repos}) != len(repos):
         raise WorkflowError(f"{key}.repos", "slot names repeat")
     image = _opt_str(m, "image", key) or None

@@ -15,8 +15,9 @@ from jr2_actors.actors.workspace import Release, WorkspaceActor
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator_core import Node
 from jr2_actors.kube.kinds import SANDBOX, SECRET
-from jr2_actors.manifest import RepoSlot, WorkspaceSpec
+from jr2_actors.manifest import WorkspaceSpec
 from jr2_actors.observe.identity import KEEPALIVE_ANNOTATION
+from jr2_actors.workflow import RepoSlot, WorkspaceDef
 from jr2_actors.workspace import FeedLine, Lost, Running, Waiting
 from tests.probes import Inbox
 from tests.waiting import wait_until
@@ -32,8 +33,9 @@ class World:
         self.pool = ThreadPoolExecutor(4, thread_name_prefix="jr2-ws-io")
 
     def start(self, run: str, inbox: Inbox, **kw: Any) -> tuple[WorkspaceSpec, pykka.ActorRef[Any]]:
-        spec = WorkspaceSpec(run_id=run, workflow="wf", child="F-1", image="jr2-sandbox:dev", cpu="1", memory="1Gi",
-                             repos=(RepoSlot("app", "https://example.test/app.git", "main"),), branch="feat/x")
+        definition = WorkspaceDef("F-1", cpu="1", memory="1Gi", branch="feat/x",
+                                  repos=(RepoSlot("app", "https://example.test/app.git", "main"),))
+        spec = WorkspaceSpec(run_id=run, workflow="wf", definition=definition, image="jr2-sandbox:dev")
         ref = WorkspaceActor.start(spec, client=self.client, watch=self.watch, parent=inbox,
                                    signing_key=self.cluster.signing_key, pool=self.pool, seed=1, **kw)
         return spec, ref

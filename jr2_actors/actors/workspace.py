@@ -69,7 +69,7 @@ class WorkspaceActor(pykka.ThreadingActor):
         self.key = signing_key
         self.pool = pool
         self.clock = clock or SystemClock()
-        self.core = ws.WorkspaceCore(spec.child, memory_limit=spec.memory, seed=seed, **core_options)
+        self.core = ws.WorkspaceCore(spec.child, memory_limit=spec.definition.memory, seed=seed, **core_options)
         self._harness_factory = harness_factory or (lambda url, token: HarnessClient(url, token))
         self._restored_wait = restored_wait
         self._timers = Timers(self.clock, name=f"jr2-ws-timers-{spec.name}")
@@ -181,7 +181,7 @@ class WorkspaceActor(pykka.ThreadingActor):
     def _attach(self) -> _Done:
         harness = self._harness_factory(self._endpoint, harness_token(self.key, self.spec.name))
         try:
-            repos = harness.attach(attach_slots(self.spec), self.spec.branch or "main")
+            repos = harness.attach(attach_slots(self.spec), self.spec.definition.branch or "main")
         except HARNESS_ERRORS as e:
             return _Done(ws.AttachFailed(str(e)))
         return _Done(ws.Attached(repos))
