@@ -25,6 +25,7 @@ from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import CONNECT_TIMEOUT_SECONDS, MEMORY_KILL_READ_SECONDS, READ_TIMEOUT_SECONDS
 from jr2_actors.errors import Jr2Error
 from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillRead, parse_memory_kills
+from jr2_actors.http_body import TooLarge, caused_by, read_capped
 
 RETRY_FIRST = 0.25
 RETRY_CAP = 5.0
@@ -207,38 +208,18 @@ class HarnessClient:
 
 def _never_reached(e: BaseException) -> bool:
     """True only when no connection was made, so the Harness cannot have seen the request."""
-    if isinstance(e, requests.exceptions.ConnectTimeout):
-        return True
-    seen: set[int] = set()
-    stack: list[object] = [e]
-    while stack:
-        cur = stack.pop()
-        if not isinstance(cur, BaseException) or id(cur) in seen:
-            continue
-        seen.add(id(cur))
-        if isinstance(cur, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError,
-                            urllib3.exceptions.NameResolutionError)):
-            return True
-        stack.extend([cur.__cause__, cur.__context__, *cur.args, getattr(cur, "reason", None)])
-    return False
+    return isinstance(e, requests.exceptions.ConnectTimeout) or caused_by(
+        e, urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError,
+        urllib3.exceptions.NameResolutionError)
 
 
 def _read_capped(resp: requests.Response, cap: int, *, strict: bool = True) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
     try:
-        for chunk in resp.iter_content(64 * 1024):
-            total += len(chunk)
-            if total > cap:
-                if strict:
-                    raise HarnessProtocolError(f"the Harness's answer is over {cap} bytes")
-                break
-            chunks.append(chunk)
+        return read_capped(resp, cap, truncate=not strict)
+    except TooLarge as e:
+        raise HarnessProtocolError(f"the Harness's answer is over {cap} bytes") from e
     except requests.exceptions.RequestException as e:
         raise HarnessUnreachable(f"reading the answer: {_one_line(e)}", reached=True) from e
-    finally:
-        resp.close()
-    return b"".join(chunks)
 
 
 def _seg(text: str) -> str:

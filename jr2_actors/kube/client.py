@@ -46,6 +46,7 @@ from jr2_actors.constants import (
     WRITE_CAP_MIN,
 )
 from jr2_actors.errors import ApiStatus, ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
+from jr2_actors.http_body import TooLarge, caused_by, read_capped
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.frames import Decoded, FrameDecoder
 from jr2_actors.kube.kinds import Kind
@@ -285,8 +286,8 @@ class KubeClient:
 
     def _raise_for(self, resp: requests.Response, method: str, path: str) -> None:
         try:
-            raw = _read_capped(resp, method, path, cap=64 * 1024)
-        except (KubeProtocolError, KubeTransportError):
+            raw = read_capped(resp, 64 * 1024, truncate=True)
+        except requests.exceptions.RequestException:
             raw = b""
         status: ApiStatus | None = None
         try:
@@ -393,43 +394,22 @@ def transport_error(e: BaseException, method: str, path: str) -> KubeTransportEr
         kind = "read-timeout"
     elif isinstance(e, (requests.exceptions.SSLError, urllib3.exceptions.SSLError)):
         kind = "tls"
-    elif isinstance(e, requests.exceptions.ConnectionError) and _wraps(e, urllib3.exceptions.ReadTimeoutError):
+    elif isinstance(e, requests.exceptions.ConnectionError) and caused_by(e, urllib3.exceptions.ReadTimeoutError):
         kind = "read-timeout"
-    elif isinstance(e, requests.exceptions.ConnectionError) and _wraps(e, urllib3.exceptions.NewConnectionError):
+    elif isinstance(e, requests.exceptions.ConnectionError) and caused_by(e, urllib3.exceptions.NewConnectionError):
         kind = "connect"
     else:
         kind = "connection"
     return KubeTransportError(kind, text, method=method, path=path)
 
 
-def _wraps(e: BaseException, cls: type[BaseException]) -> bool:
-    seen: set[int] = set()
-    stack: list[object] = [e]
-    while stack:
-        cur = stack.pop()
-        if not isinstance(cur, BaseException) or id(cur) in seen:
-            continue
-        if isinstance(cur, cls):
-            return True
-        seen.add(id(cur))
-        stack.extend([cur.__cause__, cur.__context__, *cur.args, getattr(cur, "reason", None)])
-    return False
-
-
 def _read_capped(resp: requests.Response, method: str, path: str, cap: int) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
     try:
-        for chunk in resp.iter_content(64 * 1024):
-            total += len(chunk)
-            if total > cap:
-                raise KubeProtocolError(f"{method} {path}: answer larger than {cap} bytes")
-            chunks.append(chunk)
+        return read_capped(resp, cap)
+    except TooLarge as e:
+        raise KubeProtocolError(f"{method} {path}: answer larger than {cap} bytes") from e
     except requests.exceptions.RequestException as e:
         raise transport_error(e, method, path) from e
-    finally:
-        resp.close()
-    return b"".join(chunks)
 
 
 def _set_read_timeout(resp: requests.Response, seconds: float) -> None:

@@ -1,0 +1,46 @@
+"""What both HTTP clients (Kubernetes, Harness) need of requests' errors and bodies."""
+
+from __future__ import annotations
+
+import requests
+
+
+def caused_by(e: BaseException, *classes: type[BaseException]) -> bool:
+    """Is one of `classes` anywhere in `e`'s chain? requests wraps urllib3's errors in args and `reason`,
+    not only in `__cause__` — a stream's read timeout arrives as a ConnectionError holding a ReadTimeoutError."""
+    seen: set[int] = set()
+    stack: list[object] = [e]
+    while stack:
+        cur = stack.pop()
+        if not isinstance(cur, BaseException) or id(cur) in seen:
+            continue
+        if isinstance(cur, classes):
+            return True
+        seen.add(id(cur))
+        stack.extend([cur.__cause__, cur.__context__, *cur.args, getattr(cur, "reason", None)])
+    return False
+
+
+class TooLarge(Exception):
+    def __init__(self, cap: int) -> None:
+        super().__init__(f"over {cap} bytes")
+        self.cap = cap
+
+
+def read_capped(resp: requests.Response, cap: int, *, truncate: bool = False) -> bytes:
+    """The body, never more than `cap` bytes held: over it raises `TooLarge` (or, with `truncate`, stops
+    there). Always closes the response; requests' own errors pass through for the caller to name."""
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        for chunk in resp.iter_content(64 * 1024):
+            total += len(chunk)
+            if total > cap:
+                if truncate:
+                    chunks.append(chunk[: cap - (total - len(chunk))])
+                    break
+                raise TooLarge(cap)
+            chunks.append(chunk)
+    finally:
+        resp.close()
+    return b"".join(chunks)
