@@ -12,7 +12,6 @@ import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from jr2_actors.harness.tokens import DIGEST_ENV, harness_token, token_digest
@@ -24,6 +23,7 @@ from jr2_actors.observe.identity import (
     labels_for,
     sandbox_name,
 )
+from jr2_actors.timefmt import rfc3339_ms
 from jr2_actors.workflow import WorkspaceDef
 
 HARNESS_PORT = 8080
@@ -58,7 +58,7 @@ class WorkspaceSpec:
 
 def keepalive(wall: float) -> str:
     """The Lease's timestamp: RFC 3339, UTC, milliseconds."""
-    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return rfc3339_ms(wall)
 
 
 def repo_key(url: str) -> str:

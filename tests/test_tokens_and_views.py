@@ -83,3 +83,14 @@ def test_durations_and_sizes() -> None:
     assert format_size(512 * 2**20) == "512Mi"
     assert is_size("1.9Gi") and is_size("512Mi") and is_size("2147483648")
     assert not is_size("lots") and not is_size("2Gi; rm -rf /") and not is_size("1.95Gi")
+
+
+def test_rfc3339_round_trip_and_refusals() -> None:
+    from jr2_actors.timefmt import parse_rfc3339, rfc3339, rfc3339_ms
+
+    assert rfc3339(1_790_000_000.0) == "2026-09-21T14:13:20Z"
+    assert rfc3339_ms(1_790_000_000.25) == "2026-09-21T14:13:20.250Z"
+    assert parse_rfc3339(rfc3339_ms(1_790_000_000.25)) == 1_790_000_000.25
+    assert parse_rfc3339("2026-09-21T14:13:20") == 1_790_000_000.0  # no zone: read as UTC
+    for bad in ("yesterday", "2026-09-21", "", None, 7, "2026-09-21T14:13:20Z" + "0" * 60):
+        assert parse_rfc3339(bad) is None

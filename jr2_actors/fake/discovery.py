@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from jr2_actors.kube.kinds import JR2_KINDS, Kind
+from jr2_actors.timefmt import parse_rfc3339
 
 GROUP = "core.jr2.dev"
 VERSION = "v1alpha1"
@@ -59,19 +60,11 @@ def wants_table(accept: str) -> bool:
 
 def table(items: list[dict[str, Any]], resource_version: str, now_wall: float) -> dict[str, Any]:
     """`kubectl get` asks the server to print: a meta.k8s.io/v1 Table with NAME, PHASE, AGE."""
-    from datetime import datetime
-
     rows = []
     for obj in items:
         meta = obj.get("metadata", {})
-        created = meta.get("creationTimestamp")
-        age = "<unknown>"
-        if isinstance(created, str):
-            try:
-                seconds = int(now_wall - datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp())
-                age = _age(max(seconds, 0))
-            except ValueError:
-                pass
+        created = parse_rfc3339(meta.get("creationTimestamp"))
+        age = "<unknown>" if created is None else _age(max(int(now_wall - created), 0))
         phase = (obj.get("status") or {}).get("phase", "") if isinstance(obj.get("status"), dict) else ""
         partial = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
         rows.append({"cells": [meta.get("name", ""), phase, age], "object": partial})

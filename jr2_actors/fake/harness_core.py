@@ -21,8 +21,9 @@ import json
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
+
+from jr2_actors.timefmt import rfc3339_ms
 
 INSTANCE = "_instance"
 RECORD_SIZE = 10_000  # admissions and answers kept for tests to read (bounded: the CLI runs for days)
@@ -244,7 +245,7 @@ class HarnessCore:
                 return []
             elif isinstance(action, GuardKill):
                 kill_id = f"k-{next(self._ids)}"
-                harness.kills.append({"id": kill_id, "at": _rfc3339ms(now), "agent": conv.agent,
+                harness.kills.append({"id": kill_id, "at": rfc3339_ms(now), "agent": conv.agent,
                                       "instanceId": harness.instance_id, "peak": action.peak,
                                       "limit": action.limit, "told": [conv.conversation_id]})
                 self._emit(conv, "memory-limit", id=kill_id, peak=action.peak, limit=action.limit)
@@ -300,7 +301,3 @@ def _admission_problem(body: Mapping[str, Any]) -> str:
     if "cwd" in body and not isinstance(body["cwd"], str):
         return "cwd must be a string"
     return ""
-
-
-def _rfc3339ms(wall: float) -> str:
-    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

@@ -21,11 +21,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from jr2_actors.observe.identity import KEEPALIVE_ANNOTATION
 from jr2_actors.quantity import QuantityError, cpu_millis, memory_bytes, parse_duration
+from jr2_actors.timefmt import parse_rfc3339 as _parse_time
+from jr2_actors.timefmt import rfc3339 as _rfc3339
 
 DEFAULT_IDLE_TIMEOUT = "30m"
 
@@ -279,14 +280,3 @@ def _mem(n: int) -> str:
     return f"{n // 2**30}Gi" if n % 2**30 == 0 else f"{n // 2**20}Mi"
 
 
-def _rfc3339(wall: float) -> str:
-    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_time(value: object) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

@@ -23,11 +23,11 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from jr2_actors.fake.selectors import Selector
 from jr2_actors.kube.kinds import JR2_KINDS, NAMESPACE, Kind
+from jr2_actors.timefmt import rfc3339
 
 DEFAULT_HISTORY = 256
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -88,10 +88,6 @@ class Watcher:
         if self.namespace is not None and event.namespace != self.namespace:
             return False
         return self.selector.matches(event.object.get("metadata", {}).get("labels"))
-
-
-def rfc3339(wall: float) -> str:
-    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class ClusterState:

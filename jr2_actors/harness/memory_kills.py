@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from jr2_actors.errors import Jr2Error
 from jr2_actors.quantity import is_size
+from jr2_actors.timefmt import parse_rfc3339
 
 MAX_LIST_BYTES = 256 * 1024
 MAX_KILLS = 16
@@ -110,8 +110,4 @@ def _kill(entry: object, i: int, problems: list[str]) -> MemoryKill | None:
 
 
 def _is_time(text: str) -> bool:
-    try:
-        datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return "T" in text
+    return parse_rfc3339(text) is not None
