@@ -9,7 +9,16 @@ from typing import Any
 import pykka
 import pytest
 
-from jr2_actors.actors.watch import Register, SandboxGone, SandboxSeen, WatchActor, WatchClosed, WatchFailed
+from jr2_actors.actors.watch import (
+    Health,
+    Register,
+    SandboxGone,
+    SandboxSeen,
+    WatchActor,
+    WatchClosed,
+    WatchFailed,
+    WatchHealth,
+)
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.state import ClusterState
 from jr2_actors.kube.kinds import SANDBOX
@@ -144,6 +153,9 @@ def test_one_watch_at_a_time_and_never_a_pod(cluster: FakeCluster, watcher: tupl
         wait_until(lambda n=opened: cluster.watch_stats()["opened"] > n)  # type: ignore[misc]
     set_phase(cluster, runs, "Ready")
     all_phases(inbox, runs, "Ready")
+    health = ref.ask(Health(), timeout=10)
+    assert isinstance(health, WatchHealth)
+    assert health.up and health.waiters == 2 and health.resource_version is not None
     log = cluster.requests()
     assert cluster.watch_stats()["maxOpen"] == 1
     assert not [r for r in log if "/pods" in r["path"]]
@@ -165,5 +177,8 @@ def test_a_failing_api_ends_in_a_classified_failure_for_every_waiter(cluster: Fa
         inbox.wait_for(lambda ms: any(isinstance(m, WatchFailed) for m in ms), timeout=30, what="failure")
         (failed,) = [m for m in inbox.snapshot() if isinstance(m, WatchFailed)]
         assert "403" in failed.message and "injected 403" in failed.message
+        health = ref.ask(Health(), timeout=10)
+        assert isinstance(health, WatchHealth)
+        assert (health.phase, health.up, health.waiters) == ("stopped", False, 1)
     finally:
         ref.stop(block=True, timeout=5)

@@ -72,6 +72,20 @@ class WatchReport:
 
 
 @dataclass(frozen=True)
+class Health:
+    """Ask: how the watch stands, for metrics and a liveness probe."""
+
+
+@dataclass(frozen=True)
+class WatchHealth:
+    phase: str  # idle | listing | watching | waiting | stopped
+    up: bool  # False once the watch gave up: the pod should be restarted
+    resource_version: str | None
+    failures: int
+    waiters: int
+
+
+@dataclass(frozen=True)
 class _Io:
     event: core.Input
 
@@ -232,6 +246,9 @@ class WatchActor(pykka.ThreadingActor):
         elif isinstance(message, Unregister):
             self._recipients.pop(message.key, None)
             self._step(core.Unregistered(message.key))
+        elif isinstance(message, Health):
+            c = self.core
+            return WatchHealth(c.phase, c.phase != "stopped", c.resource_version, c.failures, len(c.waiters))
         return None
 
     def on_stop(self) -> None:
