@@ -52,6 +52,7 @@ class StoreActor(pykka.ThreadingActor):
         self.store = RunStore(state_dir)
         self._interval = sweep_interval
         self._timers = Timers(self.clock, name="jr2-store-timers")
+        self._next_sweep: int | None = None
 
     def on_start(self) -> None:
         self.store.open()  # the connection belongs to this actor's thread
@@ -78,7 +79,8 @@ class StoreActor(pykka.ThreadingActor):
         if removed:
             log.info("swept %d finished runs older than 7 days", removed)
         ref = self.actor_ref
-        self._timers.schedule(self.clock.monotonic() + self._interval, lambda: _tell(ref, Sweep()))
+        self._timers.cancel(self._next_sweep)  # one hourly chain, however many sweeps are asked for
+        self._next_sweep = self._timers.schedule(self.clock.monotonic() + self._interval, lambda: _tell(ref, Sweep()))
         return removed
 
 
