@@ -74,6 +74,7 @@ class WorkspaceActor(pykka.ThreadingActor):
         self._restored_wait = restored_wait
         self._timers = Timers(self.clock, name=f"jr2-ws-timers-{spec.name}")
         self._timer: int | None = None
+        self._armed_for: float | None = None
         self._endpoint = ""
         self._in_flight = 0
         self._released = False
@@ -108,6 +109,7 @@ class WorkspaceActor(pykka.ThreadingActor):
             if message.event is not None:
                 self._step(message.event)
         elif isinstance(message, _Tick):
+            self._armed_for = None  # the timer fired: whatever the step answers is armed afresh
             self._step(ws.Tick())
         elif isinstance(message, Release):
             self._released = True
@@ -130,11 +132,12 @@ class WorkspaceActor(pykka.ThreadingActor):
                 self._run(self._attach)  # its own lane: an attach may take a while; the Lease must not wait
             elif isinstance(action, ws.DeleteSandbox):
                 self._kube(self._delete)
-        self._timers.cancel(self._timer)
-        self._timer = None
-        if step.deadline is not None:
-            ref = self.actor_ref
-            self._timer = self._timers.schedule(step.deadline, lambda: _tell(ref, _Tick()))
+        if step.deadline != self._armed_for:
+            self._timers.cancel(self._timer)
+            self._timer, self._armed_for = None, step.deadline
+            if step.deadline is not None:
+                ref = self.actor_ref
+                self._timer = self._timers.schedule(step.deadline, lambda: _tell(ref, _Tick()))
 
     def _kube(self, call: Callable[[], _Done]) -> None:
         """Cluster writes run one at a time, in order: a delete never overtakes the apply before it."""
