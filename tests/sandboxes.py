@@ -36,3 +36,19 @@ def with_rv(obj: dict[str, Any], rv: int, **status: Any) -> dict[str, Any]:
     out["metadata"]["resourceVersion"] = str(rv)
     out["status"].update(status)
     return out
+
+
+def ready_sandbox(cluster: Any, clock: Any, name: str) -> str:
+    """Apply a Sandbox whose Harness accepts `cluster.harness_token(name)`, run the operator to Ready on the
+    virtual clock (the cluster's `start_seconds` must be 1), and return its Harness endpoint."""
+    from jr2_actors.kube.kinds import SANDBOX
+    from jr2_actors.sandbox import view
+
+    client = cluster.client()
+    client.apply(SANDBOX, name, {"spec": {"env": cluster.harness_env(name), "port": 8080}})
+    cluster.reconcile()
+    clock.advance(1)
+    cluster.reconcile()
+    ready = view(client.get(SANDBOX, name) or {})
+    assert ready.phase == "Ready", ready
+    return ready.endpoint

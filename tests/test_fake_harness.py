@@ -13,6 +13,7 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness_core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.sandbox import view
+from tests.sandboxes import ready_sandbox
 
 NAME = "ws-run1-f-1-abc123"
 T0 = 1_790_000_000.0
@@ -22,12 +23,7 @@ T0 = 1_790_000_000.0
 def harnessed() -> Iterator[FakeCluster]:
     clock = VirtualClock(wall=T0)
     with FakeCluster(clock=clock, start_seconds=1, long_poll=0.2) as cluster:
-        client = cluster.client()
-        client.apply(SANDBOX, NAME, {"spec": {"env": cluster.harness_env(NAME), "port": 8080}})
-        cluster.reconcile()
-        clock.advance(1)
-        cluster.reconcile()
-        assert view(client.get(SANDBOX, NAME) or {}).phase == "Ready"
+        ready_sandbox(cluster, clock, NAME)
         yield cluster
 
 

@@ -15,9 +15,7 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness_core import GuardKill, Hang, Pick, Say
 from jr2_actors.harness.client import HarnessClient, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillListError
-from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.sandbox import view
-from tests.sandboxes import FIXTURES
+from tests.sandboxes import FIXTURES, ready_sandbox
 
 NAME = "ws-client-f-1-abc123"
 BASE = "http://harness.test/ws-1"
@@ -27,12 +25,7 @@ BASE = "http://harness.test/ws-1"
 def live() -> Iterator[tuple[FakeCluster, HarnessClient]]:
     clock = VirtualClock()
     with FakeCluster(clock=clock, start_seconds=1, long_poll=0.2) as cluster:
-        client = cluster.client()
-        client.apply(SANDBOX, NAME, {"spec": {"env": cluster.harness_env(NAME)}})
-        cluster.reconcile()
-        clock.advance(1)
-        cluster.reconcile()
-        endpoint = view(client.get(SANDBOX, NAME) or {}).endpoint
+        endpoint = ready_sandbox(cluster, clock, NAME)
         yield cluster, HarnessClient(endpoint, cluster.harness_token(NAME))
 
 

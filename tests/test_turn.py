@@ -14,9 +14,8 @@ from jr2_actors.actors.agent import AbortTurn, AgentActor, AnswerPick, KillsRead
 from jr2_actors.clock import VirtualClock
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness_core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
-from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.sandbox import view
 from tests.probes import Inbox
+from tests.sandboxes import ready_sandbox
 
 NAME = "ws-turn-f-1-abc123"
 
@@ -59,12 +58,7 @@ def test_another_submissions_settle_is_not_ours() -> None:
 def seat() -> Iterator[tuple[FakeCluster, pykka.ActorRef[Any], Inbox, str]]:
     clock = VirtualClock()
     with FakeCluster(clock=clock, start_seconds=1, long_poll=0.2) as cluster:
-        client = cluster.client()
-        client.apply(SANDBOX, NAME, {"spec": {"env": cluster.harness_env(NAME)}})
-        cluster.reconcile()
-        clock.advance(1)
-        cluster.reconcile()
-        endpoint = view(client.get(SANDBOX, NAME) or {}).endpoint
+        endpoint = ready_sandbox(cluster, clock, NAME)
         inbox = Inbox()
         pool = ThreadPoolExecutor(2)
         ref = AgentActor.start("coder", parent=inbox, pool=pool)
