@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-PHASES = ("Pending", "Ready", "Terminating", "Lost")
 TERMINAL_PHASES = frozenset({"Lost"})
 
 

@@ -223,9 +223,6 @@ class HarnessCore:
             return harness.raw_kills
         return json.dumps({"kills": harness.kills}).encode()
 
-    def conversation_count(self, sandbox: str) -> int:
-        return len(self._harness(sandbox).conversations)
-
     # -- the scripted model --------------------------------------------------------------------------
 
     def _run(self, sandbox: str, conv: Conversation, now: float) -> list[KillHarness]:

@@ -111,9 +111,6 @@ class OperatorCore:
     def add_node(self, node: Node) -> None:
         self.nodes.append(node)
 
-    def knows(self, name: str) -> bool:
-        return name in self._records
-
     # -- the decision --------------------------------------------------------------------------------
 
     def reconcile(self, sandboxes: Sequence[Mapping[str, Any]], now: float) -> Decision:

@@ -256,10 +256,6 @@ class ClusterState:
     def unsubscribe(self, wid: int) -> None:
         self._watchers.pop(wid, None)
 
-    @property
-    def watcher_count(self) -> int:
-        return len(self._watchers)
-
     def compact(self) -> None:
         """Forget every retained event: any resume from before now gets the 410."""
         self._history.clear()
