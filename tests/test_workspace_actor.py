@@ -10,6 +10,7 @@ from typing import Any
 import pykka
 import pytest
 
+from jr2_actors.actors.timer import Timers
 from jr2_actors.actors.watch import WatchActor
 from jr2_actors.actors.workspace import Release, WorkspaceActor
 from jr2_actors.fake.cluster import FakeCluster
@@ -31,18 +32,21 @@ class World:
         self.client = cluster.client()
         self.watch = WatchActor.start(self.client, stall_bound=10)
         self.pool = ThreadPoolExecutor(4, thread_name_prefix="jr2-ws-io")
+        self.timers = Timers(name="jr2-test-shared-timers")  # every Workspace here shares one timer thread
 
     def start(self, run: str, inbox: Inbox, **kw: Any) -> tuple[WorkspaceSpec, pykka.ActorRef[Any]]:
         definition = WorkspaceDef("F-1", cpu="1", memory="1Gi", branch="feat/x",
                                   repos=(RepoSlot("app", "https://example.test/app.git", "main"),))
         spec = WorkspaceSpec(run_id=run, workflow="wf", definition=definition, image="jr2-sandbox:dev")
         ref = WorkspaceActor.start(spec, client=self.client, watch=self.watch, parent=inbox,
-                                   signing_key=self.cluster.signing_key, pool=self.pool, seed=1, **kw)
+                                   signing_key=self.cluster.signing_key, pool=self.pool, timers=self.timers, seed=1,
+                                   **kw)
         return spec, ref
 
     def close(self) -> None:
         self.watch.stop(block=True, timeout=10)
         self.pool.shutdown(wait=True)
+        self.timers.stop()
 
 
 @pytest.fixture

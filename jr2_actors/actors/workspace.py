@@ -60,7 +60,9 @@ class WorkspaceActor(pykka.ThreadingActor):
     def __init__(self, spec: WorkspaceSpec, *, client: KubeClient, watch: pykka.ActorRef[Any], parent: Recipient,
                  signing_key: bytes, pool: Executor, clock: Clock | None = None,
                  harness_factory: HarnessFactory | None = None, restored_wait: ws.RestoredWait | None = None,
-                 seed: int | None = None, **core_options: Any) -> None:
+                 timers: Timers | None = None, seed: int | None = None, **core_options: Any) -> None:
+        """`timers`: a run's Workspaces share one timer thread (on the same clock); by default the actor
+        keeps its own."""
         super().__init__()
         self.spec = spec
         self.client = client
@@ -72,7 +74,8 @@ class WorkspaceActor(pykka.ThreadingActor):
         self.core = ws.WorkspaceCore(spec.child, memory_limit=spec.definition.memory, seed=seed, **core_options)
         self._harness_factory = harness_factory or (lambda url, token: HarnessClient(url, token))
         self._restored_wait = restored_wait
-        self._timers = Timers(self.clock, name=f"jr2-ws-timers-{spec.name}")
+        self._owns_timers = timers is None
+        self._timers = timers or Timers(self.clock, name=f"jr2-ws-timers-{spec.name}")
         self._timer: int | None = None
         self._armed_for: float | None = None
         self._endpoint = ""
@@ -86,7 +89,10 @@ class WorkspaceActor(pykka.ThreadingActor):
         self._step(ws.Begin(self._restored_wait))
 
     def on_stop(self) -> None:
-        self._timers.stop()
+        if self._owns_timers:
+            self._timers.stop()
+        else:
+            self._timers.cancel(self._timer)
         with contextlib.suppress(pykka.ActorDeadError):
             self.watch.tell(Unregister(self.spec.key))
 
