@@ -116,6 +116,11 @@ def lease_patch(wall: float) -> dict[str, Any]:
     return {"metadata": {"annotations": {KEEPALIVE_ANNOTATION: keepalive(wall)}}}
 
 
+def attach_branch(spec: WorkspaceSpec) -> str:
+    """The branch the Workspace works on: the workflow's, else one of the run's own (never a shared one)."""
+    return spec.definition.branch or f"jr2/{label_value(spec.run_id)}"
+
+
 def attach_slots(spec: WorkspaceSpec) -> list[dict[str, str]]:
     """The `/attach` slots: each Repo with the identity it is fetched as and its key."""
     slots = []

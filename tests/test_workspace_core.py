@@ -262,3 +262,13 @@ def test_the_architecture_doc_carries_the_transition_table_as_the_code_has_it() 
 
     doc = (Path(__file__).parent.parent / "docs" / "architecture.md").read_text()
     assert transitions_markdown() in doc
+
+
+def test_the_attach_branch_is_the_workflows_else_the_runs_own() -> None:
+    from jr2_actors.manifest import WorkspaceSpec, attach_branch
+    from jr2_actors.workflow import WorkspaceDef
+
+    named = WorkspaceSpec("run/1", "wf", WorkspaceDef("F-1", cpu="1", memory="1Gi", branch="feat/x"), image="i")
+    unnamed = WorkspaceSpec("run/1", "wf", WorkspaceDef("F-1", cpu="1", memory="1Gi"), image="i")
+    assert attach_branch(named) == "feat/x"
+    assert attach_branch(unnamed) == "jr2/run-1"

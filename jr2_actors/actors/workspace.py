@@ -28,7 +28,7 @@ from jr2_actors.harness.client import HarnessClient, HarnessError, HarnessProtoc
 from jr2_actors.harness.tokens import harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX, SECRET
-from jr2_actors.manifest import WorkspaceSpec, attach_slots, lease_patch, sandbox_body, token_secret
+from jr2_actors.manifest import WorkspaceSpec, attach_branch, attach_slots, lease_patch, sandbox_body, token_secret
 
 log = logging.getLogger(__name__)
 KUBE_ERRORS = (KubeError, KubeTransportError, KubeProtocolError, ClusterAccessError)
@@ -190,7 +190,7 @@ class WorkspaceActor(pykka.ThreadingActor):
     def _attach(self) -> _Done:
         harness = self._harness_factory(self._endpoint, harness_token(self.key, self.spec.name))
         try:
-            repos = harness.attach(attach_slots(self.spec), self.spec.definition.branch or "main")
+            repos = harness.attach(attach_slots(self.spec), attach_branch(self.spec))
         except HARNESS_ERRORS as e:
             return _Done(ws.AttachFailed(str(e)))
         return _Done(ws.Attached(repos))
