@@ -25,11 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kubernetes import client as k8s
 from kubernetes import config, watch
 
-from jr2_actors.actors.watch import Register, SandboxSeen, WatchActor
+from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.state import ClusterState
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.observe.identity import SandboxKey, annotations_for, labels_for, sandbox_name
+from jr2_actors.watch.actor import Register, SandboxSeen, WatchActor
+from jr2_actors.watch.identity import SandboxKey, annotations_for, labels_for, sandbox_name
 
 STAMP = "bench.jr2.dev/t0"
 

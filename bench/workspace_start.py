@@ -24,14 +24,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jr2_actors.actors.timer import Timers
-from jr2_actors.actors.watch import WatchActor
-from jr2_actors.actors.workspace import WorkspaceActor
+from jr2_actors.actorkit import Timers
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.operator_core import Node
-from jr2_actors.manifest import WorkspaceSpec, sandbox_body
+from jr2_actors.fake.operator.core import Node
+from jr2_actors.watch.actor import WatchActor
 from jr2_actors.workflow import WorkspaceDef
-from jr2_actors.workspace import Running
+from jr2_actors.workspace.actor import WorkspaceActor
+from jr2_actors.workspace.core import Running
+from jr2_actors.workspace.manifest import WorkspaceSpec, sandbox_body
 
 NODES = [Node("n1", 32_000, 64 * 2**30), Node("n2", 32_000, 64 * 2**30)]
 

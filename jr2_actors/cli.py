@@ -74,8 +74,8 @@ class JsonLines:
         self._lock = threading.Lock()
 
     def tell(self, message: Any) -> None:
-        from jr2_actors.actors.watch import SandboxGone, SandboxSeen, WatchFailed, WatchReport
-        from jr2_actors.observe.core import Terminated
+        from jr2_actors.watch.actor import SandboxGone, SandboxSeen, WatchFailed, WatchReport
+        from jr2_actors.watch.core import Terminated
 
         doc: dict[str, Any] | None = None
         if isinstance(message, SandboxSeen):
@@ -98,10 +98,10 @@ class JsonLines:
 
 
 def run_watch(args: argparse.Namespace) -> int:
-    from jr2_actors.actors.watch import WatchActor
     from jr2_actors.constants import STALL_BOUND_SECONDS
     from jr2_actors.kube.access import LocalFiles, resolve
     from jr2_actors.kube.client import KubeClient
+    from jr2_actors.watch.actor import WatchActor
 
     access = resolve(os.environ, LocalFiles(), home=os.environ.get("HOME"), explicit_path=args.kubeconfig,
                      context=args.context)

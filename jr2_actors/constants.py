@@ -5,12 +5,22 @@ Change a number here and only here; each names the decision it comes from.
 
 from __future__ import annotations
 
+from jr2_actors.backoff import Backoff
+
 # ADR-0063: a watch asks the server to close it after this long, so the server ends first.
 WATCH_TIMEOUT_SECONDS = 240
 # The client-side read timeout on a watch sits this far above timeoutSeconds.
 WATCH_READ_MARGIN_SECONDS = 30.0
 # dagr T107: a watch silent this long is presumed dead and forces a re-list.
 STALL_BOUND_SECONDS = 90.0
+# dagr T107 / ADR-0063: the watch retries at once, then 250 ms doubling to 30 s, +0–20 % jitter.
+WATCH_BACKOFF = Backoff(initial=0.25, cap=30.0, jitter=0.2, immediate_first=True)
+# The watch's failure bound: past it every waiter is told (and it keeps trying, CONTRACTS.md §2).
+WATCH_MAX_FAILURES = 12
+WATCH_MAX_FAILURE_SECONDS = 300.0
+# A clean end of a watch younger than this, with nothing on it, counts as a failure, not a free resume:
+# a server that closes every watch at once would otherwise be re-opened in a hot loop.
+WATCH_MIN_FREE_RESUME_SECONDS = 1.0
 
 # ADR-0063: concurrent writes are capped (8–16); 12 by default.
 WRITE_CAP_DEFAULT = 12

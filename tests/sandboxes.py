@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from jr2_actors.observe.identity import annotations_for, labels_for, sandbox_name
+from jr2_actors.watch.identity import annotations_for, labels_for, sandbox_name
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -42,7 +42,7 @@ def ready_sandbox(cluster: Any, clock: Any, name: str) -> str:
     """Apply a Sandbox whose Harness accepts `cluster.harness_token(name)`, run the operator to Ready on the
     virtual clock (the cluster's `start_seconds` must be 1), and return its Harness endpoint."""
     from jr2_actors.kube.kinds import SANDBOX
-    from jr2_actors.sandbox import view
+    from jr2_actors.watch.sandbox import view
 
     client = cluster.client()
     client.apply(SANDBOX, name, {"spec": {"env": cluster.harness_env(name), "port": 8080}})

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.state import ClusterState
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.observe.identity import annotations_for, labels_for, sandbox_name
+from jr2_actors.watch.identity import annotations_for, labels_for, sandbox_name
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow

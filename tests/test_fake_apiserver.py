@@ -9,8 +9,8 @@ import pytest
 import requests
 
 from jr2_actors.errors import KubeError, KubeTransportError
+from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.state import ClusterState
 from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, WatchEvent
 from jr2_actors.kube.kinds import SANDBOX, SECRET
 

@@ -10,9 +10,9 @@ import requests
 
 from jr2_actors.clock import VirtualClock
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.harness_core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
+from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.sandbox import view
+from jr2_actors.watch.sandbox import view
 from tests.sandboxes import ready_sandbox
 
 NAME = "ws-run1-f-1-abc123"

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.fake.selectors import SelectorError, parse
-from jr2_actors.fake.state import ClusterState, StatusError
+from jr2_actors.fake.apiserver.selectors import SelectorError, parse
+from jr2_actors.fake.apiserver.state import ClusterState, StatusError
 from jr2_actors.kube.kinds import SANDBOX, SECRET
 
 

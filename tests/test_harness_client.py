@@ -12,7 +12,7 @@ import urllib3.exceptions
 
 from jr2_actors.clock import VirtualClock
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.harness_core import GuardKill, Hang, Pick, Say
+from jr2_actors.fake.harness.core import GuardKill, Hang, Pick, Say
 from jr2_actors.harness.client import HarnessClient, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillListError
 from tests.sandboxes import FIXTURES, ready_sandbox

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from jr2_actors.observe.identity import (
+from jr2_actors.watch.identity import (
     Foreign,
     SandboxKey,
     annotations_for,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import random
 from typing import Any
 
 import pytest
 
 from jr2_actors.errors import ApiStatus
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameError, WatchEvent
-from jr2_actors.observe.core import (
+from jr2_actors.watch.core import (
     CloseStream,
     Failure,
     FrameReceived,
@@ -35,7 +36,7 @@ from jr2_actors.observe.core import (
     WatchOpened,
     WatchOpenFailed,
 )
-from jr2_actors.observe.identity import Foreign, SandboxKey
+from jr2_actors.watch.identity import Foreign, SandboxKey
 from tests.sandboxes import sandbox, with_rv
 
 A = SandboxKey("run-a", "F-1")
@@ -47,7 +48,7 @@ class Drive:
     """Feeds the core and keeps everything it said, with time as a number."""
 
     def __init__(self, **kw: Any) -> None:
-        self.core = ObserverCore(seed=7, **kw)
+        self.core = ObserverCore(rng=random.Random(7), **kw)
         self.now = 0.0
         self.steps: list[Step] = []
 

@@ -7,6 +7,7 @@ the one before it; no watch ever resumes from an Expired message's version.
 from __future__ import annotations
 
 import itertools
+import random
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -15,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from jr2_actors.errors import ApiStatus
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, WatchEvent
-from jr2_actors.observe.core import (
+from jr2_actors.watch.core import (
     CloseStream,
     Delivery,
     Failure,
@@ -34,7 +35,7 @@ from jr2_actors.observe.core import (
     WatchFrom,
     WatchOpened,
 )
-from jr2_actors.observe.identity import SandboxKey
+from jr2_actors.watch.identity import SandboxKey
 from tests.sandboxes import sandbox
 
 RUNS = ("run-a", "run-b", "run-c")
@@ -45,7 +46,7 @@ EXPIRED = ErrorFrame(ApiStatus(410, "Expired", f"too old resource version: 1 ({E
 class WatchModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.core = ObserverCore(seed=1, max_failures=10_000, max_failure_seconds=1e12, stall_bound=90)
+        self.core = ObserverCore(rng=random.Random(1), max_failures=10_000, max_failure_seconds=1e12, stall_bound=90)
         self.now = 0.0
         self.rv = 100
         self.uids = 0

@@ -11,9 +11,9 @@ from typing import cast
 
 import pytest
 
-from jr2_actors.actors.store import Fetch, Persist, Restore, StoreActor, Sweep
 from jr2_actors.clock import VirtualClock
-from jr2_actors.runstore import RunRecord, RunStore, StoreError
+from jr2_actors.store.actor import Fetch, Persist, Restore, StoreActor, Sweep
+from jr2_actors.store.core import RunRecord, RunStore, StoreError
 
 DAY = 86400.0
 T0 = 1_790_000_000.0
@@ -74,7 +74,7 @@ def test_bad_persists_are_refused_by_name(store: RunStore, status: str, blob: di
 def test_a_persist_survives_the_process_being_killed(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import os, signal
-        from jr2_actors.runstore import RunStore
+        from jr2_actors.store.core import RunStore
         s = RunStore({str(tmp_path)!r})
         s.open()
         for i in range(50):

@@ -10,7 +10,7 @@ import pytest
 
 from jr2_actors.harness.tokens import harness_token, token_digest, verify_bearer
 from jr2_actors.quantity import QuantityError, format_size, is_size, parse_duration, parse_quantity
-from jr2_actors.sandbox import view
+from jr2_actors.watch.sandbox import view
 from tests.sandboxes import fixture
 
 

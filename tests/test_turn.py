@@ -9,11 +9,11 @@ from typing import Any
 import pykka
 import pytest
 
-from jr2_actors import turn
-from jr2_actors.actors.agent import AbortTurn, AgentActor, AnswerPick, KillsRead, StartTurn
+from jr2_actors.agent import core as turn
+from jr2_actors.agent.actor import AbortTurn, AgentActor, AnswerPick, KillsRead, StartTurn
 from jr2_actors.clock import VirtualClock
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.harness_core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
+from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
 from tests.probes import Inbox
 from tests.sandboxes import ready_sandbox
 

@@ -9,7 +9,10 @@ from typing import Any
 import pykka
 import pytest
 
-from jr2_actors.actors.watch import (
+from jr2_actors.fake.apiserver.state import ClusterState
+from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.watch.actor import (
     Health,
     Register,
     SandboxGone,
@@ -19,10 +22,7 @@ from jr2_actors.actors.watch import (
     WatchFailed,
     WatchHealth,
 )
-from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.state import ClusterState
-from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.observe.identity import SandboxKey, annotations_for, labels_for, sandbox_name
+from jr2_actors.watch.identity import SandboxKey, annotations_for, labels_for, sandbox_name
 from tests.probes import Inbox, Probe
 
 pytestmark = pytest.mark.slow

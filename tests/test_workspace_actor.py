@@ -10,16 +10,16 @@ from typing import Any
 import pykka
 import pytest
 
-from jr2_actors.actors.timer import Timers
-from jr2_actors.actors.watch import WatchActor
-from jr2_actors.actors.workspace import Release, WorkspaceActor
+from jr2_actors.actorkit import Timers
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.operator_core import Node
+from jr2_actors.fake.operator.core import Node
 from jr2_actors.kube.kinds import SANDBOX, SECRET
-from jr2_actors.manifest import WorkspaceSpec
-from jr2_actors.observe.identity import KEEPALIVE_ANNOTATION
+from jr2_actors.watch.actor import WatchActor
+from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
 from jr2_actors.workflow import RepoSlot, WorkspaceDef
-from jr2_actors.workspace import FeedLine, Lost, Running, Waiting
+from jr2_actors.workspace.actor import Release, WorkspaceActor
+from jr2_actors.workspace.core import FeedLine, Lost, Running, Waiting
+from jr2_actors.workspace.manifest import WorkspaceSpec
 from tests.probes import Inbox
 from tests.waiting import wait_until
 

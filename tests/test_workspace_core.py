@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import random
 from typing import Any
 
 import pytest
 
-from jr2_actors.sandbox import view
-from jr2_actors.workspace import (
+from jr2_actors.watch.sandbox import view
+from jr2_actors.workspace.core import (
     TRANSITIONS,
     ApplySandbox,
     Attach,
@@ -64,7 +65,7 @@ READY = status("Ready", scheduled=("True", "Scheduled", ""), ready=True)
 
 class Drive:
     def __init__(self, **kw: Any) -> None:
-        self.core = WorkspaceCore("F-1", seed=5, **kw)
+        self.core = WorkspaceCore("F-1", rng=random.Random(5), **kw)
         self.now = 0.0
         self.out: list[Any] = []
 
@@ -258,15 +259,15 @@ def test_the_transition_table_names_every_live_state() -> None:
 def test_the_architecture_doc_carries_the_transition_table_as_the_code_has_it() -> None:
     from pathlib import Path
 
-    from jr2_actors.workspace import transitions_markdown
+    from jr2_actors.workspace.core import transitions_markdown
 
     doc = (Path(__file__).parent.parent / "docs" / "architecture.md").read_text()
     assert transitions_markdown() in doc
 
 
 def test_the_attach_branch_is_the_workflows_else_the_runs_own() -> None:
-    from jr2_actors.manifest import WorkspaceSpec, attach_branch
     from jr2_actors.workflow import WorkspaceDef
+    from jr2_actors.workspace.manifest import WorkspaceSpec, attach_branch
 
     named = WorkspaceSpec("run/1", "wf", WorkspaceDef("F-1", cpu="1", memory="1Gi", branch="feat/x"), image="i")
     unnamed = WorkspaceSpec("run/1", "wf", WorkspaceDef("F-1", cpu="1", memory="1Gi"), image="i")

@@ -21,13 +21,13 @@ import pykka
 import yaml
 
 from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.fake import apiserver as api
-from jr2_actors.fake.harness import LONG_POLL_SECONDS, HarnessActor, HarnessHttpServer, Operate
-from jr2_actors.fake.harness_core import INSTANCE, HarnessCore
-from jr2_actors.fake.harness_core import Action as HarnessAction
-from jr2_actors.fake.operator import OperatorActor, Script
-from jr2_actors.fake.operator_core import Node, OperatorCore, Quota
-from jr2_actors.fake.state import DEFAULT_HISTORY, ClusterState
+from jr2_actors.fake.apiserver import actor as api
+from jr2_actors.fake.apiserver.state import DEFAULT_HISTORY, ClusterState
+from jr2_actors.fake.harness.actor import LONG_POLL_SECONDS, HarnessActor, HarnessHttpServer, Operate
+from jr2_actors.fake.harness.core import INSTANCE, HarnessCore
+from jr2_actors.fake.harness.core import Action as HarnessAction
+from jr2_actors.fake.operator.actor import OperatorActor, Script
+from jr2_actors.fake.operator.core import Node, OperatorCore, Quota
 from jr2_actors.fake.tls import TlsMaterial
 from jr2_actors.fake.tls import generate as generate_tls
 from jr2_actors.harness.tokens import DIGEST_ENV, INSTANCE_HARNESS, harness_token, token_digest

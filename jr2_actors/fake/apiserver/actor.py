@@ -33,9 +33,9 @@ import pykka
 import yaml
 
 from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.fake import discovery
-from jr2_actors.fake.selectors import SelectorError, parse
-from jr2_actors.fake.state import ClusterState, StatusError
+from jr2_actors.fake.apiserver import discovery
+from jr2_actors.fake.apiserver.selectors import SelectorError, parse
+from jr2_actors.fake.apiserver.state import ClusterState, StatusError
 from jr2_actors.kube.kinds import NAMESPACE, Kind
 from jr2_actors.security import constant_time_equal
 

@@ -15,12 +15,12 @@ from typing import Any, cast
 
 import pykka
 
-from jr2_actors.actors.timer import Timers
+from jr2_actors.actorkit import Timers
 from jr2_actors.clock import Clock
-from jr2_actors.fake.apiserver import ASK_TIMEOUT, Call
-from jr2_actors.fake.operator_core import OperatorCore
-from jr2_actors.fake.selectors import Selector
-from jr2_actors.fake.state import ClusterState, StatusError
+from jr2_actors.fake.apiserver.actor import ASK_TIMEOUT, Call
+from jr2_actors.fake.apiserver.selectors import Selector
+from jr2_actors.fake.apiserver.state import ClusterState, StatusError
+from jr2_actors.fake.operator.core import OperatorCore
 from jr2_actors.kube.kinds import SANDBOX
 
 log = logging.getLogger(__name__)

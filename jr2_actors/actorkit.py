@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import random
 import threading
 from collections.abc import Callable
 
@@ -76,3 +77,8 @@ class Timers:
                     continue
             for callback in due:
                 callback()
+
+
+def jitter_source(seed: int | None) -> random.Random:
+    """The randomness a core is handed for its jitter: seeded in tests, from the OS otherwise."""
+    return random.Random(seed)  # noqa: S311 - jitter, not a secret

@@ -20,8 +20,7 @@ from typing import Any
 
 import pykka
 
-from jr2_actors import turn
-from jr2_actors.actors.watch import Recipient
+from jr2_actors.agent import core as turn
 from jr2_actors.harness.client import (
     Admission,
     HarnessClient,
@@ -30,6 +29,7 @@ from jr2_actors.harness.client import (
     HarnessUnreachable,
 )
 from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead
+from jr2_actors.watch.actor import Recipient
 
 log = logging.getLogger(__name__)
 HARNESS_ERRORS = (HarnessError, HarnessUnreachable, HarnessProtocolError)

@@ -34,27 +34,28 @@ A dropped watch is never reported as loss.
 
 from __future__ import annotations
 
-import random
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
-from jr2_actors.constants import STALL_BOUND_SECONDS
+from jr2_actors.backoff import Backoff, Jitter, NoJitter
+from jr2_actors.constants import (
+    STALL_BOUND_SECONDS,
+    WATCH_BACKOFF,
+    WATCH_MAX_FAILURE_SECONDS,
+    WATCH_MAX_FAILURES,
+    WATCH_MIN_FREE_RESUME_SECONDS,
+)
 from jr2_actors.errors import ApiStatus
 from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, FrameError, WatchEvent
-from jr2_actors.observe.identity import Foreign, SandboxKey, identify
-from jr2_actors.sandbox import SandboxView, view
+from jr2_actors.watch.identity import Foreign, SandboxKey, identify
+from jr2_actors.watch.sandbox import SandboxView, view
 
-BACKOFF_FIRST = 0.25
-BACKOFF_CAP = 30.0
-BACKOFF_JITTER = 0.2
-MAX_FAILURES = 12
-MAX_FAILURE_SECONDS = 300.0
-# A clean end of a watch younger than this, with nothing on it, counts as a failure, not a free resume:
-# a server that closes every watch at once would otherwise be re-opened in a hot loop.
-MIN_FREE_RESUME_SECONDS = 1.0
+MAX_FAILURES = WATCH_MAX_FAILURES
+MAX_FAILURE_SECONDS = WATCH_MAX_FAILURE_SECONDS
+MIN_FREE_RESUME_SECONDS = WATCH_MIN_FREE_RESUME_SECONDS
 KEEP_LATEST = 10_000
 
 
@@ -230,12 +231,14 @@ Phase = Literal["idle", "listing", "watching", "waiting", "stopped"]
 
 class ObserverCore:
     def __init__(self, *, stall_bound: float = STALL_BOUND_SECONDS, max_failures: int = MAX_FAILURES,
-                 max_failure_seconds: float = MAX_FAILURE_SECONDS, seed: int | None = None,
+                 max_failure_seconds: float = MAX_FAILURE_SECONDS, rng: Jitter | None = None,
+                 backoff: Backoff = WATCH_BACKOFF,
                  keep_latest: int = KEEP_LATEST) -> None:
         self.stall_bound = stall_bound
         self.max_failures = max_failures
         self.max_failure_seconds = max_failure_seconds
-        self._random = random.Random(seed)  # noqa: S311 - jitter, not a secret
+        self._random: Jitter = rng or NoJitter()
+        self._backoff_schedule = backoff
         self._keep = keep_latest
         self.phase: Phase = "idle"
         self.resource_version: str | None = None
@@ -437,12 +440,7 @@ class ObserverCore:
         self.phase = "stopped"
 
     def _backoff(self, failure: Failure) -> float:
-        n = self.failures
-        if n <= 1:
-            delay = 0.0
-        else:
-            delay = min(BACKOFF_FIRST * 2 ** (n - 2), BACKOFF_CAP)
-            delay *= 1 + self._random.uniform(0, BACKOFF_JITTER)
+        delay = self._backoff_schedule.delay(self.failures, self._random)
         if failure.retry_after is not None:
             delay = max(delay, failure.retry_after)
         return delay

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jr2_actors.harness.tokens import DIGEST_ENV, harness_token, token_digest
-from jr2_actors.observe.identity import (
+from jr2_actors.timefmt import rfc3339_ms
+from jr2_actors.watch.identity import (
     KEEPALIVE_ANNOTATION,
     SandboxKey,
     annotations_for,
@@ -23,7 +24,6 @@ from jr2_actors.observe.identity import (
     labels_for,
     sandbox_name,
 )
-from jr2_actors.timefmt import rfc3339_ms
 from jr2_actors.workflow import WorkspaceDef
 
 HARNESS_PORT = 8080

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jr2_actors.fake.selectors import Selector
+from jr2_actors.fake.apiserver.selectors import Selector
 from jr2_actors.kube.kinds import JR2_KINDS, NAMESPACE, Kind
 from jr2_actors.timefmt import rfc3339
 

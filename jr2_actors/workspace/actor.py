@@ -19,16 +19,23 @@ from typing import Any
 
 import pykka
 
-from jr2_actors import workspace as ws
-from jr2_actors.actors.timer import Timers
-from jr2_actors.actors.watch import Recipient, Register, SandboxGone, SandboxSeen, Unregister, WatchClosed, WatchFailed
+from jr2_actors.actorkit import Timers, jitter_source
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.harness.client import HarnessClient, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.tokens import harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX, SECRET
-from jr2_actors.manifest import WorkspaceSpec, attach_branch, attach_slots, lease_patch, sandbox_body, token_secret
+from jr2_actors.watch.actor import Recipient, Register, SandboxGone, SandboxSeen, Unregister, WatchClosed, WatchFailed
+from jr2_actors.workspace import core as ws
+from jr2_actors.workspace.manifest import (
+    WorkspaceSpec,
+    attach_branch,
+    attach_slots,
+    lease_patch,
+    sandbox_body,
+    token_secret,
+)
 
 log = logging.getLogger(__name__)
 KUBE_ERRORS = (KubeError, KubeTransportError, KubeProtocolError, ClusterAccessError)
@@ -71,7 +78,8 @@ class WorkspaceActor(pykka.ThreadingActor):
         self.key = signing_key
         self.pool = pool
         self.clock = clock or SystemClock()
-        self.core = ws.WorkspaceCore(spec.child, memory_limit=spec.definition.memory, seed=seed, **core_options)
+        self.core = ws.WorkspaceCore(spec.child, memory_limit=spec.definition.memory, rng=jitter_source(seed),
+                                     **core_options)
         self._harness_factory = harness_factory or (lambda url, token: HarnessClient(url, token))
         self._restored_wait = restored_wait
         self._owns_timers = timers is None

@@ -32,12 +32,12 @@ The core never touches the cluster: it returns actions (`ApplySandbox`, `RenewLe
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from jr2_actors.backoff import Jitter, NoJitter
 from jr2_actors.constants import LEASE_INTERVAL_SECONDS, LEASE_JITTER, PROVISION_BUDGET_SECONDS
-from jr2_actors.sandbox import SandboxView
+from jr2_actors.watch.sandbox import SandboxView
 
 State = Literal["new", "placing", "provisioning", "attaching", "running", "lost", "faulted", "released"]
 WaitOn = Literal["node", "quota"]
@@ -194,12 +194,12 @@ class Step:
 # -- the core ----------------------------------------------------------------------------------------
 
 class WorkspaceCore:
-    def __init__(self, child: str, *, memory_limit: str | None = None, seed: int | None = None,
+    def __init__(self, child: str, *, memory_limit: str | None = None, rng: Jitter | None = None,
                  lease_interval: float = LEASE_INTERVAL_SECONDS, budget: float = PROVISION_BUDGET_SECONDS) -> None:
         self.child = child
         self.state: State = "new"
         self._memory_limit = memory_limit
-        self._random = random.Random(seed)  # noqa: S311 - jitter, not a secret
+        self._random: Jitter = rng or NoJitter()
         self._lease_interval = lease_interval
         self._budget = budget
         self._lease_due: float | None = None

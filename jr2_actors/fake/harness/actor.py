@@ -23,9 +23,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pykka
 
 from jr2_actors.clock import Clock
-from jr2_actors.fake.apiserver import ASK_TIMEOUT, Call
-from jr2_actors.fake.harness_core import INSTANCE, Answer, HarnessCore, KillHarness
-from jr2_actors.fake.state import StatusError
+from jr2_actors.fake.apiserver.actor import ASK_TIMEOUT, Call
+from jr2_actors.fake.apiserver.state import StatusError
+from jr2_actors.fake.harness.core import INSTANCE, Answer, HarnessCore, KillHarness
 from jr2_actors.harness.tokens import DIGEST_ENV, verify_bearer
 from jr2_actors.kube.kinds import SANDBOX
 

@@ -24,15 +24,15 @@ from typing import Any, Protocol
 
 import pykka
 
-from jr2_actors.actors.timer import Timers
+from jr2_actors.actorkit import Timers, jitter_source
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import STALL_BOUND_SECONDS, WATCH_TIMEOUT_SECONDS
 from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.kube.client import KubeClient, WatchStream
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.observe import core
-from jr2_actors.observe.core import Failure, SandboxGone, SandboxSeen, WatchFailed
-from jr2_actors.observe.identity import RUN_LABEL, Foreign, SandboxKey
+from jr2_actors.watch import core
+from jr2_actors.watch.core import Failure, SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.watch.identity import RUN_LABEL, Foreign, SandboxKey
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ class WatchActor(pykka.ThreadingActor):
                  shutdown_budget: float = SHUTDOWN_BUDGET_SECONDS, **core_options: Any) -> None:
         super().__init__()
         self.clock = clock or SystemClock()
-        self.core = core.ObserverCore(stall_bound=stall_bound, seed=seed, **core_options)
+        self.core = core.ObserverCore(stall_bound=stall_bound, rng=jitter_source(seed), **core_options)
         self.core.deliver_all = tap is not None
         self._tap = tap
         self._recipients: dict[SandboxKey, Recipient] = {}

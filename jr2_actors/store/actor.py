@@ -13,10 +13,10 @@ from typing import Any
 
 import pykka
 
-from jr2_actors.actors.timer import Timers
+from jr2_actors.actorkit import Timers
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import SWEEP_INTERVAL_SECONDS
-from jr2_actors.runstore import RunRecord, RunStore
+from jr2_actors.store.core import RunRecord, RunStore
 
 log = logging.getLogger(__name__)
 

@@ -1,1 +1,0 @@
-"""Thin pykka actor shells over the pure cores; they talk only by frozen-dataclass messages."""

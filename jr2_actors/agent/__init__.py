@@ -1,0 +1,1 @@
+"""An Agent seat's Turns: one Turn read from the Harness stream (pure core) and its actor."""

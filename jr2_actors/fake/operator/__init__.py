@@ -1,0 +1,1 @@
+"""The fake jr2 operator: its pure decisions and the actor that applies them."""

@@ -1,1 +1,0 @@
-"""The Sandbox watch: a deterministic observer core and identity by labels and annotations."""
