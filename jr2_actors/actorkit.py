@@ -1,21 +1,107 @@
-"""Timers: one thread holds every timeout of its owner, on an injected clock (DESIGN.md: TimerActor).
+"""What every actor shell shares: quiet tells, the shell base, the timer thread and a deadline on it.
 
-A due timer runs its callback on the timer thread; callbacks only `tell` an actor, so they are quick.
-With a `VirtualClock`, advance the clock and `poke()`: the thread re-reads the time at once.
+- `tell_quietly`: a tell to an actor that may be gone (a stop races every message) is dropped, never raised.
+- `Shell`: the base of every actor here. An actor that dies of an unexpected exception — in a tell, or in
+  `on_start` — cleans up exactly as a stop does (`cleanup()`), logs why, and tells its parent an
+  `ActorFault`: no actor dies silently, and no thread of its outlives it (DESIGN.md "Messages").
+- `Timers`: one thread holds every timeout of its owner, on an injected clock (DESIGN.md: TimerActor). A
+  due timer runs its callback on the timer thread; callbacks only `tell`, so they are quick, and one that
+  raises is logged and never ends the thread. With a `VirtualClock`, advance the clock and `poke()`.
+- `Deadline`: one timer kept at a core's deadline (`arm(at)` / `cancel()`), which delivers a message.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import random
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pykka
 
 from jr2_actors.clock import Clock, SystemClock
 
-# How long the thread waits at most between reads of the clock (a virtual clock moves without notice).
+log = logging.getLogger(__name__)
+
+# How long the timer thread waits at most between reads of the clock (a virtual clock moves without notice).
 MAX_WAIT = 0.25
+
+
+class Recipient(Protocol):
+    """Anything that takes a tell: an actor's ref, or a test's inbox."""
+
+    def tell(self, message: Any) -> None: ...
+
+
+def tell_quietly(recipient: Recipient | None, message: object) -> bool:
+    """Tell `recipient`, unless it is gone; True when the message was handed over."""
+    if recipient is None:
+        return False
+    try:
+        recipient.tell(message)
+    except pykka.ActorDeadError:
+        log.debug("recipient gone before %s", type(message).__name__)
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class ActorFault:
+    """Told to an actor's parent when the actor died of an exception it did not expect (our bug)."""
+
+    kind: str  # the actor's class name
+    name: str  # which one (a Workspace path, an agent, …)
+    error: str
+
+
+class Shell(pykka.ThreadingActor):
+    """The base of every actor: a failure cleans up as a stop does and is told to the parent.
+
+    Subclasses put what `on_stop` would do in `cleanup()` (it runs once, on a stop or a failure), what
+    `on_start` would do in `started()`, and set `parent` and `name` when they have them.
+    """
+
+    parent: Recipient | None = None
+    name: str = ""
+
+    def started(self) -> None:
+        """What the actor does first, on its own thread."""
+
+    def cleanup(self) -> None:
+        """Release what the actor holds (threads, timers, registrations); runs once."""
+
+    def on_start(self) -> None:
+        try:
+            self.started()
+        except Exception as e:
+            # pykka stops an actor whose on_start raises without calling on_failure: do it here.
+            self._fail(e)
+            raise
+
+    def on_stop(self) -> None:
+        self._cleanup_once()
+
+    def on_failure(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        self._fail(exc_value)
+
+    def _fail(self, error: BaseException | None) -> None:
+        kind = type(self).__name__
+        log.error("%s %s died: %r", kind, self.name or "", error)
+        self._cleanup_once()
+        tell_quietly(self.parent, ActorFault(kind, self.name, f"{type(error).__name__}: {error}"))
+
+    def _cleanup_once(self) -> None:
+        if getattr(self, "_cleaned_up", False):
+            return
+        self._cleaned_up = True
+        try:
+            self.cleanup()
+        except Exception:
+            log.exception("%s %s: cleanup failed", type(self).__name__, self.name or "")
 
 
 class Timers:
@@ -23,13 +109,13 @@ class Timers:
         self.clock = clock or SystemClock()
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int]] = []
-        self._callbacks: dict[int, Callable[[], None]] = {}
+        self._callbacks: dict[int, Callable[[], object]] = {}
         self._ids = itertools.count(1)
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def schedule(self, when: float, callback: Callable[[], None]) -> int:
+    def schedule(self, when: float, callback: Callable[[], object]) -> int:
         with self._cond:
             handle = next(self._ids)
             self._callbacks[handle] = callback
@@ -64,7 +150,7 @@ class Timers:
             with self._cond:
                 if self._stopped:
                     return
-                due: list[Callable[[], None]] = []
+                due: list[Callable[[], object]] = []
                 now = self.clock.monotonic()
                 while self._heap and self._heap[0][0] <= now:
                     _, handle = heapq.heappop(self._heap)
@@ -76,7 +162,46 @@ class Timers:
                     self._cond.wait(wait)
                     continue
             for callback in due:
-                callback()
+                try:
+                    callback()
+                except Exception:  # one bad callback must not end every other timeout of the owner
+                    log.exception("a timer callback raised")
+
+
+class Deadline:
+    """One timer held at a core's deadline; when it fires, `message` is told to `ref`.
+
+    `keep_earlier`: a deadline that only moves later (a stall bound measured from the last progress) keeps
+    a timer already armed earlier; when it fires, the core finds the deadline not yet due and the step
+    re-arms it. That keeps the timer thread out of a per-frame path.
+    """
+
+    def __init__(self, timers: Timers, ref: Recipient, message: object, *, keep_earlier: bool = False) -> None:
+        self._timers = timers
+        self._ref = ref
+        self._message = message
+        self._keep_earlier = keep_earlier
+        self._handle: int | None = None
+        self.armed_for: float | None = None
+
+    def arm(self, at: float | None) -> None:
+        if at is None:
+            self.cancel()
+            return
+        if at == self.armed_for or (self._keep_earlier and self.armed_for is not None and self.armed_for <= at):
+            return
+        self._timers.cancel(self._handle)
+        self.armed_for = at
+        ref, message = self._ref, self._message
+        self._handle = self._timers.schedule(at, lambda: tell_quietly(ref, message))
+
+    def fired(self) -> None:
+        """The message arrived: whatever the next step answers is armed afresh."""
+        self._handle, self.armed_for = None, None
+
+    def cancel(self) -> None:
+        self._timers.cancel(self._handle)
+        self._handle, self.armed_for = None, None
 
 
 def jitter_source(seed: int | None) -> random.Random:

@@ -9,7 +9,6 @@ Turn's end or fault. The run answers a pick with `AnswerPick`; `AbortTurn` ends 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import queue
 import threading
@@ -18,8 +17,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-import pykka
-
+from jr2_actors.actorkit import Recipient, Shell, tell_quietly
 from jr2_actors.agent import core as turn
 from jr2_actors.harness.client import (
     Admission,
@@ -29,7 +27,6 @@ from jr2_actors.harness.client import (
     HarnessUnreachable,
 )
 from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead
-from jr2_actors.watch.actor import Recipient
 
 log = logging.getLogger(__name__)
 HARNESS_ERRORS = (HarnessError, HarnessUnreachable, HarnessProtocolError)
@@ -83,12 +80,13 @@ class _KillsDone:
 HarnessFactory = Callable[[str, str], HarnessClient]
 
 
-class AgentActor(pykka.ThreadingActor):
+class AgentActor(Shell):
     def __init__(self, agent: str, *, parent: Recipient, pool: Executor,
                  harness_factory: HarnessFactory | None = None) -> None:
         super().__init__()
         self.agent = agent
         self.parent = parent
+        self.name = agent
         self.pool = pool
         self._factory = harness_factory or (lambda url, token: HarnessClient(url, token))
         self._core: turn.TurnCore | None = None
@@ -100,10 +98,10 @@ class AgentActor(pykka.ThreadingActor):
         self._reader = threading.Thread(target=self._read_loop, name=f"jr2-agent-{agent}", daemon=True)
         self._kills_failing = False
 
-    def on_start(self) -> None:
+    def started(self) -> None:
         self._reader.start()
 
-    def on_stop(self) -> None:
+    def cleanup(self) -> None:
         self._reads.put(None)
 
     def on_receive(self, message: Any) -> Any:
@@ -137,15 +135,15 @@ class AgentActor(pykka.ThreadingActor):
             if message.in_workspace:
                 try:
                     read: MemoryKillRead | None = harness.memory_kills()
-                    _tell(ref, _KillsDone(read, "", harness.base_url))
+                    tell_quietly(ref, _KillsDone(read, "", harness.base_url))
                 except (*HARNESS_ERRORS, MemoryKillListError) as e:
-                    _tell(ref, _KillsDone(None, str(e), harness.base_url))
+                    tell_quietly(ref, _KillsDone(None, str(e), harness.base_url))
             try:
                 admission: Admission = harness.admit(agent, message.conversation_id, message.body)
             except HARNESS_ERRORS as e:
-                _tell(ref, _Result(turn.AdmitRefused(str(e)), turn_id))
+                tell_quietly(ref, _Result(turn.AdmitRefused(str(e)), turn_id))
                 return
-            _tell(ref, _Result(turn.Admitted(admission.submission_id, admission.offset), turn_id,
+            tell_quietly(ref, _Result(turn.Admitted(admission.submission_id, admission.offset), turn_id,
                                admission.stream_url))
 
         self.pool.submit(admit)
@@ -159,13 +157,13 @@ class AgentActor(pykka.ThreadingActor):
             self._kills_failing = False
             for problem in done.read.problems:
                 log.warning("memory-kill list from %s: %s", done.source, problem)
-        _tell(self.parent, KillsRead(self.agent, done.read, done.problem))
+        tell_quietly(self.parent, KillsRead(self.agent, done.read, done.problem))
 
     def _step(self, event: turn.Input) -> None:
         assert self._core is not None
         step = self._core.step(event)
         for report in step.reports:
-            _tell(self.parent, report)
+            tell_quietly(self.parent, report)
         for action in step.actions:
             if isinstance(action, turn.ReadUpdates) and self._harness is not None:
                 self._reads.put((self._turn_id, self._harness, self._stream_url, action.offset))
@@ -185,7 +183,7 @@ class AgentActor(pykka.ThreadingActor):
                 log.warning("answering pick %s failed: %s", message.call_id, e)
                 return
             if notify_core:
-                _tell(ref, _Result(turn.Answered(message.call_id, message.over), turn_id))
+                tell_quietly(ref, _Result(turn.Answered(message.call_id, message.over), turn_id))
 
         self.pool.submit(post)
 
@@ -213,12 +211,8 @@ class AgentActor(pykka.ThreadingActor):
             else:
                 event = turn.Events(updates.events, updates.next_offset)
             failures = 0
-            _tell(self.actor_ref, _Result(event, turn_id))
+            tell_quietly(self.actor_ref, _Result(event, turn_id))
 
-
-def _tell(recipient: Any, message: object) -> None:
-    with contextlib.suppress(pykka.ActorDeadError):
-        recipient.tell(message)
 
 
 def _quietly(call: Callable[[], object]) -> None:

@@ -5,15 +5,12 @@ write synchronous for. The actor owns its one connection; it sweeps finished row
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import pykka
-
-from jr2_actors.actorkit import Timers
+from jr2_actors.actorkit import Shell, Timers, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import SWEEP_INTERVAL_SECONDS
 from jr2_actors.store.core import RunRecord, RunStore
@@ -44,7 +41,7 @@ class Sweep:
     pass
 
 
-class StoreActor(pykka.ThreadingActor):
+class StoreActor(Shell):
     def __init__(self, state_dir: str, *, clock: Clock | None = None,
                  sweep_interval: float = SWEEP_INTERVAL_SECONDS) -> None:
         super().__init__()
@@ -54,11 +51,11 @@ class StoreActor(pykka.ThreadingActor):
         self._timers = Timers(self.clock, name="jr2-store-timers")
         self._next_sweep: int | None = None
 
-    def on_start(self) -> None:
+    def started(self) -> None:
         self.store.open()  # the connection belongs to this actor's thread
         self._sweep()
 
-    def on_stop(self) -> None:
+    def cleanup(self) -> None:
         self._timers.stop()
         self.store.close()
 
@@ -75,18 +72,21 @@ class StoreActor(pykka.ThreadingActor):
         return None
 
     def _sweep(self) -> int:
-        removed = self.store.sweep(self.clock.wall())
+        """Sweep now and keep one hourly chain, however many sweeps are asked for. A sweep that fails (a
+        locked or full disk) is logged and tried again next hour: it must not end the store's writer."""
+        self._timers.cancel(self._next_sweep)
+        ref = self.actor_ref
+        self._next_sweep = self._timers.schedule(self.clock.monotonic() + self._interval,
+                                                 lambda: tell_quietly(ref, Sweep()))
+        try:
+            removed = self.store.sweep(self.clock.wall())
+        except Exception:
+            log.exception("the sweep of finished runs failed; the next one is in %.0fs", self._interval)
+            return 0
         if removed:
             log.info("swept %d finished runs older than 7 days", removed)
-        ref = self.actor_ref
-        self._timers.cancel(self._next_sweep)  # one hourly chain, however many sweeps are asked for
-        self._next_sweep = self._timers.schedule(self.clock.monotonic() + self._interval, lambda: _tell(ref, Sweep()))
         return removed
 
-
-def _tell(ref: pykka.ActorRef[Any], message: object) -> None:
-    with contextlib.suppress(pykka.ActorDeadError):
-        ref.tell(message)
 
 
 __all__ = ["Fetch", "Persist", "Restore", "RunRecord", "StoreActor", "Sweep"]

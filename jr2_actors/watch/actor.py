@@ -14,17 +14,14 @@ later registrations are refused by pykka with `ActorDeadError`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-import pykka
-
-from jr2_actors.actorkit import Timers, jitter_source
+from jr2_actors.actorkit import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import STALL_BOUND_SECONDS, WATCH_TIMEOUT_SECONDS
 from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
@@ -37,10 +34,6 @@ from jr2_actors.watch.identity import RUN_LABEL, Foreign, SandboxKey
 log = logging.getLogger(__name__)
 
 SHUTDOWN_BUDGET_SECONDS = 2.0
-
-
-class Recipient(Protocol):
-    def tell(self, message: Any) -> None: ...
 
 
 # -- messages ----------------------------------------------------------------------------------------
@@ -213,7 +206,7 @@ def failure_of(e: Exception) -> Failure:
 
 # -- the actor ---------------------------------------------------------------------------------------
 
-class WatchActor(pykka.ThreadingActor):
+class WatchActor(Shell):
     def __init__(self, client: KubeClient, *, namespace: str | None = None, clock: Clock | None = None,
                  stall_bound: float = STALL_BOUND_SECONDS, watch_timeout: int = WATCH_TIMEOUT_SECONDS,
                  tap: Recipient | None = None, seed: int | None = None,
@@ -225,12 +218,12 @@ class WatchActor(pykka.ThreadingActor):
         self._tap = tap
         self._recipients: dict[SandboxKey, Recipient] = {}
         self._timers = Timers(self.clock, name="jr2-watch-timers")
-        self._timer: int | None = None
-        self._armed_for: float | None = None
+        self._deadline: Deadline | None = None
         self._budget = shutdown_budget
         self._io = _WatchIo(client, namespace or client.namespace, self._from_io, watch_timeout)
 
-    def on_start(self) -> None:
+    def started(self) -> None:
+        self._deadline = Deadline(self._timers, self.actor_ref, _Tick(), keep_earlier=True)
         self._io.start()
         self._step(core.Started())
 
@@ -238,7 +231,8 @@ class WatchActor(pykka.ThreadingActor):
         if isinstance(message, _Io):
             self._step(message.event)
         elif isinstance(message, _Tick):
-            self._armed_for = None
+            if self._deadline is not None:
+                self._deadline.fired()
             self._step(core.Tick())
         elif isinstance(message, Register):
             self._recipients[message.key] = message.recipient
@@ -251,37 +245,28 @@ class WatchActor(pykka.ThreadingActor):
             return WatchHealth(c.phase, c.phase != "stopped", c.resource_version, c.failures, len(c.waiters))
         return None
 
-    def on_stop(self) -> None:
-        self._shutdown()
-
-    def on_failure(self, *args: Any) -> None:
-        self._shutdown()
-
-    def _shutdown(self) -> None:
+    def cleanup(self) -> None:
         self._step(core.Shutdown())
         self._timers.stop(self._budget)
         if not self._io.stop(self._budget):
             log.error("the watch I/O thread did not end within %.1fs", self._budget)
         for key, recipient in list(self._recipients.items()):
-            _tell(recipient, WatchClosed(key))
+            tell_quietly(recipient, WatchClosed(key))
         self._recipients.clear()
 
     def _from_io(self, event: core.Input) -> None:
-        with contextlib.suppress(pykka.ActorDeadError):  # shutting down: the core stopped listening
-            self.actor_ref.tell(_Io(event))
+        tell_quietly(self.actor_ref, _Io(event))  # shutting down: the core stopped listening
 
     def _step(self, event: core.Input) -> None:
         step = self.core.step(event, self.clock.monotonic())
         for delivery in step.deliveries:  # the core's deliveries are the messages themselves
             recipient = self._recipients.get(delivery.key)
             if recipient is not None:
-                _tell(recipient, delivery)
-            if self._tap is not None:
-                _tell(self._tap, delivery)
+                tell_quietly(recipient, delivery)
+            tell_quietly(self._tap, delivery)
         for report in step.reports:
             _log(report)
-            if self._tap is not None:
-                _tell(self._tap, WatchReport(report))
+            tell_quietly(self._tap, WatchReport(report))
         for action in step.actions:
             if isinstance(action, core.ListNow):
                 self._io.list()
@@ -291,30 +276,8 @@ class WatchActor(pykka.ThreadingActor):
                 self._io.close(action.stream)
             elif isinstance(action, core.StopWatching):
                 log.error("%s", action.message)
-        self._arm(step.deadline)
-
-    def _arm(self, deadline: float | None) -> None:
-        """Keep one timer at or before the core's deadline. Progress only moves the deadline later, so a
-        timer already armed earlier stays: when it fires, the Tick finds the deadline not yet due and the
-        step re-arms it. That keeps the timer thread out of the per-frame path."""
-        if deadline is None:
-            if self._armed_for is not None:
-                self._timers.cancel(self._timer)
-                self._timer, self._armed_for = None, None
-            return
-        if self._armed_for is not None and self._armed_for <= deadline:
-            return
-        self._timers.cancel(self._timer)
-        self._armed_for = deadline
-        ref = self.actor_ref
-        self._timer = self._timers.schedule(deadline, lambda: _tell(ref, _Tick()))
-
-
-def _tell(recipient: Recipient, message: Any) -> None:
-    try:
-        recipient.tell(message)
-    except pykka.ActorDeadError:
-        log.debug("recipient gone before %s", type(message).__name__)
+        if self._deadline is not None:
+            self._deadline.arm(step.deadline)
 
 
 def _log(report: core.Report) -> None:

@@ -9,7 +9,6 @@ The parent releases it with `Release(why)`; it stops itself once released and it
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from typing import Any
 
 import pykka
 
-from jr2_actors.actorkit import Timers, jitter_source
+from jr2_actors.actorkit import Deadline, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.harness.client import HarnessClient, HarnessError, HarnessProtocolError, HarnessUnreachable
@@ -63,7 +62,7 @@ class _Tick:
     pass
 
 
-class WorkspaceActor(pykka.ThreadingActor):
+class WorkspaceActor(Shell):
     def __init__(self, spec: WorkspaceSpec, *, client: KubeClient, watch: pykka.ActorRef[Any], parent: Recipient,
                  signing_key: bytes, pool: Executor, clock: Clock | None = None,
                  harness_factory: HarnessFactory | None = None, restored_wait: ws.RestoredWait | None = None,
@@ -75,6 +74,7 @@ class WorkspaceActor(pykka.ThreadingActor):
         self.client = client
         self.watch = watch
         self.parent = parent
+        self.name = spec.child
         self.key = signing_key
         self.pool = pool
         self.clock = clock or SystemClock()
@@ -84,25 +84,24 @@ class WorkspaceActor(pykka.ThreadingActor):
         self._restored_wait = restored_wait
         self._owns_timers = timers is None
         self._timers = timers or Timers(self.clock, name=f"jr2-ws-timers-{spec.name}")
-        self._timer: int | None = None
-        self._armed_for: float | None = None
+        self._deadline: Deadline | None = None
         self._endpoint = ""
         self._in_flight = 0
         self._released = False
         self._kube_queue: deque[Callable[[], _Done]] = deque()
         self._kube_busy = False
 
-    def on_start(self) -> None:
+    def started(self) -> None:
+        self._deadline = Deadline(self._timers, self.actor_ref, _Tick())
         self.watch.tell(Register(self.spec.key, self.actor_ref, restored=self._restored_wait is not None))
         self._step(ws.Begin(self._restored_wait))
 
-    def on_stop(self) -> None:
+    def cleanup(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
         if self._owns_timers:
             self._timers.stop()
-        else:
-            self._timers.cancel(self._timer)
-        with contextlib.suppress(pykka.ActorDeadError):
-            self.watch.tell(Unregister(self.spec.key))
+        tell_quietly(self.watch, Unregister(self.spec.key))
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, SandboxSeen):
@@ -123,7 +122,8 @@ class WorkspaceActor(pykka.ThreadingActor):
             if message.event is not None:
                 self._step(message.event)
         elif isinstance(message, _Tick):
-            self._armed_for = None  # the timer fired: whatever the step answers is armed afresh
+            if self._deadline is not None:
+                self._deadline.fired()
             self._step(ws.Tick())
         elif isinstance(message, Release):
             self._released = True
@@ -136,7 +136,7 @@ class WorkspaceActor(pykka.ThreadingActor):
     def _step(self, event: ws.Input) -> None:
         step = self.core.step(event, self.clock.monotonic(), self.clock.wall())
         for report in step.reports:
-            _tell(self.parent, report)
+            tell_quietly(self.parent, report)
         for action in step.actions:
             if isinstance(action, ws.ApplySandbox):
                 self._kube(self._apply)
@@ -146,12 +146,8 @@ class WorkspaceActor(pykka.ThreadingActor):
                 self._run(self._attach)  # its own lane: an attach may take a while; the Lease must not wait
             elif isinstance(action, ws.DeleteSandbox):
                 self._kube(self._delete)
-        if step.deadline != self._armed_for:
-            self._timers.cancel(self._timer)
-            self._timer, self._armed_for = None, step.deadline
-            if step.deadline is not None:
-                ref = self.actor_ref
-                self._timer = self._timers.schedule(step.deadline, lambda: _tell(ref, _Tick()))
+        if self._deadline is not None:
+            self._deadline.arm(step.deadline)
 
     def _kube(self, call: Callable[[], _Done]) -> None:
         """Cluster writes run one at a time, in order: a delete never overtakes the apply before it."""
@@ -175,7 +171,7 @@ class WorkspaceActor(pykka.ThreadingActor):
             except Exception as e:  # our bug: never lose the count, never kill the pool thread
                 log.exception("%s: a call failed unexpectedly", self.spec.name)
                 done = _Done(None, f"unexpected: {e}")
-            _tell(ref, _Done(done.event, done.note, lane))
+            tell_quietly(ref, _Done(done.event, done.note, lane))
 
         self.pool.submit(work)
 
@@ -214,7 +210,3 @@ class WorkspaceActor(pykka.ThreadingActor):
         if self._released and self._in_flight == 0 and not self._kube_queue:
             self.actor_ref.stop(block=False)
 
-
-def _tell(recipient: Any, message: object) -> None:
-    with contextlib.suppress(pykka.ActorDeadError):
-        recipient.tell(message)
