@@ -62,10 +62,11 @@ def ours(n: int) -> tuple[float, float]:
     with FakeCluster(nodes=NODES, start_seconds=0.5, bookmark_interval=None) as cluster:
         client = cluster.client()
         watch = WatchActor.start(client)
-        pool, timers, counter = ThreadPoolExecutor(8), Timers(), Counter(n)
+        pool, attach, timers, counter = ThreadPoolExecutor(8), ThreadPoolExecutor(4), Timers(), Counter(n)
         c0, t0 = cpu(), time.perf_counter()
         refs = [WorkspaceActor.start(spec(i, "o"), client=client, watch=watch, parent=counter,
-                                     signing_key=cluster.signing_key, pool=pool, timers=timers) for i in range(n)]
+                                     signing_key=cluster.signing_key, kube_pool=pool, attach_pool=attach,
+                                     timers=timers) for i in range(n)]
         if not counter.done.wait(120):
             raise SystemExit(f"ours: {counter.seen} of {n} running")
         wall, used = time.perf_counter() - t0, cpu() - c0
@@ -73,6 +74,7 @@ def ours(n: int) -> tuple[float, float]:
             ref.stop(block=True, timeout=10)
         watch.stop(block=True, timeout=10)
         pool.shutdown()
+        attach.shutdown()
         timers.stop()
         return wall, used
 

@@ -40,6 +40,13 @@ MAX_FRAME_BYTES = 4 * 1024 * 1024
 # A kubeconfig larger than this is refused unread.
 MAX_KUBECONFIG_BYTES = 1024 * 1024
 
+# ADR-0064: a write of a Workspace's Sandbox or Secret that met a transient answer (5xx, 429, 409, no
+# answer) is tried again on this schedule, for as long as the Workspace lives; it never faults.
+WRITE_RETRY_BACKOFF = Backoff(initial=0.5, cap=30.0, jitter=0.2)
+# A delete that met a transient answer is tried this many times before the idle GC is left to reap it.
+DELETE_ATTEMPTS = 5
+DELETE_RETRY_BACKOFF = Backoff(initial=0.5, cap=10.0)
+
 # ADR-0063 / ADR-0064: the Lease renewal interval and its jitter.
 LEASE_INTERVAL_SECONDS = 300.0
 LEASE_JITTER = 0.2

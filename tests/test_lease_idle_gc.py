@@ -17,7 +17,7 @@ from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
 from jr2_actors.workflow import WorkspaceDef
 from jr2_actors.workspace.actor import WorkspaceActor
-from jr2_actors.workspace.core import FeedLine
+from jr2_actors.workspace.core import PlacedLine, PlacingLine
 from jr2_actors.workspace.manifest import WorkspaceSpec
 from tests.probes import Inbox
 from tests.waiting import wait_until
@@ -36,8 +36,8 @@ def test_a_waiting_workspace_is_never_reaped_and_an_abandoned_one_is() -> None:
         spec = WorkspaceSpec("run-gc", "wf", WorkspaceDef("F-1", cpu="1", memory="1Gi"), image="i",
                              idle_timeout="30m")
         ref = WorkspaceActor.start(spec, client=client, watch=watch, parent=inbox, signing_key=b"k" * 32,
-                                   pool=pool, clock=clock, seed=2)
-        inbox.wait_for(lambda ms: any(isinstance(m, FeedLine) for m in ms), what="placing")
+                                   kube_pool=pool, attach_pool=pool, clock=clock, seed=2)
+        inbox.wait_for(lambda ms: any(isinstance(m, PlacingLine) for m in ms), what="placing")
 
         def keepalive() -> float:
             obj = client.get(SANDBOX, spec.name)
@@ -52,7 +52,7 @@ def test_a_waiting_workspace_is_never_reaped_and_an_abandoned_one_is() -> None:
             # The Lease is never older than one renewal interval (5 min + 20 %) plus this step.
             wait_until(lambda: clock.wall() - keepalive() <= 360 + 150, what="the Lease renewed")
         assert client.get(SANDBOX, spec.name) is not None
-        assert not [m for m in inbox.snapshot() if isinstance(m, FeedLine) and m.kind == "placed"]
+        assert not [m for m in inbox.snapshot() if isinstance(m, PlacedLine)]
 
         ref.stop(block=True, timeout=10)  # the Orchestrator goes away: nobody renews the Lease
         last = keepalive()

@@ -107,3 +107,22 @@ def test_store_actor_persists_by_ask_restores_and_sweeps_at_boot(tmp_path: Path)
         assert ref.ask(Fetch("r2"), timeout=10) is None
     finally:
         ref.stop(block=True, timeout=10)
+
+
+def test_re_persisting_a_finished_run_keeps_its_terminal_time(store: RunStore) -> None:
+    store.persist("r1", "live", {"s": 1}, None, T0)
+    store.persist("r1", "done", {"s": 2}, None, T0 + DAY)
+    store.persist("r1", "done", {"s": 3}, "a late save", T0 + 6 * DAY)  # must not restart the 7 days
+    record = store.get("r1")
+    assert record is not None and record.updated_at == T0 + DAY and record.blob == {"s": 3}
+    assert store.sweep(T0 + 8.5 * DAY) == 1  # 7 days after the terminal write, not after the late save
+
+
+def test_a_finished_run_never_goes_back_to_live(store: RunStore) -> None:
+    store.persist("r1", "live", {"s": 1}, None, T0)
+    store.persist("r1", "failed", {"s": 2}, "boom", T0 + 1)
+    with pytest.raises(StoreError, match="cannot be live again"):
+        store.persist("r1", "live", {"s": 3}, None, T0 + 2)
+    record = store.get("r1")
+    assert record is not None and (record.status, record.blob) == ("failed", {"s": 2})
+    assert [r.run_id for r in store.restore()] == []

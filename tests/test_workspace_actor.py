@@ -18,8 +18,8 @@ from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
 from jr2_actors.workflow import RepoSlot, WorkspaceDef
 from jr2_actors.workspace.actor import Release, WorkspaceActor
-from jr2_actors.workspace.core import FeedLine, Lost, Running, Waiting
-from jr2_actors.workspace.manifest import WorkspaceSpec
+from jr2_actors.workspace.core import Faulted, Lost, PlacedLine, PlacingLine, Released, Restored, Running, Waiting
+from jr2_actors.workspace.manifest import WorkspaceSpec, sandbox_body
 from tests.probes import Inbox
 from tests.waiting import wait_until
 
@@ -32,6 +32,7 @@ class World:
         self.client = cluster.client()
         self.watch = WatchActor.start(self.client, stall_bound=10)
         self.pool = ThreadPoolExecutor(4, thread_name_prefix="jr2-ws-io")
+        self.attach_pool = ThreadPoolExecutor(2, thread_name_prefix="jr2-ws-attach")
         self.timers = Timers(name="jr2-test-shared-timers")  # every Workspace here shares one timer thread
 
     def start(self, run: str, inbox: Inbox, **kw: Any) -> tuple[WorkspaceSpec, pykka.ActorRef[Any]]:
@@ -39,13 +40,15 @@ class World:
                                   repos=(RepoSlot("app", "https://example.test/app.git", "main"),))
         spec = WorkspaceSpec(run_id=run, workflow="wf", definition=definition, image="jr2-sandbox:dev")
         ref = WorkspaceActor.start(spec, client=self.client, watch=self.watch, parent=inbox,
-                                   signing_key=self.cluster.signing_key, pool=self.pool, timers=self.timers, seed=1,
+                                   signing_key=self.cluster.signing_key, kube_pool=self.pool,
+                                   attach_pool=self.attach_pool, timers=self.timers, seed=1,
                                    **kw)
         return spec, ref
 
     def close(self) -> None:
         self.watch.stop(block=True, timeout=10)
         self.pool.shutdown(wait=True)
+        self.attach_pool.shutdown(wait=True)
         self.timers.stop()
 
 
@@ -73,16 +76,15 @@ def test_a_workspace_waits_for_capacity_visibly_then_runs(world: World) -> None:
     assert secret["metadata"]["ownerReferences"][0]["uid"] == sandbox["metadata"]["uid"]
 
     _, b_ref = world.start("run-b", b_inbox)
-    b_inbox.wait_for(lambda ms: any(isinstance(m, FeedLine) for m in ms), what="B placing")
-    (placing,) = kinds(b_inbox, FeedLine)
-    assert placing.kind == "placing"
-    assert (placing.fields["on"], placing.fields["message"]) == ("node", "0/1 nodes are available: 1 Insufficient cpu.")
+    b_inbox.wait_for(lambda ms: any(isinstance(m, PlacingLine) for m in ms), what="B placing")
+    (placing,) = kinds(b_inbox, PlacingLine)
+    assert (placing.on, placing.message) == ("node", "0/1 nodes are available: 1 Insufficient cpu.")
     assert kinds(b_inbox, Waiting)[0].entry is not None
 
     a_ref.tell(Release("teardown"))  # A is torn down: its node frees, B is placed
     b_inbox.wait_for(lambda ms: any(isinstance(m, Running) for m in ms), what="B running")
-    placed = [f for f in kinds(b_inbox, FeedLine) if f.kind == "placed"]
-    assert len(placed) == 1 and placed[0].fields["after_ms"] >= 0
+    placed = kinds(b_inbox, PlacedLine)
+    assert len(placed) == 1 and placed[0].after_ms >= 0
     assert kinds(b_inbox, Waiting)[-1].entry is None
     wait_until(lambda: world.client.get(SANDBOX, a_spec.name) is None, what="A deleted")
     assert world.client.get(SECRET, f"{a_spec.name}-token") is None  # collected with its Sandbox
@@ -119,8 +121,47 @@ def test_a_sandbox_that_never_ran_is_deleted_when_its_run_stops(world: World) ->
     _, holder = world.start("run-h", first)
     first.wait_for(lambda ms: any(isinstance(m, Running) for m in ms), what="holder running")
     spec, ref = world.start("run-w", waiting)
-    waiting.wait_for(lambda ms: any(isinstance(m, FeedLine) for m in ms), what="waiting")
+    waiting.wait_for(lambda ms: any(isinstance(m, PlacingLine) for m in ms), what="waiting")
     ref.tell(Release("run-stopped"))
     wait_until(lambda: world.client.get(SANDBOX, spec.name) is None, what="never-ran deleted")
+    waiting.wait_for(lambda ms: Released("F-1", deleted=True) in ms, what="released")
     wait_until(lambda: not ref.is_alive(), what="stopped")
     holder.stop(block=True, timeout=10)
+
+
+def test_a_restored_workspace_whose_sandbox_is_gone_is_lost_and_never_written_again(world: World) -> None:
+    inbox = Inbox()
+    world.cluster.requests(clear=True)
+    world.start("run-r", inbox, restored=Restored(placed=True, uid="uid-of-a-sandbox-long-gone"))
+    inbox.wait_for(lambda ms: any(isinstance(m, Lost) for m in ms), what="lost")
+    writes = [r for r in world.cluster.requests() if r["method"] in ("POST", "PATCH", "PUT")]
+    assert writes == []  # no fresh Sandbox, no Secret, no Lease on a name that is not ours any more
+    assert not kinds(inbox, Running)
+
+
+def test_transient_api_errors_on_the_first_write_never_fault(world: World) -> None:
+    inbox = Inbox()
+    world.cluster.fail_next(3, 500)
+    world.start("run-t", inbox)
+    inbox.wait_for(lambda ms: any(isinstance(m, Running) for m in ms), what="running despite three 500s")
+    assert not kinds(inbox, Faulted)
+
+
+def test_a_name_held_by_another_runs_sandbox_is_a_named_fault_and_left_alone(world: World) -> None:
+    inbox = Inbox()
+    definition = WorkspaceDef("F-1", cpu="1", memory="1Gi")
+    ours = WorkspaceSpec(run_id="run-c", workflow="wf", definition=definition, image="jr2-sandbox:dev")
+    theirs = WorkspaceSpec(run_id="run-other", workflow="wf", definition=definition, image="jr2-sandbox:dev")
+    body = sandbox_body(theirs, world.cluster.signing_key, 0.0)
+    body["metadata"]["name"] = ours.name  # a collision, as a short hash would make it
+    world.client.create(SANDBOX, body)
+    before = world.client.get(SANDBOX, ours.name)
+    assert before is not None
+    _, ref = world.start("run-c", inbox)
+    inbox.wait_for(lambda ms: any(isinstance(m, Faulted) for m in ms), what="collision fault")
+    assert "taken by another run's Workspace" in kinds(inbox, Faulted)[0].reason
+    ref.tell(Release("run-faulted"))
+    inbox.wait_for(lambda ms: any(isinstance(m, Released) for m in ms), what="released")
+    after = world.client.get(SANDBOX, ours.name)
+    assert after is not None and after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert after["metadata"]["annotations"] == before["metadata"]["annotations"]  # never renewed or adopted

@@ -84,6 +84,9 @@ class HarnessClient:
     def __repr__(self) -> str:  # the token stays out of every log line
         return f"HarnessClient({self.base_url!r})"
 
+    def close(self) -> None:
+        self._session.close()
+
     # -- routes --------------------------------------------------------------------------------------
 
     def healthz(self) -> bool:

@@ -225,9 +225,12 @@ class KubeClient:
         with self.writes:
             return self._json("PATCH", path, body=dict(patch), content_type=MERGE_PATCH_CONTENT_TYPE)
 
-    def delete(self, kind: Kind, name: str, namespace: str | None = None) -> bool:
-        """Delete; True when it existed. An absent object counts as success."""
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+    def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> bool:
+        """Delete; True when it existed. An absent object counts as success. With `uid`, the delete carries
+        `preconditions.uid`: an object of that name with another uid is not touched (409 Conflict)."""
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
         with self.writes:
             try:
                 self._json("DELETE", kind.path(self._ns(kind, namespace), name), body=body,

@@ -58,9 +58,15 @@ def _model(db: peewee.SqliteDatabase) -> type[peewee.Model]:
     return Run
 
 
+# ADR-0065: a finished row ages from its terminal write. So once a row is not live, its status and its
+# time are kept (a later persist of it may still carry a newer blob and reason), and it never goes back
+# to live: the conditional update then changes nothing, which `persist` reports as our bug.
 _UPSERT = ("INSERT INTO runs (run_id, status, blob, reason, updated_at) VALUES (?, ?, ?, ?, ?) "
-           "ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, blob = excluded.blob, "
-           "reason = excluded.reason, updated_at = excluded.updated_at")
+           "ON CONFLICT (run_id) DO UPDATE SET "
+           "status = CASE WHEN runs.status = 'live' THEN excluded.status ELSE runs.status END, "
+           "blob = excluded.blob, reason = excluded.reason, "
+           "updated_at = CASE WHEN runs.status = 'live' THEN excluded.updated_at ELSE runs.updated_at END "
+           "WHERE runs.status = 'live' OR excluded.status != 'live'")
 
 
 class RunStore:
@@ -98,7 +104,9 @@ class RunStore:
             raise StoreError(f"run {run_id}: the snapshot is not JSON: {e}") from e
         # One prepared statement, not peewee's query builder: building the upsert cost ~0.3 ms a persist,
         # thirty times the write itself (bench/store_persist.py).
-        self.db.execute_sql(_UPSERT, (run_id, status, text, reason, now))
+        cursor = self.db.execute_sql(_UPSERT, (run_id, status, text, reason, now))
+        if cursor.rowcount == 0:
+            raise StoreError(f"run {run_id} has finished: it cannot be live again")
 
     def restore(self) -> list[RunRecord]:
         """Live runs only, oldest write first; finished rows are not read."""

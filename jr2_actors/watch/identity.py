@@ -62,11 +62,15 @@ def annotations_for(run_id: str, workspace: str) -> dict[str, str]:
     return {RUN_ID_ANNOTATION: run_id, WORKSPACE_ANNOTATION: workspace}
 
 
+NAME_HASH_HEX = 12  # 48 bits: two live Workspaces' names collide with odds about n²/2⁴⁹ (1e-9 at 1,000 runs)
+
+
 def sandbox_name(run_id: str, workspace: str) -> str:
     """`ws-<8 of the run slug>-<workspace slug>-<hash>`, ≤ 63 characters, DNS-1123 (CONTRACTS.md §1).
-    The hash covers the authoritative pair, so two Workspaces whose slugs collide keep distinct names."""
-    run = _slug(run_id)[:8] or "x"
-    digest = hashlib.sha256(f"{run_id}\x00{workspace}".encode()).hexdigest()[:6]
+    The slugs are for people and are lossy; the hash covers the whole run id and Workspace path (48
+    bits), so runs that share a prefix never share a name."""
+    run = _slug(run_id)[:8].strip("-") or "x"
+    digest = hashlib.sha256(f"{run_id}\x00{workspace}".encode()).hexdigest()[:NAME_HASH_HEX]
     room = NAME_MAX - len("ws-") - len(run) - 2 - len(digest)
     ws = _slug(workspace)[:room].strip("-") or "root"
     return f"ws-{run}-{ws}-{digest}"

@@ -1,10 +1,14 @@
 """WorkspaceActor: one Workspace, a thin shell over `WorkspaceCore` (DESIGN.md).
 
-It registers with the WatchActor for its Sandbox's key, performs what the core asks — apply the Sandbox
-(then its token Secret, owned by the Sandbox's uid), renew the Lease (a merge patch of
-`jr2.dev/keepalive`), attach through the Harness, delete — on a shared worker pool so its mailbox never
-blocks on the network, and tells its parent every report (feed lines, `waiting`, running, lost, fault).
-The parent releases it with `Release(why)`; it stops itself once released and its last call is done.
+It registers with the WatchActor for its Sandbox's key and performs what the core asks: write the Sandbox
+(the first write creates; a name already taken is adopted only when its annotations name this very
+Workspace), then its token Secret owned by the Sandbox's uid; renew the Lease (a merge patch of
+`jr2.dev/keepalive`); attach through the Harness; delete with the uid it wrote as a precondition. Cluster
+writes run one at a time, in order, on the kube pool (a delete never overtakes the write before it); the
+attach runs on a pool of its own, so a slow Harness never delays any Workspace's Lease, write or delete.
+Every report goes to the parent; `Release(why)` ends it, and it stops itself once `Released` is told and
+its last call is back. A call that raises what nobody expected is our bug: it fails the actor (its parent
+hears an `ActorFault`), never vanishes into an unread future.
 """
 
 from __future__ import annotations
@@ -14,19 +18,23 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Literal
 
 import pykka
 
-from jr2_actors.actorkit import Deadline, Shell, Timers, jitter_source, tell_quietly
+from jr2_actors.actorkit import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.harness.client import HarnessClient, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.tokens import harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX, SECRET
-from jr2_actors.watch.actor import Recipient, Register, SandboxGone, SandboxSeen, Unregister, WatchClosed, WatchFailed
+from jr2_actors.watch import actor as watch
+from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.watch.identity import identify
 from jr2_actors.workspace import core as ws
+from jr2_actors.workspace.core import Release
 from jr2_actors.workspace.manifest import (
     WorkspaceSpec,
     attach_branch,
@@ -44,17 +52,19 @@ HarnessFactory = Callable[[str, str], HarnessClient]
 
 
 @dataclass(frozen=True)
-class Release:
-    why: str = "teardown"  # teardown | run-stopped | run-faulted
+class _Done:
+    """A call came back from a pool: the core's input it produced (or None), on which lane."""
+
+    event: ws.ShellInput | None
+    lane: Literal["kube", "attach"]
+    note: str = ""
 
 
 @dataclass(frozen=True)
-class _Done:
-    """A call finished on the worker pool: the core's input it produced (or None)."""
+class _Crashed:
+    """A pool call raised what nobody expected: the actor fails on it (our bug, told to the parent)."""
 
-    event: ws.Input | None
-    note: str = ""
-    lane: str = ""
+    error: str
 
 
 @dataclass(frozen=True)
@@ -64,8 +74,8 @@ class _Tick:
 
 class WorkspaceActor(Shell):
     def __init__(self, spec: WorkspaceSpec, *, client: KubeClient, watch: pykka.ActorRef[Any], parent: Recipient,
-                 signing_key: bytes, pool: Executor, clock: Clock | None = None,
-                 harness_factory: HarnessFactory | None = None, restored_wait: ws.RestoredWait | None = None,
+                 signing_key: bytes, kube_pool: Executor, attach_pool: Executor, clock: Clock | None = None,
+                 harness_factory: HarnessFactory | None = None, restored: ws.Restored | None = None,
                  timers: Timers | None = None, seed: int | None = None, **core_options: Any) -> None:
         """`timers`: a run's Workspaces share one timer thread (on the same clock); by default the actor
         keeps its own."""
@@ -74,18 +84,18 @@ class WorkspaceActor(Shell):
         self.client = client
         self.watch = watch
         self.parent = parent
-        self.name = spec.child
+        self.name = spec.path
         self.key = signing_key
-        self.pool = pool
+        self.kube_pool = kube_pool
+        self.attach_pool = attach_pool
         self.clock = clock or SystemClock()
-        self.core = ws.WorkspaceCore(spec.child, memory_limit=spec.definition.memory, rng=jitter_source(seed),
-                                     **core_options)
-        self._harness_factory = harness_factory or (lambda url, token: HarnessClient(url, token))
-        self._restored_wait = restored_wait
+        self.core = ws.WorkspaceCore(spec.path, memory_limit=spec.definition.memory, rng=jitter_source(seed),
+                                     secret_name=spec.secret_name, **core_options)
+        self._harness_factory = harness_factory or (lambda url, token: HarnessClient(url, token, clock=self.clock))
+        self._restored = restored
         self._owns_timers = timers is None
         self._timers = timers or Timers(self.clock, name=f"jr2-ws-timers-{spec.name}")
         self._deadline: Deadline | None = None
-        self._endpoint = ""
         self._in_flight = 0
         self._released = False
         self._kube_queue: deque[Callable[[], _Done]] = deque()
@@ -93,26 +103,22 @@ class WorkspaceActor(Shell):
 
     def started(self) -> None:
         self._deadline = Deadline(self._timers, self.actor_ref, _Tick())
-        self.watch.tell(Register(self.spec.key, self.actor_ref, restored=self._restored_wait is not None))
-        self._step(ws.Begin(self._restored_wait))
+        placed = self._restored is not None and self._restored.placed
+        self.watch.tell(watch.Register(self.spec.key, self.actor_ref, restored=placed))
+        self._step(ws.Begin(self._restored))
 
     def cleanup(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
         if self._owns_timers:
             self._timers.stop()
-        tell_quietly(self.watch, Unregister(self.spec.key))
+        tell_quietly(self.watch, watch.Unregister(self.spec.key))
 
     def on_receive(self, message: Any) -> Any:
-        if isinstance(message, SandboxSeen):
-            self._endpoint = message.sandbox.endpoint or self._endpoint
-            self._step(ws.Observed(message.sandbox))
-        elif isinstance(message, SandboxGone):
-            self._step(ws.Vanished(f"the Sandbox was deleted ({message.reason})"))
-        elif isinstance(message, WatchFailed):
-            self._step(ws.WatchUnknown(message.message))
-        elif isinstance(message, WatchClosed):
-            pass
+        if isinstance(message, (SandboxSeen, SandboxGone, WatchFailed)):
+            self._step(message)  # the watch's deliveries are the core's inputs as they are
+        elif isinstance(message, watch.WatchClosed):
+            self._step(ws.WatchClosed())
         elif isinstance(message, _Done):
             self._in_flight -= 1
             if message.lane == "kube":
@@ -121,13 +127,14 @@ class WorkspaceActor(Shell):
                 log.warning("%s: %s", self.spec.name, message.note)
             if message.event is not None:
                 self._step(message.event)
+        elif isinstance(message, _Crashed):
+            raise RuntimeError(f"a call of Workspace {self.spec.path} failed unexpectedly: {message.error}")
         elif isinstance(message, _Tick):
             if self._deadline is not None:
                 self._deadline.fired()
             self._step(ws.Tick())
         elif isinstance(message, Release):
-            self._released = True
-            self._step(ws.Release(message.why))  # type: ignore[arg-type]
+            self._step(message)
         self._stop_when_done()
         return None
 
@@ -136,21 +143,25 @@ class WorkspaceActor(Shell):
     def _step(self, event: ws.Input) -> None:
         step = self.core.step(event, self.clock.monotonic(), self.clock.wall())
         for report in step.reports:
+            if isinstance(report, ws.Released):
+                self._released = True
             tell_quietly(self.parent, report)
         for action in step.actions:
             if isinstance(action, ws.ApplySandbox):
-                self._kube(self._apply)
+                self._kube(partial(self._apply, action.create))
+            elif isinstance(action, ws.ApplySecret):
+                self._kube(partial(self._apply_secret, action.uid))
             elif isinstance(action, ws.RenewLease):
                 self._kube(self._renew)
             elif isinstance(action, ws.Attach):
-                self._run(self._attach)  # its own lane: an attach may take a while; the Lease must not wait
+                self._submit(partial(self._attach, action.endpoint), "attach")
             elif isinstance(action, ws.DeleteSandbox):
-                self._kube(self._delete)
+                self._kube(partial(self._delete, action.uid))
         if self._deadline is not None:
             self._deadline.arm(step.deadline)
 
     def _kube(self, call: Callable[[], _Done]) -> None:
-        """Cluster writes run one at a time, in order: a delete never overtakes the apply before it."""
+        """Cluster writes run one at a time, in order: a delete never overtakes the write before it."""
         self._kube_queue.append(call)
         if not self._kube_busy:
             self._next_kube()
@@ -158,55 +169,101 @@ class WorkspaceActor(Shell):
     def _next_kube(self) -> None:
         self._kube_busy = bool(self._kube_queue)
         if self._kube_queue:
-            call = self._kube_queue.popleft()
-            self._run(call, lane="kube")
+            self._submit(self._kube_queue.popleft(), "kube")
 
-    def _run(self, call: Callable[[], _Done], lane: str = "harness") -> None:
+    def _submit(self, call: Callable[[], _Done], lane: Literal["kube", "attach"]) -> None:
         self._in_flight += 1
         ref = self.actor_ref
+        pool = self.kube_pool if lane == "kube" else self.attach_pool
 
         def work() -> None:
             try:
                 done = call()
-            except Exception as e:  # our bug: never lose the count, never kill the pool thread
-                log.exception("%s: a call failed unexpectedly", self.spec.name)
-                done = _Done(None, f"unexpected: {e}")
-            tell_quietly(ref, _Done(done.event, done.note, lane))
+            except Exception as e:  # our bug: it must reach the actor, and never kill the pool thread
+                log.exception("Workspace %s: a %s call failed unexpectedly", self.spec.path, lane)
+                tell_quietly(ref, _Done(None, lane))
+                tell_quietly(ref, _Crashed(f"{type(e).__name__}: {e}"))
+                return
+            tell_quietly(ref, _Done(done.event, lane, done.note))
 
-        self.pool.submit(work)
+        pool.submit(work)
 
-    def _apply(self) -> _Done:
+    # -- the calls (on a pool thread: they touch no attribute that changes, they return the core's input) --
+
+    def _apply(self, create: bool) -> _Done:
+        spec, name = self.spec, self.spec.name
+        body = sandbox_body(spec, self.key, self.clock.wall())
         try:
-            applied = self.client.apply(SANDBOX, self.spec.name, sandbox_body(self.spec, self.key, self.clock.wall()))
-            uid = applied["metadata"]["uid"]
-            self.client.apply(SECRET, f"{self.spec.name}-token", token_secret(self.spec, self.key, uid))
+            if create:
+                try:
+                    return _Done(ws.Applied(_uid(self.client.create(SANDBOX, body))), "kube")
+                except KubeError as e:
+                    if e.status != 409:
+                        raise
+                # The name is taken: ours from an earlier write whose answer was lost, or a collision.
+                existing = self.client.get(SANDBOX, name)
+                if existing is not None and identify(existing) != spec.key:
+                    return _Done(ws.WriteFailed("sandbox", f"{name} belongs to {identify(existing)}",
+                                                409, collision=True), "kube")
+            return _Done(ws.Applied(_uid(self.client.apply(SANDBOX, name, body))), "kube")
         except KUBE_ERRORS as e:
-            return _Done(ws.ApplyFailed(str(e)))
-        return _Done(None)
+            return _Done(_write_failed("sandbox", e), "kube")
+
+    def _apply_secret(self, uid: str) -> _Done:
+        try:
+            self.client.apply(SECRET, self.spec.secret_name, token_secret(self.spec, self.key, uid))
+        except KUBE_ERRORS as e:
+            return _Done(_write_failed("secret", e), "kube")
+        return _Done(ws.SecretWritten(), "kube")
 
     def _renew(self) -> _Done:
         try:
             self.client.merge_patch(SANDBOX, self.spec.name, lease_patch(self.clock.wall()))
         except KUBE_ERRORS as e:
-            return _Done(None, f"the Lease renewal failed (the next one retries): {e}")
-        return _Done(None)
+            return _Done(None, "kube", f"the Lease renewal failed (the next one retries): {e}")
+        return _Done(None, "kube")
 
-    def _attach(self) -> _Done:
-        harness = self._harness_factory(self._endpoint, harness_token(self.key, self.spec.name))
+    def _attach(self, endpoint: str) -> _Done:
+        harness = self._harness_factory(endpoint, harness_token(self.key, self.spec.name))
         try:
             repos = harness.attach(attach_slots(self.spec), attach_branch(self.spec))
         except HARNESS_ERRORS as e:
-            return _Done(ws.AttachFailed(str(e)))
-        return _Done(ws.Attached(repos))
+            return _Done(ws.AttachFailed(str(e)), "attach")
+        finally:
+            harness.close()
+        return _Done(ws.Attached(repos), "attach")
 
-    def _delete(self) -> _Done:
+    def _delete(self, uid: str) -> _Done:
         try:
-            self.client.delete(SANDBOX, self.spec.name)  # its token Secret goes with it (owner reference)
+            if not uid:  # the write's answer never came: delete only what the name holds for this key
+                existing = self.client.get(SANDBOX, self.spec.name)
+                if existing is None or identify(existing) != self.spec.key:
+                    return _Done(ws.Deleted(existed=False), "kube")
+                uid = _uid(existing)
+            # Its token Secret goes with it (owner reference). The uid precondition keeps a successor safe.
+            existed = self.client.delete(SANDBOX, self.spec.name, uid=uid)
         except KUBE_ERRORS as e:
-            return _Done(None, f"delete failed (the idle GC reaps it): {e}")
-        return _Done(None)
+            status = e.status if isinstance(e, KubeError) else None
+            return _Done(ws.DeleteFailed(str(e), status), "kube", f"delete failed: {e}")
+        return _Done(ws.Deleted(existed), "kube")
 
     def _stop_when_done(self) -> None:
         if self._released and self._in_flight == 0 and not self._kube_queue:
             self.actor_ref.stop(block=False)
 
+
+def _uid(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, dict) else None
+    if not isinstance(uid, str) or not uid:
+        raise KubeProtocolError("the Sandbox the API server answered with carries no uid")
+    return uid
+
+
+def _write_failed(what: Literal["sandbox", "secret"], e: Exception) -> ws.WriteFailed:
+    if isinstance(e, KubeError):
+        return ws.WriteFailed(what, str(e), e.status, e.retry_after)
+    return ws.WriteFailed(what, str(e))  # no answer (or not Kubernetes): transient
+
+
+__all__ = ["Release", "WorkspaceActor"]

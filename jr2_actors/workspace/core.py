@@ -1,49 +1,80 @@
 """WorkspaceCore: one Workspace's Sandbox from its write to its teardown. Pure (ADR-0064, ADR-0063).
 
-Theory of operation. States:
+Theory of operation. The machine is the table `TRANSITIONS` at the bottom: (state, input) → the states
+that edge may lead to. A handler moves only along its edge (`_go` checks); an input the shell sends that
+has no edge in the current state is our bug and raises `OffTable`; a world input (what the watch says,
+a timer) with no edge is ignored.
 
-    placing ──scheduled──▶ provisioning ──Ready──▶ attaching ──attached──▶ running
-       │                        │                      │                     │
-       └──────── Lost / gone ───┴──────────────────────┴─────────────────────┴──▶ lost
-                                └── crash loop, bad image, 120 s budget, attach refused ──▶ faulted
-    any state ──release──▶ released
+    new ──Begin──▶ placing ──scheduled──▶ provisioning ──Ready──▶ attaching ──attached──▶ running
+     │                └── (restored after it had placed) ──▶ reconciling ──first list──▶ …
+     └─ any live state ── Lost / gone ──▶ lost;  crash loop, bad image, 120 s, attach refused ──▶ faulted
+        any state ── Release ──▶ released (then the delete, if any, and `Released`)
 
-- `placing` writes the CR and waits for a node with **no deadline**: an Unschedulable pod waits `on:
-  node`, a quota refusal `on: quota`, each with the scheduler's or the quota's own words. A wait that
-  starts gives one `placing` feed line; its end gives one `placed` line with the duration (monotonic when
-  this process opened the wait, else two wall-clock reads clamped at 0); a changed reason only updates
-  `waiting`.
+- `placing` writes the CR and waits for a node with **no deadline** (ADR-0064): an Unschedulable pod
+  waits `on: node`, a quota refusal `on: quota`, with the scheduler's or the quota's own words; a pod
+  back to `SchedulingPending` still waits on a node. A wait that starts gives one `placing` feed line; its
+  end one `placed` line with the duration (monotonic when this process opened the wait, else two
+  wall-clock reads clamped at 0), or — when it ends without a node (release, loss, fault) — one
+  `wait-ended` line; a changed reason only updates `waiting`.
+- The first write creates (`ApplySandbox(create=True)`): a name held by another run's Workspace is a
+  named fault, never adopted, renewed or deleted. Transient API answers (5xx, 429, 409, no answer) are
+  retried on a capped backoff and never fault; only a refusal of our own request (400, 403, 422) does.
+  The token Secret is written after the Sandbox, owned by its uid, and retried the same way.
+- A Workspace restored after it had placed (`Restored(placed=True)`) writes nothing before the watch's
+  first list answers (`reconciling`): its Sandbox present with the uid it applied continues where it is;
+  absent, or another uid under its name, is `workspace.lost` — never a fresh Sandbox reported running.
 - `provisioning` waits for `Ready` under a 120 s budget from scheduling (image pull, Harness start,
-  Repos). A crash-looping Harness or a container that cannot be created faults at once, carrying the
-  Harness's own last words (`lastTerminated.message`) — no reason is invented for what a log line says.
-- `attaching` is the Harness call (`POST /attach`), then `running`.
-- A Sandbox `Lost` or gone is `workspace.lost` with the operator's reason, within seconds of the watch
-  event. A dropped watch is unknown, never loss. In `running`, a Harness restart is reported (it ends the
-  Turns waiting on it); an `OOMKilled` end names the memory limit.
-- The Lease covers the Sandbox from its write to its teardown, in every state: the first renewal
-  within the first fifth of the interval, then every 5 min ±20 %, never in lockstep.
-- Release: delete what never ran (a Sandbox released while still `placing` is deleted at once: nothing
-  on it can be inspected, and it could take a node later); keep what ran and faulted (it stays
-  inspectable and ages out at the idle timeout); a normal teardown deletes.
-
-The core never touches the cluster: it returns actions (`ApplySandbox`, `RenewLease`, `Attach`,
-`DeleteSandbox`) and reports for the run; the WorkspaceActor performs them.
+  Repos); an image that cannot be pulled *yet* waits inside it. A crash loop, a name that is no image, a
+  never-pull policy or a container that cannot be created faults at once with the Harness's own last
+  words — but a missing token Secret of this very Workspace waits (the Secret is written after the
+  Sandbox, behind the write cap).
+- `attaching` is the Harness call (`POST /attach`, ADR-0063), then `running`.
+- A Sandbox `Lost` or gone is `workspace.lost` with the operator's reason. A dropped watch is unknown,
+  never loss. A Harness restart is reported (it ends the Turns waiting on it); an `OOMKilled` end names the
+  memory limit. Every change of the Harness's last end is reported too (the notice ledger reads it).
+- The Lease covers the Sandbox from its write to its teardown, in every state: the first renewal within
+  the first fifth of the interval, then every 5 min ±20 %, never in lockstep.
+- Events of another uid under this key (an older incarnation being deleted, a successor) are not ours
+  and are ignored once the core knows its uid.
+- Release: delete what never ran (a Sandbox released before it placed is deleted at once: nothing on it
+  can be inspected, and it could take a node later); keep what ran when the run stopped or faulted, and
+  what faulted after it placed (inspectable; the idle GC ages it out); a normal teardown deletes. A delete
+  carries the uid this Workspace applied, so it can never remove a successor's Sandbox.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from jr2_actors.backoff import Jitter, NoJitter
-from jr2_actors.constants import LEASE_INTERVAL_SECONDS, LEASE_JITTER, PROVISION_BUDGET_SECONDS
+from jr2_actors.constants import (
+    DELETE_ATTEMPTS,
+    DELETE_RETRY_BACKOFF,
+    LEASE_INTERVAL_SECONDS,
+    LEASE_JITTER,
+    PROVISION_BUDGET_SECONDS,
+    WRITE_RETRY_BACKOFF,
+)
+from jr2_actors.step import OffTable, Step
+from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.sandbox import SandboxView
 
-State = Literal["new", "placing", "provisioning", "attaching", "running", "lost", "faulted", "released"]
+State = Literal["new", "placing", "reconciling", "provisioning", "attaching", "running", "lost", "faulted",
+                "released"]
 WaitOn = Literal["node", "quota"]
-LIVE_STATES = frozenset({"placing", "provisioning", "attaching", "running"})
-FAST_FAULTS = frozenset({"CrashLoopBackOff", "CreateContainerConfigError", "ImagePullBackOff", "ErrImagePull",
-                         "InvalidImageName", "CreateContainerError"})
+ReleaseWhy = Literal["teardown", "run-stopped", "run-faulted"]
+LIVE_STATES: frozenset[State] = frozenset({"placing", "reconciling", "provisioning", "attaching", "running"})
+# The Lease is renewed from the write to the teardown (ADR-0064) — but not while a restored Workspace
+# waits for the first list to confirm that the Sandbox under its name is still the one it wrote.
+LEASED_STATES: frozenset[State] = LIVE_STATES - {"reconciling"}
+
+# Waiting reasons that end a provision at once: nothing jr2 waits for will change them.
+FAST_FAULTS = frozenset({"CrashLoopBackOff", "CreateContainerConfigError", "InvalidImageName", "ErrImageNeverPull",
+                         "CreateContainerError"})
+# An API answer that refuses our request itself: retrying sends the same refused request.
+REFUSALS = frozenset({400, 403, 404, 405, 413, 415, 422})
 
 
 # -- inputs ------------------------------------------------------------------------------------------
@@ -58,28 +89,41 @@ class RestoredWait:
 
 
 @dataclass(frozen=True)
+class Restored:
+    """What a Workspace knew when its run was last saved: the run's blob keeps it, `Begin` gives it back."""
+
+    placed: bool = False
+    uid: str = ""
+    wait: RestoredWait | None = None
+
+
+@dataclass(frozen=True)
 class Begin:
-    restored_wait: RestoredWait | None = None
+    restored: Restored | None = None
 
 
 @dataclass(frozen=True)
-class Observed:
-    sandbox: SandboxView
+class Applied:
+    """The Sandbox is written (created, adopted as ours, or applied): its uid."""
+
+    uid: str
 
 
 @dataclass(frozen=True)
-class Vanished:
-    reason: str = "the Sandbox was deleted"
+class WriteFailed:
+    """A write of the Sandbox (`what="sandbox"`) or its token Secret (`"secret"`) failed. `status` is the
+    API's answer (None: no answer); `collision` names another run's Workspace holding our name."""
 
-
-@dataclass(frozen=True)
-class WatchUnknown:
+    what: Literal["sandbox", "secret"]
     message: str
+    status: int | None = None
+    retry_after: float | None = None
+    collision: bool = False
 
 
 @dataclass(frozen=True)
-class ApplyFailed:
-    message: str
+class SecretWritten:
+    pass
 
 
 @dataclass(frozen=True)
@@ -93,23 +137,53 @@ class AttachFailed:
 
 
 @dataclass(frozen=True)
+class Deleted:
+    """The delete is done; `existed`: there was something of ours to delete."""
+
+    existed: bool
+
+
+@dataclass(frozen=True)
+class DeleteFailed:
+    """`status` 409: the name holds another incarnation now (the uid precondition failed): not ours."""
+
+    message: str
+    status: int | None = None
+
+
+@dataclass(frozen=True)
+class WatchClosed:
+    """The WatchActor stopped: what the cluster does is unknown from now on."""
+
+
+@dataclass(frozen=True)
 class Tick:
     pass
 
 
 @dataclass(frozen=True)
 class Release:
-    why: Literal["teardown", "run-stopped", "run-faulted"] = "teardown"
+    why: ReleaseWhy = "teardown"
 
 
-Input = Begin | Observed | Vanished | WatchUnknown | ApplyFailed | Attached | AttachFailed | Tick | Release
+# The watch's deliveries are inputs as they are (SandboxSeen, SandboxGone, WatchFailed).
+WorldInput = SandboxSeen | SandboxGone | WatchFailed | WatchClosed | Tick
+ShellInput = Begin | Applied | WriteFailed | SecretWritten | Attached | AttachFailed | Deleted | DeleteFailed | Release
+Input = WorldInput | ShellInput
 
 
-# -- outputs -----------------------------------------------------------------------------------------
+# -- actions -----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class ApplySandbox:
-    pass
+    """`create`: the first write creates, and a name already taken is checked before it is adopted."""
+
+    create: bool
+
+
+@dataclass(frozen=True)
+class ApplySecret:
+    uid: str
 
 
 @dataclass(frozen=True)
@@ -119,285 +193,536 @@ class RenewLease:
 
 @dataclass(frozen=True)
 class Attach:
-    pass
+    endpoint: str
 
 
 @dataclass(frozen=True)
 class DeleteSandbox:
-    pass
+    """`uid` empty: the write's answer never came; delete only what the name holds for this key."""
+
+    uid: str
 
 
-Action = ApplySandbox | RenewLease | Attach | DeleteSandbox
+Action = ApplySandbox | ApplySecret | RenewLease | Attach | DeleteSandbox
+
+
+# -- reports -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WaitEntry:
+    """RunStatus `waiting` (ADR-0064): what the Workspace waits on, in the scheduler's or quota's words."""
+
+    on: WaitOn
+    message: str
+    since: float  # wall clock
 
 
 @dataclass(frozen=True)
 class Waiting:
-    """The RunStatus `waiting` entry of this Workspace, or None when it no longer waits."""
+    """This Workspace's `waiting` entry changed (None: it no longer waits)."""
 
-    child: str
-    entry: dict[str, Any] | None
+    path: str
+    entry: WaitEntry | None
 
 
 @dataclass(frozen=True)
-class FeedLine:
-    kind: Literal["placing", "placed"]
-    fields: dict[str, Any]
+class PlacingLine:
+    """Feed: a wait for capacity starts."""
+
+    path: str
+    on: WaitOn
+    message: str
+    since: float
+
+
+@dataclass(frozen=True)
+class PlacedLine:
+    """Feed: the wait ended with a node."""
+
+    path: str
+    since: float
+    after_ms: int
+
+
+@dataclass(frozen=True)
+class WaitEndedLine:
+    """Feed: the wait ended without a node (the Workspace was released, lost or faulted)."""
+
+    path: str
+    since: float
+    after_ms: int
+    why: Literal["released", "lost", "faulted"]
+
+
+FeedLine = PlacingLine | PlacedLine | WaitEndedLine
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What the run keeps in its blob so a restore can resume this Workspace (`Restored`)."""
+
+    path: str
+    restored: Restored
 
 
 @dataclass(frozen=True)
 class Running:
-    child: str
+    path: str
     repos: dict[str, str]
+    endpoint: str
 
 
 @dataclass(frozen=True)
 class Lost:
     """`workspace.lost`, with the reason the run's fault will carry."""
 
-    child: str
+    path: str
     reason: str
 
 
 @dataclass(frozen=True)
 class Faulted:
-    child: str
+    path: str
     reason: str
+
+
+@dataclass(frozen=True)
+class LastEndSeen:
+    """The Harness container's last end as the operator published it (ADR-0062 reads a kernel kill here)."""
+
+    path: str
+    reason: str
+    exit_code: int | None
+    finished_at: str
+    restart_count: int
+    memory_fault: str | None  # `memory limit (OOMKilled, limit …): …` for a kernel kill
 
 
 @dataclass(frozen=True)
 class HarnessEnded:
-    """The Harness container ended and restarted while running: the Turns waiting on it end."""
+    """The Harness container ended and restarted after attach: the Turns waiting on it end."""
 
-    child: str
+    path: str
     reason: str
     exit_code: int | None
     message: str
-    memory_fault: str | None  # `memory limit (OOMKilled, limit 1920Mi): …` for a kernel kill
+    memory_fault: str | None
 
 
 @dataclass(frozen=True)
 class Unknown:
-    child: str
+    """The watch cannot tell (it failed or stopped): never loss."""
+
+    path: str
     message: str
 
 
-Report = Waiting | FeedLine | Running | Lost | Faulted | HarnessEnded | Unknown
-
-
 @dataclass(frozen=True)
-class Step:
-    actions: tuple[Action, ...] = ()
-    reports: tuple[Report, ...] = ()
-    deadline: float | None = None
+class Released:
+    """The teardown is over: the actor may stop."""
+
+    path: str
+    deleted: bool
+
+
+Report = Waiting | FeedLine | Saved | Running | Lost | Faulted | LastEndSeen | HarnessEnded | Unknown | Released
+WorkspaceStep = Step[Action, Report]
 
 
 # -- the core ----------------------------------------------------------------------------------------
 
 class WorkspaceCore:
-    def __init__(self, child: str, *, memory_limit: str | None = None, rng: Jitter | None = None,
-                 lease_interval: float = LEASE_INTERVAL_SECONDS, budget: float = PROVISION_BUDGET_SECONDS) -> None:
-        self.child = child
+    def __init__(self, path: str, *, memory_limit: str | None = None, rng: Jitter | None = None,
+                 lease_interval: float = LEASE_INTERVAL_SECONDS, budget: float = PROVISION_BUDGET_SECONDS,
+                 secret_name: str = "") -> None:
+        self.path = path
         self.state: State = "new"
+        self.uid = ""
         self._memory_limit = memory_limit
         self._random: Jitter = rng or NoJitter()
         self._lease_interval = lease_interval
         self._budget = budget
+        self._secret_name = secret_name
         self._lease_due: float | None = None
         self._budget_ends: float | None = None
-        self._wait: tuple[WaitOn, str] | None = None
+        self._retry_at: float | None = None
+        self._retry: Action | None = None
+        self._write_failures = 0
+        self._delete_failures = 0
+        self._wait: WaitEntry | None = None
         self._wait_since_mono: float | None = None
-        self._wait_since_wall: float | None = None
-        self._restored_wait: RestoredWait | None = None
-        self._ever_placed = False
+        self._placed = False
+        self._endpoint = ""
+        self._pending_seen: SandboxSeen | None = None
         self._restart_count: int | None = None
+        self._last_end: tuple[str, int | None, str] | None = None
+        self._out: list[Action | Report] = []
+        self._edge: tuple[State, type] | None = None
+        self._now = 0.0
+        self._wall = 0.0
 
-    def step(self, event: Input, now: float, wall: float) -> Step:
-        out: list[Action | Report] = []
-        handler = TRANSITIONS.get((self.state, type(event)))
-        if handler is not None:
-            handler(self, event, now, wall, out)
-        elif isinstance(event, Release) and self.state not in ("released", "new"):
-            self._release(event, now, wall, out)
-        if isinstance(event, Tick) and self.state in LIVE_STATES:
-            self._renew_if_due(now, out)
-        actions = tuple(x for x in out if isinstance(x, (ApplySandbox, RenewLease, Attach, DeleteSandbox)))
-        reports = tuple(x for x in out if not isinstance(x, (ApplySandbox, RenewLease, Attach, DeleteSandbox)))
+    # -- the one entry point -------------------------------------------------------------------------
+
+    def step(self, event: Input, now: float, wall: float) -> WorkspaceStep:
+        self._out = []
+        self._now, self._wall = now, wall
+        edge = (self.state, type(event))
+        entry = TRANSITIONS.get(edge)
+        if entry is None:
+            if isinstance(event, ShellInput):
+                raise OffTable(f"Workspace {self.path}: {type(event).__name__} in {self.state}")
+        else:
+            self._edge = edge
+            entry.handler(self, event, now, wall)
+            self._edge = None
+        out, self._out = self._out, []
+        actions = tuple(x for x in out if isinstance(x, ACTION_TYPES))
+        reports = tuple(x for x in out if not isinstance(x, ACTION_TYPES))
         return Step(actions, reports, self.deadline)
 
     @property
     def deadline(self) -> float | None:
-        due = [t for t in (self._lease_due if self.state in LIVE_STATES else None,
-                           self._budget_ends if self.state == "provisioning" else None) if t is not None]
-        return min(due) if due else None
+        due = [self._lease_due if self.state in LEASED_STATES and self.uid else None,
+               self._budget_ends if self.state == "provisioning" else None,
+               self._retry_at]
+        return min((t for t in due if t is not None), default=None)
 
     # -- handlers (see TRANSITIONS) --------------------------------------------------------------------
 
-    def _begin(self, event: Begin, now: float, wall: float, out: list[Any]) -> None:
-        self.state = "placing"
-        self._restored_wait = event.restored_wait
-        if event.restored_wait is not None:
-            self._wait = (event.restored_wait.on, event.restored_wait.message)
-            self._wait_since_wall = event.restored_wait.since_wall
-        out.append(ApplySandbox())  # idempotent: a restart re-enters placing and applies again
+    def _begin(self, event: Begin, now: float, wall: float) -> None:
+        restored = event.restored or Restored()
+        self.uid = restored.uid
+        self._placed = restored.placed
         self._lease_due = now + self._random.uniform(0, self._lease_interval / 5)
-
-    def _placing_observed(self, event: Observed, now: float, wall: float, out: list[Any]) -> None:
-        sandbox = event.sandbox
-        if sandbox.terminal:
-            self._lose(sandbox, out)
+        if restored.placed:
+            self._go("reconciling")  # ADR-0063: the first list answers; nothing is written before it
             return
-        scheduled = sandbox.condition("Scheduled")
-        if scheduled is not None and scheduled.status == "True":
-            self._placed(now, wall, out)
-            self.state = "provisioning"
+        if restored.wait is not None:
+            w = restored.wait
+            self._wait = WaitEntry(w.on, w.message, w.since_wall)
+        self._go("placing")
+        self._out.append(ApplySandbox(create=not self.uid))  # idempotent: a restart re-enters placing
+
+    def _applied(self, event: Applied, now: float, wall: float) -> None:
+        self.uid = event.uid
+        self._write_failures = 0
+        self._saved()
+        self._out.append(ApplySecret(event.uid))
+        if self._pending_seen is not None:  # what the watch said before the write's answer came back
+            seen, self._pending_seen = self._pending_seen, None
+            if seen.sandbox.uid == self.uid:
+                self._seen(seen, now, wall)
+
+    def _applied_late(self, event: Applied, now: float, wall: float) -> None:
+        self.uid = event.uid  # released meanwhile: the delete already queued finds it by name
+
+    def _write_failed(self, event: WriteFailed, now: float, wall: float) -> None:
+        if event.collision:
+            self._fault(f"the Sandbox name is taken by another run's Workspace, never ours to use: {event.message}")
+            return
+        if event.status in REFUSALS:
+            self._fault(f"writing the {'token Secret' if event.what == 'secret' else 'Sandbox'} was refused: "
+                        f"{event.message}")
+            return
+        # Transient (5xx, 429, 409, no answer): retry on the capped backoff; never a fault (ADR-0064).
+        self._write_failures += 1
+        delay = WRITE_RETRY_BACKOFF.delay(self._write_failures, self._random)
+        if event.retry_after is not None:
+            delay = max(delay, event.retry_after)
+        self._retry_at = now + delay
+        self._retry = ApplySandbox(create=not self.uid) if event.what == "sandbox" else ApplySecret(self.uid)
+
+    def _write_failed_late(self, event: WriteFailed, now: float, wall: float) -> None:
+        pass  # released meanwhile: nothing to retry
+
+    def _secret_written(self, event: SecretWritten, now: float, wall: float) -> None:
+        self._write_failures = 0
+
+    def _seen_handler(self, event: SandboxSeen, now: float, wall: float) -> None:
+        if not self.uid:
+            self._pending_seen = event  # our write's answer is not back: hold the newest observation
+            return
+        if event.sandbox.uid != self.uid:
+            if self.state == "reconciling":
+                self._lose("another Sandbox holds its name now (it was deleted and created again)")
+            return  # another incarnation under this key: not ours
+        self._seen(event, now, wall)
+
+    def _gone(self, event: SandboxGone, now: float, wall: float) -> None:
+        if self.state == "reconciling" or (self.uid and event.uid in (self.uid, "")):
+            self._lose(f"the Sandbox was deleted ({event.reason})")
+
+    def _unknown(self, event: WatchFailed | WatchClosed, now: float, wall: float) -> None:
+        message = event.message if isinstance(event, WatchFailed) else "the Sandbox watch stopped"
+        self._out.append(Unknown(self.path, message))  # a dropped watch is never loss (ADR-0063)
+
+    def _attached(self, event: Attached, now: float, wall: float) -> None:
+        self._go("running")
+        self._out.append(Running(self.path, dict(event.repos), self._endpoint))
+
+    def _attach_failed(self, event: AttachFailed, now: float, wall: float) -> None:
+        self._fault(f"attach: {event.message}")
+
+    def _release(self, event: Release, now: float, wall: float) -> None:
+        state = self.state
+        self._end_wait("released")
+        self._go("released")
+        self._retry_at = self._retry = None
+        ran = self._placed and state != "placing"
+        # ADR-0064: what never ran is deleted at once; what ran is kept when the run stopped or faulted, or
+        # when it faulted itself after it placed (inspectable, the idle GC ages it out).
+        if ran and (event.why != "teardown" or state == "faulted"):
+            self._out.append(Released(self.path, deleted=False))
+        else:
+            self._out.append(DeleteSandbox(self.uid))
+
+    def _deleted(self, event: Deleted, now: float, wall: float) -> None:
+        self._out.append(Released(self.path, deleted=event.existed))
+
+    def _delete_failed(self, event: DeleteFailed, now: float, wall: float) -> None:
+        self._delete_failures += 1
+        if event.status == 409 or event.status in REFUSALS or self._delete_failures >= DELETE_ATTEMPTS:
+            # Not ours any more, refused, or tried enough: the idle GC reaps what is left (ADR-0064).
+            self._out.append(Released(self.path, deleted=False))
+            return
+        self._retry_at = now + DELETE_RETRY_BACKOFF.delay(self._delete_failures)
+        self._retry = DeleteSandbox(self.uid)
+
+    # -- what the watch says, in each state ------------------------------------------------------------
+
+    def _seen(self, event: SandboxSeen, now: float, wall: float) -> None:
+        sandbox = event.sandbox
+        self._endpoint = sandbox.endpoint or self._endpoint
+        self._note_last_end(sandbox)
+        if sandbox.terminal:
+            self._lose(_lost_reason(sandbox))
+            return
+        if self.state == "reconciling":
+            self._reconcile(sandbox, now, wall)
+        elif self.state == "placing":
+            self._placing(sandbox, now, wall)
+        elif self.state == "provisioning":
+            self._provisioning(sandbox, now, wall)
+        elif self.state in ("attaching", "running"):
+            self._harness_restarts(sandbox)
+
+    def _reconcile(self, sandbox: SandboxView, now: float, wall: float) -> None:
+        self._restart_count = sandbox.restart_count
+        if _ready(sandbox):
+            self._go("attaching")  # re-attach: the Harness call is idempotent (ADR-0063, ADR-0065)
+            self._out.append(Attach(self._endpoint))
+        else:
+            self._go("provisioning")
             self._budget_ends = now + self._budget
-            self._provisioning_observed(event, now, wall, out)
-            return
-        if scheduled is None or scheduled.reason not in ("Unschedulable", "QuotaExceeded"):
-            return  # SchedulingPending: not (yet) a wait with a reason
-        wait: tuple[WaitOn, str] = ("quota" if scheduled.reason == "QuotaExceeded" else "node", scheduled.message)
-        if self._wait is None:
-            self._wait = wait
-            self._wait_since_mono, self._wait_since_wall = now, wall
-            out.append(FeedLine("placing", {"child": self.child, "on": wait[0], "message": wait[1],
-                                            "since": wall}))
-            out.append(self._waiting_entry())
-        elif wait != self._wait:
-            self._wait = wait  # a changed reason updates `waiting`; it adds no feed line
-            out.append(self._waiting_entry())
+            self._provisioning(sandbox, now, wall)
 
-    def _provisioning_observed(self, event: Observed, now: float, wall: float, out: list[Any]) -> None:
-        sandbox = event.sandbox
-        if sandbox.terminal:
-            self._lose(sandbox, out)
+    def _placing(self, sandbox: SandboxView, now: float, wall: float) -> None:
+        scheduled = sandbox.condition("Scheduled")
+        if (scheduled is not None and scheduled.status == "True") or _ready(sandbox):
+            self._placed_now(now, wall)
+            self._go("provisioning")
+            self._budget_ends = now + self._budget
+            self._provisioning(sandbox, now, wall)
             return
-        stuck = next((w for w in sandbox.waiting if w.reason in FAST_FAULTS), None)
+        if scheduled is None:
+            return  # nothing said yet: not a wait with a reason
+        if scheduled.reason == "QuotaExceeded":
+            on: WaitOn = "quota"
+        elif scheduled.reason in ("Unschedulable", "SchedulingPending") or scheduled.status == "Unknown":
+            on = "node"
+        else:
+            return
+        message = scheduled.message or "waiting for the scheduler"
+        if self._wait is None:
+            if scheduled.reason == "SchedulingPending":
+                return  # not yet a wait: the scheduler has not answered
+            self._wait = WaitEntry(on, message, wall)
+            self._wait_since_mono = now
+            self._out.append(PlacingLine(self.path, on, message, wall))
+            self._out.append(Waiting(self.path, self._wait))
+            self._saved()
+        elif (on, message) != (self._wait.on, self._wait.message):
+            self._wait = WaitEntry(on, message, self._wait.since)  # a changed reason adds no feed line
+            self._out.append(Waiting(self.path, self._wait))
+            self._saved()
+
+    def _provisioning(self, sandbox: SandboxView, now: float, wall: float) -> None:
+        stuck = next((w for w in sandbox.waiting if w.reason in FAST_FAULTS and not self._own_secret(w.message)),
+                     None)
         if stuck is not None:
             last_words = sandbox.last_terminated.message if sandbox.last_terminated else ""
-            self._fault(f"{stuck.reason}: {last_words or stuck.message}", out)
+            self._fault(f"{stuck.reason}: {last_words or stuck.message}")
             return
-        ready = sandbox.condition("Ready")
-        if sandbox.phase == "Ready" or (ready is not None and ready.status == "True"):
+        if _ready(sandbox):
             self._restart_count = sandbox.restart_count
-            self.state = "attaching"
-            out.append(Attach())
+            self._go("attaching")
+            self._out.append(Attach(self._endpoint))
 
-    def _running_observed(self, event: Observed, now: float, wall: float, out: list[Any]) -> None:
-        sandbox = event.sandbox
-        if sandbox.terminal:
-            self._lose(sandbox, out)
-            return
+    def _harness_restarts(self, sandbox: SandboxView) -> None:
         if self._restart_count is not None and sandbox.restart_count > self._restart_count:
             ended = sandbox.last_terminated
             reason = ended.reason if ended else "Unknown"
             message = ended.message if ended else ""
-            memory = None
-            if reason == "OOMKilled":
-                memory = f"memory limit (OOMKilled, limit {self._limit_text()}): {message}".rstrip(": ")
-            out.append(HarnessEnded(self.child, reason, ended.exit_code if ended else None, message, memory))
+            self._out.append(HarnessEnded(self.path, reason, ended.exit_code if ended else None, message,
+                                          self._memory_fault(reason, message)))
         self._restart_count = sandbox.restart_count
 
-    def _attached(self, event: Attached, now: float, wall: float, out: list[Any]) -> None:
-        self.state = "running"
-        out.append(Running(self.child, dict(event.repos)))
+    # -- time ------------------------------------------------------------------------------------------
 
-    def _apply_failed(self, event: ApplyFailed, now: float, wall: float, out: list[Any]) -> None:
-        self._fault(f"apply: {event.message}", out)
-
-    def _attach_failed(self, event: AttachFailed, now: float, wall: float, out: list[Any]) -> None:
-        self._fault(f"attach: {event.message}", out)
-
-    def _vanished(self, event: Vanished, now: float, wall: float, out: list[Any]) -> None:
-        self._close_wait(out)
-        self.state = "lost"
-        out.append(Lost(self.child, event.reason))
-
-    def _unknown(self, event: WatchUnknown, now: float, wall: float, out: list[Any]) -> None:
-        out.append(Unknown(self.child, event.message))  # a dropped watch is never loss
-
-    def _budget_tick(self, event: Tick, now: float, wall: float, out: list[Any]) -> None:
-        if self._budget_ends is not None and now >= self._budget_ends:
-            self._fault(f"provisioning: the Sandbox was not Ready {self._budget:.0f}s after it was scheduled", out)
-
-    def _release(self, event: Release, now: float, wall: float, out: list[Any]) -> None:
-        placed_then_faulted = self.state == "faulted" and self._ever_placed
-        if self.state == "placing" or not self._ever_placed:
-            out.append(DeleteSandbox())  # it never ran: delete at once
-        elif event.why == "teardown" and not placed_then_faulted:
-            out.append(DeleteSandbox())
-        # else: it ran, and the run stopped or faulted: keep it inspectable; the idle GC ages it out
-        self._close_wait(out)
-        self.state = "released"
-
-    # -- helpers ---------------------------------------------------------------------------------------
-
-    def _renew_if_due(self, now: float, out: list[Any]) -> None:
-        if self._lease_due is not None and now >= self._lease_due:
-            out.append(RenewLease())
+    def _tick(self, event: Tick, now: float, wall: float) -> None:
+        if self._retry_at is not None and now >= self._retry_at:
+            action, self._retry, self._retry_at = self._retry, None, None
+            if action is not None:
+                self._out.append(action)
+        if self.state == "provisioning" and self._budget_ends is not None and now >= self._budget_ends:
+            self._fault(f"provisioning: the Sandbox was not Ready {self._budget:.0f}s after it was scheduled")
+            return
+        if self.state in LEASED_STATES and self.uid and self._lease_due is not None and now >= self._lease_due:
+            self._out.append(RenewLease())
             jitter = self._random.uniform(1 - LEASE_JITTER, 1 + LEASE_JITTER)
             self._lease_due = now + self._lease_interval * jitter
 
-    def _placed(self, now: float, wall: float, out: list[Any]) -> None:
-        self._ever_placed = True
-        if self._wait is None:
-            return
-        if self._wait_since_mono is not None:
-            after = now - self._wait_since_mono
-        else:
-            after = max(wall - (self._wait_since_wall or wall), 0.0)  # a wait from before a restart
-        out.append(FeedLine("placed", {"child": self.child, "since": self._wait_since_wall,
-                                       "after_ms": int(after * 1000)}))
-        self._close_wait(out)
+    # -- helpers ---------------------------------------------------------------------------------------
 
-    def _close_wait(self, out: list[Any]) -> None:
+    def _go(self, state: State) -> None:
+        if self._edge is not None:
+            allowed = TRANSITIONS[self._edge].to
+            if state not in allowed:
+                raise OffTable(f"Workspace {self.path}: {self._edge[1].__name__} in {self._edge[0]} cannot lead "
+                               f"to {state} (the table allows {', '.join(sorted(allowed))})")
+        self.state = state
+
+    def _placed_now(self, now: float, wall: float) -> None:
+        self._placed = True
         if self._wait is not None:
-            self._wait = None
-            self._wait_since_mono = self._wait_since_wall = None
-            out.append(Waiting(self.child, None))
+            self._out.append(PlacedLine(self.path, self._wait.since, self._wait_after()))
+            self._close_wait()
+        self._saved()
 
-    def _waiting_entry(self) -> Waiting:
+    def _end_wait(self, why: Literal["released", "lost", "faulted"]) -> None:
+        """A wait that ends without a node still gets its end line (ADR-0064: two lines per wait)."""
+        if self._wait is not None:
+            self._out.append(WaitEndedLine(self.path, self._wait.since, self._wait_after(), why))
+            self._close_wait()
+
+    def _wait_after(self) -> int:
+        """ADR-0064: a wait this process opened is timed on the monotonic clock (never negative); one
+        opened before a restart has only its stored wall-clock start: two wall reads, clamped at 0."""
         assert self._wait is not None
-        on, message = self._wait
-        return Waiting(self.child, {"child": self.child, "on": on, "message": message,
-                                    "since": self._wait_since_wall})
+        if self._wait_since_mono is not None:
+            after = self._now - self._wait_since_mono
+        else:
+            after = max(self._wall - self._wait.since, 0.0)
+        return int(after * 1000)
 
-    def _lose(self, sandbox: SandboxView, out: list[Any]) -> None:
-        lost = sandbox.condition("Lost") or sandbox.condition("Ready")
-        reason = f"{lost.reason}: {lost.message}" if lost is not None and lost.reason else "the Sandbox was lost"
-        self._close_wait(out)
-        self.state = "lost"
-        out.append(Lost(self.child, reason))
+    def _close_wait(self) -> None:
+        self._wait = None
+        self._wait_since_mono = None
+        self._out.append(Waiting(self.path, None))
 
-    def _fault(self, reason: str, out: list[Any]) -> None:
-        self._close_wait(out)
-        self.state = "faulted"
-        out.append(Faulted(self.child, reason))
+    def _saved(self) -> None:
+        wait = RestoredWait(self._wait.on, self._wait.message, self._wait.since) if self._wait else None
+        self._out.append(Saved(self.path, Restored(self._placed, self.uid, wait)))
 
-    def _limit_text(self) -> str:
-        """The limit as the Size states it (`1920Mi`, `2Gi`), as CONTRACTS.md's fault lines show it."""
-        return self._memory_limit or "unknown"
+    def _lose(self, reason: str) -> None:
+        self._end_wait("lost")
+        self._go("lost")
+        self._retry_at = self._retry = None
+        self._out.append(Lost(self.path, reason))
+
+    def _fault(self, reason: str) -> None:
+        self._end_wait("faulted")
+        self._go("faulted")
+        self._retry_at = self._retry = None
+        self._out.append(Faulted(self.path, reason))
+
+    def _note_last_end(self, sandbox: SandboxView) -> None:
+        end = sandbox.last_terminated
+        if end is None:
+            return
+        key = (end.reason, end.exit_code, end.finished_at)
+        if key != self._last_end:
+            self._last_end = key
+            self._out.append(LastEndSeen(self.path, end.reason, end.exit_code, end.finished_at, sandbox.restart_count,
+                                     self._memory_fault(end.reason, end.message)))
+
+    def _memory_fault(self, reason: str, message: str) -> str | None:
+        if reason != "OOMKilled":
+            return None
+        return f"memory limit (OOMKilled, limit {self._memory_limit or 'unknown'}): {message}".rstrip(": ")
+
+    def _own_secret(self, message: str) -> bool:
+        """`secret "<name>-token" not found`: our Secret is written after the Sandbox; it is coming."""
+        return bool(self._secret_name) and f'"{self._secret_name}"' in message and "not found" in message
 
 
-# One table holds the machine: (state, input) → handler. docs/architecture.md prints it.
-TRANSITIONS: dict[tuple[State, type], Any] = {
-    ("new", Begin): WorkspaceCore._begin,
-    ("placing", Observed): WorkspaceCore._placing_observed,
-    ("provisioning", Observed): WorkspaceCore._provisioning_observed,
-    ("running", Observed): WorkspaceCore._running_observed,
-    ("attaching", Observed): WorkspaceCore._running_observed,
-    ("attaching", Attached): WorkspaceCore._attached,
-    ("attaching", AttachFailed): WorkspaceCore._attach_failed,
-    ("placing", ApplyFailed): WorkspaceCore._apply_failed,
-    ("provisioning", Tick): WorkspaceCore._budget_tick,
-    **{(s, Vanished): WorkspaceCore._vanished for s in ("placing", "provisioning", "attaching", "running")},
-    **{(s, WatchUnknown): WorkspaceCore._unknown for s in ("placing", "provisioning", "attaching", "running")},
+def _ready(sandbox: SandboxView) -> bool:
+    ready = sandbox.condition("Ready")
+    return sandbox.phase == "Ready" or (ready is not None and ready.status == "True")
+
+
+def _lost_reason(sandbox: SandboxView) -> str:
+    lost = sandbox.condition("Lost") or sandbox.condition("Ready")
+    return f"{lost.reason}: {lost.message}" if lost is not None and lost.reason else "the Sandbox was lost"
+
+
+# -- the machine -------------------------------------------------------------------------------------
+
+Handler = Callable[[WorkspaceCore, Any, float, float], None]
+
+
+@dataclass(frozen=True)
+class Edge:
+    to: frozenset[str]
+    handler: Handler
+
+
+def _ignore(core: WorkspaceCore, event: Any, now: float, wall: float) -> None:
+    """A late answer to a call made before the Workspace ended: nothing is left to do with it."""
+
+
+W = WorkspaceCore
+LIVE: tuple[State, ...] = ("placing", "reconciling", "provisioning", "attaching", "running")
+ENDED: tuple[State, ...] = ("lost", "faulted", "released")
+
+# One table holds the machine: (from states, input, where the edge may lead, who takes it). Every edge
+# not listed is off the table. docs/architecture.md prints it (`transitions_markdown`); a test keeps the
+# copy true.
+TABLE: tuple[tuple[tuple[State, ...], type, tuple[State, ...], Handler], ...] = (
+    (("new",), Begin, ("placing", "reconciling"), W._begin),
+    (("placing",), Applied, ("provisioning", "attaching", "lost", "faulted"), W._applied),
+    (("provisioning", "attaching", "running"), Applied, (), W._applied),
+    (ENDED, Applied, (), W._applied_late),
+    (("placing", "provisioning", "attaching", "running"), WriteFailed, ("faulted",), W._write_failed),
+    (ENDED, WriteFailed, (), _ignore),
+    (("placing", "provisioning", "attaching", "running", *ENDED), SecretWritten, (), W._secret_written),
+    (("placing",), SandboxSeen, ("provisioning", "attaching", "lost", "faulted"), W._seen_handler),
+    (("reconciling",), SandboxSeen, ("provisioning", "attaching", "lost", "faulted"), W._seen_handler),
+    (("provisioning",), SandboxSeen, ("attaching", "lost", "faulted"), W._seen_handler),
+    (("attaching", "running"), SandboxSeen, ("lost",), W._seen_handler),
+    (LIVE, SandboxGone, ("lost",), W._gone),
+    (LIVE, WatchFailed, (), W._unknown),
+    (LIVE, WatchClosed, (), W._unknown),
+    (("provisioning",), Tick, ("faulted",), W._tick),
+    (("placing", "reconciling", "attaching", "running"), Tick, (), W._tick),
+    (("attaching",), Attached, ("running",), W._attached),
+    (("attaching",), AttachFailed, ("faulted",), W._attach_failed),
+    (ENDED, Attached, (), _ignore),
+    (ENDED, AttachFailed, (), _ignore),
+    ((*LIVE, "lost", "faulted"), Release, ("released",), W._release),
+    (("released",), Deleted, (), W._deleted),
+    (("released",), DeleteFailed, (), W._delete_failed),
+    (("released",), Tick, (), W._tick),
+)
+TRANSITIONS: dict[tuple[State, type], Edge] = {
+    (state, event): Edge(frozenset(to), handler) for states, event, to, handler in TABLE for state in states
 }
+ACTION_TYPES = (ApplySandbox, ApplySecret, RenewLease, Attach, DeleteSandbox)
 
 
 def transitions_markdown() -> str:
     """The table above as markdown, for docs/architecture.md (a test keeps the two the same)."""
-    rows = ["| state | input | handler |", "| --- | --- | --- |"]
-    for (state, event), handler in TRANSITIONS.items():
-        rows.append(f"| {state} | {event.__name__} | {handler.__name__.lstrip('_')} |")
-    rows.append("| any live state | Release | release |")
+    rows = ["| in | input | may lead to |", "| --- | --- | --- |"]
+    for states, event, to, _ in TABLE:
+        rows.append(f"| {', '.join(states)} | {event.__name__} | {', '.join(to) if to else '(stays)'} |")
     return "\n".join(rows)

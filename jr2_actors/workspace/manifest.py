@@ -44,16 +44,26 @@ class WorkspaceSpec:
     extra_env: Mapping[str, str] = field(default_factory=dict)
 
     @property
-    def child(self) -> str:
+    def path(self) -> str:
+        """The Workspace's path in its run (RunStatus calls it `child` on the wire)."""
         return self.definition.path
 
     @property
     def key(self) -> SandboxKey:
-        return SandboxKey(self.run_id, self.child)
+        return SandboxKey(self.run_id, self.path)
 
     @property
     def name(self) -> str:
-        return sandbox_name(self.run_id, self.child)
+        return sandbox_name(self.run_id, self.path)
+
+    @property
+    def secret_name(self) -> str:
+        return token_secret_name(self.name)
+
+
+def token_secret_name(sandbox: str) -> str:
+    """CONTRACTS.md §1: the Sandbox's token Secret is `<name>-token`."""
+    return f"{sandbox}-token"
 
 
 def keepalive(wall: float) -> str:
@@ -83,7 +93,7 @@ def sandbox_body(spec: WorkspaceSpec, signing_key: bytes, wall: float) -> dict[s
     env += [{"name": k, "value": v} for k, v in sorted(spec.extra_env.items())]
     return {
         "metadata": {"name": name, "labels": labels_for(spec.run_id, spec.workflow),
-                     "annotations": {**annotations_for(spec.run_id, spec.child),
+                     "annotations": {**annotations_for(spec.run_id, spec.path),
                                      KEEPALIVE_ANNOTATION: keepalive(wall)}},
         "spec": {
             "image": spec.image,
@@ -104,7 +114,7 @@ def token_secret(spec: WorkspaceSpec, signing_key: bytes, sandbox_uid: str) -> d
     name = spec.name
     token = sandbox_token(signing_key, name)
     return {
-        "metadata": {"name": f"{name}-token", "labels": {SANDBOX_LABEL: label_value(name)},
+        "metadata": {"name": spec.secret_name, "labels": {SANDBOX_LABEL: label_value(name)},
                      "ownerReferences": [{"apiVersion": "core.jr2.dev/v1alpha1", "kind": "Sandbox", "name": name,
                                           "uid": sandbox_uid, "controller": False, "blockOwnerDeletion": False}]},
         "type": "Opaque",
