@@ -13,7 +13,7 @@ from typing import Any
 from jr2_actors.actorkit import Shell, Timers, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import SWEEP_INTERVAL_SECONDS
-from jr2_actors.store.core import RunRecord, RunStore
+from jr2_actors.store.core import RunRecord, RunStore, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,11 @@ class Sweep:
     pass
 
 
+@dataclass(frozen=True)
+class Healthy:
+    """Ask: True when the store can write, else why not (`/healthz` reports it)."""
+
+
 class StoreActor(Shell):
     def __init__(self, state_dir: str, *, clock: Clock | None = None,
                  sweep_interval: float = SWEEP_INTERVAL_SECONDS) -> None:
@@ -50,6 +55,7 @@ class StoreActor(Shell):
         self._interval = sweep_interval
         self._timers = Timers(self.clock, name="jr2-store-timers")
         self._next_sweep: int | None = None
+        self._write_error = ""
 
     def started(self) -> None:
         self.store.open()  # the connection belongs to this actor's thread
@@ -61,8 +67,17 @@ class StoreActor(Shell):
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Persist):
-            self.store.persist(message.run_id, message.status, message.blob, message.reason, self.clock.wall())
+            try:
+                self.store.persist(message.run_id, message.status, message.blob, message.reason, self.clock.wall())
+            except StoreError:
+                raise  # our bug, answered to the asker; the store itself is fine
+            except Exception as e:
+                self._write_error = f"{type(e).__name__}: {e}"
+                raise
+            self._write_error = ""
             return None
+        if isinstance(message, Healthy):
+            return self._healthy()
         if isinstance(message, Restore):
             return self.store.restore()
         if isinstance(message, Fetch):
@@ -70,6 +85,15 @@ class StoreActor(Shell):
         if isinstance(message, Sweep):
             return self._sweep()
         return None
+
+    def _healthy(self) -> bool | str:
+        if self._write_error:
+            return self._write_error
+        try:
+            self.store.can_write()
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+        return True
 
     def _sweep(self) -> int:
         """Sweep now and keep one hourly chain, however many sweeps are asked for. A sweep that fails (a
@@ -89,4 +113,4 @@ class StoreActor(Shell):
 
 
 
-__all__ = ["Fetch", "Persist", "Restore", "RunRecord", "StoreActor", "Sweep"]
+__all__ = ["Fetch", "Healthy", "Persist", "Restore", "RunRecord", "StoreActor", "Sweep"]

@@ -108,6 +108,11 @@ class RunStore:
         if cursor.rowcount == 0:
             raise StoreError(f"run {run_id} has finished: it cannot be live again")
 
+    def can_write(self) -> None:
+        """Take the write lock and give it back: raises when the database cannot be written."""
+        self.db.execute_sql("BEGIN IMMEDIATE")
+        self.db.execute_sql("ROLLBACK")
+
     def restore(self) -> list[RunRecord]:
         """Live runs only, oldest write first; finished rows are not read."""
         run = self._run

@@ -310,6 +310,14 @@ class HarnessEnded:
 
 
 @dataclass(frozen=True)
+class Phase:
+    """The Workspace's state changed (RunStatus shows it; metrics count Workspaces by it)."""
+
+    path: str
+    state: State
+
+
+@dataclass(frozen=True)
 class Unknown:
     """The watch cannot tell (it failed or stopped): never loss."""
 
@@ -325,7 +333,8 @@ class Released:
     deleted: bool
 
 
-Report = Waiting | FeedLine | Saved | Running | Lost | Faulted | LastEndSeen | HarnessEnded | Unknown | Released
+Report = (Waiting | FeedLine | Saved | Running | Lost | Faulted | LastEndSeen | HarnessEnded | Unknown | Released
+          | Phase)
 WorkspaceStep = Step[Action, Report]
 
 
@@ -590,7 +599,9 @@ class WorkspaceCore:
             if state not in allowed:
                 raise OffTable(f"Workspace {self.path}: {self._edge[1].__name__} in {self._edge[0]} cannot lead "
                                f"to {state} (the table allows {', '.join(sorted(allowed))})")
-        self.state = state
+        if state != self.state:
+            self.state = state
+            self._out.append(Phase(self.path, state))
 
     def _placed_now(self, now: float, wall: float) -> None:
         self._placed = True

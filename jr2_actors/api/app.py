@@ -1,0 +1,278 @@
+"""The Orchestrator's HTTP surface (CONTRACTS.md §4) as a WSGI application over a `Backend`.
+
+Routes: `GET /healthz` and `GET /metrics` are open; everything under `/runs` needs the Instance token
+(`authorization: Bearer …`, compared in constant time; anything else is a bare 401). Bodies are capped at
+1 MiB and must be JSON objects; a workflow the parser refuses is a 400 whose body names the key at fault.
+An unknown path is 404, a wrong method 405 with `Allow`. `GET /runs/{id}/events` is a server-sent-event
+stream of the run's feed that resumes after `Last-Event-ID`, sends a comment line as a heartbeat (so a
+gone client is noticed by a failed write), ends when the run has finished, and is refused with 503 when
+too many streams are open (each holds a server thread).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from jr2_actors import __version__
+from jr2_actors.run.core import FeedEvent
+from jr2_actors.run.wire import feed_doc
+from jr2_actors.security import constant_time_equal
+from jr2_actors.workflow import WorkflowError
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1024 * 1024
+HEARTBEAT_SECONDS = 15.0
+HEALTH_PATH = "/healthz"
+METRICS_PATH = "/metrics"
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+
+class Backend(Protocol):
+    """What the API needs of an orchestrator (the `Orchestrator` facade is one)."""
+
+    def submit(self, document: object, run_input: Mapping[str, Any] | None) -> str: ...
+
+    def run_status(self, run_id: str) -> dict[str, Any] | None: ...
+
+    def live_runs(self) -> list[dict[str, Any]]: ...
+
+    def cancel(self, run_id: str) -> dict[str, Any] | None: ...
+
+    def feed(self, run_id: str, after: int, wait: float) -> tuple[list[FeedEvent], bool] | None: ...
+
+    def health(self) -> tuple[bool, str]: ...
+
+    def metrics(self) -> str: ...
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, error: str, **extra: Any) -> None:
+        super().__init__(error)
+        self.status = status
+        self.doc = {"error": error, **extra}
+        self.headers: list[tuple[str, str]] = []
+
+
+_REASONS = {200: "OK", 201: "Created", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized",
+            404: "Not Found", 405: "Method Not Allowed", 411: "Length Required", 413: "Payload Too Large",
+            415: "Unsupported Media Type", 500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    pattern: re.Pattern[str]
+    handler: str
+    open: bool = False
+
+
+ROUTES = (
+    Route("GET", re.compile(r"^/healthz$"), "healthz", open=True),
+    Route("GET", re.compile(r"^/metrics$"), "metrics", open=True),
+    Route("POST", re.compile(r"^/runs$"), "submit"),
+    Route("GET", re.compile(r"^/runs$"), "runs"),
+    Route("GET", re.compile(r"^/runs/(?P<run>[^/]+)$"), "status"),
+    Route("GET", re.compile(r"^/runs/(?P<run>[^/]+)/events$"), "events"),
+    Route("POST", re.compile(r"^/runs/(?P<run>[^/]+)/cancel$"), "cancel"),
+)
+
+
+class Api:
+    def __init__(self, backend: Backend, token: str, *, heartbeat: float = HEARTBEAT_SECONDS,
+                 max_streams: int = 8) -> None:
+        if not token:
+            raise ValueError("the API needs an Instance token")
+        self.backend = backend
+        self._token = token
+        self._heartbeat = heartbeat
+        self._streams = threading.BoundedSemaphore(max_streams)
+
+    def __call__(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+        path = str(environ.get("PATH_INFO", "/")) or "/"
+        try:
+            route, params = self._route(method, path)
+            if not route.open:
+                self._authorize(str(environ.get("HTTP_AUTHORIZATION", "")))
+            return getattr(self, f"_{route.handler}")(environ, start_response, **params)  # type: ignore[no-any-return]
+        except HttpError as e:
+            return _json(start_response, e.status, e.doc, e.headers)
+        except Exception:
+            log.exception("the API failed on %s %s", method, path)
+            return _json(start_response, 500, {"error": "internal error"})
+
+    # -- routing ---------------------------------------------------------------------------------------
+
+    def _route(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
+        allowed: list[str] = []
+        for route in ROUTES:
+            match = route.pattern.match(path)
+            if match is None:
+                continue
+            if route.method == method:
+                params = match.groupdict()
+                if "run" in params and not _RUN_ID.match(params["run"]):
+                    raise HttpError(404, "not found")
+                return route, params
+            allowed.append(route.method)
+        if allowed:
+            error = HttpError(405, f"{method} is not allowed here")
+            error.headers.append(("Allow", ", ".join(sorted(set(allowed)))))
+            raise error
+        raise HttpError(404, "not found")
+
+    def _authorize(self, header: str) -> None:
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not constant_time_equal(token.strip(), self._token):
+            error = HttpError(401, "unauthorized")
+            error.headers.append(("WWW-Authenticate", 'Bearer realm="jr2"'))
+            raise error
+
+    # -- handlers --------------------------------------------------------------------------------------
+
+    def _healthz(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        ok, reason = self.backend.health()
+        if ok:
+            return _json(start_response, 200, {"ok": True, "version": __version__})
+        return _json(start_response, 503, {"ok": False, "reason": reason})
+
+    def _metrics(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        body = self.backend.metrics().encode()
+        start_response("200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
+                                  ("Content-Length", str(len(body)))])
+        return [body]
+
+    def _submit(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        doc = _json_body(environ)
+        unknown = sorted(set(doc) - {"workflow", "input"})
+        if unknown:
+            raise HttpError(400, f"unknown key: {unknown[0]}", key=unknown[0])
+        if "workflow" not in doc:
+            raise HttpError(400, "workflow is required", key="workflow")
+        run_input = doc.get("input")
+        if run_input is not None and not isinstance(run_input, dict):
+            raise HttpError(400, "input must be an object", key="input")
+        try:
+            run_id = self.backend.submit(doc["workflow"], run_input)
+        except WorkflowError as e:
+            raise HttpError(400, str(e), key=f"workflow.{e.key}" if e.key else "workflow") from e
+        return _json(start_response, 201, {"runId": run_id}, [("Location", f"/runs/{run_id}")])
+
+    def _runs(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        return _json(start_response, 200, {"runs": self.backend.live_runs()})
+
+    def _status(self, environ: Mapping[str, Any], start_response: StartResponse, run: str) -> Iterable[bytes]:
+        status = self.backend.run_status(run)
+        if status is None:
+            raise HttpError(404, f"no run {run}")
+        return _json(start_response, 200, status)
+
+    def _cancel(self, environ: Mapping[str, Any], start_response: StartResponse, run: str) -> Iterable[bytes]:
+        status = self.backend.cancel(run)
+        if status is None:
+            raise HttpError(404, f"no run {run}")
+        return _json(start_response, 202, status)
+
+    def _events(self, environ: Mapping[str, Any], start_response: StartResponse, run: str) -> Iterable[bytes]:
+        after = _last_event_id(environ)
+        first = self.backend.feed(run, after, 0.0)
+        if first is None:
+            raise HttpError(404, f"no run {run}")
+        if not self._streams.acquire(blocking=False):
+            raise HttpError(503, "too many event streams are open; try again later")
+        start_response("200 OK", [("Content-Type", "text/event-stream; charset=utf-8"),
+                                  ("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")])
+        return _Stream(self, run, after, first)
+
+
+class _Stream:
+    """The SSE body: a WSGI iterable whose `close()` (called by the server, even when the client left)
+    gives the stream's slot back."""
+
+    def __init__(self, api: Api, run: str, after: int, first: tuple[list[FeedEvent], bool]) -> None:
+        self._api = api
+        self._run = run
+        self._after = after
+        self._first: tuple[list[FeedEvent], bool] | None = first
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield b": jr2 feed of " + self._run.encode() + b"\n\n"
+        while not self._closed:
+            if self._first is not None:
+                batch, self._first = self._first, None
+            else:
+                got = self._api.backend.feed(self._run, self._after, self._api._heartbeat)
+                if got is None:
+                    return
+                batch = got
+            events, finished = batch
+            for event in events:
+                self._after = event.id
+                yield _sse(event)
+            if finished and not events:
+                return
+            if not events:
+                yield b": keepalive\n\n"
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._api._streams.release()
+
+
+def _sse(event: FeedEvent) -> bytes:
+    data = json.dumps(feed_doc(event), separators=(",", ":"))
+    return f"id: {event.id}\nevent: {event.kind}\ndata: {data}\n\n".encode()
+
+
+def _last_event_id(environ: Mapping[str, Any]) -> int:
+    raw = str(environ.get("HTTP_LAST_EVENT_ID", "")).strip()
+    if not raw:
+        query = str(environ.get("QUERY_STRING", ""))
+        match = re.search(r"(?:^|&)lastEventId=([0-9]{1,18})(?:&|$)", query)
+        raw = match.group(1) if match else "0"
+    if not raw.isdigit() or len(raw) > 18:
+        raise HttpError(400, "Last-Event-ID must be a feed line's number")
+    return int(raw)
+
+
+def _json_body(environ: Mapping[str, Any]) -> dict[str, Any]:
+    ctype = str(environ.get("CONTENT_TYPE", "")).split(";")[0].strip().lower()
+    if ctype != "application/json":
+        raise HttpError(415, "the body must be application/json")
+    length_text = str(environ.get("CONTENT_LENGTH", "") or "")
+    if length_text and (not length_text.isdigit() or int(length_text) > MAX_BODY_BYTES):
+        error = HttpError(413, f"the body is over {MAX_BODY_BYTES} bytes")
+        error.headers.append(("Connection", "close"))
+        raise error
+    stream = environ["wsgi.input"]
+    raw = stream.read(int(length_text)) if length_text else stream.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        error = HttpError(413, f"the body is over {MAX_BODY_BYTES} bytes")
+        error.headers.append(("Connection", "close"))
+        raise error
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise HttpError(400, "the body is not JSON") from e
+    if not isinstance(doc, dict):
+        raise HttpError(400, "the body must be a JSON object")
+    return doc
+
+
+def _json(start_response: StartResponse, status: int, doc: Any,
+          headers: list[tuple[str, str]] | None = None) -> list[bytes]:
+    body = json.dumps(doc, separators=(",", ":")).encode()
+    start_response(f"{status} {_REASONS.get(status, 'Error')}",
+                   [("Content-Type", "application/json"), ("Content-Length", str(len(body))), *(headers or [])])
+    return [body]

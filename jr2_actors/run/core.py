@@ -1,0 +1,727 @@
+"""RunCore: one run's workflow engine over a parsed workflow (CONTRACTS.md §5). Pure.
+
+Theory of operation. A run is in one workflow state at a time. Entering a state:
+- places the Workspaces it `holds` — a Workspace already held is kept; one the new state no longer holds
+  is torn down (ADR-0064: deleted when it never ran); a Workspace held again while its predecessor is
+  still being torn down is placed only once that teardown is over (same name, so a successor never races
+  the delete);
+- starts its `turn` once the agent's Workspace runs (a Menu-only agent starts at once);
+- arms its `after`, which bounds the whole state, a `placing` wait included (ADR-0064: jr2 sets no
+  deadline of its own on a wait; the workflow's `after` does).
+
+What moves the run (`EVENTS` below is the table docs/architecture.md prints):
+- a pick the Turn makes (`Picked`) is answered (`over: true`) and moves the run along `on`;
+- `workspace.lost` (a Workspace's Sandbox lost or gone) and `agent.fault` (a Turn's fault, an Agent that
+  ends its Turn without a pick after a nudge) go where the state's `on` says, and when it says nothing
+  the run ends `failed` with the event's reason as its fault (`Evicted: …`, `provider limit: …`,
+  `memory limit (OOMKilled, limit …): …`);
+- `after` fires; a cancel ends the run `cancelled`; a Workspace that faults ends it `error`;
+- a `{final: done|failed}` state ends it `done` or `failed`.
+A run that ends stops its Turn, tears its Workspaces down (done: deleted; stopped or failed: what ran is
+kept for inspection, what never ran is deleted) and is over when every teardown is.
+
+Persistence (ADR-0065): every step that changed what a restore needs asks for `Persist` first — the shell
+saves the blob before it performs any other action of that step. `snapshot()` is plain JSON and
+`RunCore.restore(blob, …)` continues where the run was: its Workspaces come back with what they knew
+(`Restored`), and the watch's first list reconciles them.
+
+Time: monotonic `now` for deadlines, wall `wall` for what is shown and stored. The core reads no clock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from jr2_actors.run.notices import Ledger, Notice
+from jr2_actors.step import OffTable, Step
+from jr2_actors.workflow import EVENTS, StateDef, Workflow, parse_workflow
+from jr2_actors.workspace import core as ws
+
+RunStatusName = Literal["running", "done", "failed", "cancelled", "error", "lost"]
+ReleaseWhy = ws.ReleaseWhy
+FEED_KEEP = 500  # feed lines kept in the run (and its blob) for a reader to resume from
+NUDGE_LIMIT = 1  # a Turn that ends without a pick is prompted again this often, then it is a fault
+BLOB_VERSION = 1
+
+# -- inputs ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Start:
+    pass
+
+
+@dataclass(frozen=True)
+class Cancel:
+    reason: str = "cancelled"
+
+
+@dataclass(frozen=True)
+class Tick:
+    pass
+
+
+@dataclass(frozen=True)
+class FromWorkspace:
+    """A report of one of the run's WorkspaceActors, as it sent it."""
+
+    report: ws.Report
+
+
+@dataclass(frozen=True)
+class KillsRead:
+    """The Agent's read of its Harness's `/memory-kills` before an admission; `kills` None: could not tell."""
+
+    turn: int
+    kills: tuple[Mapping[str, Any], ...] | None
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class Admitted:
+    turn: int
+
+
+@dataclass(frozen=True)
+class NotKept:
+    """The Harness answered 404 `kept: false`: it does not hold the conversation the admission named."""
+
+    turn: int
+
+
+@dataclass(frozen=True)
+class Picked:
+    turn: int
+    call_id: str
+    pick: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GuardKill:
+    """A guard kill read on the Turn's stream (`kill_id` None: an older Harness; its place is its source)."""
+
+    turn: int
+    kill_id: str | None
+    peak: str | None
+    limit: str | None
+    place: str = ""
+
+
+@dataclass(frozen=True)
+class Said:
+    turn: int
+    text: str
+
+
+@dataclass(frozen=True)
+class TurnEnded:
+    """The Submission settled `completed` or `aborted`."""
+
+    turn: int
+    picked: bool
+
+
+@dataclass(frozen=True)
+class TurnFault:
+    turn: int
+    reason: str
+    cause: str = "settled"  # settled | refused | lost | ended
+
+
+Input = (Start | Cancel | Tick | FromWorkspace | KillsRead | Admitted | NotKept | Picked | GuardKill | Said
+         | TurnEnded | TurnFault)
+
+
+# -- actions -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Persist:
+    """Save the blob now, before any other action of this step (ADR-0065)."""
+
+    status: RunStatusName
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class PlaceWorkspace:
+    path: str
+    restored: ws.Restored | None = None
+
+
+@dataclass(frozen=True)
+class ReleaseWorkspace:
+    path: str
+    why: ReleaseWhy
+
+
+@dataclass(frozen=True)
+class StartTurn:
+    """Read the kill list (when `in_workspace`), then tell the run what it read (`KillsRead`)."""
+
+    turn: int
+    agent: str
+    conversation: str
+    path: str | None  # the Workspace it works in; None: a Menu-only agent on the Instance Harness
+    endpoint: str
+
+
+@dataclass(frozen=True)
+class Admit:
+    turn: int
+    agent: str
+    body: Mapping[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class AnswerPick:
+    turn: int
+    agent: str
+    call_id: str
+    over: bool
+    answer: Any
+
+
+@dataclass(frozen=True)
+class AbortTurn:
+    turn: int
+    agent: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    """Every teardown is over: the run has ended with this status."""
+
+    status: RunStatusName
+    fault: str | None
+
+
+Action = Persist | PlaceWorkspace | ReleaseWorkspace | StartTurn | Admit | AnswerPick | AbortTurn | Finished
+
+
+# -- reports: the feed -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FeedEvent:
+    """One feed line (CONTRACTS.md §4): `kind` and its fields, numbered for a reader to resume from."""
+
+    id: int
+    at: float
+    kind: str
+    fields: Mapping[str, Any]
+
+
+RunStep = Step[Action, FeedEvent]
+
+
+# -- the run's own records ---------------------------------------------------------------------------
+
+@dataclass
+class WorkspaceRecord:
+    path: str
+    phase: str = "placing"  # the WorkspaceCore's state as last reported, or "releasing"
+    restored: ws.Restored = field(default_factory=ws.Restored)
+    waiting: ws.WaitEntry | None = None
+    repos: dict[str, str] = field(default_factory=dict)
+    endpoint: str = ""
+    releasing: bool = False
+    held_again: bool = False  # held by the state entered while its teardown runs: place it afterwards
+
+
+@dataclass
+class TurnRecord:
+    id: int
+    agent: str
+    conversation: str
+    state: str  # the workflow state that asked for it
+    phase: str = "waiting"  # waiting (for its Workspace) | reading | admitting | running | answered | ended
+    nudges: int = 0
+    kept: bool = False  # the admission names a conversation the Harness was taken to keep
+    picked: str = ""
+
+
+class RunCore:
+    def __init__(self, run_id: str, workflow: Workflow, document: Mapping[str, Any], *,
+                 instance_harness: str = "") -> None:
+        self.run_id = run_id
+        self.workflow = workflow
+        self.document = dict(document)  # the §5 document as submitted: the blob restores from it
+        self.instance_harness = instance_harness
+        self.status: RunStatusName = "running"
+        self.state = workflow.start
+        self.fault: str | None = None
+        self.workspaces: dict[str, WorkspaceRecord] = {}
+        self.turn: TurnRecord | None = None
+        self.turns = 0
+        self.conversations: dict[str, int] = {}  # agent → Turns its conversation has had
+        self.ledger = Ledger()
+        self.feed: deque[FeedEvent] = deque(maxlen=FEED_KEEP)
+        self.feed_next = 1
+        self.after_wall: float | None = None
+        self._after_mono: float | None = None
+        self._ending = False
+        self._finished = False
+        self._out: list[Action | FeedEvent] = []
+        self._persist = False
+        self._now = 0.0
+        self._wall = 0.0
+
+    # -- the one entry point -------------------------------------------------------------------------
+
+    def step(self, event: Input, now: float, wall: float) -> RunStep:
+        self._out, self._persist = [], False
+        self._now, self._wall = now, wall
+        if isinstance(event, Start):
+            if self.turns or self.workspaces:
+                raise OffTable(f"run {self.run_id}: started twice")
+            self._feed("started", workflow=self.workflow.name, state=self.state)
+            self._enter(self.state)
+        elif isinstance(event, Cancel):
+            if self.status == "running":
+                self._end("cancelled", event.reason)
+        elif isinstance(event, Tick):
+            self._tick()
+        elif isinstance(event, FromWorkspace):
+            self._workspace(event.report)
+        else:
+            self._agent(event)
+        self._maybe_finished()
+        out, self._out = self._out, []
+        actions = [x for x in out if not isinstance(x, FeedEvent)]
+        if self._persist:
+            actions.insert(0, Persist(self.status, self.fault))
+        return Step(tuple(actions), tuple(x for x in out if isinstance(x, FeedEvent)), self.deadline)
+
+    @property
+    def deadline(self) -> float | None:
+        return self._after_mono if self.status == "running" else None
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    # -- states ----------------------------------------------------------------------------------------
+
+    def _enter(self, name: str) -> None:
+        state = self.workflow.states[name]
+        previous = self.state
+        self.state = name
+        self._persist = True
+        self._stop_turn()
+        if previous != name or not self.feed or self.feed[-1].kind != "started":
+            self._feed("state", state=name, previous=previous)
+        if state.final is not None:
+            self._end(state.final, self.fault if state.final == "failed" else None)
+            return
+        held = set(state.holds)
+        for path, record in self.workspaces.items():
+            if path not in held and not record.releasing:
+                self._release(record, "teardown")
+        for path in state.holds:
+            self._hold(path)
+        if state.after_seconds is not None:
+            self._after_mono = self._now + state.after_seconds
+            self.after_wall = self._wall + state.after_seconds
+        else:
+            self._after_mono = self.after_wall = None
+        if state.turn is not None:
+            self._new_turn(state)
+
+    def _hold(self, path: str, restored: ws.Restored | None = None) -> None:
+        record = self.workspaces.get(path)
+        if record is not None and record.releasing:
+            record.held_again = True  # placed again once its predecessor's teardown is over
+            return
+        if record is not None:
+            return  # kept across states that hold it again
+        self.workspaces[path] = WorkspaceRecord(path, restored=restored or ws.Restored())
+        self._out.append(PlaceWorkspace(path, restored))
+
+    def _release(self, record: WorkspaceRecord, why: ReleaseWhy) -> None:
+        record.releasing = True
+        record.held_again = False
+        record.waiting = None
+        self._out.append(ReleaseWorkspace(record.path, why))
+
+    def _end(self, status: RunStatusName, fault: str | None) -> None:
+        if self.status != "running":
+            return
+        self.status = status
+        self.fault = fault
+        self._persist = True
+        self._after_mono = self.after_wall = None
+        self._stop_turn()
+        why: ReleaseWhy = {"done": "teardown", "cancelled": "run-stopped"}.get(status, "run-faulted")  # type: ignore[assignment]
+        for record in self.workspaces.values():
+            if not record.releasing:
+                self._release(record, why)
+            record.held_again = False
+        self._feed("ended", status=status, **({"fault": fault} if fault else {}))
+
+    def _maybe_finished(self) -> None:
+        if self.status != "running" and not self._finished and not any(r.releasing for r in
+                                                                           self.workspaces.values()):
+            self._finished = True
+            self._out.append(Finished(self.status, self.fault))
+
+    def _tick(self) -> None:
+        if self.status == "running" and self._after_mono is not None and self._now >= self._after_mono:
+            state = self.workflow.states[self.state]
+            assert state.after_to is not None
+            self._feed("after", state=self.state, seconds=state.after_seconds, to=state.after_to)
+            self._enter(state.after_to)
+
+    def _event(self, event: str, reason: str) -> None:
+        """`workspace.lost` or `agent.fault`: where the state's `on` says, else the run fails with the reason."""
+        if self.status != "running":
+            return
+        target = self.workflow.states[self.state].on.get(event)
+        self._feed("event", event=event, reason=reason, **({"to": target} if target else {}))
+        if target is None:
+            self._end("failed", reason)
+        else:
+            self.fault = reason
+            self._enter(target)
+
+    # -- Workspaces --------------------------------------------------------------------------------------
+
+    def _workspace(self, report: ws.Report) -> None:
+        record = self.workspaces.get(report.path)
+        if record is None:
+            return  # a Workspace of no concern any more
+        if isinstance(report, ws.Released):
+            record.releasing = False
+            again = record.held_again
+            del self.workspaces[report.path]
+            if again and self.status == "running":
+                self._hold(report.path)
+            return
+        if isinstance(report, ws.Saved):
+            if report.restored != record.restored:
+                record.restored = report.restored
+                self._persist = True
+            return
+        if record.releasing:
+            if isinstance(report, (ws.PlacingLine, ws.PlacedLine, ws.WaitEndedLine)):
+                self._feed_line(report)
+            elif isinstance(report, ws.Phase):
+                record.phase = report.state
+            return
+        if isinstance(report, ws.Phase):
+            record.phase = report.state
+        elif isinstance(report, ws.Waiting):
+            record.waiting = report.entry  # a changed reason updates `waiting`, adds no feed line
+        elif isinstance(report, (ws.PlacingLine, ws.PlacedLine, ws.WaitEndedLine)):
+            self._feed_line(report)
+        elif isinstance(report, ws.Running):
+            record.phase, record.repos, record.endpoint = "running", dict(report.repos), report.endpoint
+            self._feed("running", child=report.path)
+            self._start_waiting_turn()
+        elif isinstance(report, ws.Lost):
+            record.phase = "lost"
+            self._event("workspace.lost", report.reason)
+        elif isinstance(report, ws.Faulted):
+            record.phase = "faulted"
+            self._feed("workspace-fault", child=report.path, reason=report.reason)
+            self._end("error", f"{report.path}: {report.reason}")
+        elif isinstance(report, ws.LastEndSeen):
+            # ADR-0062: a kernel kill is one notice under (Workspace, the time the container ended); it
+            # names the Turn's Agent when a Turn ran in that Workspace, else no one.
+            agent = self._running_agent(report.path)
+            if self.ledger.kernel_kill(report.path, report.finished_at, report.reason, self._limit(report.path),
+                                       agent):
+                self._persist = True
+        elif isinstance(report, ws.HarnessEnded):
+            self._harness_ended(record, report)
+        elif isinstance(report, ws.Unknown):
+            self._feed("unknown", child=report.path, message=report.message)
+
+    def _harness_ended(self, record: WorkspaceRecord, report: ws.HarnessEnded) -> None:
+        """ADR-0063: a Harness restart ends the Turns waiting on it; a kernel kill faults the Turn as such."""
+        turn = self.turn
+        if turn is None or turn.phase in ("waiting", "ended"):
+            return
+        agent = self.workflow.agents[turn.agent]
+        if agent.workspace != record.path:
+            return
+        reason = report.memory_fault or f"the Harness ended ({report.reason}, exit {report.exit_code}): " \
+                                        f"{report.message}".rstrip(": ")
+        self._out.append(AbortTurn(turn.id, turn.agent))
+        turn.phase = "ended"
+        self._event("agent.fault", reason)
+
+    def _running_agent(self, path: str) -> str | None:
+        turn = self.turn
+        if turn is None or turn.phase in ("waiting", "ended"):
+            return None
+        return turn.agent if self.workflow.agents[turn.agent].workspace == path else None
+
+    def _feed_line(self, line: ws.FeedLine) -> None:
+        if isinstance(line, ws.PlacingLine):
+            self._feed("placing", child=line.path, on=line.on, message=line.message, since=line.since)
+        elif isinstance(line, ws.PlacedLine):
+            self._feed("placed", child=line.path, since=line.since, after_ms=line.after_ms)
+        else:
+            self._feed("wait-ended", child=line.path, since=line.since, after_ms=line.after_ms, why=line.why)
+
+    def _limit(self, path: str) -> str:
+        definition = self.workflow.workspaces.get(path)
+        return definition.memory if definition is not None else ""
+
+    # -- Turns -------------------------------------------------------------------------------------------
+
+    def _new_turn(self, state: StateDef) -> None:
+        assert state.turn is not None
+        self.turns += 1
+        agent = state.turn.agent
+        self.turn = TurnRecord(self.turns, agent, self._conversation(agent), state.name)
+        self._persist = True
+        self._start_waiting_turn()
+
+    def _conversation(self, agent: str) -> str:
+        """ADR-0062: one conversation per Agent seat and run; every later Turn continues it (`kept`)."""
+        return f"{self.run_id}-{agent}"
+
+    def _start_waiting_turn(self) -> None:
+        turn = self.turn
+        if turn is None or turn.phase != "waiting" or self.status != "running":
+            return
+        path = self.workflow.agents[turn.agent].workspace
+        if path is None:
+            endpoint = self.instance_harness
+        else:
+            record = self.workspaces.get(path)
+            if record is None or record.phase != "running" or record.releasing:
+                return  # its Workspace is not running yet: the Turn starts when it is
+            endpoint = record.endpoint
+        turn.phase = "reading"
+        self._out.append(StartTurn(turn.id, turn.agent, turn.conversation, path, endpoint))
+        self._feed("turn", agent=turn.agent, turn=turn.id, state=turn.state)
+
+    def _stop_turn(self) -> None:
+        turn = self.turn
+        if turn is not None and turn.phase not in ("waiting", "ended"):
+            self._out.append(AbortTurn(turn.id, turn.agent))
+        self.turn = None
+
+    def _agent(self, event: Input) -> None:
+        turn = self.turn
+        if turn is None or getattr(event, "turn", None) != turn.id or self.status != "running":
+            return  # a late report of a Turn that is over
+        if isinstance(event, KillsRead):
+            self._admit(turn, event)
+        elif isinstance(event, Admitted):
+            turn.phase = "running"
+            self.conversations[turn.agent] = self.conversations.get(turn.agent, 0) + 1
+        elif isinstance(event, NotKept):
+            # ADR-0062: the Harness does not hold the conversation: admit again as a new one.
+            turn.kept = False
+            self._admit(turn, None, conversation_new="the Harness no longer holds the conversation")
+        elif isinstance(event, Picked):
+            self._picked(turn, event)
+        elif isinstance(event, GuardKill):
+            path = self.workflow.agents[turn.agent].workspace
+            if path is not None and self.ledger.stream_kill(path, event.kill_id or f"stream:{event.place}",
+                                                            turn.agent, event.peak, event.limit):
+                self._persist = True
+            self._feed("memory-kill", agent=turn.agent, turn=turn.id, peak=event.peak, limit=event.limit)
+        elif isinstance(event, Said):
+            self._feed("said", agent=turn.agent, turn=turn.id, text=event.text[:500])
+        elif isinstance(event, TurnEnded):
+            if turn.phase == "answered":
+                return
+            if event.picked or turn.nudges >= NUDGE_LIMIT:
+                turn.phase = "ended"
+                self._event("agent.fault", f"{turn.agent} ended its Turn without a pick")
+            else:
+                turn.nudges += 1
+                self._admit(turn, None, nudge=True)
+        elif isinstance(event, TurnFault):
+            if turn.phase == "ended":
+                return
+            turn.phase = "ended"
+            self._feed("turn-fault", agent=turn.agent, turn=turn.id, reason=event.reason)
+            self._event("agent.fault", event.reason)
+
+    def _admit(self, turn: TurnRecord, read: KillsRead | None, *, nudge: bool = False,
+               conversation_new: str = "") -> None:
+        agent = self.workflow.agents[turn.agent]
+        path = agent.workspace
+        if read is not None and path is not None and self.ledger.list_read(path, read.kills):
+            self._persist = True
+        kept = self.conversations.get(turn.agent, 0) > 0 and not conversation_new
+        notices: list[Notice] = []
+        if conversation_new:
+            notices.append(Notice("conversation-new", {"reason": conversation_new}))
+        if not nudge:
+            notices += self.ledger.take(path, turn.conversation)
+            self._persist = True
+        body: dict[str, Any] = {
+            "definition": {"agent": agent.name, "instructions": agent.instructions, "access": agent.access,
+                           "menu": list(self.workflow.menu(agent.name))},
+            "message": self._message(turn, nudge),
+            "allowed": list(self.workflow.states[turn.state].allowed),
+        }
+        if path is not None:
+            record = self.workspaces.get(path)
+            repos = record.repos if record is not None else {}
+            body["cwd"] = next(iter(repos.values()), "/work")
+        if notices:
+            body["notices"] = [n.wire() for n in _once(notices)]
+        if kept:
+            body["kept"] = True
+        turn.kept = kept
+        turn.phase = "admitting"
+        self._feed("admitted", agent=turn.agent, turn=turn.id, kept=kept, nudge=nudge,
+                   notices=body.get("notices", []))
+        self._out.append(Admit(turn.id, turn.agent, body))
+
+    def _message(self, turn: TurnRecord, nudge: bool) -> str:
+        state = self.workflow.states[turn.state]
+        assert state.turn is not None
+        return NUDGE_MESSAGE if nudge else state.turn.prompt
+
+    def _picked(self, turn: TurnRecord, event: Picked) -> None:
+        target = self.workflow.states[turn.state].on.get(event.pick)
+        if target is None or event.pick in EVENTS:
+            return  # TurnCore answers a pick the Turn does not allow; nothing moves
+        turn.phase = "answered"
+        turn.picked = event.pick
+        self._out.append(AnswerPick(turn.id, turn.agent, event.call_id, True, {"moved": target}))
+        self._feed("pick", agent=turn.agent, turn=turn.id, pick=event.pick, to=target)
+        self.turn = None  # answered: the Turn ends with the state that asked for it (ADR-0024)
+        self._enter(target)
+
+    # -- the feed ----------------------------------------------------------------------------------------
+
+    def _feed(self, kind: str, **fields: Any) -> None:
+        event = FeedEvent(self.feed_next, self._wall, kind, fields)
+        self.feed_next += 1
+        self.feed.append(event)
+        self._out.append(event)
+
+    # -- what is shown -----------------------------------------------------------------------------------
+
+    def waiting(self) -> list[tuple[str, ws.WaitEntry]]:
+        return [(path, r.waiting) for path, r in self.workspaces.items() if r.waiting is not None]
+
+    # -- the blob ----------------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """The run's whole state as plain JSON (ADR-0065: one blob per run)."""
+        turn = self.turn
+        return {
+            "version": BLOB_VERSION,
+            "runId": self.run_id,
+            "document": self.document,
+            "status": self.status,
+            "state": self.state,
+            "fault": self.fault,
+            "afterWall": self.after_wall,
+            "turns": self.turns,
+            "conversations": dict(self.conversations),
+            "turn": None if turn is None else {"id": turn.id, "agent": turn.agent, "conversation": turn.conversation,
+                                               "state": turn.state, "nudges": turn.nudges},
+            "workspaces": {path: {"restored": _restored_json(r.restored), "releasing": r.releasing,
+                                  "heldAgain": r.held_again,
+                                  "waiting": _wait_json(r.waiting)} for path, r in self.workspaces.items()},
+            "ledger": self.ledger.snapshot(),
+            "feed": [{"id": e.id, "at": e.at, "kind": e.kind, "fields": dict(e.fields)} for e in self.feed],
+            "feedNext": self.feed_next,
+        }
+
+    @classmethod
+    def restore(cls, blob: Mapping[str, Any], now: float, wall: float, *,
+                instance_harness: str = "") -> tuple[RunCore, RunStep]:
+        """The run as its blob left it, and the step that re-creates its children (the watch's first list
+        reconciles each: lost, still placing, or running again)."""
+        if blob.get("version") != BLOB_VERSION:
+            raise ValueError(f"run blob version {blob.get('version')!r} is not {BLOB_VERSION}")
+        document = blob["document"]
+        core = cls(str(blob["runId"]), parse_workflow(document), document, instance_harness=instance_harness)
+        core.status = blob["status"]
+        core.state = blob["state"]
+        core.fault = blob.get("fault")
+        core.turns = int(blob.get("turns", 0))
+        core.conversations = {str(k): int(v) for k, v in dict(blob.get("conversations") or {}).items()}
+        core.ledger = Ledger.restore(blob.get("ledger") or {})
+        core.feed_next = int(blob.get("feedNext", 1))
+        for e in blob.get("feed") or []:
+            core.feed.append(FeedEvent(int(e["id"]), float(e["at"]), str(e["kind"]), dict(e["fields"])))
+        core._now, core._wall = now, wall
+        core._out, core._persist = [], False
+        after_wall = blob.get("afterWall")
+        if after_wall is not None and core.status == "running":
+            core.after_wall = float(after_wall)
+            core._after_mono = now + max(core.after_wall - wall, 0.0)
+        for path, w in dict(blob.get("workspaces") or {}).items():
+            restored = _restored_from(w.get("restored") or {})
+            record = WorkspaceRecord(path, restored=restored, releasing=bool(w.get("releasing")),
+                                     held_again=bool(w.get("heldAgain")), waiting=_wait_from(w.get("waiting")))
+            core.workspaces[path] = record
+            core._out.append(PlaceWorkspace(path, restored))
+            if record.releasing:  # its teardown was under way: finish it
+                why: ReleaseWhy = "teardown" if core.status in ("running", "done") else "run-faulted"
+                core._out.append(ReleaseWorkspace(path, why))
+        turn = blob.get("turn")
+        if turn is not None and core.status == "running":
+            core.turn = TurnRecord(int(turn["id"]), str(turn["agent"]), str(turn["conversation"]),
+                                   str(turn["state"]), nudges=int(turn.get("nudges", 0)))
+            core._start_waiting_turn()
+        core._maybe_finished()
+        out, core._out = core._out, []
+        return core, Step(tuple(x for x in out if not isinstance(x, FeedEvent)),
+                          tuple(x for x in out if isinstance(x, FeedEvent)), core.deadline)
+
+
+NUDGE_MESSAGE = "Your Turn ended without a pick. Pick from your Menu what the workflow should do next."
+
+
+def _once(notices: list[Notice]) -> list[Notice]:
+    """ADR-0062: two notices with the same words are said once."""
+    seen: list[Notice] = []
+    for n in notices:
+        if n not in seen:
+            seen.append(n)
+    return seen
+
+
+def _restored_json(r: ws.Restored) -> dict[str, Any]:
+    return {"placed": r.placed, "uid": r.uid, "wait": None if r.wait is None else
+            {"on": r.wait.on, "message": r.wait.message, "since": r.wait.since_wall}}
+
+
+def _restored_from(doc: Mapping[str, Any]) -> ws.Restored:
+    wait = doc.get("wait")
+    return ws.Restored(bool(doc.get("placed")), str(doc.get("uid") or ""),
+                       ws.RestoredWait(wait["on"], str(wait["message"]), float(wait["since"])) if wait else None)
+
+
+def _wait_json(w: ws.WaitEntry | None) -> dict[str, Any] | None:
+    return None if w is None else {"on": w.on, "message": w.message, "since": w.since}
+
+
+def _wait_from(doc: Any) -> ws.WaitEntry | None:
+    return None if not doc else ws.WaitEntry(doc["on"], str(doc["message"]), float(doc["since"]))
+
+
+# The engine's table: what each event does, in a state that handles it and in one that does not.
+EVENT_TABLE: tuple[tuple[str, str, str], ...] = (
+    ("a pick the state's `on` names", "answered `over: true`; the run enters `on[pick]`", "—"),
+    ("`workspace.lost`", "the run enters `on['workspace.lost']`", "the run ends `failed`, the loss's words its fault"),
+    ("`agent.fault`", "the run enters `on['agent.fault']`", "the run ends `failed`, the fault's words its fault"),
+    ("a Turn ended without a pick", f"prompted again ({NUDGE_LIMIT}×), then `agent.fault`", "same"),
+    ("`after` fires", "the run enters `after.to`", "—"),
+    ("a Workspace faults", "—", "the run ends `error`"),
+    ("cancel", "—", "the run ends `cancelled`"),
+    ("a `{final: done|failed}` state is entered", "the run ends `done` or `failed`", "—"),
+)
+
+
+def events_markdown() -> str:
+    rows = ["| event | in a state that handles it | otherwise |", "| --- | --- | --- |"]
+    rows += [f"| {e} | {handled} | {otherwise} |" for e, handled, otherwise in EVENT_TABLE]
+    return "\n".join(rows)

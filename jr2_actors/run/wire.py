@@ -1,0 +1,52 @@
+"""The wire shapes of a run (CONTRACTS.md §4): RunStatus and feed lines, made here at the edge only.
+
+Inside, times are seconds (wall clock) and Workspaces are `path`s; on the wire, times are RFC 3339 with
+milliseconds and a Workspace's path is its `child`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jr2_actors.run.core import FeedEvent, RunCore
+from jr2_actors.timefmt import rfc3339_ms
+
+_TIMES = ("since", "at")
+
+
+def status_doc(core: RunCore) -> dict[str, Any]:
+    """RunStatus: `{runId, workflow, status, state, children, fault?, waiting}`."""
+    doc: dict[str, Any] = {
+        "runId": core.run_id,
+        "workflow": core.workflow.name,
+        "status": core.status,
+        "state": core.state,
+        "children": [{"child": path, "phase": "releasing" if r.releasing else r.phase}
+                     for path, r in sorted(core.workspaces.items())],
+        "waiting": [{"child": path, "on": w.on, "message": w.message, "since": rfc3339_ms(w.since)}
+                    for path, w in core.waiting()],
+    }
+    if core.fault:
+        doc["fault"] = core.fault
+    if core.turn is not None:
+        doc["turn"] = {"agent": core.turn.agent, "id": core.turn.id, "phase": core.turn.phase}
+    return doc
+
+
+def listing_doc(core: RunCore) -> dict[str, Any]:
+    """One line of `GET /runs`: a run with a Workspace in `placing` carries `placing` right after runId."""
+    doc: dict[str, Any] = {"runId": core.run_id}
+    placing = [path for path, _ in core.waiting()]
+    if placing:
+        doc["placing"] = placing
+    doc.update({"workflow": core.workflow.name, "status": core.status, "state": core.state})
+    return doc
+
+
+def feed_doc(event: FeedEvent) -> dict[str, Any]:
+    fields: Mapping[str, Any] = event.fields
+    out: dict[str, Any] = {"id": event.id, "at": rfc3339_ms(event.at), "kind": event.kind}
+    for key, value in fields.items():
+        out[key] = rfc3339_ms(value) if key in _TIMES and isinstance(value, (int, float)) else value
+    return out

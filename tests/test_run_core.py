@@ -1,0 +1,352 @@
+"""RunCore, the workflow engine, on a virtual clock against a scripted world: every §5 rule, and a run
+stopped after any transition and restored from its blob ends as one that never stopped."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+import pytest
+
+from jr2_actors.run import core as run
+from jr2_actors.run.core import RunCore
+from jr2_actors.step import OffTable
+from jr2_actors.workflow import load_workflow, read_document
+from jr2_actors.workspace import core as ws
+
+EXAMPLE = resources.files("jr2_actors").joinpath("examples/fix-and-review.yaml").read_text()
+WALL0 = 1_790_000_000.0
+START = run.Start()
+
+# An agent's behaviour: (workflow state, turn id) → the pick it makes (None: it ends without one), or an
+# exception-like string "fault:<reason>".
+Behaviour = Callable[[str, int], str | None]
+
+
+def reviewer_rejects_once(state: str, turn: int) -> str | None:
+    return {"code": "finish", "review": "reject" if turn == 2 else "approve"}.get(state)
+
+
+class World:
+    """Answers the run's actions as Workspace and Agent actors would, deterministically."""
+
+    def __init__(self, behaviour: Behaviour = reviewer_rejects_once, *, placing: set[str] | None = None,
+                 lose: dict[str, str] | None = None) -> None:
+        self.behaviour = behaviour
+        self.placing = placing or set()  # Workspaces that wait for capacity and never place
+        self.lose = lose or {}  # Workspace → reason: lost right after it runs
+        self.placed: list[str] = []
+        self.released: list[tuple[str, str]] = []
+        self.admissions: list[dict[str, Any]] = []
+        self.answers: list[tuple[int, str, Any]] = []
+        self.aborted: list[int] = []
+        self.turn_state: dict[int, str] = {}
+        self.document = EXAMPLE
+
+    def answer(self, action: run.Action) -> list[run.Input]:
+        if isinstance(action, run.PlaceWorkspace):
+            self.placed.append(action.path)
+            uid = f"uid-{action.path}-{len(self.placed)}"
+            out: list[run.Input] = [run.FromWorkspace(ws.Saved(action.path, ws.Restored(False, uid)))]
+            if action.path in self.placing:
+                out += [run.FromWorkspace(ws.PlacingLine(action.path, "node", "0/1 nodes are available", WALL0)),
+                        run.FromWorkspace(ws.Waiting(action.path, ws.WaitEntry("node", "0/1 nodes", WALL0)))]
+                return out
+            out += [run.FromWorkspace(ws.Saved(action.path, ws.Restored(True, uid))),
+                    run.FromWorkspace(ws.Running(action.path, {"app": f"/work/app/{action.path}"}, "http://h"))]
+            if action.path in self.lose:
+                out.append(run.FromWorkspace(ws.Lost(action.path, self.lose[action.path])))
+            return out
+        if isinstance(action, run.ReleaseWorkspace):
+            self.released.append((action.path, action.why))
+            return [run.FromWorkspace(ws.Released(action.path, deleted=True))]
+        if isinstance(action, run.StartTurn):
+            return [run.KillsRead(action.turn, ())]
+        if isinstance(action, run.Admit):
+            self.admissions.append(dict(action.body))
+            if action.turn not in self.turn_state:  # a nudge repeats no prompt: the Turn's first admission told
+                self.turn_state[action.turn] = next(s for s, d in WORKFLOW_STATES(self).items()
+                                                    if d == action.body["message"])
+            state = self.turn_state[action.turn]
+            pick = self.behaviour(state, action.turn)
+            out = [run.Admitted(action.turn)]
+            if pick is None:
+                return [*out, run.TurnEnded(action.turn, picked=False)]
+            if pick.startswith("fault:"):
+                return [*out, run.TurnFault(action.turn, pick.removeprefix("fault:"))]
+            return [*out, run.Picked(action.turn, f"call-{action.turn}", pick)]
+        if isinstance(action, run.AnswerPick):
+            self.answers.append((action.turn, action.call_id, action.answer))
+        if isinstance(action, run.AbortTurn):
+            self.aborted.append(action.turn)
+        return []
+
+
+def WORKFLOW_STATES(world: World) -> dict[str, str]:
+    return {name: s.turn.prompt for name, s in load_workflow(world.document).states.items() if s.turn}
+
+
+class Drive:
+    def __init__(self, text: str = EXAMPLE, world: World | None = None, run_id: str = "run-1") -> None:
+        self.world = world or World()
+        self.world.document = text
+        doc = read_document(text)
+        assert isinstance(doc, dict)
+        self.core = RunCore(run_id, load_workflow(text), doc, instance_harness="http://instance")
+        self.now = 0.0
+        self.feed: list[run.FeedEvent] = []
+        self.saved: list[dict[str, Any]] = []  # every blob persisted, in order
+        self.finished: run.Finished | None = None
+        self.queue: deque[run.Input] = deque()
+
+    def step(self, event: run.Input) -> run.RunStep:
+        step = self.core.step(event, self.now, WALL0 + self.now)
+        self._take(step)
+        return step
+
+    def _take(self, step: run.RunStep) -> None:
+        self.feed.extend(step.reports)
+        for action in step.actions:
+            if isinstance(action, run.Persist):
+                self.saved.append(json.loads(json.dumps(self.core.snapshot())))
+            elif isinstance(action, run.Finished):
+                self.finished = action
+            else:
+                self.queue.extend(self.world.answer(action))
+
+    def run(self, first: run.Input | None = START, *, limit: int = 500) -> None:
+        if first is not None:
+            self.queue.append(first)
+        for _ in range(limit):
+            if not self.queue:
+                return
+            self.step(self.queue.popleft())
+        raise AssertionError("the run did not settle")
+
+    def at(self, seconds: float) -> None:
+        self.now = seconds
+        self.queue.append(run.Tick())
+        self.run(None)
+
+    def kinds(self) -> list[str]:
+        return [e.kind for e in self.feed]
+
+
+def test_the_example_runs_to_done_with_the_review_sending_the_work_back_once() -> None:
+    d = Drive()
+    d.run()
+    assert d.finished == run.Finished("done", None)
+    states = [e.fields["state"] for e in d.feed if e.kind == "state"]
+    assert states == ["review", "code", "review", "done"]
+    assert [a["message"] for a in d.world.admissions] == ["Fix the failing test.", "Review the change.",
+                                                         "Fix the failing test.", "Review the change."]
+    assert d.world.placed == ["F-1"]  # kept across the four states that hold it
+    assert d.world.released == [("F-1", "teardown")]  # done: deleted
+    assert [a[2] for a in d.world.answers] == [{"moved": "review"}, {"moved": "code"}, {"moved": "review"},
+                                               {"moved": "done"}]
+
+
+def test_an_admission_carries_the_definition_the_allowed_picks_and_the_working_directory() -> None:
+    d = Drive()
+    d.run()
+    first, second, third = d.world.admissions[:3]
+    assert first["definition"] == {"agent": "coder", "instructions": "You fix bugs.", "access": "write",
+                                   "menu": ["finish", "dispute"]}
+    assert first["allowed"] == ["finish", "dispute"] and first["cwd"] == "/work/app/F-1"
+    assert "kept" not in first and "kept" not in second
+    assert third["kept"] is True  # the coder's conversation continues (ADR-0062)
+
+
+TWO_WORKSPACES = """
+name: two
+workspaces:
+  A: {size: {cpu: "1", memory: "1Gi"}}
+  B: {size: {cpu: "1", memory: "1Gi"}}
+agents:
+  a: {instructions: "a", workspace: A, access: write}
+  b: {instructions: "b", workspace: B, access: write}
+start: first
+states:
+  first:
+    holds: [A]
+    turn: {agent: a, prompt: "one"}
+    on: {next: second}
+  second:
+    holds: [B]
+    turn: {agent: b, prompt: "two"}
+    on: {back: first, finish: done}
+  done: {final: done}
+"""
+
+
+def test_holds_are_placed_on_entry_and_torn_down_when_no_longer_held() -> None:
+    calls = {"first": 0}
+
+    def behaviour(state: str, turn: int) -> str | None:
+        if state == "first":
+            calls["first"] += 1
+            return "next"
+        return "back" if turn == 2 else "finish"
+
+    d = Drive(TWO_WORKSPACES, World(behaviour))
+    d.run()
+    assert d.finished == run.Finished("done", None)
+    assert d.world.placed == ["A", "B", "A", "B"]
+    assert d.world.released == [("A", "teardown"), ("B", "teardown"), ("A", "teardown"), ("B", "teardown")]
+
+
+def test_after_bounds_a_placing_wait() -> None:
+    d = Drive(world=World(placing={"F-1"}))
+    d.run()
+    assert d.core.status == "running" and d.kinds().count("placing") == 1
+    assert [w[0] for w in d.core.waiting()] == ["F-1"]
+    assert not d.world.admissions  # the Turn waits for its Workspace
+    d.at(3599.0)
+    assert d.core.state == "code"
+    d.at(3600.0)
+    assert d.finished == run.Finished("failed", None)
+    assert d.core.state == "failed"
+    assert d.world.released == [("F-1", "run-faulted")]  # it never ran: its Workspace deletes it (ADR-0064)
+
+
+def test_a_pick_loops_back_to_an_earlier_state() -> None:
+    d = Drive()
+    d.run()
+    picks = [(e.fields["pick"], e.fields["to"]) for e in d.feed if e.kind == "pick"]
+    assert picks == [("finish", "review"), ("reject", "code"), ("finish", "review"), ("approve", "done")]
+
+
+def test_an_unhandled_workspace_lost_fails_the_run_with_the_evictions_words() -> None:
+    d = Drive(world=World(lose={"F-1": "Evicted: The node was low on resource: memory."}))
+    d.run()
+    assert d.finished == run.Finished("failed", "Evicted: The node was low on resource: memory.")
+    assert d.world.released == [("F-1", "run-faulted")]
+
+
+def test_a_handled_workspace_lost_moves_the_run() -> None:
+    text = EXAMPLE.replace("on: {finish: review, dispute: failed}",
+                           "on: {finish: review, dispute: failed, workspace.lost: done}")
+    d = Drive(text, World(lose={"F-1": "Evicted: x"}))
+    d.run()
+    assert d.finished == run.Finished("done", None)
+
+
+def test_an_unhandled_agent_fault_fails_the_run_with_its_words() -> None:
+    d = Drive(world=World(lambda state, turn: "fault:provider limit: retries ran out"))
+    d.run()
+    assert d.finished == run.Finished("failed", "provider limit: retries ran out")
+
+
+def test_a_turn_that_ends_without_a_pick_is_nudged_once_then_faults() -> None:
+    d = Drive(world=World(lambda state, turn: None))
+    d.run()
+    assert [a["message"] for a in d.world.admissions] == ["Fix the failing test.", run.NUDGE_MESSAGE]
+    assert d.world.admissions[1]["kept"] is True
+    assert d.finished == run.Finished("failed", "coder ended its Turn without a pick")
+
+
+def test_cancel_stops_the_turn_and_keeps_what_ran() -> None:
+    d = Drive(world=World(lambda state, turn: None if False else "finish" if state == "code" else "never"))
+    d.queue.append(run.Start())
+    while d.queue and not any(isinstance(e, run.Admitted) for e in list(d.queue)):
+        d.step(d.queue.popleft())
+    d.queue.clear()
+    d.step(run.Cancel())
+    d.run(None)
+    assert d.finished == run.Finished("cancelled", "cancelled")
+    assert d.world.released == [("F-1", "run-stopped")]
+    assert d.world.aborted == [1]
+
+
+def test_a_faulted_workspace_ends_the_run_in_error() -> None:
+    d = Drive()
+    d.step(run.Start())
+    d.step(run.FromWorkspace(ws.Faulted("F-1", "CrashLoopBackOff: boom")))
+    d.run(None)
+    assert d.finished is not None and d.finished.status == "error" and "CrashLoopBackOff" in (d.finished.fault or "")
+
+
+def test_a_held_again_workspace_waits_for_its_predecessor() -> None:
+    core = RunCore("r", load_workflow(TWO_WORKSPACES), {}, instance_harness="")
+    out: list[Any] = []
+
+    def step(e: run.Input) -> None:
+        out.extend(core.step(e, 0.0, WALL0).actions)
+
+    step(run.Start())
+    step(run.FromWorkspace(ws.Running("A", {}, "http://h")))
+    step(run.Admitted(1))
+    step(run.Picked(1, "c1", "next"))
+    assert run.ReleaseWorkspace("A", "teardown") in out
+    step(run.FromWorkspace(ws.Running("B", {}, "http://h")))
+    step(run.Admitted(2))
+    out.clear()
+    step(run.Picked(2, "c2", "back"))
+    assert run.PlaceWorkspace("A", None) not in out  # A's teardown is not over: not yet
+    step(run.FromWorkspace(ws.Released("A", deleted=True)))
+    assert run.PlaceWorkspace("A", None) in out
+
+
+def test_reports_of_a_turn_that_is_over_are_ignored() -> None:
+    d = Drive()
+    d.run()
+    status = d.core.status
+    d.step(run.Picked(1, "late", "dispute"))
+    d.step(run.TurnFault(1, "late"))
+    assert d.core.status == status
+
+
+def test_started_twice_is_our_bug() -> None:
+    d = Drive()
+    d.step(run.Start())
+    with pytest.raises(OffTable):
+        d.step(run.Start())
+
+
+def _uninterrupted(behaviour: Behaviour, text: str = EXAMPLE) -> tuple[run.Finished | None, int]:
+    d = Drive(text, World(behaviour))
+    d.run()
+    return d.finished, len(d.saved)
+
+
+def _stopped_at(k: int, behaviour: Behaviour, text: str = EXAMPLE) -> run.Finished | None:
+    d = Drive(text, World(behaviour))
+    d.queue.append(run.Start())
+    while len(d.saved) <= k and d.queue:
+        d.step(d.queue.popleft())
+    blob = d.saved[k]  # the process dies after the k-th save: whatever it did next is lost
+    core, step = RunCore.restore(blob, 0.0, WALL0, instance_harness="http://instance")
+    again = Drive(text, World(behaviour))
+    again.core = core
+    again._take(step)
+    again.run(None)
+    return again.finished
+
+
+@pytest.mark.parametrize("behaviour", [reviewer_rejects_once, lambda s, t: "fault:provider limit: x" if t == 3
+                                       else reviewer_rejects_once(s, t)], ids=["done", "failed"])
+def test_a_run_stopped_after_any_transition_and_restored_ends_the_same_way(behaviour: Behaviour) -> None:
+    expected, saves = _uninterrupted(behaviour)
+    assert expected is not None and saves >= 5
+    for k in range(saves):
+        assert _stopped_at(k, behaviour) == expected, f"stopped after save {k}"
+
+
+def test_the_blob_is_plain_json_and_restores_its_feed_and_ledger() -> None:
+    d = Drive()
+    d.run()
+    blob = d.saved[-1]
+    assert json.loads(json.dumps(blob)) == blob
+    core, _ = RunCore.restore(blob, 0.0, WALL0)
+    assert [e.id for e in core.feed] == [e.id for e in d.core.feed]
+    assert core.status == "done"
+
+
+def test_the_architecture_doc_carries_the_engines_event_table() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).parent.parent / "docs" / "architecture.md").read_text()
+    assert run.events_markdown() in doc
