@@ -109,7 +109,7 @@ class OperatorActor(Shell):
     def _step(self) -> None:
         decision = self.core.step(self.clock.wall())
         if decision.statuses or decision.deletes:
-            self.api.tell(Run(_writer(decision)))
+            tell_quietly(self.api, Run(_writer(decision)))
         if self._wake is not None:
             wake = decision.next_wake
             self._wake.arm(None if wake is None else self.clock.monotonic() + max(wake - self.clock.wall(), 0.0))
