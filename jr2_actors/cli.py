@@ -5,63 +5,123 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
+import re
 import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from jr2_actors import __version__
-from jr2_actors.errors import ClusterAccessError
+from jr2_actors.constants import STALL_BOUND_SECONDS
+from jr2_actors.errors import Jr2Error
 
 log = logging.getLogger("jr2_actors")
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class UsageError(Exception):
+    """The user's input cannot be used: one line on stderr, exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose every mistake is one line on stderr and exit 2 (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def namespace_name(text: str) -> str:
+    """A namespace as the API server takes it: a DNS-1123 label, at most 63 characters."""
+    if len(text) > 63 or not _NAMESPACE.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid namespace (lower case letters, digits and '-', "
+                                         "starting and ending with a letter or digit, at most 63 characters)")
+    return text
+
+
+def positive_seconds(text: str) -> float:
+    """A duration in seconds: finite and above zero (zero would spin, a negative one means nothing)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds above zero")
+    return value
+
+
+def port_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is out of range (0-65535; 0 picks a free port)")
+    return value
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jr2-actors", description="The jr2 Orchestrator's cluster-facing core.")
+    parser = Parser(prog="jr2-actors", description="The jr2 Orchestrator's cluster-facing core.")
     parser.add_argument("--version", action="version", version=f"jr2-actors {__version__}")
-    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--log-level", default="warning", type=str.lower, choices=LOG_LEVELS,
+                        help="how much to log on stderr (default: warning)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     watch = sub.add_parser("watch", help="the WatchActor alone: one JSON line per delivery and per termination")
-    watch.add_argument("--namespace", required=True)
-    watch.add_argument("--kubeconfig")
-    watch.add_argument("--context")
-    watch.add_argument("--stall-seconds", type=float, default=None)
+    watch.add_argument("--namespace", required=True, type=namespace_name,
+                       help="the namespace whose Sandboxes to watch (required)")
+    watch.add_argument("--kubeconfig", help="the kubeconfig file (default: in cluster, else $KUBECONFIG, "
+                                            "else ~/.kube/config)")
+    watch.add_argument("--context", help="the kubeconfig context (default: its current-context)")
+    watch.add_argument("--stall-seconds", type=positive_seconds, default=None,
+                       help=f"a watch silent this long is re-listed (default: {STALL_BOUND_SECONDS:g})")
 
     fake = sub.add_parser("fake-cluster", help="the fake cluster alone, on loopback, until interrupted")
-    fake.add_argument("--port", type=int, default=0)
-    fake.add_argument("--namespace", default="jr2")
-    fake.add_argument("--kubeconfig-out", required=True)
-    fake.add_argument("--bookmark-seconds", type=float, default=60.0)
+    fake.add_argument("--port", type=port_number, default=0,
+                      help="the API server's port on 127.0.0.1 (default: 0, a free one)")
+    fake.add_argument("--namespace", type=namespace_name, default="jr2",
+                      help="the namespace created beside 'default' (default: jr2)")
+    fake.add_argument("--kubeconfig-out", required=True,
+                      help="where to write a kubeconfig for kubectl and clients (required)")
+    fake.add_argument("--bookmark-seconds", type=positive_seconds, default=60.0,
+                      help="the interval of watch bookmarks (default: 60)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return 2
+    # A stop asked for at any point, even while starting, is taken once what is starting can be stopped:
+    # the handlers only note it, so nothing is left half made (no temp folder with keys, no thread).
+    stop = threading.Event()
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():  # Python takes signals on the main thread only
+        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return 2
         if args.command == "watch":
-            return run_watch(args)
+            return run_watch(args, stop)
         if args.command == "fake-cluster":
-            return run_fake_cluster(args)
-    except ClusterAccessError as e:
+            return run_fake_cluster(args, stop)
+        parser.error(f"unknown command {args.command}")
+    except (UsageError, Jr2Error) as e:
         print(f"jr2-actors: {e}", file=sys.stderr)
         return 2
-    parser.error(f"unknown command {args.command}")
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
-def until_signalled() -> None:
-    """Block until SIGINT or SIGTERM; both are a clean stop."""
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+def until_signalled(stop: threading.Event) -> None:
+    """Block until SIGINT or SIGTERM (noted in `stop`); both are a clean stop."""
     while not stop.wait(1.0):
         pass
 
@@ -97,8 +157,7 @@ class JsonLines:
                 self._out.flush()
 
 
-def run_watch(args: argparse.Namespace) -> int:
-    from jr2_actors.constants import STALL_BOUND_SECONDS
+def run_watch(args: argparse.Namespace, stop: threading.Event) -> int:
     from jr2_actors.kube.access import LocalFiles, resolve
     from jr2_actors.kube.client import KubeClient
     from jr2_actors.watch.actor import WatchActor
@@ -106,24 +165,36 @@ def run_watch(args: argparse.Namespace) -> int:
     access = resolve(os.environ, LocalFiles(), home=os.environ.get("HOME"), explicit_path=args.kubeconfig,
                      context=args.context)
     client = KubeClient(access)
-    stall = args.stall_seconds if args.stall_seconds is not None else STALL_BOUND_SECONDS
-    ref = WatchActor.start(client, namespace=args.namespace, stall_bound=stall, tap=JsonLines(sys.stdout))
     try:
-        until_signalled()
+        if stop.is_set():
+            return 0
+        stall = args.stall_seconds if args.stall_seconds is not None else STALL_BOUND_SECONDS
+        ref = WatchActor.start(client, namespace=args.namespace, stall_bound=stall, tap=JsonLines(sys.stdout))
+        try:
+            until_signalled(stop)
+        finally:
+            ref.stop(block=True, timeout=10)
     finally:
-        ref.stop(block=True, timeout=10)
         client.close()
     return 0
 
 
-def run_fake_cluster(args: argparse.Namespace) -> int:
+def run_fake_cluster(args: argparse.Namespace, stop: threading.Event) -> int:
     from jr2_actors.fake.cluster import FakeCluster
 
+    out = os.path.abspath(args.kubeconfig_out)
+    if os.path.isdir(out) or not os.path.isdir(os.path.dirname(out)):
+        raise UsageError(f"--kubeconfig-out {args.kubeconfig_out}: not a file in an existing folder")
     with FakeCluster(namespace=args.namespace, port=args.port, bookmark_interval=args.bookmark_seconds) as cluster:
-        cluster.write_kubeconfig(args.kubeconfig_out)
+        if stop.is_set():
+            return 0
+        try:
+            cluster.write_kubeconfig(out)
+        except OSError as e:
+            raise UsageError(f"--kubeconfig-out {args.kubeconfig_out}: cannot write it: {e.strerror or e}") from None
         print(f"fake cluster: API server {cluster.url} (namespace {args.namespace}), Harness "
               f"{cluster.harness_url}; kubeconfig written to {args.kubeconfig_out}", file=sys.stderr, flush=True)
-        until_signalled()
+        until_signalled(stop)
     return 0
 
 

@@ -41,7 +41,7 @@ def test_full_cluster_is_unschedulable_with_the_schedulers_words() -> None:
     c = core()
     objs = [sbx("a", cpu="2"), sbx("b", cpu="2"), sbx("c", cpu="2")]
     d = c.reconcile(objs, NOW)
-    views = {n: view({"metadata": {"name": n}, "status": s}) for n, s in d.statuses.items()}
+    views = {n: view({"metadata": {"name": n}, "status": s}) for (_, n), s in d.statuses.items()}
     assert views["a"].scheduling_reason == "Scheduled" and views["b"].scheduling_reason == "Scheduled"
     c_status = views["c"]
     assert c_status.phase == "Pending"
@@ -54,14 +54,14 @@ def test_full_cluster_is_unschedulable_with_the_schedulers_words() -> None:
 
 def test_memory_shortage_is_named() -> None:
     d = core().reconcile([sbx("a", cpu="1", memory="6Gi")], NOW)
-    sched = view({"status": d.statuses["a"]}).condition("Scheduled")
+    sched = view({"status": d.statuses[(None, "a")]}).condition("Scheduled")
     assert sched is not None and sched.message == "0/2 nodes are available: 2 Insufficient memory."
 
 
 def test_quota_refuses_with_no_pod_uid_and_the_api_servers_words() -> None:
     c = core(quota=Quota(cpu_millis=2000))
     d = c.reconcile([sbx("a"), sbx("b"), sbx("ws-x")], NOW)
-    refused = view({"status": d.statuses["ws-x"]})
+    refused = view({"status": d.statuses[(None, "ws-x")]})
     assert refused.pod_uid == ""
     sched = refused.condition("Scheduled")
     assert sched is not None
@@ -73,21 +73,21 @@ def test_quota_refuses_with_no_pod_uid_and_the_api_servers_words() -> None:
 def test_freed_capacity_places_the_waiting_sandbox() -> None:
     c = core()
     d = c.reconcile([sbx("a", cpu="2"), sbx("b", cpu="2"), sbx("c", cpu="2")], NOW)
-    assert view({"status": d.statuses["c"]}).scheduling_reason == "Unschedulable"
+    assert view({"status": d.statuses[(None, "c")]}).scheduling_reason == "Unschedulable"
     d = c.reconcile([sbx("b", cpu="2"), sbx("c", cpu="2")], NOW + 1)
-    assert view({"status": d.statuses["c"]}).scheduling_reason == "Scheduled"
+    assert view({"status": d.statuses[(None, "c")]}).scheduling_reason == "Scheduled"
 
 
 def test_ready_after_the_start_time_and_transition_times_are_stable() -> None:
     c = core()
     first = c.reconcile([sbx("a")], NOW)
-    assert first.statuses["a"]["phase"] == "Pending"
+    assert first.statuses[(None, "a")]["phase"] == "Pending"
     assert first.next_wake == NOW + 5
     later = c.reconcile([sbx("a")], NOW + 5)
-    assert later.statuses["a"]["phase"] == "Ready"
+    assert later.statuses[(None, "a")]["phase"] == "Ready"
     again = c.reconcile([sbx("a")], NOW + 50)
-    assert again.statuses["a"] == later.statuses["a"]  # nothing changed, nothing to write
-    assert later.statuses["a"]["endpoint"] == "http://harness/a"
+    assert again.statuses[(None, "a")] == later.statuses[(None, "a")]  # nothing changed, nothing to write
+    assert later.statuses[(None, "a")]["endpoint"] == "http://harness/a"
 
 
 def test_harness_kill_and_crash_loop_and_eviction() -> None:
@@ -97,7 +97,7 @@ def test_harness_kill_and_crash_loop_and_eviction() -> None:
     c.crash_loop("b", NOW + 6, message="jr2 harness: listen EADDRINUSE: port 8080 is taken")
     c.evict("e")
     d = c.reconcile([sbx("a"), sbx("b"), sbx("e")], NOW + 6)
-    a, b, e = (view({"status": d.statuses[n]}) for n in "abe")
+    a, b, e = (view({"status": d.statuses[(None, n)]}) for n in "abe")
     assert a.phase == "Ready" and a.restart_count == 1
     assert a.last_terminated is not None and (a.last_terminated.reason, a.last_terminated.exit_code) == (
         "OOMKilled", 137)
@@ -111,12 +111,12 @@ def test_harness_kill_and_crash_loop_and_eviction() -> None:
 def test_node_loss_loses_its_sandboxes_and_frees_nothing_twice() -> None:
     c = core()
     d = c.reconcile([sbx("a", cpu="2"), sbx("b", cpu="2")], NOW)
-    node_a = d.statuses["a"]["node"]
+    node_a = d.statuses[(None, "a")]["node"]
     c.lose_node(node_a)
     d = c.reconcile([sbx("a", cpu="2"), sbx("b", cpu="2")], NOW + 1)
-    assert d.statuses["a"]["phase"] == "Lost"
-    assert view({"status": d.statuses["a"]}).condition("Lost").reason == "NodeLost"  # type: ignore[union-attr]
-    assert d.statuses["b"]["phase"] != "Lost"
+    assert d.statuses[(None, "a")]["phase"] == "Lost"
+    assert view({"status": d.statuses[(None, "a")]}).condition("Lost").reason == "NodeLost"  # type: ignore[union-attr]
+    assert d.statuses[(None, "b")]["phase"] != "Lost"
 
 
 def test_idle_gc_reaps_after_max_of_creation_and_keepalive_plus_idle_timeout() -> None:
@@ -126,9 +126,9 @@ def test_idle_gc_reaps_after_max_of_creation_and_keepalive_plus_idle_timeout() -
     kept = sbx("kept", created=created, keepalive="2026-09-30T10:20:00.000Z", idle="30m")
     stale = sbx("stale", created=created, idle="30m")
     d = c.reconcile([kept, stale], t_created + 31 * 60)
-    assert d.deletes == ("stale",)
+    assert d.deletes == ((None, "stale", "uid-stale"),)
     assert c.reconcile([kept], t_created + 50 * 60 - 1).deletes == ()
-    assert c.reconcile([kept], t_created + 50 * 60).deletes == ("kept",)
+    assert c.reconcile([kept], t_created + 50 * 60).deletes == ((None, "kept", "uid-kept"),)
 
 
 # -- the actor, on a virtual clock ---------------------------------------------------------------------
@@ -160,3 +160,50 @@ def test_operator_actor_places_readies_and_writes_only_on_change(operated: tuple
     assert view(client.get(SANDBOX, "ws-b") or {}).scheduling_reason == "Scheduled"
     cluster.evict("ws-a")
     assert view(client.get(SANDBOX, "ws-a") or {}).phase == "Lost"
+
+
+def test_a_step_looks_only_at_what_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = core(nodes=[Node("big", 1_000_000, 2**50)])
+    objs = [sbx(f"s{i:03d}", cpu="10m", memory="1Mi") for i in range(200)]
+    for o in objs:
+        c.observe("ADDED", o)
+    c.step(NOW)
+    looked: list[str] = []
+    real_status = c._status
+
+    def counting(obj: Any, rec: Any, now: float) -> dict[str, Any]:
+        looked.append(obj["metadata"]["name"])
+        return real_status(obj, rec, now)
+
+    monkeypatch.setattr(c, "_status", counting)
+    changed = {**objs[7], "metadata": {**objs[7]["metadata"], "labels": {"x": "y"}}}
+    c.observe("MODIFIED", changed)
+    c.step(NOW + 1)
+    assert looked == ["s007"]
+
+
+def test_freed_capacity_looks_again_at_what_waits_for_it() -> None:
+    c = core(nodes=[Node("n1", 1000, 4 * 2**30)])
+    a, b = sbx("a", cpu="1"), sbx("b", cpu="1")
+    c.observe("ADDED", a)
+    c.observe("ADDED", b)
+    first = c.step(NOW)
+    assert view({"status": first.statuses[(None, "b")]}).scheduling_reason == "Unschedulable"
+    c.observe("DELETED", a)
+    second = c.step(NOW + 1)
+    assert view({"status": second.statuses[(None, "b")]}).scheduling_reason == "Scheduled"
+
+
+def test_operator_reconciles_sandboxes_in_every_namespace(operated: tuple[FakeCluster, VirtualClock]) -> None:
+    from jr2_actors.kube.kinds import NAMESPACE
+
+    cluster, clock = operated
+    client = cluster.client()
+    client.create(NAMESPACE, {"metadata": {"name": "elsewhere"}})
+    client.create(SANDBOX, {"metadata": {"name": "ws-x"},
+                            "spec": {"podResources": {"requests": {"cpu": "1", "memory": "1Gi"}}}},
+                  namespace="elsewhere")
+    cluster.reconcile()
+    clock.advance(10)
+    cluster.reconcile()
+    assert view(client.get(SANDBOX, "ws-x", namespace="elsewhere") or {}).phase == "Ready"

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from jr2_actors.fake.apiserver.selectors import SelectorError, parse
-from jr2_actors.fake.apiserver.state import ClusterState, StatusError
+from jr2_actors.fake.apiserver.state import ClusterState
+from jr2_actors.fake.apiserver.status import StatusError
 from jr2_actors.kube.kinds import SANDBOX, SECRET
 
 
@@ -56,9 +57,12 @@ def test_apply_creates_then_merges_and_keeps_identity() -> None:
     s = state()
     first = s.apply(SANDBOX, "jr2", "a", sandbox("a"), manager="jr2", now=0)
     second = s.apply(SANDBOX, "jr2", "a", {"metadata": {"labels": {"k": "v"}}, "spec": {"image": "i"}},
-                     manager="jr2", now=5)
+                     manager="other", now=5)
     assert second["metadata"]["uid"] == first["metadata"]["uid"]
-    assert second["spec"] == {"port": 8080, "image": "i"}
+    assert second["spec"] == {"port": 8080, "image": "i"}  # another manager's apply merges
+    third = s.apply(SANDBOX, "jr2", "a", {"spec": {"image": "i"}}, manager="other", now=6)
+    assert third["spec"] == {"port": 8080, "image": "i"}  # it stopped applying the label: the label goes
+    assert "k" not in third["metadata"].get("labels", {})
     with pytest.raises(StatusError) as err:
         s.apply(SANDBOX, "jr2", "a", sandbox("a"), manager="", now=0)
     assert err.value.code == 422

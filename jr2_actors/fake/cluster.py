@@ -23,10 +23,11 @@ import yaml
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.fake.apiserver import actor as api
 from jr2_actors.fake.apiserver.state import DEFAULT_HISTORY, ClusterState
-from jr2_actors.fake.harness.actor import LONG_POLL_SECONDS, HarnessActor, HarnessHttpServer, Operate
+from jr2_actors.fake.harness.actor import LONG_POLL_SECONDS, HarnessActor, HarnessHttpServer
 from jr2_actors.fake.harness.core import INSTANCE, HarnessCore
 from jr2_actors.fake.harness.core import Action as HarnessAction
-from jr2_actors.fake.operator.actor import OperatorActor, Script
+from jr2_actors.fake.messages import Run
+from jr2_actors.fake.operator.actor import OperatorActor
 from jr2_actors.fake.operator.core import Node, OperatorCore, Quota
 from jr2_actors.fake.tls import TlsMaterial
 from jr2_actors.fake.tls import generate as generate_tls
@@ -69,40 +70,54 @@ class FakeCluster:
     # -- lifecycle -----------------------------------------------------------------------------------
 
     def start(self) -> FakeCluster:
+        """Start every part; a part that cannot start (a port in use) stops the ones already started and
+        raises (`jr2_actors.fake.http.ListenError` for a port), leaving no thread and no key file behind."""
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="jr2-fake-")
         if self._token_file is None:
             self._token_file = os.path.join(self._tmp.name, "token")
-        state = ClusterState(namespaces=("default", self.namespace), history=self._history)
-        self._actor = api.ApiServerActor.start(state, token=self._token, clock=self.clock,
-                                               token_file=self._token_file)
         if self._tls_enabled:
             self.tls = generate_tls(self._tmp.name)
+        if self._harness_enabled:
+            self._harness_http = HarnessHttpServer(long_poll=self._long_poll)
+            self._operator_core.endpoint = self._harness_http.url
+        state = ClusterState(namespaces=("default", self.namespace), history=self._history, now=self.clock.wall())
+        self._actor = api.ApiServerActor.start(state, token=self._token, clock=self.clock,
+                                               token_file=self._token_file)
         self._http = api.ApiHttpServer(self._actor, port=self._port, clock=self.clock,
                                        bookmark_interval=self._bookmark_interval,
                                        tls=self.tls.server_context() if self.tls else None)
         self._http.start()
-        if self._harness_enabled:
-            self._harness_http = HarnessHttpServer(long_poll=self._long_poll)
-            self._operator_core.endpoint = self._harness_http.url
+        if self._operator_enabled:
+            self._operator = OperatorActor.start(self._actor, self._operator_core, self.clock)
+        if self._harness_http is not None:
             instance_digest = token_digest(harness_token(self.signing_key, INSTANCE_HARNESS))
             self._harness = HarnessActor.start(self._actor, self.namespace, self.clock,
                                                base_url=self._harness_http.url, instance_digest=instance_digest,
-                                               kill_harness=self._kernel_kill)
+                                               operator=self._operator)
             self._harness_http.start(self._harness)
-        if self._operator_enabled:
-            self._operator = OperatorActor.start(self._actor, self.namespace, self._operator_core, self.clock)
-        return self
+        # The in-process watchers are registered before start returns, so what a caller writes next is seen:
+        # each actor has run its start (which tells the API server to subscribe it), then the API server has.
+        for ref in (self._operator, self._harness):
+            if ref is not None:
+                ref.ask(Run(lambda core: None), timeout=ASK_TIMEOUT)
+        self.call(lambda s: None)
 
     def stop(self) -> None:
         if self._harness_http is not None:
             self._harness_http.stop()
             self._harness_http = None
-        if self._harness is not None:
-            self._harness.stop(block=True, timeout=ASK_TIMEOUT)
-            self._harness = None
-        if self._operator is not None:
-            self._operator.stop(block=True, timeout=ASK_TIMEOUT)
-            self._operator = None
+        for ref in (self._harness, self._operator):
+            if ref is not None:
+                ref.stop(block=True, timeout=ASK_TIMEOUT)
+        self._harness = self._operator = None
         if self._http is not None:
             self._http.stop()
             self._http = None
@@ -172,7 +187,7 @@ class FakeCluster:
 
     def call(self, fn: Callable[[ClusterState], T]) -> T:
         """Run `fn` on the store inside the API server actor (no lock, no race with HTTP callers)."""
-        return cast(T, self._ref().ask(api.Call(fn), timeout=ASK_TIMEOUT))
+        return cast(T, self._ref().ask(Run(fn), timeout=ASK_TIMEOUT))
 
     @property
     def resource_version(self) -> int:
@@ -183,7 +198,8 @@ class FakeCluster:
     def operate(self, fn: Callable[[OperatorCore, float], T]) -> T:
         """Change the operator's model (`fn(core, now_wall)`), then let it reconcile before returning."""
         assert self._operator is not None, "the fake operator is off"
-        return cast(T, self._operator.ask(Script(fn), timeout=ASK_TIMEOUT))
+        clock = self.clock
+        return cast(T, self._operator.ask(Run(lambda core: fn(core, clock.wall())), timeout=ASK_TIMEOUT))
 
     def reconcile(self) -> None:
         self.operate(lambda core, now: None)
@@ -206,9 +222,7 @@ class FakeCluster:
         self.operate(lambda core, now: core.add_node(node))
 
     def set_quota(self, quota: Quota | None) -> None:
-        def change(core: OperatorCore, now: float) -> None:
-            core.quota = quota
-        self.operate(change)
+        self.operate(lambda core, now: core.set_quota(quota))
 
     # -- the Harness ---------------------------------------------------------------------------------------
 
@@ -232,7 +246,7 @@ class FakeCluster:
     def harness(self, fn: Callable[[HarnessCore], T]) -> T:
         """Run `fn` on the Harness's model inside its actor: scripts, draining, what it recorded."""
         assert self._harness is not None, "the fake Harness is off"
-        return cast(T, self._harness.ask(Operate(fn), timeout=ASK_TIMEOUT))
+        return cast(T, self._harness.ask(Run(fn), timeout=ASK_TIMEOUT))
 
     def script(self, agent: str, *turns: Sequence[HarnessAction]) -> None:
         self.harness(lambda core: core.script(agent, turns))
@@ -240,42 +254,39 @@ class FakeCluster:
     def admissions(self) -> list[dict[str, Any]]:
         return self.harness(lambda core: list(core.admissions))
 
-    def _kernel_kill(self, sandbox: str, message: str) -> None:
-        if self._operator is not None:
-            self.kill_harness(sandbox, reason="OOMKilled", message=message)
+    # -- faults (each a Knob of the API server actor: docs/fake-cluster.md "Fault knobs") ----------------
 
-    # -- faults ------------------------------------------------------------------------------------------
+    def fault(self, knob: api.Knob) -> Any:
+        """Turn any knob: what each method below does, and what `/_fake/` routes do over HTTP."""
+        return self._ref().ask(knob, timeout=ASK_TIMEOUT)
 
     def end_watches(self) -> None:
-        self._ask(api.EndWatches())
+        self.fault(api.EndWatches())
 
     def stall_watches(self, on: bool = True) -> None:
-        self._ask(api.StallWatches(on))
+        self.fault(api.StallWatches(on))
 
     def compact(self) -> None:
-        self._ask(api.Compact())
+        self.fault(api.Compact())
 
     def fail_next(self, count: int, status: int, *, retry_after: int | None = None, watch_only: bool = False) -> None:
-        self._ask(api.Fault(count, status, retry_after, watch_only))
+        self.fault(api.FailNext(status, count, retry_after, watch_only))
 
     def set_latency(self, seconds: float) -> None:
-        self._ask(api.SetLatency(seconds))
+        self.fault(api.SetLatency(seconds))
 
     def restart(self) -> None:
-        self._ask(api.Restart())
+        self.fault(api.Restart())
 
     def rotate_token(self) -> str:
-        self._token = self._ask(api.RotateToken())
+        self._token = cast(str, self.fault(api.RotateToken()))
         return self._token
 
     def requests(self, *, clear: bool = False) -> list[dict[str, Any]]:
-        return self._ask(api.RequestLog(clear))  # type: ignore[no-any-return]
+        return cast(list[dict[str, Any]], self.fault(api.RequestLog(clear))["requests"])
 
     def watch_stats(self) -> dict[str, int]:
-        return self._ask(api.WatchStats())  # type: ignore[no-any-return]
-
-    def _ask(self, message: object) -> Any:
-        return self._ref().ask(message, timeout=ASK_TIMEOUT)
+        return cast(dict[str, int], self.fault(api.WatchStats()))
 
     def _ref(self) -> pykka.ActorRef[Any]:
         assert self._actor is not None, "the fake cluster is not started"

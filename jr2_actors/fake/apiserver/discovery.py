@@ -14,7 +14,7 @@ SERVER_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-jr2fake", 
                   "compiler": "gc", "platform": "linux/amd64"}
 
 _SINGULAR = {"sandboxes": "sandbox", "repos": "repo", "secrets": "secret", "namespaces": "namespace"}
-_SHORT = {"sandboxes": ["sbx"]}
+_SHORT = {"sandboxes": ["sbx"], "namespaces": ["ns"]}
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 

@@ -110,3 +110,45 @@ def _value(value: str) -> str:
     if len(value) > 63 or not _VALUE.match(value):
         raise SelectorError(f"unable to parse requirement: invalid label value {value!r}")
     return value
+
+
+# -- field selectors ------------------------------------------------------------------------------------
+
+FIELDS = ("metadata.name", "metadata.namespace")  # what every kind supports; jr2's kinds add none
+_FIELD = re.compile(r"^(?P<key>[^=!\s]+)\s*(?P<op>==|!=|=)\s*(?P<value>[^,]*)$")
+
+
+@dataclass(frozen=True)
+class FieldRequirement:
+    field: str
+    equal: bool
+    value: str
+
+    def matches(self, obj: Mapping[str, object]) -> bool:
+        meta = obj.get("metadata")
+        got = meta.get(self.field.removeprefix("metadata.")) if isinstance(meta, dict) else None
+        return (got == self.value) if self.equal else (got != self.value)
+
+
+@dataclass(frozen=True)
+class FieldSelector:
+    requirements: tuple[FieldRequirement, ...] = ()
+
+    def matches(self, obj: Mapping[str, object]) -> bool:
+        return all(r.matches(obj) for r in self.requirements)
+
+
+def parse_fields(text: str | None) -> FieldSelector:
+    """`metadata.name=x,metadata.namespace!=y`; any other field is refused as a real server refuses it
+    (apimachinery fields.ParseSelector, then the registry's "field label not supported")."""
+    if not text or not text.strip():
+        return FieldSelector()
+    requirements = []
+    for part in (p.strip() for p in text.split(",")):
+        m = _FIELD.match(part)
+        if not m:
+            raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")
+        if m["key"] not in FIELDS:
+            raise SelectorError(f"field label not supported: {m['key']}")
+        requirements.append(FieldRequirement(m["key"], m["op"] != "!=", m["value"].strip()))
+    return FieldSelector(tuple(requirements))

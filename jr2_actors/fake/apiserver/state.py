@@ -6,9 +6,15 @@ object, appends an event to a bounded history, and hands the event to each match
 change that alters nothing (a no-op patch or apply) bumps nothing and notifies no one, as on a real
 API server — which is what makes "the operator writes status only when it changes" observable.
 
+Writes follow the API conventions where a client can tell: server-managed metadata (uid,
+creationTimestamp, resourceVersion, generation) is never taken from a client; `dryRun=All` validates
+and answers without storing; PUT replaces; delete honours preconditions, finalizers and the
+propagation policy. Server-side apply tracks field ownership per manager (apiserver/apply.py).
+
 Watch semantics follow the API server's watch cache: no version (or "0") replays the current objects
 as ADDED; a version at or after the oldest retained event replays what came after it; an older one is
-answered with the 410 `Expired` ERROR frame (inside an HTTP 200, written by the HTTP layer). The
+answered with the 410 `Expired` ERROR frame (inside an HTTP 200, written by the HTTP layer). A watch
+with a selector sees an object relabelled out of it as DELETED and one relabelled into it as ADDED. The
 history is bounded (the last 256 events by default) and can be compacted at once.
 
 Errors are `StatusError`s carrying the code and reason a real API server answers with. The store
@@ -17,46 +23,39 @@ never reads a clock of its own: times are passed in.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
-import re
+import json
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jr2_actors.fake.apiserver.selectors import Selector
-from jr2_actors.kube.kinds import JR2_KINDS, NAMESPACE, Kind
+from jr2_actors.fake.apiserver import apply as ssa
+from jr2_actors.fake.apiserver import patches
+from jr2_actors.fake.apiserver.selectors import FieldSelector, Selector
+from jr2_actors.fake.apiserver.status import MODIFIED_SINCE, StatusError, conflict, invalid, not_found, qualified
+from jr2_actors.fake.apiserver.validation import check_metadata
+from jr2_actors.kube.kinds import JR2_KINDS, NAMESPACE, SECRET, Kind
 from jr2_actors.timefmt import rfc3339
 
 DEFAULT_HISTORY = 256
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 STATUS_KINDS = frozenset({"sandboxes", "repos"})  # the CRDs with a status subresource
+SERVER_META = ("uid", "creationTimestamp", "resourceVersion", "generation", "managedFields", "deletionTimestamp",
+               "deletionGracePeriodSeconds", "selfLink")
+FOREGROUND = "foregroundDeletion"
+ORPHAN = "orphan"
 
 Obj = dict[str, Any]
 Sink = Callable[[Obj], None]  # receives one watch event: {"type", "object"}
 
 
-class StatusError(Exception):
-    def __init__(self, code: int, reason: str, message: str, details: Mapping[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-        self.message = message
-        self.details = dict(details or {})
-
-    def status(self) -> Obj:
-        doc: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                    "message": self.message, "reason": self.reason, "code": self.code}
-        if self.details:
-            doc["details"] = self.details
-        return doc
-
-
-def not_found(kind: Kind, name: str) -> StatusError:
-    group = f".{kind.group}" if kind.group else ""
-    return StatusError(404, "NotFound", f'{kind.plural}{group} "{name}" not found',
-                       {"name": name, "group": kind.group, "kind": kind.plural})
+@dataclass(frozen=True)
+class WriteOptions:
+    dry_run: bool = False
+    manager: str = ""  # the field manager an update is recorded under (`fieldManager`, else the client's)
 
 
 def expired_frame(requested: str, oldest: int) -> Obj:
@@ -73,25 +72,43 @@ class Event:
     plural: str
     namespace: str | None
     object: Obj = field(repr=False)
+    previous: Obj | None = field(default=None, repr=False)  # a MODIFIED event's object before it
 
 
 @dataclass
 class Watcher:
     kind: Kind
     namespace: str | None
-    selector: Selector
+    labels: Selector
     sink: Sink
+    fields: FieldSelector = field(default_factory=FieldSelector)
 
-    def wants(self, event: Event) -> bool:
-        if event.plural != self.kind.plural:
-            return False
-        if self.namespace is not None and event.namespace != self.namespace:
-            return False
-        return self.selector.matches(event.object.get("metadata", {}).get("labels"))
+    def selects(self, obj: Obj | None) -> bool:
+        return obj is not None and self.labels.matches(obj.get("metadata", {}).get("labels")) \
+            and self.fields.matches(obj)
+
+    def frame(self, event: Event) -> Obj | None:
+        """What this watcher is sent for `event`, if anything (the watch cache's rules: an object that
+        leaves the selection is DELETED with its last selected state, one that enters it is ADDED)."""
+        if event.plural != self.kind.plural or (self.namespace is not None and event.namespace != self.namespace):
+            return None
+        now = self.selects(event.object)
+        if event.type != "MODIFIED":
+            return {"type": event.type, "object": event.object} if now else None
+        before = self.selects(event.previous)
+        if now:
+            return {"type": "MODIFIED" if before else "ADDED", "object": event.object}
+        if before:
+            assert event.previous is not None
+            gone = copy.deepcopy(event.previous)
+            gone["metadata"]["resourceVersion"] = str(event.rv)
+            return {"type": "DELETED", "object": gone}
+        return None
 
 
 class ClusterState:
-    def __init__(self, *, namespaces: tuple[str, ...] = ("default",), history: int = DEFAULT_HISTORY) -> None:
+    def __init__(self, *, namespaces: tuple[str, ...] = ("default",), history: int = DEFAULT_HISTORY,
+                 now: float = 0.0) -> None:
         if history < 1:
             raise ValueError("history must hold at least one event")
         self.rv = 0
@@ -102,9 +119,13 @@ class ClusterState:
         self._watchers: dict[int, Watcher] = {}
         self._next_watcher = 1
         for ns in namespaces:
-            self.create(NAMESPACE, None, {"metadata": {"name": ns}}, now=0.0)
+            if not self.exists(NAMESPACE, None, ns):
+                self.create(NAMESPACE, None, {"metadata": {"name": ns}}, now=now)
 
     # -- reads ---------------------------------------------------------------------------------------
+
+    def exists(self, kind: Kind, namespace: str | None, name: str) -> bool:
+        return (kind.plural, namespace, name) in self._objects
 
     def get(self, kind: Kind, namespace: str | None, name: str) -> Obj:
         obj = self._objects.get((kind.plural, namespace, name))
@@ -112,12 +133,28 @@ class ClusterState:
             raise not_found(kind, name)
         return copy.deepcopy(obj)
 
-    def list_objects(self, kind: Kind, namespace: str | None, selector: Selector) -> Obj:
-        items = [copy.deepcopy(o) for (plural, ns, _), o in sorted(self._objects.items(), key=_sort_key)
-                 if plural == kind.plural and (namespace is None or ns == namespace)
-                 and selector.matches(o["metadata"].get("labels"))]
-        return {"kind": f"{kind.kind}List", "apiVersion": kind.api_version,
-                "metadata": {"resourceVersion": str(self.rv)}, "items": items}
+    def list_objects(self, kind: Kind, namespace: str | None, selector: Selector | None = None,
+                     fields: FieldSelector | None = None, *, limit: int | None = None,
+                     continue_token: str | None = None) -> Obj:
+        """A list; with `limit`, one page and a `continue` token for the next (keys after the last one
+        sent; a token this server did not write is 400, as the etcd store answers)."""
+        selector = selector or Selector()
+        fields = fields or FieldSelector()
+        start, list_rv = ("", self.rv) if not continue_token else _decode_continue(continue_token)
+        items: list[Obj] = []
+        meta: Obj = {"resourceVersion": str(list_rv)}
+        for key, o in sorted(self._objects.items(), key=_sort_key):
+            if key[0] != kind.plural or (namespace is not None and key[1] != namespace):
+                continue
+            if start and _key_text(key) <= start:
+                continue
+            if not (selector.matches(o["metadata"].get("labels")) and fields.matches(o)):
+                continue
+            if limit is not None and len(items) == limit:
+                meta["continue"] = _encode_continue(_key_text(_key_of(kind, items[-1])), list_rv)
+                break
+            items.append(copy.deepcopy(o))
+        return {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": items}
 
     def objects(self, kind: Kind) -> list[Obj]:
         return [copy.deepcopy(o) for (plural, _, _), o in sorted(self._objects.items(), key=_sort_key)
@@ -129,24 +166,27 @@ class ClusterState:
 
     # -- writes --------------------------------------------------------------------------------------
 
-    def create(self, kind: Kind, namespace: str | None, body: Obj, *, now: float) -> Obj:
-        self._check_body(kind, body)
+    def create(self, kind: Kind, namespace: str | None, body: Obj, *, now: float,
+               options: WriteOptions = WriteOptions()) -> Obj:
+        self._check_body(kind, namespace, body)
         meta = body.get("metadata") or {}
         name = meta.get("name")
+        if not name and isinstance(meta.get("generateName"), str) and meta["generateName"]:
+            name = meta["generateName"] + _suffix()  # the API server's five random characters
         if not name:
-            raise StatusError(422, "Invalid", f'{kind.kind} "" is invalid: metadata.name: Required value: '
-                                              "name or generateName is required")
-        self._check_name(kind, name)
+            raise invalid(kind, "", [("metadata.name", "Required value", "name or generateName is required")])
+        check_metadata(kind, name, {**meta, "name": name}, creating=True)
         self._check_namespace(kind, namespace)
         if (kind.plural, namespace, name) in self._objects:
-            group = f".{kind.group}" if kind.group else ""
-            raise StatusError(409, "AlreadyExists", f'{kind.plural}{group} "{name}" already exists',
+            raise StatusError(409, "AlreadyExists", f'{qualified(kind)} "{name}" already exists',
                               {"name": name, "group": kind.group, "kind": kind.plural})
-        obj = copy.deepcopy(body)
+        obj = _fold_string_data(kind, copy.deepcopy(body))
         obj["apiVersion"] = kind.api_version
         obj["kind"] = kind.kind
         m = obj.setdefault("metadata", {})
-        m.pop("resourceVersion", None)
+        for key in SERVER_META:
+            m.pop(key, None)
+        m["name"] = name
         m["uid"] = str(uuid.uuid4())
         m["creationTimestamp"] = rfc3339(now)
         m["generation"] = 1
@@ -154,90 +194,161 @@ class ClusterState:
             m["namespace"] = namespace
         if kind.plural in STATUS_KINDS:
             obj.pop("status", None)
+        if kind is NAMESPACE:
+            obj.setdefault("spec", {"finalizers": ["kubernetes"]})
+            obj["status"] = {"phase": "Active"}
+        if options.manager:
+            ssa.record_update(obj, None, options.manager, kind.api_version, now, operation="Update")
+        if options.dry_run:
+            return obj  # as a real server answers a dry-run create: no resourceVersion, nothing stored
         return self._commit("ADDED", kind, namespace, obj)
 
-    def apply(self, kind: Kind, namespace: str | None, name: str, body: Obj, *, manager: str, now: float) -> Obj:
-        """Server-side apply, approximated: create when absent, else merge the applied fields in."""
+    def apply(self, kind: Kind, namespace: str | None, name: str, body: Obj, *, manager: str, now: float,
+              force: bool = True, subresource: str | None = None, options: WriteOptions = WriteOptions()) -> Obj:
+        """Server-side apply: create when absent, else merge what `manager` applies, taking ownership of
+        those fields and removing the ones it applied before and applies no longer (apply.py)."""
         if not manager:
-            raise StatusError(422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: "
+            raise StatusError(422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: '
                                               "Required value: is required for apply patch")
-        self._check_body(kind, body)
+        self._check_body(kind, namespace, body)
         body_name = (body.get("metadata") or {}).get("name")
         if body_name and body_name != name:
             raise StatusError(400, "BadRequest", "the name of the object "
                                                  f"({body_name}) does not match the name on the URL ({name})")
         existing = self._objects.get((kind.plural, namespace, name))
-        applied = copy.deepcopy(body)
-        applied.setdefault("metadata", {})["name"] = name
         if existing is None:
-            return self.create(kind, namespace, applied, now=now)
-        applied.pop("status", None)
-        merged = _deep_merge(copy.deepcopy(existing), applied)
-        return self._update(kind, namespace, existing, merged)
+            if subresource is not None:
+                raise not_found(kind, name)
+            applied = copy.deepcopy(body)
+            applied.setdefault("metadata", {})["name"] = name
+            created = self.create(kind, namespace, applied, now=now, options=WriteOptions(dry_run=True))
+            ssa.record_apply(created, None, applied, manager, kind.api_version, now, subresource=None)
+            if options.dry_run:
+                return created
+            return self._commit("ADDED", kind, namespace, created)
+        merged = ssa.apply(kind, existing, _fold_string_data(kind, copy.deepcopy(body)), manager, force=force,
+                           subresource=subresource, status_kind=kind.plural in STATUS_KINDS,
+                           api_version=kind.api_version, now=now)
+        return self._update(kind, namespace, existing, merged, options=options, manager="", now=now)
 
     def merge_patch(self, kind: Kind, namespace: str | None, name: str, patch: object, *,
-                    subresource: str | None = None) -> Obj:
-        if not isinstance(patch, dict):
-            raise StatusError(400, "BadRequest", "a merge patch must be a JSON object")
-        if subresource not in (None, "status"):
-            raise StatusError(404, "NotFound", f"the server could not find the requested resource ({subresource})")
-        if subresource == "status" and kind.plural not in STATUS_KINDS:
-            raise StatusError(404, "NotFound", "the server could not find the requested resource")
+                    subresource: str | None = None, options: WriteOptions = WriteOptions(), now: float = 0.0) -> Obj:
+        return self.patch(kind, namespace, name, patch, patch_type="merge", subresource=subresource,
+                          options=options, now=now)
+
+    def patch(self, kind: Kind, namespace: str | None, name: str, patch: object, *, patch_type: str,
+              subresource: str | None = None, options: WriteOptions = WriteOptions(), now: float = 0.0) -> Obj:
+        """A JSON merge patch, a JSON patch (RFC 6902) or, for built-in kinds, a strategic merge patch."""
+        self._check_subresource(kind, subresource)
         existing = self._objects.get((kind.plural, namespace, name))
         if existing is None:
             raise not_found(kind, name)
-        patched = _merge_patch(copy.deepcopy(existing), patch)
-        if not isinstance(patched.get("metadata"), dict):
-            raise StatusError(422, "Invalid", f'{kind.kind} "{name}" is invalid: metadata: Invalid value')
-        if subresource == "status":
-            result = copy.deepcopy(existing)
-            if "status" in patched:
-                result["status"] = patched["status"]
-            else:
-                result.pop("status", None)
-        else:
-            result = patched
-            if kind.plural in STATUS_KINDS:  # the main resource ignores status
-                if "status" in existing:
-                    result["status"] = copy.deepcopy(existing["status"])
-                else:
-                    result.pop("status", None)
-        return self._update(kind, namespace, existing, result)
+        try:
+            patched = patches.apply_patch(patch_type, copy.deepcopy(existing), patch)
+        except patches.PatchError as e:
+            raise StatusError(e.code, "BadRequest" if e.code == 400 else "Invalid", str(e)) from None
+        if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
+            raise invalid(kind, name, [("metadata", "Invalid value", "must be an object")])
+        sent_rv = patched["metadata"].get("resourceVersion")
+        if sent_rv not in (None, "") and sent_rv != existing["metadata"].get("resourceVersion"):
+            raise conflict(kind, name, MODIFIED_SINCE)  # optimistic locking by patch
+        return self._write_whole(kind, namespace, existing, patched, subresource, options, now)
 
-    def replace_status(self, kind: Kind, namespace: str | None, name: str, status: Obj) -> Obj:
-        """Set the whole status (how a controller writes it); an unchanged status writes nothing."""
+    def replace(self, kind: Kind, namespace: str | None, name: str, body: Obj, *, subresource: str | None = None,
+                options: WriteOptions = WriteOptions(), now: float = 0.0) -> Obj:
+        """PUT: the object becomes `body` (what it leaves out is removed); the other half of a status kind
+        (status on the main resource, the rest on /status) is kept."""
+        self._check_subresource(kind, subresource)
+        self._check_body(kind, namespace, body)
         existing = self._objects.get((kind.plural, namespace, name))
         if existing is None:
+            raise not_found(kind, name)
+        meta = body.get("metadata") or {}
+        if meta.get("name") not in (None, name):
+            raise StatusError(400, "BadRequest", f"the name of the object ({meta.get('name')}) does not match "
+                                                 f"the name on the URL ({name})")
+        sent_rv = meta.get("resourceVersion")
+        if not sent_rv and kind.group:
+            # Custom resources allow no unconditional update (the CRD strategy), built-in kinds do.
+            raise invalid(kind, name, [("metadata.resourceVersion", "Invalid value",
+                                        "0x0: must be specified for an update")])
+        if sent_rv and sent_rv != existing["metadata"]["resourceVersion"]:
+            raise conflict(kind, name, MODIFIED_SINCE)
+        uid = meta.get("uid")
+        if uid and uid != existing["metadata"]["uid"]:
+            raise conflict(kind, name, f"Precondition failed: UID in precondition: {uid}, "
+                                       f"UID in object meta: {existing['metadata']['uid']}")
+        return self._write_whole(kind, namespace, existing, copy.deepcopy(body), subresource, options, now)
+
+    def replace_status(self, kind: Kind, namespace: str | None, name: str, status: Obj, *,
+                       uid: str | None = None) -> Obj:
+        """Set the whole status (how a controller writes it); an unchanged status writes nothing. With
+        `uid`, only that incarnation of the object is written."""
+        existing = self._objects.get((kind.plural, namespace, name))
+        if existing is None or (uid is not None and existing["metadata"]["uid"] != uid):
             raise not_found(kind, name)
         result = copy.deepcopy(existing)
         result["status"] = copy.deepcopy(status)
         return self._update(kind, namespace, existing, result)
 
-    def delete(self, kind: Kind, namespace: str | None, name: str) -> Obj:
-        obj = self._objects.pop((kind.plural, namespace, name), None)
-        if obj is None:
+    def delete(self, kind: Kind, namespace: str | None, name: str, *,
+               preconditions: Mapping[str, str] | None = None, propagation: str | None = None,
+               options: WriteOptions = WriteOptions(), now: float = 0.0) -> Obj:
+        """Delete, as a real server does: preconditions first (a mismatch is 409 and the object stays); an
+        object with finalizers only gets its deletionTimestamp; dependents are collected (Background),
+        orphaned (Orphan) or deleted before their owner (Foreground)."""
+        existing = self._objects.get((kind.plural, namespace, name))
+        if existing is None:
             raise not_found(kind, name)
-        final = self._commit("DELETED", kind, namespace, obj, store=False)
-        uid = obj["metadata"]["uid"]
-        for (plural, ns, dep_name), dep in list(self._objects.items()):  # owner references: background GC
-            owners = dep["metadata"].get("ownerReferences") or []
-            if any(isinstance(o, dict) and o.get("uid") == uid for o in owners):
-                dep_kind = next(k for k in JR2_KINDS if k.plural == plural)
-                self.delete(dep_kind, ns, dep_name)
-        if kind is NAMESPACE:
-            for (plural, ns, dep_name) in [k for k in self._objects if k[1] == name]:
-                dep_kind = next(k for k in JR2_KINDS if k.plural == plural)
-                self.delete(dep_kind, ns, dep_name)
-        return final
+        meta = existing["metadata"]
+        for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            wanted = (preconditions or {}).get(key)
+            if wanted is not None and wanted != meta.get(key):
+                raise conflict(kind, name, f"Precondition failed: {label} in precondition: {wanted}, "
+                                           f"{label} in object meta: {meta.get(key)}")
+        if propagation not in (None, "Orphan", "Background", "Foreground"):
+            raise invalid(kind, name, [("propagationPolicy", "Unsupported value",
+                                        f'"{propagation}": supported values: "Foreground", "Background", '
+                                        '"Orphan"')], group_kind=("meta.k8s.io", "DeleteOptions"))
+        if options.dry_run:
+            return copy.deepcopy(existing)
+        finalizers = list(meta.get("finalizers") or [])
+        if propagation == "Orphan":
+            self._orphan(meta["uid"])
+        elif propagation == "Foreground" and self._dependents(meta["uid"]):
+            finalizers = [*finalizers, FOREGROUND] if FOREGROUND not in finalizers else finalizers
+        if finalizers:
+            if meta.get("deletionTimestamp") and finalizers == meta.get("finalizers"):
+                return copy.deepcopy(existing)
+            marked = copy.deepcopy(existing)
+            marked["metadata"]["finalizers"] = finalizers
+            marked["metadata"].setdefault("deletionTimestamp", rfc3339(now))
+            marked["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+            updated = self._update(kind, namespace, existing, marked)
+            if FOREGROUND in finalizers:
+                self._collect(meta["uid"], now)
+            return updated
+        return self._remove(kind, namespace, name, now)
+
+    def delete_collection(self, kind: Kind, namespace: str | None, labels: Selector, fields: FieldSelector, *,
+                          propagation: str | None = None, options: WriteOptions = WriteOptions(),
+                          now: float = 0.0) -> Obj:
+        doc = self.list_objects(kind, namespace, labels, fields)
+        for item in doc["items"]:
+            m = item["metadata"]
+            if self.exists(kind, m.get("namespace"), m["name"]):
+                self.delete(kind, m.get("namespace"), m["name"], propagation=propagation, options=options, now=now)
+        return doc
 
     # -- watches -------------------------------------------------------------------------------------
 
     def subscribe(self, kind: Kind, namespace: str | None, selector: Selector, since: str | None,
-                  sink: Sink) -> tuple[list[Obj], int | None]:
+                  sink: Sink, fields: FieldSelector | None = None) -> tuple[list[Obj], int | None]:
         """Initial frames to send, and the watcher id (None when the answer is the 410 frame)."""
-        watcher = Watcher(kind, namespace, selector, sink)
+        watcher = Watcher(kind, namespace, selector, sink, fields or FieldSelector())
         if since in (None, "", "0"):
-            initial = [{"type": "ADDED", "object": o} for o in self.list_objects(kind, namespace, selector)["items"]]
+            initial = [{"type": "ADDED", "object": o}
+                       for o in self.list_objects(kind, namespace, selector, watcher.fields)["items"]]
         else:
             assert since is not None
             try:
@@ -246,8 +357,7 @@ class ClusterState:
                 raise StatusError(400, "BadRequest", f"resourceVersion: Invalid value: {since!r}") from None
             if wanted < self._compacted_through:
                 return [expired_frame(since, self.oldest_retained)], None
-            initial = [{"type": e.type, "object": copy.deepcopy(e.object)} for e in self._history
-                       if e.rv > wanted and watcher.wants(e)]
+            initial = [f for e in self._history if e.rv > wanted and (f := watcher.frame(e)) is not None]
         wid = self._next_watcher
         self._next_watcher += 1
         self._watchers[wid] = watcher
@@ -263,32 +373,111 @@ class ClusterState:
 
     # -- internals -----------------------------------------------------------------------------------
 
-    def _update(self, kind: Kind, namespace: str | None, existing: Obj, result: Obj) -> Obj:
-        result["metadata"]["resourceVersion"] = existing["metadata"].get("resourceVersion")
-        for immutable in ("uid", "creationTimestamp", "name", "namespace"):
-            if immutable in existing["metadata"]:
-                result["metadata"][immutable] = existing["metadata"][immutable]
+    def _write_whole(self, kind: Kind, namespace: str | None, existing: Obj, result: Obj, subresource: str | None,
+                     options: WriteOptions, now: float) -> Obj:
+        """Keep what the target does not own: /status writes only status, the main resource of a status
+        kind never writes status; then update."""
+        if subresource == "status":
+            kept = copy.deepcopy(existing)
+            if "status" in result:
+                kept["status"] = result["status"]
+            else:
+                kept.pop("status", None)
+            result = kept
+        elif kind.plural in STATUS_KINDS or kind is NAMESPACE:
+            if "status" in existing:
+                result["status"] = copy.deepcopy(existing["status"])
+            else:
+                result.pop("status", None)
+        result["apiVersion"], result["kind"] = kind.api_version, kind.kind
+        check_metadata(kind, existing["metadata"]["name"], result["metadata"], creating=False)
+        return self._update(kind, namespace, existing, _fold_string_data(kind, result), options=options,
+                            manager=options.manager, now=now)
+
+    def _update(self, kind: Kind, namespace: str | None, existing: Obj, result: Obj, *,
+                options: WriteOptions = WriteOptions(), manager: str = "", now: float = 0.0) -> Obj:
+        old = existing["metadata"]
+        new = result.setdefault("metadata", {})
+        for key in ("uid", "creationTimestamp", "name", "namespace", "generation", "deletionTimestamp",
+                    "deletionGracePeriodSeconds"):
+            if key in old:
+                new[key] = old[key]
+            else:
+                new.pop(key, None)
+        new["resourceVersion"] = old.get("resourceVersion")
+        if "managedFields" not in new and "managedFields" in old:
+            new["managedFields"] = old["managedFields"]
+        if old.get("deletionTimestamp") and set(new.get("finalizers") or []) - set(old.get("finalizers") or []):
+            raise invalid(kind, old["name"], [("metadata.finalizers", "Forbidden",
+                                              "no new finalizers can be added if the object is being deleted")])
         if _spec_of(result) != _spec_of(existing):
-            result["metadata"]["generation"] = existing["metadata"].get("generation", 1) + 1
+            new["generation"] = old.get("generation", 1) + 1
+        if manager:
+            ssa.record_update(result, existing, manager, kind.api_version, now, operation="Update")
         if result == existing:
             return copy.deepcopy(existing)  # a no-op writes nothing and tells no watcher
-        return self._commit("MODIFIED", kind, namespace, result)
+        if options.dry_run:
+            return result
+        if new.get("deletionTimestamp") and not new.get("finalizers"):
+            self._commit("MODIFIED", kind, namespace, result, previous=existing)
+            return self._remove(kind, namespace, new["name"], now)  # the last finalizer went: now it goes
+        return self._commit("MODIFIED", kind, namespace, result, previous=existing)
 
-    def _commit(self, type_: str, kind: Kind, namespace: str | None, obj: Obj, *, store: bool = True) -> Obj:
+    def _remove(self, kind: Kind, namespace: str | None, name: str, now: float) -> Obj:
+        obj = self._objects.pop((kind.plural, namespace, name))
+        final = self._commit("DELETED", kind, namespace, obj, store=False)
+        self._collect(obj["metadata"]["uid"], now)
+        if kind is NAMESPACE:
+            for (plural, ns, dep_name) in [k for k in self._objects if k[1] == name]:
+                if (plural, ns, dep_name) in self._objects:
+                    self._remove(_kind(plural), ns, dep_name, now)
+        return final
+
+    def _dependents(self, uid: str) -> list[tuple[str, str | None, str]]:
+        return [key for key, dep in self._objects.items()
+                if any(isinstance(o, dict) and o.get("uid") == uid for o in dep["metadata"].get("ownerReferences")
+                       or [])]
+
+    def _collect(self, uid: str, now: float) -> None:
+        """The garbage collector, at once: every dependent of `uid` is deleted (in the background)."""
+        for plural, ns, dep_name in self._dependents(uid):
+            if (plural, ns, dep_name) in self._objects:
+                self.delete(_kind(plural), ns, dep_name, now=now)
+
+    def _orphan(self, uid: str) -> None:
+        for plural, ns, dep_name in self._dependents(uid):
+            dep = self._objects[(plural, ns, dep_name)]
+            orphaned = copy.deepcopy(dep)
+            refs = [o for o in dep["metadata"]["ownerReferences"] if not (isinstance(o, dict) and o.get("uid") == uid)]
+            if refs:
+                orphaned["metadata"]["ownerReferences"] = refs
+            else:
+                orphaned["metadata"].pop("ownerReferences", None)
+            self._update(_kind(plural), ns, dep, orphaned)
+
+    def _commit(self, type_: str, kind: Kind, namespace: str | None, obj: Obj, *, store: bool = True,
+                previous: Obj | None = None) -> Obj:
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         if store:
             self._objects[(kind.plural, namespace, obj["metadata"]["name"])] = obj
-        event = Event(self.rv, type_, kind.plural, namespace, copy.deepcopy(obj))
+        # One copy serves the history and every watcher: nobody downstream changes an event's object.
+        event = Event(self.rv, type_, kind.plural, namespace, copy.deepcopy(obj), previous)
         self._history.append(event)
         while len(self._history) > self.history_limit:
             self._compacted_through = self._history.popleft().rv
         for watcher in list(self._watchers.values()):
-            if watcher.wants(event):
-                watcher.sink({"type": type_, "object": copy.deepcopy(obj)})
+            frame = watcher.frame(event)
+            if frame is not None:
+                watcher.sink(frame)
         return copy.deepcopy(obj)
 
-    def _check_body(self, kind: Kind, body: object) -> None:
+    def _check_subresource(self, kind: Kind, subresource: str | None) -> None:
+        if subresource not in (None, "status") or (subresource == "status" and kind.plural not in STATUS_KINDS
+                                                   and kind is not NAMESPACE):
+            raise StatusError(404, "NotFound", "the server could not find the requested resource")
+
+    def _check_body(self, kind: Kind, namespace: str | None, body: object) -> None:
         if not isinstance(body, dict):
             raise StatusError(400, "BadRequest", "the body of the request is not a JSON object")
         if body.get("kind") not in (None, kind.kind) or body.get("apiVersion") not in (None, kind.api_version):
@@ -298,17 +487,11 @@ class ClusterState:
         meta = body.get("metadata")
         if meta is not None and not isinstance(meta, dict):
             raise StatusError(400, "BadRequest", "metadata is not an object")
-        for key in ("labels", "annotations"):
-            value = (meta or {}).get(key)
-            if value is not None and not (isinstance(value, dict)
-                                          and all(isinstance(v, str) for v in value.values())):
-                raise StatusError(422, "Invalid", f"metadata.{key}: Invalid value: values must be strings")
-
-    def _check_name(self, kind: Kind, name: object) -> None:
-        if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-            raise StatusError(422, "Invalid", f'{kind.kind} "{name}" is invalid: metadata.name: Invalid value: '
-                                              f"{name!r}: a lowercase RFC 1123 subdomain must consist of lower "
-                                              "case alphanumeric characters, '-' or '.'")
+        body_ns = (meta or {}).get("namespace")
+        if kind.namespaced and body_ns not in (None, "", namespace):
+            # The API server's own words (apiserver handlers/rest.go).
+            raise StatusError(400, "BadRequest", "the namespace of the provided object does not match the "
+                                                 "namespace sent on the request")
 
     def _check_namespace(self, kind: Kind, namespace: str | None) -> None:
         if kind.namespaced and (NAMESPACE.plural, None, namespace) not in self._objects:
@@ -316,32 +499,62 @@ class ClusterState:
                               {"name": namespace, "kind": "namespaces"})
 
 
+def _kind(plural: str) -> Kind:
+    return next(k for k in JR2_KINDS if k.plural == plural)
+
+
+def _key_of(kind: Kind, obj: Obj) -> tuple[str, str | None, str]:
+    return kind.plural, obj["metadata"].get("namespace"), obj["metadata"]["name"]
+
+
+def _key_text(key: tuple[str, str | None, str]) -> str:
+    return f"{key[1] or ''}/{key[2]}"
+
+
 def _sort_key(item: tuple[tuple[str, str | None, str], Obj]) -> tuple[str, str, str]:
     (plural, ns, name), _ = item
     return plural, ns or "", name
+
+
+def _encode_continue(start: str, rv: int) -> str:
+    doc = {"v": "meta.k8s.io/v1", "rv": rv, "start": start}
+    return base64.urlsafe_b64encode(json.dumps(doc, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[str, int]:
+    try:
+        doc = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        if (not isinstance(doc, dict) or doc.get("v") != "meta.k8s.io/v1" or not isinstance(doc.get("start"), str)
+                or not isinstance(doc.get("rv"), int) or isinstance(doc.get("rv"), bool)):
+            raise ValueError("not a continue token of this server")
+    except (ValueError, binascii.Error, RecursionError, UnicodeDecodeError) as e:
+        # The etcd store's words for a token it cannot read (storage/etcd3 decodeContinue).
+        raise StatusError(400, "BadRequest", f"continue key is not valid: {e}") from None
+    return doc["start"], doc["rv"]
+
+
+def _suffix() -> str:
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's utilrand alphanums
+    n = uuid.uuid4().int
+    return "".join(alphabet[(n >> (5 * i)) % len(alphabet)] for i in range(5))
 
 
 def _spec_of(obj: Obj) -> Obj:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
-def _merge_patch(target: object, patch: object) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = _merge_patch(result.get(key), value)
-    return result
+def _fold_string_data(kind: Kind, obj: Obj) -> Obj:
+    """A Secret's `stringData` is write-only: each entry is folded into `data`, base64, and wins."""
+    if kind is not SECRET or "stringData" not in obj:
+        return obj
+    string_data = obj.pop("stringData")
+    if string_data is None:
+        return obj
+    if not isinstance(string_data, dict) or not all(isinstance(v, str) for v in string_data.values()):
+        raise invalid(kind, obj.get("metadata", {}).get("name", ""),
+                      [("stringData", "Invalid value", "must be a map of strings")])
+    data = obj.get("data")
+    folded = {k: base64.b64encode(v.encode()).decode() for k, v in string_data.items()}
+    obj["data"] = {**(data if isinstance(data, dict) else {}), **folded}
+    return obj
 
-
-def _deep_merge(base: Obj, applied: Obj) -> Obj:
-    for key, value in applied.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            base[key] = _deep_merge(base[key], value)
-        else:
-            base[key] = copy.deepcopy(value)
-    return base

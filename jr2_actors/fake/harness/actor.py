@@ -5,8 +5,11 @@ A Sandbox's endpoint is `<base>/<sandboxName>` (the operator publishes it); the 
 carries (`JR2_HARNESS_TOKEN_SHA256`), checked in constant time, and a `401 {"error":"unauthorized"}`
 comes before any other answer. A Sandbox that is not `Ready` has no Harness serving: 503.
 
-HTTP threads ask the `HarnessActor`, which alone holds the `HarnessCore`. A long-poll that finds no event
-waits on the actor's change signal, up to the long-poll window (25 s by default), then answers 204.
+HTTP threads (fake/http.py, outside the actor system) ask the `HarnessActor`, which alone holds the
+`HarnessCore`. A long-poll that finds no event waits on the actor's change signal, up to the long-poll
+window (25 s by default), then answers 204. The actor never asks another actor: the API server feeds it
+each Sandbox change of its namespace (so it knows each token digest and phase), and a kernel kill is
+told to the operator.
 """
 
 from __future__ import annotations
@@ -16,23 +19,25 @@ import json
 import logging
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote
 
 import pykka
 
+from jr2_actors.actorkit import Shell, tell_quietly
 from jr2_actors.clock import Clock
-from jr2_actors.fake.apiserver.actor import ASK_TIMEOUT, Call
-from jr2_actors.fake.apiserver.state import StatusError
 from jr2_actors.fake.harness.core import INSTANCE, Answer, HarnessCore, KillHarness
+from jr2_actors.fake.http import HttpServer, Request
+from jr2_actors.fake.messages import Run
+from jr2_actors.fake.operator.actor import SandboxChanged, Subscribed, subscribe, unsubscribe
+from jr2_actors.fake.operator.core import OperatorCore
 from jr2_actors.harness.tokens import DIGEST_ENV, verify_bearer
-from jr2_actors.kube.kinds import SANDBOX
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 1024 * 1024
 LONG_POLL_SECONDS = 25.0
+ASK_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -53,36 +58,61 @@ class HarnessReply:
 
 
 @dataclass(frozen=True)
-class Operate:
-    """Run `fn(core)` inside the actor: scripts, draining, hostile kill lists — from tests and users."""
+class _Seen:
+    digest: str  # "" when the Sandbox names none
+    ready: bool
 
-    fn: Any
 
+class HarnessActor(Shell):
+    name = "harness"
 
-class HarnessActor(pykka.ThreadingActor):
     def __init__(self, api: pykka.ActorRef[Any], namespace: str, clock: Clock, *, base_url: str,
-                 instance_digest: str = "", kill_harness: Any = None) -> None:
+                 instance_digest: str = "", operator: pykka.ActorRef[Any] | None = None) -> None:
         super().__init__()
         self.api = api
         self.namespace = namespace
         self.clock = clock
         self.core = HarnessCore()
         self.instance_digest = instance_digest
-        self.kill_harness = kill_harness  # (sandbox name, message) → None: the operator marks OOMKilled
+        self.operator = operator  # told a kernel kill: it marks the Harness container OOMKilled
         self.base_url = base_url
         self._changed = threading.Event()
+        self._sandboxes: dict[str, _Seen] = {}
+        self._watch: int | None = None
+
+    def started(self) -> None:
+        subscribe(self.api, self.actor_ref, self.namespace)
+
+    def cleanup(self) -> None:
+        self._changed.set()
+        unsubscribe(self.api, self._watch)
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, HarnessRequest):
             return self._request(message)
-        if isinstance(message, Operate):
+        if isinstance(message, SandboxChanged):
+            self._seen(message)
+        elif isinstance(message, Subscribed):
+            self._watch = message.watcher
+        elif isinstance(message, Run):
             result = message.fn(self.core)
             self._signal()
             return result
         return None
 
-    def on_stop(self) -> None:
-        self._changed.set()
+    def _seen(self, change: SandboxChanged) -> None:
+        obj = change.object
+        name = obj["metadata"]["name"]
+        if change.type == "DELETED":
+            self._sandboxes.pop(name, None)
+            return
+        digest = ""
+        env = (obj.get("spec") or {}).get("env") or []
+        for var in env if isinstance(env, list) else []:
+            if isinstance(var, dict) and var.get("name") == DIGEST_ENV and isinstance(var.get("value"), str):
+                digest = var["value"]
+        status = obj.get("status")
+        self._sandboxes[name] = _Seen(digest, isinstance(status, dict) and status.get("phase") == "Ready")
 
     def _signal(self) -> None:
         changed, self._changed = self._changed, threading.Event()
@@ -126,130 +156,92 @@ class HarnessActor(pykka.ThreadingActor):
         else:
             return HarnessReply(Answer(404, {"error": f"no route {req.method} /{'/'.join(parts)}"}))
         for effect in effects:
-            if self.kill_harness is not None:
-                self.kill_harness(effect.sandbox, effect.message)
+            tell_quietly(self.operator, Run(_kernel_kill(effect, self.namespace, self.clock.wall())))
         self._signal()
         return HarnessReply(answer)
 
     def _stream_url(self, sandbox: str, agent: str, conversation: str) -> str:
         return f"{self.base_url}/{sandbox}/streams/{agent}/{conversation}"
 
-    def _sandbox(self, name: str) -> dict[str, Any] | None:
-        ns = self.namespace
-        try:
-            return cast(dict[str, Any], self.api.ask(Call(lambda s: s.get(SANDBOX, ns, name)), timeout=ASK_TIMEOUT))
-        except StatusError:
-            return None
-
     def _digest(self, sandbox: str) -> str | None:
         if sandbox == INSTANCE:
             return self.instance_digest or None
-        obj = self._sandbox(sandbox)
-        if obj is None:
-            return None
-        env = (obj.get("spec") or {}).get("env") or []
-        for var in env if isinstance(env, list) else []:
-            if isinstance(var, dict) and var.get("name") == DIGEST_ENV and isinstance(var.get("value"), str):
-                return str(var["value"])
-        return ""
+        seen = self._sandboxes.get(sandbox)
+        return None if seen is None else seen.digest
 
     def _serving(self, sandbox: str) -> bool:
         if sandbox == INSTANCE:
             return True
-        obj = self._sandbox(sandbox)
-        return obj is not None and (obj.get("status") or {}).get("phase") == "Ready"
+        seen = self._sandboxes.get(sandbox)
+        return seen is not None and seen.ready
+
+
+def _kernel_kill(effect: KillHarness, namespace: str, now: float) -> Any:
+    def kill(core: OperatorCore) -> None:
+        with contextlib.suppress(KeyError):  # the Sandbox went meanwhile: nothing left to kill
+            core.kill_harness(effect.sandbox, now, reason="OOMKilled", message=effect.message, namespace=namespace)
+    return kill
 
 
 def _not_serving() -> HarnessReply:
     return HarnessReply(Answer(503, {"error": "no Harness serves here (the Sandbox is not Ready)"}))
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    actor: pykka.ActorRef[Any]
-    closing: threading.Event
-    long_poll: float
+class HarnessApp:
+    def __init__(self, long_poll: float) -> None:
+        self.long_poll = long_poll
+        self.actor: pykka.ActorRef[Any] | None = None
+        self.closing = threading.Event()
 
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("fake harness: " + format, *args)
-
-    def do_GET(self) -> None:
-        self._handle()
-
-    def do_POST(self) -> None:
-        self._handle()
-
-    def _handle(self) -> None:
-        url = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            self._send(413, {"error": "body too large"})
-            self.close_connection = True
+    def handle(self, r: Request) -> None:
+        body = r.read_body(MAX_BODY)
+        if body is None:
+            r.respond_json(413, {"error": "body too large"})
             return
-        body = self.rfile.read(length) if length else b""
-        segments = [unquote(p) for p in url.path.strip("/").split("/") if p]
-        if not segments:
-            self._send(404, {"error": "no Harness named"})
+        segments = [unquote(p) for p in r.url_path.strip("/").split("/") if p]
+        if not segments or self.actor is None:
+            r.respond_json(404, {"error": "no Harness named"})
             return
-        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        req = HarnessRequest(segments[0], self.command, tuple(segments[1:]), query,
-                             self.headers.get("Authorization", ""), body)
+        req = HarnessRequest(segments[0], r.command, tuple(segments[1:]), dict(r.query),
+                             r.headers.get("Authorization", ""), body)
         waited = False
         while True:
             try:
-                reply = cast(HarnessReply, self.server.actor.ask(req, timeout=ASK_TIMEOUT))
+                reply = cast(HarnessReply, self.actor.ask(req, timeout=ASK_TIMEOUT))
             except (pykka.ActorDeadError, pykka.Timeout):
-                self._send(503, {"error": "the fake Harness is stopping"})
+                r.respond_json(503, {"error": "the fake Harness is stopping"})
                 return
             if reply.changed is None or waited:
                 break
             # Long-poll: wait for any change, then look once more.
             waited = True
-            if not reply.changed.wait(self.server.long_poll) or self.server.closing.is_set():
+            if not reply.changed.wait(self.long_poll) or self.closing.is_set():
                 break
-        self._send(reply.answer.code, reply.answer.doc, reply.answer.headers, reply.raw)
-
-    def _send(self, code: int, doc: Any, headers: tuple[tuple[str, str], ...] = (), raw: bytes | None = None) -> None:
-        body = raw if raw is not None else (b"" if code == 204 else json.dumps(doc).encode())
-        self.send_response(code)
-        if code != 204:
-            self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in headers:
-            self.send_header(k, v)
-        self.end_headers()
-        if body:
-            self.wfile.write(body)
+        if reply.raw is not None:
+            r.respond(reply.answer.code, reply.raw, "application/json", reply.answer.headers)
+        else:
+            r.respond_json(reply.answer.code, reply.answer.doc, reply.answer.headers)
 
 
 class HarnessHttpServer:
     """Binds at once (so its URL is known); serves once `start(actor)` names the actor behind it."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, long_poll: float = LONG_POLL_SECONDS) -> None:
-        self._server = _Server((host, port), _Handler)
-        self._server.closing = threading.Event()
-        self._server.long_poll = long_poll
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-harness-http", daemon=True)
+        self._app = HarnessApp(long_poll)
+        self._http = HttpServer(self._app, host=host, port=port, name="fake-harness-http")
+        self._app.closing = self._http.closing
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self._http.url
 
     def start(self, actor: pykka.ActorRef[Any]) -> None:
-        self._server.actor = actor
-        self._thread.start()
+        self._app.actor = actor
+        self._http.start()
 
     def stop(self) -> None:
-        self._server.closing.set()
-        with contextlib.suppress(pykka.ActorDeadError, AttributeError):
-            self._server.actor.tell(Operate(lambda core: None))  # wake long-polls
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
+        self._http.closing.set()
+        with contextlib.suppress(pykka.ActorDeadError):
+            if self._app.actor is not None:
+                self._app.actor.tell(Run(lambda core: None))  # wake long-polls
+        self._http.stop()

@@ -12,12 +12,17 @@ reserves its whole `spec.podResources` (requests, else limits). In arrival order
   `CrashLoopBackOff`, eviction or node loss → `Lost` (terminal, capacity freed);
 - the idle GC deletes a Sandbox once `max(creation, jr2.dev/keepalive) + spec.idleTimeout` has passed.
 
-`reconcile(sandboxes, now)` returns the status each Sandbox should have and the names to delete; the
-shell writes a status only when it differs from the one the Sandbox carries.
+The core sees every namespace. The shell feeds it each change as it happens (`observe`) and asks for a
+`step(now)`, which looks again only at what changed, what came due (a start time, an idle deadline) and,
+when capacity was freed, what still waits for it — so a thousand Sandboxes cost one look each, not a
+thousand each. A step returns the statuses that differ from what each Sandbox carries and what to delete;
+`reconcile(sandboxes, now)` is the same over a whole given set (how the unit tests drive it).
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +53,7 @@ class Quota:
 @dataclass
 class _Record:
     uid: str
+    seen: int = 0  # the order the operator first saw it in (ties of creation time keep arrival order)
     cpu: int = 0  # the reservation: spec.podResources requests (else limits)
     memory: int = 0
     pod_uid: str = ""
@@ -61,11 +67,15 @@ class _Record:
     transitions: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # type → (status, reason, time)
 
 
+Key = tuple[str | None, str]  # (namespace, name)
+
+
 @dataclass(frozen=True)
 class Decision:
-    statuses: dict[str, dict[str, Any]]  # name → desired status
-    deletes: tuple[str, ...]
-    next_wake: float | None  # the next monotonic-free wall time something changes by itself
+    statuses: dict[Key, dict[str, Any]]  # the statuses to write (each differs from what the Sandbox carries)
+    deletes: tuple[tuple[str | None, str, str], ...]  # (namespace, name, uid) the idle GC reaps
+    next_wake: float | None  # the next wall time something changes by itself
+    uids: dict[Key, str] = field(default_factory=dict)  # which incarnation each status is for
 
 
 def default_nodes() -> list[Node]:
@@ -79,69 +89,137 @@ class OperatorCore:
         self.quota = quota
         self.start_seconds = start_seconds
         self.endpoint = endpoint  # the fake Harness's base URL; the Sandbox's name is appended
-        self._records: dict[str, _Record] = {}  # by Sandbox name
+        self._records: dict[Key, _Record] = {}
+        self._objects: dict[Key, Mapping[str, Any]] = {}  # the last seen state of each Sandbox
+        self._dirty: set[Key] = set()
+        self._capacity_changed = False
+        self._timeline: list[tuple[float, Key]] = []
+        self._arrivals = itertools.count()  # start times and idle deadlines, stale ones included
 
     # -- scripted faults -----------------------------------------------------------------------------
 
-    def kill_harness(self, name: str, now: float, *, reason: str = "OOMKilled", message: str = "") -> None:
-        rec = self._records[name]
+    def kill_harness(self, name: str, now: float, *, reason: str = "OOMKilled", message: str = "",
+                     namespace: str | None = None) -> None:
+        rec = self._records[self._key(name, namespace)]
         rec.restart_count += 1
         rec.last_terminated = {"reason": reason, "exitCode": 137 if reason == "OOMKilled" else 1,
                                "message": message, "finishedAt": _rfc3339(now)}
 
-    def crash_loop(self, name: str, now: float, *, message: str) -> None:
-        rec = self._records[name]
+    def crash_loop(self, name: str, now: float, *, message: str, namespace: str | None = None) -> None:
+        rec = self._records[self._key(name, namespace)]
         rec.crash_looping = True
         rec.restart_count = max(rec.restart_count, 2)
         rec.last_terminated = {"reason": "Error", "exitCode": 1, "message": message, "finishedAt": _rfc3339(now)}
         rec.waiting = [{"container": "harness", "reason": "CrashLoopBackOff",
                         "message": "back-off 10s restarting failed container=harness"}]
 
-    def evict(self, name: str, *, reason: str = "Evicted",
-              message: str = "The node was low on resource: memory.") -> None:
-        rec = self._records[name]
+    def evict(self, name: str, *, reason: str = "Evicted", message: str = "The node was low on resource: memory.",
+              namespace: str | None = None) -> None:
+        rec = self._records[self._key(name, namespace)]
         rec.lost = (reason, message)
+        self._capacity_changed = True
 
     def lose_node(self, node: str) -> None:
         for rec in self._records.values():
             if rec.node == node and rec.lost is None:
                 rec.lost = ("NodeLost", f"node {node} is not ready")
         self.nodes = [n for n in self.nodes if n.name != node]
+        self._capacity_changed = True
 
     def add_node(self, node: Node) -> None:
         self.nodes.append(node)
+        self._capacity_changed = True
+
+    def set_quota(self, quota: Quota | None) -> None:
+        self.quota = quota
+        self._capacity_changed = True
+
+    def _key(self, name: str, namespace: str | None) -> Key:
+        """A scripted fault names a Sandbox; its namespace is needed only where the name is not unique."""
+        if namespace is not None or (None, name) in self._records:
+            key = (namespace, name)
+            if key not in self._records:
+                raise KeyError(f"no Sandbox {namespace}/{name}")
+            self._dirty.add(key)
+            return key
+        keys = [k for k in self._records if k[1] == name]
+        if len(keys) != 1:
+            raise KeyError(f"no Sandbox named {name}" if not keys else f"Sandbox {name} is in several namespaces")
+        self._dirty.add(keys[0])
+        return keys[0]
 
     # -- the decision --------------------------------------------------------------------------------
 
+    def observe(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        """A change the API server told: the Sandbox's new state (or its deletion)."""
+        meta = obj["metadata"]
+        key: Key = (meta.get("namespace"), meta["name"])
+        if event_type == "DELETED":
+            self._objects.pop(key, None)
+            if self._records.pop(key, None) is not None:
+                self._capacity_changed = True  # its reservation is freed
+            self._dirty.discard(key)
+            return
+        self._objects[key] = obj
+        rec = self._records.get(key)
+        if rec is None or rec.uid != meta["uid"]:
+            if rec is not None:
+                self._capacity_changed = True
+            rec = self._records[key] = _Record(uid=meta["uid"], seen=next(self._arrivals))
+        cpu, memory = _requests(obj)
+        if (cpu, memory) != (rec.cpu, rec.memory):
+            rec.cpu, rec.memory = cpu, memory
+            self._capacity_changed = True
+        expiry = self._idle_expiry(obj)
+        if expiry is not None:
+            heapq.heappush(self._timeline, (expiry, key))
+        self._dirty.add(key)
+
     def reconcile(self, sandboxes: Sequence[Mapping[str, Any]], now: float) -> Decision:
-        by_name = {s["metadata"]["name"]: s for s in sandboxes}
-        for name in [n for n in self._records if n not in by_name]:
-            del self._records[name]  # deleted: its reservation is freed
-        for name, obj in by_name.items():
-            rec = self._records.get(name)
-            if rec is None or rec.uid != obj["metadata"]["uid"]:
-                rec = self._records[name] = _Record(uid=obj["metadata"]["uid"])
-            rec.cpu, rec.memory = _requests(obj)
-        statuses: dict[str, dict[str, Any]] = {}
-        deletes: list[str] = []
-        wakes: list[float] = []
-        ordered = sorted(by_name.values(), key=lambda o: (o["metadata"].get("creationTimestamp", ""),
-                                                          int(o["metadata"].get("resourceVersion") or 0)))
-        for obj in ordered:
-            name = obj["metadata"]["name"]
+        """A step over exactly `sandboxes` (those not among them are gone), looking at every one."""
+        given = {(s["metadata"].get("namespace"), s["metadata"]["name"]): s for s in sandboxes}
+        for key in [k for k in self._objects if k not in given]:
+            self.observe("DELETED", self._objects[key])
+        for obj in given.values():
+            self.observe("MODIFIED", obj)
+        decision = self.step(now)
+        statuses = {k: self._status(given[k], self._records[k], now) for k in given
+                    if k in self._records and k not in {(ns, n) for ns, n, _ in decision.deletes}}
+        return Decision(statuses, decision.deletes, decision.next_wake,
+                        {k: self._records[k].uid for k in statuses})
+
+    def step(self, now: float) -> Decision:
+        """Look at what changed or came due since the last step; answer what to write and delete."""
+        while self._timeline and self._timeline[0][0] <= now:
+            _, key = heapq.heappop(self._timeline)
+            if key in self._objects:
+                self._dirty.add(key)
+        if self._capacity_changed:
+            self._capacity_changed = False
+            self._dirty |= {k for k, r in self._records.items() if r.lost is None and not r.node}
+        dirty, self._dirty = self._dirty, set()
+        statuses: dict[Key, dict[str, Any]] = {}
+        deletes: list[tuple[str | None, str, str]] = []
+        for key in sorted((k for k in dirty if k in self._objects), key=self._arrival):
+            obj = self._objects[key]
             expiry = self._idle_expiry(obj)
-            if expiry is not None:
-                if now >= expiry:
-                    deletes.append(name)
-                    continue
-                wakes.append(expiry)
-            rec = self._records[name]
+            if expiry is not None and now >= expiry:
+                deletes.append((key[0], key[1], obj["metadata"]["uid"]))
+                continue
+            rec = self._records[key]
             if rec.lost is None and not rec.node:
                 self._place(obj, rec, now)
             if rec.ready_at is not None and rec.ready_at > now and rec.lost is None:
-                wakes.append(rec.ready_at)
-            statuses[name] = self._status(obj, rec, now)
-        return Decision(statuses, tuple(deletes), min(wakes) if wakes else None)
+                heapq.heappush(self._timeline, (rec.ready_at, key))
+            status = self._status(obj, rec, now)
+            if obj.get("status") != status:
+                statuses[key] = status
+        next_wake = self._timeline[0][0] if self._timeline else None
+        return Decision(statuses, tuple(deletes), next_wake, {k: self._records[k].uid for k in statuses})
+
+    def _arrival(self, key: Key) -> tuple[str, int, int]:
+        meta = self._objects[key]["metadata"]
+        return meta.get("creationTimestamp", ""), int(meta.get("resourceVersion") or 0), self._records[key].seen
 
     # -- internals -----------------------------------------------------------------------------------
 

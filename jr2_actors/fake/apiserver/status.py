@@ -1,0 +1,64 @@
+"""Failure answers as a real API server words them: a `StatusError` carries the code, reason and details."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jr2_actors.kube.kinds import Kind
+
+Obj = dict[str, Any]
+
+
+class StatusError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = dict(details or {})
+
+    def status(self) -> Obj:
+        doc: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": self.message, "reason": self.reason, "code": self.code}
+        if self.details:
+            doc["details"] = self.details
+        return doc
+
+
+def qualified(kind: Kind) -> str:
+    return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+
+
+def not_found(kind: Kind, name: str) -> StatusError:
+    return StatusError(404, "NotFound", f'{qualified(kind)} "{name}" not found',
+                       {"name": name, "group": kind.group, "kind": kind.plural})
+
+
+MODIFIED_SINCE = "the object has been modified; please apply your changes to the latest version and try again"
+
+
+def conflict(kind: Kind, name: str, why: str) -> StatusError:
+    return StatusError(409, "Conflict", f'Operation cannot be fulfilled on {qualified(kind)} "{name}": {why}',
+                       {"name": name, "group": kind.group, "kind": kind.plural})
+
+
+Cause = tuple[str, str, str]  # (field, type as the message starts: "Invalid value" / "Required value" …, detail)
+_CAUSE_REASONS = {"Invalid value": "FieldValueInvalid", "Required value": "FieldValueRequired",
+                  "Unsupported value": "FieldValueNotSupported", "Forbidden": "FieldValueForbidden",
+                  "Too long": "FieldValueTooLong"}
+
+
+def invalid(kind: Kind, name: str, causes: Sequence[Cause], *,
+            group_kind: tuple[str, str] | None = None) -> StatusError:
+    """The 422 `Invalid` Status: `Sandbox.core.jr2.dev "x" is invalid: metadata.labels: Invalid value: …`."""
+    group, kind_name = group_kind or (kind.group, kind.kind)
+    qualified = f"{kind_name}.{group}" if group else kind_name
+    texts = [f"{field}: {what}: {detail}" for field, what, detail in causes]
+    message = f'{qualified} "{name}" is invalid: ' + (texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]")
+    return StatusError(422, "Invalid", message, {
+        "name": name, "group": group, "kind": kind_name,
+        "causes": [{"reason": _CAUSE_REASONS.get(what, "FieldValueInvalid"), "message": f"{what}: {detail}",
+                    "field": field} for field, what, detail in causes]})
+
+

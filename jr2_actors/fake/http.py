@@ -1,0 +1,215 @@
+"""The one loopback HTTP server of the fake cluster: the API server, the Harness and raw test servers.
+
+Each answer leaves in one write with `TCP_NODELAY` set: `http.server` writes headers and body in separate
+sends without it, and each small answer then waits about 40 ms on the client's delayed ACK
+(LIBRARY-NOTES.md, "Threads, the GIL and small messages"). A streamed answer (a watch) is chunked, one
+write per chunk.
+
+An `App` answers requests: `handle(request)` runs on the connection's own thread and answers through the
+`Request`'s methods. The server binds at construction (so its URL is known before it serves) and a port
+that cannot be had is a `ListenError` naming it, never a hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import select
+import ssl
+import threading
+from collections.abc import Mapping
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+from urllib.parse import parse_qs, urlsplit
+
+from jr2_actors.errors import Jr2Error
+
+log = logging.getLogger(__name__)
+
+Headers = tuple[tuple[str, str], ...]
+
+
+class ListenError(Jr2Error):
+    """The server could not listen where it was asked to (the caller's port is taken or out of range)."""
+
+
+class App(Protocol):
+    def handle(self, request: Request) -> None: ...
+
+
+class Request(BaseHTTPRequestHandler):
+    """One HTTP/1.1 request; what an `App` reads and answers with."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server: LoopbackServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s: " + format, self.server.name, *args)
+
+    def do_GET(self) -> None:
+        self.server.app.handle(self)
+
+    do_POST = do_PATCH = do_PUT = do_DELETE = do_GET
+
+    # -- reading ----------------------------------------------------------------------------------------
+
+    @property
+    def url_path(self) -> str:
+        return urlsplit(self.path).path
+
+    @property
+    def query(self) -> dict[str, str]:
+        """The query's parameters, the last of each name winning (as Go's `Get` takes the first: both
+        servers read one value, and no client of ours repeats a name)."""
+        return {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query, keep_blank_values=True).items()}
+
+    def content_length(self) -> int:
+        try:
+            return max(int(self.headers.get("Content-Length") or 0), 0)
+        except ValueError:
+            return 0
+
+    def read_body(self, limit: int) -> bytes | None:
+        """The body, or None when it is larger than `limit` (then drained, within reason, and the
+        connection is closed after the answer)."""
+        length = self.content_length()
+        if length > limit:
+            remaining = length
+            while 0 < remaining <= 16 * limit:
+                chunk = self.rfile.read(min(remaining, 65536))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+            self.close_connection = True
+            return None
+        return self.rfile.read(length) if length else b""
+
+    def peer_gone(self) -> bool:
+        """Whether a client that never writes on its connection (a watcher) has left: anything readable
+        (a FIN, a TLS close) means it went."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+    # -- answering --------------------------------------------------------------------------------------
+
+    def respond(self, code: int, body: bytes, content_type: str | None = "application/json",
+                headers: Headers = ()) -> None:
+        """The whole answer in one write."""
+        lines = [self._status_line(code)]
+        if content_type is not None:
+            lines.append(f"Content-Type: {content_type}")
+        lines.append(f"Content-Length: {len(body)}")
+        lines += [f"{k}: {v}" for k, v in headers]
+        self._write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+
+    def respond_json(self, code: int, doc: Any, headers: Headers = ()) -> None:
+        if isinstance(doc, str):
+            self.respond(code, doc.encode(), "text/plain", headers)
+        elif code == 204:
+            self.respond(code, b"", None, headers)
+        else:
+            self.respond(code, json.dumps(doc).encode(), "application/json", headers)
+
+    def start_chunked(self, content_type: str = "application/json") -> None:
+        self._write((f"{self._status_line(200)}\r\nContent-Type: {content_type}\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n").encode("latin-1"))
+
+    def chunk(self, data: bytes) -> None:
+        self._write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def end_chunked(self) -> None:
+        self._write(b"0\r\n\r\n")
+
+    def _status_line(self, code: int) -> str:
+        self.log_request(code)
+        try:
+            phrase = HTTPStatus(code).phrase
+        except ValueError:
+            phrase = ""
+        return f"{self.protocol_version} {code} {phrase}"
+
+    def _write(self, data: bytes) -> None:
+        self.wfile.write(data)
+        self.wfile.flush()
+
+
+class LoopbackServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, app: App, *, host: str, port: int, name: str) -> None:
+        self.app = app
+        self.name = name
+        self.closing = threading.Event()
+        if not 0 <= port <= 65535:
+            raise ListenError(f"{name}: port {port} is out of range (0-65535)")
+        try:
+            super().__init__((host, port), Request)
+        except OSError as e:
+            raise ListenError(f"{name}: cannot listen on {host}:{port}: {e.strerror or e}") from e
+
+
+class HttpServer:
+    """A `LoopbackServer` on its own thread; `tls` wraps it in HTTPS (the handshake runs on the
+    connection's thread at its first read, not in the accept loop)."""
+
+    def __init__(self, app: App, *, host: str = "127.0.0.1", port: int = 0, name: str = "fake-http",
+                 tls: ssl.SSLContext | None = None) -> None:
+        self._server = LoopbackServer(app, host=host, port=port, name=name)
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True,
+                                                  do_handshake_on_connect=False)
+        self._scheme = "https" if tls is not None else "http"
+        self._host = host
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=name, daemon=True)
+        self._started = False
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"{self._scheme}://{self._host}:{self.port}"
+
+    @property
+    def closing(self) -> threading.Event:
+        """Set once the server stops: streams and long-polls end."""
+        return self._server.closing
+
+    def start(self) -> None:
+        self._started = True
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.closing.set()
+        if self._started:
+            self._server.shutdown()
+            self._thread.join(5)
+        self._server.server_close()
+
+
+def json_args(body: bytes) -> Mapping[str, Any]:
+    """A control route's JSON object body (empty is `{}`); anything else is the caller's ValueError."""
+    if not body.strip():
+        return {}
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"the body is not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise ValueError("the body must be a JSON object")
+    return doc
+
+
+def close_quietly(server: HttpServer | None) -> None:
+    if server is not None:
+        with contextlib.suppress(OSError):
+            server.stop()

@@ -1,0 +1,16 @@
+"""Messages every fake actor understands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Run:
+    """Run `fn` on the actor's model inside the actor (the API server's store, the operator's or the
+    Harness's core): how in-process callers — `FakeCluster`, tests, users — reach a model without a lock.
+    An ask answers `fn`'s result; a tell is how one fake actor writes to another without waiting."""
+
+    fn: Callable[[Any], Any]
