@@ -7,6 +7,7 @@ says in a comment what a real kube-apiserver answers, which the fake matches.
 from __future__ import annotations
 
 import contextlib
+import json
 import queue
 import threading
 from collections.abc import Iterator
@@ -253,3 +254,70 @@ def test_put_to_status_replaces_only_the_status(custom: k8s.CustomObjectsApi) ->
     assert put["status"] == {"phase": "Pending"}
     assert put["spec"] == {"port": 8080}  # /status writes nothing else, as on a cluster
 
+
+
+# -- 6. server-side apply with field ownership -------------------------------------------------------------
+
+def apply(custom: k8s.CustomObjectsApi, manager: str, doc: dict[str, Any], *, force: bool = False,
+          status: bool = False) -> dict[str, Any]:
+    call = custom.patch_namespaced_custom_object_status if status else custom.patch_namespaced_custom_object
+    return call(GROUP, VERSION, NS, PLURAL, doc["metadata"]["name"], doc, field_manager=manager, force=force,  # type: ignore[no-any-return]
+                _content_type="application/apply-patch+yaml")
+
+
+def owners(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["manager"]: e["fieldsV1"] for e in obj["metadata"]["managedFields"]}
+
+
+def test_server_side_apply_owns_fields_conflicts_and_removes(custom: k8s.CustomObjectsApi) -> None:
+    apply(custom, "alice", body("a", metadata={"name": "a", "labels": {"team": "x"}},
+                                spec={"image": "one", "port": 8080}))  # 201: this client answers None
+    first = get(custom, "a")
+    assert owners(first)["alice"] == {"f:metadata": {"f:labels": {"f:team": {}}},
+                                      "f:spec": {"f:image": {}, "f:port": {}}}
+    # Another manager setting a field alice owns, to another value, without force: 409 Conflict naming the
+    # field ('Apply failed with 1 conflict: conflict with "alice": .spec.image', cause FieldManagerConflict).
+    with pytest.raises(ApiException) as err:
+        apply(custom, "bob", body("a", metadata={"name": "a"}, spec={"image": "two"}))
+    assert err.value.status == 409
+    doc = json.loads(err.value.body)
+    assert doc["message"] == 'Apply failed with 1 conflict: conflict with "alice": .spec.image'
+    assert doc["details"]["causes"] == [{"reason": "FieldManagerConflict", "message": 'conflict with "alice"',
+                                         "field": ".spec.image"}]
+    # The same value is no conflict: both own it.
+    shared = apply(custom, "bob", body("a", metadata={"name": "a"}, spec={"port": 8080}))
+    assert owners(shared)["bob"] == {"f:spec": {"f:port": {}}}
+    # force takes the field.
+    forced = apply(custom, "bob", body("a", metadata={"name": "a"}, spec={"image": "two", "port": 8080}), force=True)
+    assert forced["spec"]["image"] == "two"
+    assert "f:image" not in owners(forced)["alice"]["f:spec"]
+    # A field alice stops applying, that nobody else owns, is removed; one bob owns too stays.
+    dropped = apply(custom, "alice", body("a", metadata={"name": "a"}, spec={"port": 8080}))
+    assert "labels" not in dropped["metadata"] or "team" not in dropped["metadata"]["labels"]
+    assert dropped["spec"] == {"image": "two", "port": 8080}
+
+
+def test_apply_to_status_writes_only_the_status(custom: k8s.CustomObjectsApi) -> None:
+    create(custom, "a")
+    done = apply(custom, "operator", {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Sandbox", "metadata": {"name": "a"},
+                                      "status": {"phase": "Ready"}, "spec": {"port": 1}}, status=True)
+    assert done["status"] == {"phase": "Ready"}
+    assert done["spec"] == {"port": 8080}  # /status ignores the rest, as a real server does
+    entry = next(e for e in done["metadata"]["managedFields"] if e["manager"] == "operator")
+    assert entry["subresource"] == "status" and entry["operation"] == "Apply"
+
+
+@pytest.mark.kubectl
+@needs_kubectl
+def test_kubectl_server_side_apply_conflict_and_force(kenv: dict[str, str], custom: k8s.CustomObjectsApi) -> None:
+    from tests.test_fake_real_clients import SANDBOX_YAML
+
+    apply(custom, "someone-else", body("ws-k", metadata={"name": "ws-k"}, spec={"port": 9090}))
+    # kubectl's manager ("kubectl") wants port 8080: a real server refuses with the conflict, and
+    # --force-conflicts takes the field.
+    refused = kubectl(kenv, "apply", "--server-side", "-f", "-", stdin=SANDBOX_YAML)
+    assert refused.returncode != 0
+    assert "conflict" in refused.stderr and ".spec.port" in refused.stderr
+    forced = kubectl(kenv, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=SANDBOX_YAML)
+    assert forced.returncode == 0, forced.stderr
+    assert get(custom, "ws-k")["spec"]["port"] == 8080
