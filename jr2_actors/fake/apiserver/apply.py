@@ -126,15 +126,17 @@ class _Entries:
         for key, paths in self.owned.items():
             if not paths:
                 continue
-            doc = dict(self.docs.get(key, {}))
+            before = self.docs.get(key)
+            fields_v1 = encode(paths)
+            if before is not None and before.get("fieldsV1") == fields_v1:
+                entries.append(before)  # nothing it owns changed: its time stays (a no-op changes nothing)
+                continue
             manager, operation, subresource = key
-            if key in touched or not doc:
-                doc = {"manager": manager, "operation": operation, "apiVersion": api_version, "time": rfc3339(now),
-                       "fieldsType": "FieldsV1", "fieldsV1": encode(paths)}
-                if subresource:
-                    doc["subresource"] = subresource
-            if doc.get("fieldsV1") == self.docs.get(key, {}).get("fieldsV1") and key in self.docs:
-                doc = self.docs[key]  # nothing it owns changed: its time stays (no-op writes change nothing)
+            at = rfc3339(now) if key in touched or before is None else before.get("time", rfc3339(now))
+            doc = {"manager": manager, "operation": operation, "apiVersion": api_version, "time": at,
+                   "fieldsType": "FieldsV1", "fieldsV1": fields_v1}
+            if subresource:
+                doc["subresource"] = subresource
             entries.append(doc)
         meta = obj.setdefault("metadata", {})
         if entries:

@@ -1,0 +1,323 @@
+"""Issue 13: the fake answers as a real API server wherever a user's code can tell the difference.
+
+Every test drives the fake through a real client — the official `kubernetes` client or kubectl — and
+says in a comment what a real kube-apiserver answers, which the fake matches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import watch
+from kubernetes.client.rest import ApiException
+
+from jr2_actors.fake.cluster import FakeCluster
+from tests.test_fake_real_clients import api, body, kenv, kubectl, needs_kubectl
+
+__all__ = ["api", "kenv"]  # fixtures, used by name
+
+GROUP, VERSION, PLURAL, NS = "core.jr2.dev", "v1alpha1", "sandboxes", "jr2"
+
+
+@pytest.fixture
+def custom(api: k8s.ApiClient) -> k8s.CustomObjectsApi:
+    return k8s.CustomObjectsApi(api)
+
+
+def create(custom: k8s.CustomObjectsApi, name: str, **extra: Any) -> dict[str, Any]:
+    return custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body(name, **extra))  # type: ignore[no-any-return]
+
+
+def get(custom: k8s.CustomObjectsApi, name: str) -> dict[str, Any]:
+    return custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)  # type: ignore[no-any-return]
+
+
+def names(doc: dict[str, Any]) -> list[str]:
+    return [i["metadata"]["name"] for i in doc["items"]]
+
+
+class Watching:
+    """An official-client watch on its own thread; events arrive on a queue."""
+
+    def __init__(self, custom: k8s.CustomObjectsApi, cluster: FakeCluster, **kw: Any) -> None:
+        self.events: queue.Queue[tuple[str, str]] = queue.Queue()
+        self.watch = watch.Watch()
+        opened = cluster.watch_stats()["opened"]
+
+        def run() -> None:
+            with contextlib.suppress(Exception):  # the cluster stops under it at the end of the test
+                for event in self.watch.stream(custom.list_namespaced_custom_object, GROUP, VERSION, NS, PLURAL,
+                                               timeout_seconds=30, **kw):
+                    self.events.put((event["type"], event["object"]["metadata"]["name"]))
+
+        threading.Thread(target=run, daemon=True).start()
+        from tests.waiting import wait_until
+
+        wait_until(lambda: cluster.watch_stats()["opened"] > opened, what="the watch to open")
+
+    def next(self) -> tuple[str, str]:
+        return self.events.get(timeout=10)
+
+    def stop(self) -> None:
+        self.watch.stop()
+
+
+@pytest.fixture
+def watching(custom: k8s.CustomObjectsApi, cluster: FakeCluster) -> Iterator[list[Watching]]:
+    opened: list[Watching] = []
+    yield opened
+    for w in opened:
+        w.stop()
+
+
+# -- 1. field selectors ---------------------------------------------------------------------------------
+
+def test_field_selectors_on_list_and_watch(custom: k8s.CustomObjectsApi, cluster: FakeCluster,
+                                           watching: list[Watching]) -> None:
+    create(custom, "a")
+    create(custom, "b")
+    # A real server filters a list by metadata.name / metadata.namespace (=, ==, !=).
+    assert names(custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL,
+                                                      field_selector="metadata.name=b")) == ["b"]
+    assert names(custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL,
+                                                      field_selector="metadata.name!=b")) == ["a"]
+    # Any other field: 400 BadRequest "field label not supported: spec.port".
+    with pytest.raises(ApiException) as err:
+        custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, field_selector="spec.port=8080")
+    assert err.value.status == 400 and "field label not supported: spec.port" in err.value.body
+    # A watch with a field selector sees only the object it names: b's change is never sent.
+    w = Watching(custom, cluster, field_selector="metadata.name=a", resource_version=str(cluster.resource_version))
+    watching.append(w)
+    custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "b", {"spec": {"port": 1}})
+    custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", {"spec": {"port": 2}})
+    assert w.next() == ("MODIFIED", "a")
+
+
+@pytest.mark.kubectl
+@needs_kubectl
+def test_kubectl_wait_waits_for_the_named_sandbox_only(kenv: dict[str, str], cluster: FakeCluster) -> None:
+    from jr2_actors.kube.kinds import SANDBOX
+
+    client = cluster.client()
+    client.apply(SANDBOX, "ready-one", {"spec": {"port": 8080}})
+    client.apply(SANDBOX, "pending-one", {"spec": {"port": 8080}})
+    client.merge_patch(SANDBOX, "ready-one", {"status": {"phase": "Ready", "conditions": [
+        {"type": "Ready", "status": "True", "reason": "PodReady", "message": ""}]}}, status=True)
+    # kubectl wait lists and watches with fieldSelector=metadata.name=<name>: on a cluster it times out
+    # here, because the Sandbox it names is not Ready (another one being Ready is no answer).
+    waited = kubectl(kenv, "wait", "--for=condition=Ready", "sandboxes.core.jr2.dev/pending-one", "--timeout=1s")
+    assert waited.returncode != 0
+    assert "timed out" in waited.stderr
+    ok = kubectl(kenv, "wait", "--for=condition=Ready", "sandboxes.core.jr2.dev/ready-one", "--timeout=10s")
+    assert ok.returncode == 0, ok.stderr
+
+
+# -- 2. selector transitions on a watch -------------------------------------------------------------------
+
+def test_relabelled_out_of_a_watch_is_deleted_and_into_it_added(custom: k8s.CustomObjectsApi,
+                                                                cluster: FakeCluster,
+                                                                watching: list[Watching]) -> None:
+    create(custom, "a", metadata={"name": "a", "labels": {"app": "x"}})
+    create(custom, "b", metadata={"name": "b", "labels": {"app": "y"}})
+    w = Watching(custom, cluster, label_selector="app=x",
+                 resource_version=str(cluster.resource_version))
+    watching.append(w)
+    # The watch cache: an object that stops matching is sent DELETED (its last matching state), one that
+    # starts matching is sent ADDED — never MODIFIED, and never nothing.
+    custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", {"metadata": {"labels": {"app": "y"}}})
+    assert w.next() == ("DELETED", "a")
+    custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "b", {"metadata": {"labels": {"app": "x"}}})
+    assert w.next() == ("ADDED", "b")
+    custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "b", {"spec": {"port": 2}})
+    assert w.next() == ("MODIFIED", "b")
+
+
+# -- 3. dryRun=All ------------------------------------------------------------------------------------------
+
+def test_dry_run_validates_answers_and_changes_nothing(custom: k8s.CustomObjectsApi, cluster: FakeCluster) -> None:
+    live = create(custom, "a")
+    rv = cluster.resource_version
+    # A real server runs a dry-run write through validation and admission and answers as if it were done,
+    # storing nothing: no new resourceVersion, no watch event.
+    created = custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body("new"), dry_run="All")
+    assert created["metadata"]["name"] == "new" and created["metadata"]["uid"]
+    patched = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", {"spec": {"port": 1}},
+                                                    dry_run="All")
+    assert patched["spec"]["port"] == 1
+    applied = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", body("a", spec={"port": 2}),
+                                                    field_manager="m", force=True, dry_run="All",
+                                                    _content_type="application/apply-patch+yaml")
+    assert applied["spec"]["port"] == 2
+    replaced = custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", {
+        **live, "spec": {"port": 3}}, dry_run="All")
+    assert replaced["spec"]["port"] == 3
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", dry_run="All")
+    # ... and a dry run is validated as the real write is.
+    with pytest.raises(ApiException) as err:
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body("Bad_Name"), dry_run="All")
+    assert err.value.status == 422
+    assert cluster.resource_version == rv
+    assert get(custom, "a")["spec"] == {"port": 8080}
+    with pytest.raises(ApiException) as gone:
+        get(custom, "new")
+    assert gone.value.status == 404
+
+
+@pytest.mark.kubectl
+@needs_kubectl
+def test_kubectl_diff_leaves_the_live_object_alone(kenv: dict[str, str], cluster: FakeCluster) -> None:
+    from tests.test_fake_real_clients import SANDBOX_YAML
+
+    assert kubectl(kenv, "apply", "--server-side", "-f", "-", stdin=SANDBOX_YAML).returncode == 0
+    rv = cluster.resource_version
+    # kubectl diff sends the apply with dryRun=All: it shows the change (exit 1) and makes none.
+    diff = kubectl(kenv, "diff", "--server-side", "-f", "-", stdin=SANDBOX_YAML.replace("8080", "9090"))
+    assert diff.returncode == 1, diff.stderr
+    assert "9090" in diff.stdout
+    assert cluster.resource_version == rv
+    got = kubectl(kenv, "get", "sandboxes.core.jr2.dev", "ws-k", "-o", "jsonpath={.spec.port}")
+    assert got.stdout == "8080"
+
+
+# -- 4. delete preconditions ----------------------------------------------------------------------------
+
+def test_delete_preconditions_mismatch_is_409_and_the_object_stays(custom: k8s.CustomObjectsApi) -> None:
+    live = create(custom, "a")
+    for pre, words in [(k8s.V1Preconditions(uid="not-its-uid"), "UID in precondition: not-its-uid"),
+                       (k8s.V1Preconditions(resource_version="1"), "ResourceVersion in precondition: 1")]:
+        # A real server: 409 Conflict, 'Operation cannot be fulfilled on sandboxes.core.jr2.dev "a":
+        # Precondition failed: UID in precondition: …, UID in object meta: …', and nothing is deleted.
+        with pytest.raises(ApiException) as err:
+            custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a",
+                                                   body=k8s.V1DeleteOptions(preconditions=pre))
+        assert err.value.status == 409
+        assert words in err.value.body and "Precondition failed" in err.value.body
+        assert get(custom, "a")["metadata"]["uid"] == live["metadata"]["uid"]
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", body=k8s.V1DeleteOptions(
+        preconditions=k8s.V1Preconditions(uid=live["metadata"]["uid"],
+                                          resource_version=live["metadata"]["resourceVersion"])))
+    with pytest.raises(ApiException) as gone:
+        get(custom, "a")
+    assert gone.value.status == 404
+
+
+# -- 5. PUT replaces -------------------------------------------------------------------------------------
+
+def test_put_replaces_keeps_status_and_needs_the_version(custom: k8s.CustomObjectsApi, cluster: FakeCluster) -> None:
+    from jr2_actors.kube.kinds import SANDBOX
+
+    live = create(custom, "a", metadata={"name": "a", "labels": {"jr2.dev/run": "r1", "keep": "no"},
+                                         "annotations": {"note": "x"}}, spec={"port": 8080, "deep": {"a": 1, "b": 2}})
+    cluster.client().merge_patch(SANDBOX, "a", {"status": {"phase": "Ready"}}, status=True)
+    current = get(custom, "a")
+    # A real server's PUT stores the body as sent: what it leaves out is gone (labels, annotations,
+    # nested spec fields); the status, which the main resource does not write, stays.
+    sent: dict[str, Any] = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Sandbox",
+            "metadata": {"name": "a", "labels": {"jr2.dev/run": "r1"},
+                         "resourceVersion": current["metadata"]["resourceVersion"]},
+            "spec": {"deep": {"a": 1}}}
+    put = custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", sent)
+    assert put["metadata"]["labels"] == {"jr2.dev/run": "r1"}
+    assert "annotations" not in put["metadata"]
+    assert put["spec"] == {"deep": {"a": 1}}
+    assert put["status"] == {"phase": "Ready"}
+    assert put["metadata"]["uid"] == live["metadata"]["uid"]
+    assert put["metadata"]["generation"] == 2
+    # A custom resource allows no unconditional update: no resourceVersion is 422
+    # ("metadata.resourceVersion: Invalid value: 0x0: must be specified for an update").
+    with pytest.raises(ApiException) as err:
+        custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", {**sent, "metadata": {"name": "a"}})
+    assert err.value.status == 422 and "must be specified for an update" in err.value.body
+    # A stale version is 409 Conflict; a wrong uid is 409 "Precondition failed: UID in precondition".
+    with pytest.raises(ApiException) as stale:
+        custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", sent)
+    assert stale.value.status == 409 and "the object has been modified" in stale.value.body
+    fresh = get(custom, "a")["metadata"]["resourceVersion"]
+    with pytest.raises(ApiException) as wrong_uid:
+        custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", {
+            **sent, "metadata": {**sent["metadata"], "resourceVersion": fresh, "uid": "someone-else"}})
+    assert wrong_uid.value.status == 409 and "UID in precondition: someone-else" in wrong_uid.value.body
+
+
+def test_put_to_status_replaces_only_the_status(custom: k8s.CustomObjectsApi) -> None:
+    create(custom, "a")
+    current = get(custom, "a")
+    put = custom.replace_namespaced_custom_object_status(GROUP, VERSION, NS, PLURAL, "a", {
+        **current, "spec": {"port": 1}, "status": {"phase": "Pending"}})
+    assert put["status"] == {"phase": "Pending"}
+    assert put["spec"] == {"port": 8080}  # /status writes nothing else, as on a cluster
+
+
+
+# -- 6. server-side apply with field ownership -------------------------------------------------------------
+
+def apply(custom: k8s.CustomObjectsApi, manager: str, doc: dict[str, Any], *, force: bool = False,
+          status: bool = False) -> dict[str, Any]:
+    call = custom.patch_namespaced_custom_object_status if status else custom.patch_namespaced_custom_object
+    return call(GROUP, VERSION, NS, PLURAL, doc["metadata"]["name"], doc, field_manager=manager, force=force,  # type: ignore[no-any-return]
+                _content_type="application/apply-patch+yaml")
+
+
+def owners(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["manager"]: e["fieldsV1"] for e in obj["metadata"]["managedFields"]}
+
+
+def test_server_side_apply_owns_fields_conflicts_and_removes(custom: k8s.CustomObjectsApi) -> None:
+    apply(custom, "alice", body("a", metadata={"name": "a", "labels": {"team": "x"}},
+                                spec={"image": "one", "port": 8080}))  # 201: this client answers None
+    first = get(custom, "a")
+    assert owners(first)["alice"] == {"f:metadata": {"f:labels": {"f:team": {}}},
+                                      "f:spec": {"f:image": {}, "f:port": {}}}
+    # Another manager setting a field alice owns, to another value, without force: 409 Conflict naming the
+    # field ('Apply failed with 1 conflict: conflict with "alice": .spec.image', cause FieldManagerConflict).
+    with pytest.raises(ApiException) as err:
+        apply(custom, "bob", body("a", metadata={"name": "a"}, spec={"image": "two"}))
+    assert err.value.status == 409
+    doc = json.loads(err.value.body)
+    assert doc["message"] == 'Apply failed with 1 conflict: conflict with "alice": .spec.image'
+    assert doc["details"]["causes"] == [{"reason": "FieldManagerConflict", "message": 'conflict with "alice"',
+                                         "field": ".spec.image"}]
+    # The same value is no conflict: both own it.
+    shared = apply(custom, "bob", body("a", metadata={"name": "a"}, spec={"port": 8080}))
+    assert owners(shared)["bob"] == {"f:spec": {"f:port": {}}}
+    # force takes the field.
+    forced = apply(custom, "bob", body("a", metadata={"name": "a"}, spec={"image": "two", "port": 8080}), force=True)
+    assert forced["spec"]["image"] == "two"
+    assert "f:image" not in owners(forced)["alice"]["f:spec"]
+    # A field alice stops applying, that nobody else owns, is removed; one bob owns too stays.
+    dropped = apply(custom, "alice", body("a", metadata={"name": "a"}, spec={"port": 8080}))
+    assert "labels" not in dropped["metadata"] or "team" not in dropped["metadata"]["labels"]
+    assert dropped["spec"] == {"image": "two", "port": 8080}
+
+
+def test_apply_to_status_writes_only_the_status(custom: k8s.CustomObjectsApi) -> None:
+    create(custom, "a")
+    done = apply(custom, "operator", {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Sandbox", "metadata": {"name": "a"},
+                                      "status": {"phase": "Ready"}, "spec": {"port": 1}}, status=True)
+    assert done["status"] == {"phase": "Ready"}
+    assert done["spec"] == {"port": 8080}  # /status ignores the rest, as a real server does
+    entry = next(e for e in done["metadata"]["managedFields"] if e["manager"] == "operator")
+    assert entry["subresource"] == "status" and entry["operation"] == "Apply"
+
+
+@pytest.mark.kubectl
+@needs_kubectl
+def test_kubectl_server_side_apply_conflict_and_force(kenv: dict[str, str], custom: k8s.CustomObjectsApi) -> None:
+    from tests.test_fake_real_clients import SANDBOX_YAML
+
+    apply(custom, "someone-else", body("ws-k", metadata={"name": "ws-k"}, spec={"port": 9090}))
+    # kubectl's manager ("kubectl") wants port 8080: a real server refuses with the conflict, and
+    # --force-conflicts takes the field.
+    refused = kubectl(kenv, "apply", "--server-side", "-f", "-", stdin=SANDBOX_YAML)
+    assert refused.returncode != 0
+    assert "conflict" in refused.stderr and ".spec.port" in refused.stderr
+    forced = kubectl(kenv, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=SANDBOX_YAML)
+    assert forced.returncode == 0, forced.stderr
+    assert get(custom, "ws-k")["spec"]["port"] == 8080
