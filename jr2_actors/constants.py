@@ -52,8 +52,16 @@ LEASE_INTERVAL_SECONDS = 300.0
 LEASE_JITTER = 0.2
 # ADR-0064: provisioning waits for Ready at most this long after scheduling.
 PROVISION_BUDGET_SECONDS = 120.0
-# ADR-0062: the memory-kill read before an admission is bounded by this.
+# ADR-0062: the memory-kill read before an admission is bounded by this, in total (connect, 503s, body).
 MEMORY_KILL_READ_SECONDS = 5.0
+# CONTRACTS.md §3: a Harness request that never reached it is sent again, 250 ms doubling to 5 s, within 90 s.
+HARNESS_RETRY = Backoff(initial=0.25, cap=5.0)
+HARNESS_RETRY_WINDOW_SECONDS = 90.0
+# CONTRACTS.md §3 / ADR-0062: an admission answered 503 (a draining Harness) is sent again for up to 30 s.
+ADMISSION_DRAIN_SECONDS = 30.0
+# A Turn's updates stream cut short is read again this many times, this far apart, before the Turn faults.
+STREAM_READ_ATTEMPTS = 3
+STREAM_READ_PAUSE_SECONDS = 1.0
 # ADR-0065: a finished run's row lives this long.
 RETENTION_SECONDS = 7 * 24 * 3600.0
 # ADR-0065: the sweep runs at boot and this often.

@@ -11,7 +11,9 @@ _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), ""
             "E": Decimal(10**18)}
 _QUANTITY = re.compile(r"^([+-]?[0-9]+(?:\.[0-9]*)?|[+-]?\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)$")
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
-_SIZE = re.compile(r"^(?:[0-9]+(?:\.[0-9])?Gi|[0-9]+Mi|[0-9]+)$")
+# The guard's size form, as `format_size` writes it: `1.9Gi` (at least 1 GiB, one decimal) or `512Mi`
+# (under 1 GiB). A bare number is not a size (issue 7 item 13): its unit is anyone's guess.
+_SIZE = re.compile(r"[1-9][0-9]{0,5}(?:\.[0-9])?Gi|(?:0|[1-9][0-9]{0,3})Mi")
 
 
 class QuantityError(ValueError):
@@ -68,5 +70,7 @@ def format_size(n_bytes: int) -> str:
 
 
 def is_size(text: object) -> bool:
-    """A size as the Harness writes it (`1.9Gi`, `512Mi`) or a plain byte count."""
-    return isinstance(text, str) and len(text) <= 32 and bool(_SIZE.match(text))
+    """A size in the guard's form (`1.9Gi`, `512Mi`; CONTRACTS.md §3), the only form a notice may carry."""
+    if not isinstance(text, str) or not _SIZE.fullmatch(text):
+        return False
+    return not text.endswith("Mi") or int(text[:-2]) < 1024

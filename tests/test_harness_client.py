@@ -1,8 +1,11 @@
-"""HarnessClient: the contract's calls against the fake Harness, and its resend rules on single calls."""
+"""HarnessClient: the contract's calls against the fake Harness, its resend rules on single calls, the
+memory-kill read's total deadline against a real slow peer, cuts, foreign stream URLs, one session each."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -10,12 +13,23 @@ import requests
 import responses
 import urllib3.exceptions
 
+from jr2_actors.actorkit import Timers
 from jr2_actors.clock import VirtualClock
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, Pick, Say
-from jr2_actors.harness.client import HarnessClient, HarnessError, HarnessProtocolError, HarnessUnreachable
+from jr2_actors.harness.client import (
+    ConversationNotKept,
+    HarnessClient,
+    HarnessClients,
+    HarnessError,
+    HarnessProtocolError,
+    HarnessUnreachable,
+)
+from jr2_actors.harness.cut import Cut, mount_cuts
 from jr2_actors.harness.memory_kills import MemoryKillListError
 from tests.sandboxes import FIXTURES, ready_sandbox
+from tests.slow_server import Mode, SlowServer
+from tests.waiting import wait_until
 
 NAME = "ws-client-f-1-abc123"
 BASE = "http://harness.test/ws-1"
@@ -26,7 +40,9 @@ def live() -> Iterator[tuple[FakeCluster, HarnessClient]]:
     clock = VirtualClock()
     with FakeCluster(clock=clock, start_seconds=1, long_poll=0.2) as cluster:
         endpoint = ready_sandbox(cluster, clock, NAME)
-        yield cluster, HarnessClient(endpoint, cluster.harness_token(NAME))
+        client = HarnessClient(endpoint, cluster.harness_token(NAME))
+        yield cluster, client
+        client.close()
 
 
 def body(agent: str = "coder", **extra: Any) -> dict[str, Any]:
@@ -54,7 +70,7 @@ def test_attach_admit_and_read_updates(live: tuple[FakeCluster, HarnessClient]) 
 
 def test_refusals_carry_the_harness_words(live: tuple[FakeCluster, HarnessClient]) -> None:
     _, harness = live
-    with pytest.raises(HarnessError) as err:
+    with pytest.raises(ConversationNotKept) as err:
         harness.admit("coder", "c-unknown", body(kept=True))
     assert err.value.status == 404 and err.value.body["kept"] is False
     stranger = HarnessClient(harness.base_url, "not-the-token")
@@ -62,6 +78,7 @@ def test_refusals_carry_the_harness_words(live: tuple[FakeCluster, HarnessClient
         stranger.attach([], "b")
     assert (denied.value.status, denied.value.error) == (401, "unauthorized")
     assert "not-the-token" not in repr(stranger)
+    stranger.close()
 
 
 def test_abort_and_memory_kills(live: tuple[FakeCluster, HarnessClient]) -> None:
@@ -95,19 +112,33 @@ NEVER_REACHED = requests.exceptions.ConnectionError(
 RESET = requests.exceptions.ConnectionError("Connection aborted: reset by peer")
 
 
-def client_with_clock() -> tuple[HarnessClient, VirtualClock, list[float]]:
-    clock = VirtualClock()
-    waits: list[float] = []
+@pytest.fixture
+def clients() -> Iterator[list[HarnessClient]]:
+    made: list[HarnessClient] = []
+    yield made
+    for client in made:
+        client.close()
 
-    def wait(seconds: float) -> None:
-        waits.append(seconds)
-        clock.advance(seconds)
 
-    return HarnessClient(BASE, "t0k3n", clock=clock, wait=wait), clock, waits
+@pytest.fixture
+def client_with_clock(clients: list[HarnessClient]) -> Any:
+    def make(base: str = BASE) -> tuple[HarnessClient, VirtualClock, list[float]]:
+        clock = VirtualClock()
+        waits: list[float] = []
+
+        def wait(seconds: float) -> None:
+            waits.append(seconds)
+            clock.advance(seconds)
+
+        client = HarnessClient(base, "t0k3n", clock=clock, wait=wait)
+        clients.append(client)
+        return client, clock, waits
+
+    return make
 
 
 @responses.activate
-def test_a_request_that_never_reached_is_sent_again_with_backoff() -> None:
+def test_a_request_that_never_reached_is_sent_again_with_backoff(client_with_clock: Any) -> None:
     harness, _, waits = client_with_clock()
     responses.post(f"{BASE}/attach", body=NEVER_REACHED)
     responses.post(f"{BASE}/attach", body=NEVER_REACHED)
@@ -118,7 +149,7 @@ def test_a_request_that_never_reached_is_sent_again_with_backoff() -> None:
 
 
 @responses.activate
-def test_never_reached_for_ninety_seconds_gives_up() -> None:
+def test_never_reached_for_ninety_seconds_gives_up(client_with_clock: Any) -> None:
     harness, _, waits = client_with_clock()
     responses.post(f"{BASE}/attach", body=NEVER_REACHED)
     with pytest.raises(HarnessUnreachable) as err:
@@ -129,8 +160,8 @@ def test_never_reached_for_ninety_seconds_gives_up() -> None:
 
 
 @responses.activate
-@pytest.mark.parametrize("status", [400, 403, 500, 501, 503])
-def test_an_answer_that_is_not_2xx_is_never_resent(status: int) -> None:
+@pytest.mark.parametrize("status", [400, 403, 404, 500, 501])
+def test_an_answer_that_is_not_2xx_is_never_resent(status: int, client_with_clock: Any) -> None:
     harness, _, _ = client_with_clock()
     responses.post(f"{BASE}/agents/coder/c-1", status=status, json={"error": "no"})
     with pytest.raises(HarnessError) as err:
@@ -140,7 +171,7 @@ def test_an_answer_that_is_not_2xx_is_never_resent(status: int) -> None:
 
 
 @responses.activate
-def test_a_request_that_may_have_arrived_is_not_resent() -> None:
+def test_a_request_that_may_have_arrived_is_not_resent(client_with_clock: Any) -> None:
     harness, _, _ = client_with_clock()
     responses.post(f"{BASE}/agents/coder/c-1", body=RESET)
     with pytest.raises(HarnessUnreachable) as err:
@@ -150,7 +181,7 @@ def test_a_request_that_may_have_arrived_is_not_resent() -> None:
 
 
 @responses.activate
-def test_memory_kill_read_asks_a_draining_harness_again_within_five_seconds() -> None:
+def test_memory_kill_read_asks_a_draining_harness_again_within_five_seconds(client_with_clock: Any) -> None:
     harness, _, waits = client_with_clock()
     responses.get(f"{BASE}/memory-kills", status=503, json={"error": "draining"})
     responses.get(f"{BASE}/memory-kills", body=(FIXTURES / "memory-kills-valid.json").read_bytes())
@@ -159,7 +190,7 @@ def test_memory_kill_read_asks_a_draining_harness_again_within_five_seconds() ->
 
 
 @responses.activate
-def test_memory_kill_read_gives_up_at_its_limit() -> None:
+def test_memory_kill_read_gives_up_at_its_limit(client_with_clock: Any) -> None:
     harness, _, waits = client_with_clock()
     responses.get(f"{BASE}/memory-kills", status=503, json={"error": "draining"})
     with pytest.raises(HarnessError) as err:
@@ -170,8 +201,234 @@ def test_memory_kill_read_gives_up_at_its_limit() -> None:
 
 @responses.activate
 @pytest.mark.parametrize("answer", [b"not json", b"[1]", b'{"streamUrl": 5}', b'{"offset": "0"}'])
-def test_malformed_admission_answers_are_protocol_errors(answer: bytes) -> None:
+def test_malformed_admission_answers_are_protocol_errors(answer: bytes, client_with_clock: Any) -> None:
     harness, _, _ = client_with_clock()
     responses.post(f"{BASE}/agents/coder/c-1", body=answer)
     with pytest.raises(HarnessProtocolError):
         harness.admit("coder", "c-1", body())
+
+
+@responses.activate
+def test_an_attach_answered_503_is_not_resent(client_with_clock: Any) -> None:
+    harness, _, waits = client_with_clock()
+    responses.post(f"{BASE}/attach", status=503, json={"error": "draining"})
+    with pytest.raises(HarnessError) as err:
+        harness.attach([], "b")
+    assert (err.value.status, len(responses.calls), waits) == (503, 1, [])
+
+
+@responses.activate
+def test_an_admission_answered_503_is_sent_again(client_with_clock: Any) -> None:
+    harness, _, waits = client_with_clock()
+    responses.post(f"{BASE}/agents/coder/c-1", status=503, json={"error": "draining"})
+    responses.post(f"{BASE}/agents/coder/c-1", status=503, json={"error": "draining"})
+    responses.post(f"{BASE}/agents/coder/c-1", json={"streamUrl": f"{BASE}/streams/coder/c-1", "offset": "0",
+                                                     "submissionId": "s-1"})
+    admission = harness.admit("coder", "c-1", body())
+    assert (admission.submission_id, len(responses.calls), waits) == ("s-1", 3, [0.25, 0.5])
+
+
+@responses.activate
+def test_an_admission_draining_for_thirty_seconds_fails(client_with_clock: Any) -> None:
+    harness, _, waits = client_with_clock()
+    responses.post(f"{BASE}/agents/coder/c-1", status=503, json={"error": "draining"})
+    with pytest.raises(HarnessError) as err:
+        harness.admit("coder", "c-1", body())
+    assert err.value.status == 503
+    assert waits == [0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0]  # 27.75 s; one more would pass 30 s
+    assert len(responses.calls) == len(waits) + 1
+
+
+@responses.activate
+@pytest.mark.parametrize(("answer", "not_kept"), [
+    ({"error": "conversation c-1 is not held here", "kept": False}, True),
+    ({"error": "no route"}, False),
+    ({"error": "gone", "kept": "false"}, False),
+    ({"error": "gone", "kept": True}, False),
+])
+def test_only_a_404_saying_kept_false_is_the_refusal(answer: dict[str, Any], not_kept: bool,
+                                                      client_with_clock: Any) -> None:
+    harness, _, _ = client_with_clock()
+    responses.post(f"{BASE}/agents/coder/c-1", status=404, json=answer)
+    with pytest.raises(HarnessError) as err:
+        harness.admit("coder", "c-1", body(kept=True))
+    assert isinstance(err.value, ConversationNotKept) is not_kept
+    assert err.value.status == 404
+
+
+@responses.activate
+@pytest.mark.parametrize("stream_url", [
+    "http://evil.test/ws-1/streams/coder/c-1",
+    "https://harness.test/ws-1/streams/coder/c-1",
+    "http://harness.test:8080/ws-1/streams/coder/c-1",
+    "http://harness.test/ws-2/streams/coder/c-1",
+    "http://user:pw@harness.test/ws-1/streams/coder/c-1",
+    "//evil.test/ws-1/streams",
+    "http://harness.test:notaport/ws-1/x",
+])
+def test_a_stream_url_off_the_harness_is_refused(stream_url: str, client_with_clock: Any) -> None:
+    harness, _, _ = client_with_clock()
+    responses.post(f"{BASE}/agents/coder/c-1", json={"streamUrl": stream_url, "offset": "0", "submissionId": "s"})
+    with pytest.raises(HarnessProtocolError) as err:
+        harness.admit("coder", "c-1", body())
+    assert "not on the Harness" in str(err.value)
+    with pytest.raises(HarnessProtocolError):
+        harness.updates(stream_url, "0")
+    assert len(responses.calls) == 1  # the updates request never left
+
+
+@responses.activate
+def test_a_relative_stream_url_is_resolved_on_the_harness(client_with_clock: Any) -> None:
+    harness, _, _ = client_with_clock()
+    responses.post(f"{BASE}/agents/coder/c-1", json={"streamUrl": "/ws-1/streams/coder/c-1", "offset": "0",
+                                                     "submissionId": "s"})
+    assert harness.admit("coder", "c-1", body()).stream_url == f"{BASE}/streams/coder/c-1"
+
+
+@responses.activate
+def test_a_redirect_is_never_followed(client_with_clock: Any) -> None:
+    harness, _, _ = client_with_clock()
+    url = f"{BASE}/streams/coder/c-1"
+    responses.get(url, status=302, headers={"Location": "http://evil.test/steal"})
+    responses.get("http://evil.test/steal", json=[])
+    with pytest.raises(HarnessError) as err:
+        harness.updates(url, "0")
+    assert err.value.status == 302
+    assert [str(c.request.url).split("?")[0] for c in responses.calls] == [url]
+
+
+# -- the memory-kill read's total deadline, against a real slow peer ---------------------------------
+
+@pytest.fixture
+def slow() -> Iterator[Any]:
+    servers: list[SlowServer] = []
+    timers: list[Timers] = []
+    clients: list[HarnessClient] = []
+
+    def make(mode: Mode) -> tuple[SlowServer, HarnessClient, VirtualClock, Timers]:
+        server = SlowServer(mode)
+        clock = VirtualClock()
+        timer = Timers(clock)
+        client = HarnessClient(server.url, "t0k3n", clock=clock, timers=timer)
+        servers.append(server)
+        timers.append(timer)
+        clients.append(client)
+        return server, client, clock, timer
+
+    yield make
+    for client in clients:
+        client.close()
+    for timer in timers:
+        timer.stop()
+    for server in servers:
+        server.close()
+
+
+def in_thread(call: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = call()
+        except Exception as e:
+            out["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+@pytest.mark.parametrize("mode", ["trickle-headers", "trickle-body"])
+def test_the_memory_kill_read_ends_at_five_seconds_in_total_however_the_harness_trickles(
+        slow: Any, mode: Mode) -> None:
+    server, client, clock, timers = slow(mode)
+    thread, out = in_thread(client.memory_kills)
+    assert server.trickling.wait(10), "the peer never started its answer"
+    clock.advance(4.9)
+    timers.poke()
+    assert not server.closed.wait(0.3) and thread.is_alive()  # within the limit the read goes on
+    clock.advance(0.1)
+    timers.poke()
+    thread.join(10)
+    assert not thread.is_alive(), "the read outlived its deadline"
+    error = out["error"]
+    assert isinstance(error, HarnessUnreachable) and "no whole answer within 5s" in str(error)
+    assert server.closed.wait(10)  # the connection was ended, not left to trickle on
+
+
+def test_a_cut_ends_a_long_poll_in_flight(slow: Any) -> None:
+    server, client, _, _ = slow("hold")
+    cut = Cut()
+    thread, out = in_thread(lambda: client.updates(f"{server.url}/streams/coder/c-1", "0", cut=cut))
+    assert server.got_request.wait(10)
+    cut.fire()
+    thread.join(10)
+    assert not thread.is_alive() and isinstance(out["error"], HarnessUnreachable)
+    assert server.closed.wait(10)
+    with pytest.raises(HarnessUnreachable, match="cut before it was sent"):
+        client.updates(f"{server.url}/streams/coder/c-1", "0", cut=cut)
+
+
+class _KeepAlive(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    release = threading.Event()
+    peers: list[tuple[str, int]] = []  # noqa: RUF012 - one test's record
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.peers.append(self.client_address)
+        if self.path.startswith("/slow"):
+            self.release.wait(10)
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+
+def test_a_late_fire_never_shuts_a_connection_another_request_took_over() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _KeepAlive)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    session = requests.Session()
+    mount_cuts(session)
+    try:
+        first = Cut()
+        with first.active():
+            assert session.get(f"{url}/fast", timeout=10).content == b"ok"
+        thread, out = in_thread(lambda: session.get(f"{url}/slow", timeout=10).content)
+        wait_until(lambda: len(_KeepAlive.peers) == 2, what="the second request")
+        first.fire()  # the first request's connection now serves the second
+        _KeepAlive.release.set()
+        thread.join(10)
+        assert out.get("value") == b"ok", out
+        assert _KeepAlive.peers[0] == _KeepAlive.peers[1]  # one kept-alive connection served both
+    finally:
+        session.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_one_client_per_harness_and_each_closed() -> None:
+    registry = HarnessClients()
+    a = registry.get("http://h.test/ws-1/", "t1")
+    assert registry.get("http://h.test/ws-1", "t1") is a
+    b = registry.get("http://h.test/ws-2", "t1")
+    assert b is not a
+    replaced = registry.get("http://h.test/ws-1", "t2")  # the Sandbox's token changed: a new client
+    assert replaced is not a and replaced.holds_token("t2") and not replaced.holds_token("t1")
+    closed: list[str] = []
+    for client in (replaced, b):
+        original = client._session.close
+
+        def spy(original: Any = original, client: HarnessClient = client) -> None:
+            closed.append(client.base_url)
+            original()
+
+        client._session.close = spy  # type: ignore[method-assign]
+    registry.close()
+    assert sorted(closed) == ["http://h.test/ws-1", "http://h.test/ws-2"]
+    with pytest.raises(RuntimeError):
+        registry.get("http://h.test/ws-1", "t1")
+    a.close()

@@ -1,12 +1,14 @@
-"""The `/memory-kills` list is untrusted: recorded valid and hostile lists, oversize, garbage."""
+"""The `/memory-kills` list is untrusted: recorded valid and hostile lists, every bound reached and passed,
+oversize, garbage."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
-from jr2_actors.harness.memory_kills import MemoryKill, MemoryKillListError, parse_memory_kills
+from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKill, MemoryKillListError, parse_memory_kills
 from tests.sandboxes import FIXTURES
 
 
@@ -26,7 +28,7 @@ def test_hostile_list_drops_what_breaks_a_bound_and_keeps_real_kills() -> None:
     assert (kept["k-bad-size"].peak, kept["k-bad-size"].limit) == (None, None)  # sizes left out, kill kept
     assert kept["k-told"].told == ("ok-conv",)
     text = " ".join(read.problems)
-    for expected in ("id missing", "is not a time", "peak left out", "limit left out", "agent missing",
+    for expected in ("id missing", "is not a time", "peak left out", "limit left out", "agent not a string",
                      "told entry left out"):
         assert expected in text, expected
 
@@ -46,12 +48,58 @@ def test_no_more_than_thirty_two_told() -> None:
     assert read.told == tuple(f"c-{i}" for i in range(8, 40))
 
 
-def test_the_largest_list_within_bounds_is_read() -> None:
-    kill = {"id": "k" * 64, "at": "2026-09-30T10:00:00.000000000+00:00"[:64], "agent": "a" * 128,
-            "instanceId": "i" * 128, "peak": "1.9Gi", "limit": "2Gi", "told": ["c" * 128] * 32}
-    raw = json.dumps({"kills": [kill] * 16}).encode()
-    assert len(raw) < 256 * 1024
-    assert len(parse_memory_kills(raw).kills) == 16
+AT_64 = "2026-09-30T10:05:41." + "1" * 38 + "+00:00"  # the longest `at` that is still a time
+
+
+def largest_kill(char: str, i: int) -> dict[str, Any]:
+    """A kill with every field at its bound, written in `char` (counted as one character each)."""
+    return {"id": f"{i:02d}" + char * 62, "at": AT_64, "agent": char * 128, "instanceId": char * 128,
+            "peak": "999999.9Gi", "limit": "999999.9Gi", "told": [f"{i:02d}{j:02d}" + char * 124 for j in range(32)]}
+
+
+@pytest.mark.parametrize("char", ["a", "é", "中"])
+def test_the_largest_list_within_the_bounds_is_read_whole(char: str) -> None:
+    raw = json.dumps({"kills": [largest_kill(char, i) for i in range(16)]}, ensure_ascii=False).encode()
+    assert len(raw) <= MAX_LIST_BYTES
+    if char == "中":  # characters are counted, not bytes: ADR-0062's largest list (149,259 bytes) fits
+        assert len(raw) > 149_259
+    read = parse_memory_kills(raw)
+    assert read.problems == ()
+    assert len(read.kills) == 16 and all(len(k.told) == 32 for k in read.kills)
+    assert read.kills[15] == MemoryKill("15" + char * 62, AT_64, char * 128, char * 128, "999999.9Gi", "999999.9Gi",
+                                        tuple(f"15{j:02d}" + char * 124 for j in range(32)))
+
+
+@pytest.mark.parametrize(("field", "value", "kept"), [
+    ("id", "k" * 65, False), ("at", AT_64[:-6] + "1+00:00", False), ("agent", "a" * 129, False),
+    ("instanceId", "i" * 129, False), ("agent", "", True), ("agent", None, True), ("agent", 7, False),
+    ("at", "2026-09-30", False), ("id", "", False), ("instanceId", None, False),
+])
+def test_one_past_a_bound_drops_the_kill_and_no_agent_keeps_it(field: str, value: object, kept: bool) -> None:
+    kill = largest_kill("a", 0)
+    if value is None:
+        del kill[field]
+    else:
+        kill[field] = value
+    read = parse_memory_kills(json.dumps({"kills": [kill]}).encode())
+    assert (len(read.kills) == 1) is kept
+    assert (read.problems == ()) is kept
+    if kept:
+        assert read.kills[0].agent == ""  # a kill while no Turn ran
+
+
+def test_a_told_entry_past_its_bound_is_left_out_and_the_kill_kept() -> None:
+    kill = largest_kill("a", 0)
+    kill["told"] = ["c" * 129, *kill["told"][:31], ""]
+    (read,) = parse_memory_kills(json.dumps({"kills": [kill]}).encode()).kills
+    assert len(read.told) == 31
+
+
+def test_the_read_is_at_most_256_kib() -> None:
+    doc = b'{"kills": []}'
+    assert parse_memory_kills(doc + b" " * (MAX_LIST_BYTES - len(doc))).kills == ()
+    with pytest.raises(MemoryKillListError, match="over the"):
+        parse_memory_kills(doc + b" " * (MAX_LIST_BYTES - len(doc) + 1))
 
 
 @pytest.mark.parametrize("raw", [b"", b"not json", b"[]", b'{"kills": {}}', b'{"kills": "x"}', b"[" * 100_000,

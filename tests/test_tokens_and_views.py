@@ -81,7 +81,7 @@ def test_durations_and_sizes() -> None:
     assert format_size(int(1.9 * 2**30)) == "1.9Gi"
     assert format_size(2 * 2**30) == "2Gi"
     assert format_size(512 * 2**20) == "512Mi"
-    assert is_size("1.9Gi") and is_size("512Mi") and is_size("2147483648")
+    assert is_size("1.9Gi") and is_size("512Mi")
     assert not is_size("lots") and not is_size("2Gi; rm -rf /") and not is_size("1.95Gi")
 
 

@@ -1,140 +1,200 @@
-"""TurnCore on plain data, and the AgentActor against the fake Harness: picks, limits, kills, loss, abort."""
+"""TurnCore on plain data: picks, guard kills as notices, faults by cause, admissions of one Turn, stops."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import pykka
 import pytest
 
 from jr2_actors.agent import core as turn
-from jr2_actors.agent.actor import AbortTurn, AgentActor, AnswerPick, KillsRead, StartTurn
-from jr2_actors.clock import VirtualClock
-from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
-from tests.probes import Inbox
-from tests.sandboxes import ready_sandbox
-
-NAME = "ws-turn-f-1-abc123"
+from jr2_actors.harness import briefing
 
 
-def ev(type_: str, **fields: Any) -> dict[str, Any]:
-    return {"type": type_, "conversationId": "c", "position": {"batch": 1, "index": 0}, **fields}
+def ev(type_: str, batch: int = 1, index: int = 0, **fields: Any) -> dict[str, Any]:
+    return {"type": type_, "conversationId": "c-1", "position": {"batch": batch, "index": index}, **fields}
 
 
-def test_a_disallowed_pick_is_answered_at_once_and_changes_nothing() -> None:
-    core = turn.TurnCore(["finish"])
-    core.step(turn.Admitted("s-1", "0"))
+def reading(allowed: tuple[str, ...] = ("finish",), submission: str = "s-1", offset: str = "0") -> turn.TurnCore:
+    core = turn.TurnCore("coder", "t-1", "c-1")
+    core.step(turn.Admitting(allowed))
+    step = core.step(turn.Admitted(submission, offset))
+    assert step.actions == (turn.ReadUpdates(offset),)
+    return core
+
+
+def settled(outcome: str = "completed", submission: str = "s-1", **extra: Any) -> dict[str, Any]:
+    return ev("submission-settled", submissionId=submission, outcome=outcome, **extra)
+
+
+def test_a_disallowed_pick_is_answered_at_once_in_the_briefings_words_and_changes_nothing() -> None:
+    core = reading(("finish", "dispute"))
     step = core.step(turn.Events([ev("pick", callId="k1", pick="explode", args={})], "1"))
-    assert step.actions[0] == turn.AnswerPick("k1", False, "explode is not allowed now. Allowed now: finish.")
-    assert step.reports == () and core.state == "reading"
+    answer = briefing.not_allowed("explode", ("finish", "dispute"))
+    assert step.actions == (turn.PostAnswer("k1", False, answer), turn.ReadUpdates("1"))
+    assert step.reports == () and core.state == "reading" and core.outstanding == {}
 
 
-def test_failures_are_named_by_whose_limit() -> None:
-    provider = turn.TurnCore([])
-    provider.step(turn.Admitted("s-1", "0"))
-    step = provider.step(turn.Events([ev("submission-settled", submissionId="s-1", outcome="failed",
-                                         error={"type": "provider_limit", "message": "429 after 2 retries"})], "1"))
-    assert step.reports == (turn.TurnFault("provider limit: 429 after 2 retries"),)
-    guard = turn.TurnCore([])
-    guard.step(turn.Admitted("s-1", "0"))
-    step = guard.step(turn.Events([ev("memory-limit", id="k-1", peak="lots", limit="2Gi"),
-                                   ev("submission-settled", submissionId="s-1", outcome="failed",
-                                      error={"type": "memory_limit", "message": ""})], "2"))
-    assert step.reports[0] == turn.GuardKill("k-1", None, "2Gi")  # an untrusted size is left out
-    assert step.reports[1] == turn.TurnFault("memory limit (guard, over its limit)")
+def test_a_guard_kill_is_a_notice_and_a_later_failure_keeps_its_own_words() -> None:
+    core = reading()
+    step = core.step(turn.Events([
+        ev("memory-limit", index=0, id="k-1", peak="1.9Gi", limit="2Gi"),
+        settled("failed", error={"type": "provider_limit", "message": "429 after 2 retries"}),
+    ], "2"))
+    kill, fault = step.reports
+    assert kill == turn.GuardKill("coder", "t-1", "c-1", "k-1", "batch 1 index 0", "1.9Gi", "2Gi")
+    assert fault == turn.TurnFault("coder", "t-1", "settled", "provider limit: 429 after 2 retries")
+
+
+def test_a_guard_kill_then_a_completed_settle_is_no_fault() -> None:
+    core = reading()
+    step = core.step(turn.Events([ev("memory-limit", id="k-1", peak="1.9Gi", limit="2Gi"), settled()], "2"))
+    assert [type(r) for r in step.reports] == [turn.GuardKill, turn.Settled]
+    assert not any(isinstance(r, turn.TurnFault) for r in step.reports)
+
+
+@pytest.mark.parametrize(("error", "reason"), [
+    ({"type": "memory_limit", "message": "peak 1.9Gi"}, "memory_limit: peak 1.9Gi"),  # no invented fault type
+    ({"type": "tool_crash"}, "tool_crash"),
+    ({"message": "x" * 10_000}, "x" * turn.MAX_TEXT),
+    ("not an object", "the Submission failed"),
+    ({"type": 7, "message": ["no"]}, "the Submission failed"),
+])
+def test_a_failed_settle_is_the_harness_words(error: object, reason: str) -> None:
+    core = reading()
+    step = core.step(turn.Events([settled("failed", error=error)], "1"))
+    assert step.reports == (turn.TurnFault("coder", "t-1", "settled", reason),)
+    assert core.ended
+
+
+def test_a_settle_of_an_unknown_outcome_faults_naming_it() -> None:
+    core = reading()
+    (fault,) = core.step(turn.Events([settled("exploded" * 100)], "1")).reports
+    assert isinstance(fault, turn.TurnFault) and fault.cause == "settled"
+    assert fault.reason.startswith("the Submission settled 'explodedexploded") and len(fault.reason) < 120
+
+
+def test_a_stream_kill_with_no_id_is_kept_and_its_place_is_its_source() -> None:
+    core = reading(offset="7")
+    step = core.step(turn.Events([
+        ev("memory-limit", batch=3, index=4, peak="512Mi", limit="2Gi"),
+        {"type": "memory-limit", "position": "garbage", "id": "x" * 65, "peak": "1Gi", "limit": "2Gi"},
+        {"type": "memory-limit", "position": {"batch": True, "index": -1}, "id": 42},
+    ], "10"))
+    older, hostile, odd = step.reports
+    assert isinstance(older, turn.GuardKill) and isinstance(hostile, turn.GuardKill) and isinstance(odd, turn.GuardKill)
+    assert (older.kill_id, older.place, older.peak, older.limit, older.problems) == (
+        None, "batch 3 index 4", "512Mi", "2Gi", ())
+    assert (hostile.kill_id, hostile.place, hostile.peak) == (None, "offset 7 event 1", "1Gi")
+    assert "not an id" in hostile.problems[0]
+    assert (odd.kill_id, odd.place) == (None, "offset 7 event 2")
+
+
+@pytest.mark.parametrize(("peak", "limit", "kept", "problems"), [
+    ("1.9Gi", "2Gi", ("1.9Gi", "2Gi"), 0),
+    ("2147483648", "2Gi", (None, "2Gi"), 1),  # a bare number is not a size
+    ("1.9Gi", None, (None, None), 1),  # a peak comes only with a limit
+    ("lots", "2Gi; rm -rf /", (None, None), 2),
+    (None, "2Gi", (None, "2Gi"), 0),
+    (["1Gi"], {"x": 1}, (None, None), 2),
+])
+def test_guard_kill_sizes_are_kept_only_in_the_guards_form(peak: object, limit: object,
+                                                           kept: tuple[str | None, str | None], problems: int) -> None:
+    core = reading()
+    (kill,) = core.step(turn.Events([ev("memory-limit", id="k", peak=peak, limit=limit)], "1")).reports
+    assert isinstance(kill, turn.GuardKill)
+    assert (kill.kill_id, kill.peak, kill.limit) == ("k", *kept)
+    assert len(kill.problems) == problems
+
+
+def test_every_outstanding_pick_of_a_batch_is_kept_until_answered() -> None:
+    core = reading(("finish", "note"))
+    step = core.step(turn.Events([ev("pick", index=0, callId="a", pick="note", args={"n": 1}),
+                                  ev("pick", index=1, callId="b", pick="finish", args="not a dict")], "2"))
+    assert [r.call_id for r in step.reports if isinstance(r, turn.Picked)] == ["a", "b"]
+    assert step.reports[1] == turn.Picked("coder", "t-1", "b", "finish", {})
+    first = core.step(turn.Answering("a", False, "noted"))
+    second = core.step(turn.Answering("b", True, "done"))
+    assert first.actions == (turn.PostAnswer("a", False, "noted"),)
+    assert second.actions == (turn.PostAnswer("b", True, "done"),)
+    again = core.step(turn.Answering("a", False, "twice"))
+    assert again.actions == () and "not waiting" in again.note
+    core.step(turn.Answered("a"))
+    failed = core.step(turn.AnswerUndelivered("b", "Harness answered 409"))
+    assert failed.reports == (turn.AnswerFailed("coder", "t-1", "b", "Harness answered 409"),)
+    assert core.outstanding == {}
+    assert core.step(turn.Answering("zz", False, "?")).actions == ()
+
+
+def test_a_nudge_is_another_admission_of_the_same_turn_and_not_kept_is_its_own_outcome() -> None:
+    core = reading()
+    step = core.step(turn.Events([ev("pick", callId="a", pick="finish", args={}), settled()], "2"))
+    assert step.reports[-1] == turn.Settled("coder", "t-1", "completed", True)
+    assert step.actions == () and core.state == "idle"  # no read after the settle
+    core.step(turn.Admitting(("finish",)))
+    refused = core.step(turn.AdmitNotKept("conversation c-1 is not held here"))
+    assert refused.reports == (turn.NotKept("coder", "t-1", "c-1", "conversation c-1 is not held here"),)
+    assert core.state == "idle" and not core.ended
+    core.step(turn.Admitting(()))
+    assert core.step(turn.Admitted("s-2", "2")).actions == (turn.ReadUpdates("2"),)
+    done = core.step(turn.Events([settled("completed", "s-1"), settled("aborted", "s-2")], "4"))
+    assert done.reports == (turn.Settled("coder", "t-1", "aborted", False),)
+
+
+def test_an_admission_while_one_runs_is_dropped_with_a_note() -> None:
+    core = reading()
+    step = core.step(turn.Admitting(("finish",)))
+    assert step == turn.Step(note="an admission while reading: dropped")
+    assert core.state == "reading"
+
+
+def test_a_refused_admission_and_a_lost_conversation_fault_by_cause() -> None:
+    refused = turn.TurnCore("coder", "t-1", "c-1")
+    refused.step(turn.Admitting(()))
+    (fault,) = refused.step(turn.AdmitRefused("Harness answered 400: no")).reports
+    assert fault == turn.TurnFault("coder", "t-1", "refused", "admission refused: Harness answered 400: no")
+    lost = reading()
+    (fault,) = lost.step(turn.StreamLost("404: conversation lost")).reports
+    assert fault == turn.TurnFault("coder", "t-1", "lost", "the conversation was lost (404: conversation lost)")
+
+
+def test_a_stream_that_cannot_be_read_is_tried_three_times_a_second_apart() -> None:
+    core = reading(offset="5")
+    assert core.step(turn.StreamFailed("reset")).actions == (turn.ReadUpdates("5", after=1.0),)
+    assert core.step(turn.StreamFailed("reset")).actions == (turn.ReadUpdates("5", after=1.0),)
+    (fault,) = core.step(turn.StreamFailed("reset")).reports
+    assert fault == turn.TurnFault("coder", "t-1", "stream", "the updates stream could not be read: reset")
+
+
+def test_a_read_that_works_starts_the_count_again() -> None:
+    core = reading()
+    core.step(turn.StreamFailed("reset"))
+    core.step(turn.StreamFailed("reset"))
+    core.step(turn.Events([], "0"))
+    assert core.step(turn.StreamFailed("reset")).actions == (turn.ReadUpdates("0", after=1.0),)
+
+
+def test_the_runs_end_faults_with_its_words_and_an_abort_reports_nothing() -> None:
+    ended = reading()
+    step = ended.step(turn.Stop("memory limit (OOMKilled, limit 2Gi): Killed"))
+    assert step.reports == (turn.TurnFault("coder", "t-1", "ended", "memory limit (OOMKilled, limit 2Gi): Killed"),)
+    aborted = reading()
+    assert aborted.step(turn.Stop()) == turn.Step()
+    late = aborted.step(turn.Events([ev("memory-limit", id="k-9"), settled("aborted")], "2"))
+    assert late.reports == () and late.actions == () and "after the Turn ended" in late.note
 
 
 def test_another_submissions_settle_is_not_ours() -> None:
-    core = turn.TurnCore([])
-    core.step(turn.Admitted("s-2", "3"))
-    step = core.step(turn.Events([ev("submission-settled", submissionId="s-1", outcome="completed")], "4"))
+    core = reading(submission="s-2", offset="3")
+    step = core.step(turn.Events([settled("completed", "s-1")], "4"))
     assert step.reports == () and step.actions == (turn.ReadUpdates("4"),)
 
 
-@pytest.fixture
-def seat() -> Iterator[tuple[FakeCluster, pykka.ActorRef[Any], Inbox, str]]:
-    clock = VirtualClock()
-    with FakeCluster(clock=clock, start_seconds=1, long_poll=0.2) as cluster:
-        endpoint = ready_sandbox(cluster, clock, NAME)
-        inbox = Inbox()
-        pool = ThreadPoolExecutor(2)
-        ref = AgentActor.start("coder", parent=inbox, pool=pool)
-        yield cluster, ref, inbox, endpoint
-        ref.stop(block=True, timeout=10)
-        pool.shutdown(wait=True)
-
-
-def start(cluster: FakeCluster, ref: pykka.ActorRef[Any], endpoint: str, conv: str = "c-1") -> None:
-    body = {"definition": {"agent": "coder", "instructions": "You fix bugs.", "access": "write",
-                           "menu": ["finish"]}, "message": "Fix it.", "allowed": ["finish"], "notices": []}
-    ref.tell(StartTurn(conv, body, endpoint, cluster.harness_token(NAME)))
-
-
-def last(inbox: Inbox, kind: type) -> Any:
-    inbox.wait_for(lambda ms: any(isinstance(m, kind) for m in ms), what=kind.__name__)
-    return [m for m in inbox.snapshot() if isinstance(m, kind)][-1]
-
-
-def test_a_turn_picks_and_the_run_answers(seat: tuple[FakeCluster, pykka.ActorRef[Any], Inbox, str]) -> None:
-    cluster, ref, inbox, endpoint = seat
-    cluster.script("coder", [Say("Fixed."), Pick("finish", {"summary": "green"})])
-    start(cluster, ref, endpoint)
-    kills = last(inbox, KillsRead)
-    assert kills.read is not None and kills.read.kills == ()  # read before the admission
-    picked = last(inbox, turn.Picked)
-    assert (picked.pick, dict(picked.args)) == ("finish", {"summary": "green"})
-    assert last(inbox, turn.Said).text == "Fixed."
-    ref.tell(AnswerPick(picked.call_id, True, "done"))
-    assert last(inbox, turn.TurnEnded) == turn.TurnEnded("completed", True)
-    (answer,) = cluster.harness(lambda core: list(core.answers))
-    assert (answer["callId"], answer["over"]) == (picked.call_id, True)
-
-
-@pytest.mark.parametrize(
-    ("script", "reason_starts"),
-    [([ProviderLimit("429 after retries")], "provider limit: 429 after retries"),
-     ([GuardKill("1.9Gi", "2Gi")], "memory limit (guard, peak 1.9Gi of 2Gi)"),
-     ([KernelKill()], "the conversation was lost")],
-)
-def test_a_turn_faults_with_its_reason(seat: tuple[FakeCluster, pykka.ActorRef[Any], Inbox, str],
-                                       script: list[Any], reason_starts: str) -> None:
-    cluster, ref, inbox, endpoint = seat
-    cluster.script("coder", script)
-    start(cluster, ref, endpoint)
-    assert last(inbox, turn.TurnFault).reason.startswith(reason_starts)
-
-
-def test_a_hung_turn_is_aborted(seat: tuple[FakeCluster, pykka.ActorRef[Any], Inbox, str]) -> None:
-    cluster, ref, inbox, endpoint = seat
-    cluster.script("coder", [Hang()])
-    start(cluster, ref, endpoint)
-    last(inbox, KillsRead)
-    ref.tell(AbortTurn())
-    assert last(inbox, turn.TurnEnded) == turn.TurnEnded("aborted", False)
-
-
-def test_the_kill_read_before_the_next_admission_sees_the_guard_kill(
-        seat: tuple[FakeCluster, pykka.ActorRef[Any], Inbox, str]) -> None:
-    cluster, ref, inbox, endpoint = seat
-    cluster.script("coder", [GuardKill("1.9Gi", "2Gi")], [Say("ok")])
-    start(cluster, ref, endpoint, "c-1")
-    last(inbox, turn.TurnFault)
-    start(cluster, ref, endpoint, "c-2")
-    inbox.wait_for(lambda ms: len([m for m in ms if isinstance(m, KillsRead)]) == 2, what="second read")
-    second = [m for m in inbox.snapshot() if isinstance(m, KillsRead)][1]
-    assert second.read is not None
-    (kill,) = second.read.kills
-    assert (kill.peak, kill.limit, kill.told) == ("1.9Gi", "2Gi", ("c-1",))
-
-
-def test_a_kill_read_that_cannot_tell_is_none_not_empty(
-        seat: tuple[FakeCluster, pykka.ActorRef[Any], Inbox, str]) -> None:
-    cluster, ref, inbox, endpoint = seat
-    cluster.harness(lambda core: core.set_raw_memory_kills(NAME, b"not json"))
-    start(cluster, ref, endpoint)
-    kills = last(inbox, KillsRead)
-    assert kills.read is None and "not JSON" in kills.problem
-    last(inbox, turn.TurnEnded)
+@pytest.mark.parametrize("event", [
+    {"type": "pick"}, {"type": "pick", "callId": "", "pick": "finish"}, {"type": "pick", "callId": 1, "pick": 2},
+    {"type": "message-appended", "message": "x"}, {"type": "message-appended", "message": {"content": [1]}},
+    {"type": "submission-settled"}, {"type": "who-knows", "submissionId": "s-1"}, {"type": None},
+])
+def test_malformed_events_are_skipped_never_a_crash(event: dict[str, Any]) -> None:
+    core = reading()
+    step = core.step(turn.Events([event], "1"))
+    assert step.reports == () and step.actions == (turn.ReadUpdates("1"),)

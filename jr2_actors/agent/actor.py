@@ -1,10 +1,41 @@
 """AgentActor: one Agent seat, a thin shell over `TurnCore` (DESIGN.md, ADR-0062).
 
-Before each admission into a Workspace it reads the Harness's `/memory-kills` (5 s, its only limit) and
-tells the run what it read — or that the read could not tell (`KillsRead(None, …)`), which is never an
-empty list. Then it admits, reads the updates stream on a reader thread of its own (a long-poll blocks,
-so it never runs on the actor's thread), and tells the run every report: picks, guard kills, words, the
-Turn's end or fault. The run answers a pick with `AnswerPick`; `AbortTurn` ends the Turn.
+The protocol with the run, its parent. Every message names the Turn (`turn_id`, the run's); every
+report names the agent and the Turn, so the run drops what a Turn it has left still says.
+
+    run → actor                                      actor → run
+    StartTurn(turn_id, conversation_id, endpoint,    KillsRead(agent, turn_id, read, problem, source, asked)
+              token, in_workspace)
+    Admit(turn_id, body)                             Picked, Said, GuardKill, Settled, NotKept, TurnFault
+    AnswerPick(turn_id, call_id, over, answer)       AnswerFailed (the answer did not reach the Harness)
+    AbortTurn(turn_id)                               TurnAborted(agent, turn_id, aborted, problem)
+    EndTurn(turn_id, fault)                          TurnFault(cause="ended", reason=fault)
+
+- **The admission waits for its read, and nobody blocks.** `StartTurn` makes the seat read the
+  Harness's `/memory-kills` (5 s in total, ADR-0062) and tell the run what it read: `KillsRead.read`
+  is the list, or None when the read could not tell — failed or out of time, never an empty list —
+  with `problem` saying why and `source` naming the Harness (the run logs one line per Harness when its
+  reads start to fail; the seat logs none). A Menu-only seat (`in_workspace=False`) reads nothing:
+  `asked=False`. The run raises its notices, persists if its ledger changed, and only then tells
+  `Admit(turn_id, body)`; the seat posts that body (a draining Harness's 503 is sent again within
+  30 s) and reads the Submission's updates stream.
+- **One Turn, several admissions.** A Submission that settles `completed`/`aborted` is `Settled`; the
+  Turn stays open. A nudge, a wake or the re-admission after a cut is another `Admit` of the same Turn,
+  its body saying `kept: true`; a Harness that holds no such conversation answers 404 `kept: false`,
+  reported as `NotKept` — its own outcome, not a fault — and the run admits the Turn again.
+- **The run ends a Turn.** `AbortTurn` stops the stream reader (an in-flight long-poll is cut) and
+  drops everything the Turn says later, then posts the abort (after the admission, if one is in
+  flight) and reports `TurnAborted` once. `EndTurn` ends it with the run's own fault — the Workspace's
+  `memory limit (OOMKilled, limit …)` when a kernel kill ended the Harness, which a seat cannot see —
+  and posts nothing. `TurnFault.cause` tells a lost conversation (`lost`) from a failed Submission
+  (`settled`), a failed admission (`refused`), an unreadable stream (`stream`) and the run's end (`ended`).
+- A pick's answer from the run (`AnswerPick`) is posted only for a pick of that Turn still waiting;
+  one that fails is `AnswerFailed`. A stopped seat reports nothing.
+
+The long-poll blocks, so it runs on a reader thread of the seat's own; every other call runs on the
+shared pool, and a job that fails unexpectedly is reported like a failed call, never left in an unread
+future. Harness clients come from `HarnessClients` (one `requests.Session` per Harness) and use the
+seat's clock and timers.
 """
 
 from __future__ import annotations
@@ -13,37 +44,50 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from jr2_actors.actorkit import Recipient, Shell, tell_quietly
+from jr2_actors.actorkit import Recipient, Shell, Timers, tell_quietly
 from jr2_actors.agent import core as turn
+from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.harness.client import (
-    Admission,
+    ConversationNotKept,
     HarnessClient,
+    HarnessClients,
     HarnessError,
     HarnessProtocolError,
     HarnessUnreachable,
 )
+from jr2_actors.harness.cut import Cut
 from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead
 
 log = logging.getLogger(__name__)
 HARNESS_ERRORS = (HarnessError, HarnessUnreachable, HarnessProtocolError)
-READ_RETRIES = 3
+MAX_ALLOWED = 256
+JOIN_SECONDS = 2.0
 
+
+# -- from the run ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class StartTurn:
+    turn_id: str
     conversation_id: str
-    body: Mapping[str, Any] = field(repr=False)  # {definition, message, allowed, notices?, kept?, cwd?}
     endpoint: str
     token: str = field(repr=False)
     in_workspace: bool = True  # a Menu-only agent on the Instance Harness reads no kill list
 
 
 @dataclass(frozen=True)
+class Admit:
+    turn_id: str
+    body: Mapping[str, Any] = field(repr=False)  # {definition, message, allowed, notices?, kept?, cwd?}
+
+
+@dataclass(frozen=True)
 class AnswerPick:
+    turn_id: str
     call_id: str
     over: bool
     answer: Any
@@ -51,172 +95,370 @@ class AnswerPick:
 
 @dataclass(frozen=True)
 class AbortTurn:
-    pass
+    turn_id: str
 
+
+@dataclass(frozen=True)
+class EndTurn:
+    turn_id: str
+    fault: str
+
+
+# -- to the run (beside the core's reports) ----------------------------------------------------------
 
 @dataclass(frozen=True)
 class KillsRead:
-    """What the read before an admission found; `read` is None when it could not tell."""
+    """What the read before an admission found; `read` is None when it could not tell (or, with
+    `asked=False`, when the seat is Menu-only and reads no list)."""
 
     agent: str
+    turn_id: str
     read: MemoryKillRead | None
     problem: str = ""
+    source: str = ""
+    asked: bool = True
 
 
 @dataclass(frozen=True)
-class _Result:
-    event: turn.Input | None
-    turn_id: int
+class TurnAborted:
+    """The abort was posted (`aborted`: the Harness stopped a running Submission), or could not be."""
+
+    agent: str
+    turn_id: str
+    aborted: bool
+    problem: str = ""
+
+
+# -- inside the seat ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _KillsDone:
+    turn_id: str
+    read: MemoryKillRead | None
+    problem: str
+
+
+@dataclass(frozen=True)
+class _AdmitDone:
+    turn_id: str
+    result: turn.Admitted | turn.AdmitRefused | turn.AdmitNotKept
     stream_url: str = ""
 
 
 @dataclass(frozen=True)
-class _KillsDone:
-    read: MemoryKillRead | None
+class _ReadDone:
+    turn_id: str
+    seq: int
+    result: turn.Events | turn.StreamLost | turn.StreamFailed
+
+
+@dataclass(frozen=True)
+class _ReadDue:
+    turn_id: str
+    seq: int
+    offset: str
+
+
+@dataclass(frozen=True)
+class _AnswerDone:
+    turn_id: str
+    result: turn.Answered | turn.AnswerUndelivered
+
+
+@dataclass(frozen=True)
+class _AbortDone:
+    turn_id: str
+    aborted: bool
     problem: str
-    source: str
 
 
-HarnessFactory = Callable[[str, str], HarnessClient]
+@dataclass(frozen=True)
+class _ReadJob:
+    turn_id: str
+    seq: int
+    harness: HarnessClient
+    url: str
+    offset: str
+    cut: Cut
+
+
+@dataclass
+class _Turn:
+    core: turn.TurnCore
+    harness: HarnessClient
+    stream_url: str = ""
+    read_seq: int = 0  # the read (or timed read) the Turn waits for; anything older is dropped
+    cut: Cut | None = None
+    admitting: bool = False
+    abort_when_admitted: bool = False
+
+    @property
+    def turn_id(self) -> str:
+        return self.core.turn_id
 
 
 class AgentActor(Shell):
-    def __init__(self, agent: str, *, parent: Recipient, pool: Executor,
-                 harness_factory: HarnessFactory | None = None) -> None:
+    def __init__(self, agent: str, *, parent: Recipient, pool: Executor, harnesses: HarnessClients | None = None,
+                 clock: Clock | None = None, timers: Timers | None = None) -> None:
         super().__init__()
         self.agent = agent
         self.parent = parent
         self.name = agent
         self.pool = pool
-        self._factory = harness_factory or (lambda url, token: HarnessClient(url, token))
-        self._core: turn.TurnCore | None = None
-        self._harness: HarnessClient | None = None
-        self._conversation = ""
-        self._stream_url = ""
-        self._turn_id = 0
-        self._reads: queue.Queue[tuple[int, HarnessClient, str, str] | None] = queue.Queue()
+        self.clock = clock or SystemClock()
+        self._given_timers = timers
+        self._given_harnesses = harnesses
+        self._timers: Timers | None = None
+        self._harnesses: HarnessClients | None = None
+        self._turn: _Turn | None = None
+        self._reads: queue.Queue[_ReadJob | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read_loop, name=f"jr2-agent-{agent}", daemon=True)
-        self._kills_failing = False
 
     def started(self) -> None:
+        self._timers = self._given_timers or Timers(self.clock, name=f"jr2-agent-{self.agent}-timers")
+        self._harnesses = self._given_harnesses or HarnessClients(clock=self.clock, timers=self._timers)
         self._reader.start()
 
     def cleanup(self) -> None:
+        if self._turn is not None:
+            self._stop_reading(self._turn)
         self._reads.put(None)
+        if self._reader.is_alive() and threading.current_thread() is not self._reader:
+            self._reader.join(JOIN_SECONDS)
+        if self._given_harnesses is None and self._harnesses is not None:
+            self._harnesses.close()
+        if self._given_timers is None and self._timers is not None:
+            self._timers.stop()
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, StartTurn):
             self._start(message)
-        elif isinstance(message, _Result):
-            if message.turn_id == self._turn_id and message.event is not None:
-                self._stream_url = message.stream_url or self._stream_url
-                self._step(message.event)
-        elif isinstance(message, _KillsDone):
-            self._kills_done(message)
+        elif isinstance(message, Admit):
+            self._admit(message)
         elif isinstance(message, AnswerPick):
-            self._answer(message)
+            t = self._current(message.turn_id, message)
+            if t is not None:
+                self._apply(t, t.core.step(turn.Answering(message.call_id, message.over, message.answer)))
         elif isinstance(message, AbortTurn):
-            harness, conversation, agent = self._harness, self._conversation, self.agent
-            if harness is not None:
-                self.pool.submit(lambda: _quietly(lambda: harness.abort(agent, conversation)))
+            self._abort(message)
+        elif isinstance(message, EndTurn):
+            t = self._current(message.turn_id, message)
+            if t is not None:
+                self._stop_reading(t)
+                self._apply(t, t.core.step(turn.Stop(message.fault)))
+        else:
+            self._internal(message)
         return None
 
+    # -- the run's messages --------------------------------------------------------------------------
+
     def _start(self, message: StartTurn) -> None:
-        self._turn_id += 1
-        turn_id = self._turn_id
-        allowed = message.body.get("allowed", [])
-        self._core = turn.TurnCore(allowed if isinstance(allowed, list) else [])
-        self._harness = harness = self._factory(message.endpoint, message.token)
-        self._conversation = message.conversation_id
-        ref = self.actor_ref
-        agent = self.agent
-
-        def admit() -> None:  # on the pool: it touches no attribute of the actor, it only tells
-            if message.in_workspace:
-                try:
-                    read: MemoryKillRead | None = harness.memory_kills()
-                    tell_quietly(ref, _KillsDone(read, "", harness.base_url))
-                except (*HARNESS_ERRORS, MemoryKillListError) as e:
-                    tell_quietly(ref, _KillsDone(None, str(e), harness.base_url))
-            try:
-                admission: Admission = harness.admit(agent, message.conversation_id, message.body)
-            except HARNESS_ERRORS as e:
-                tell_quietly(ref, _Result(turn.AdmitRefused(str(e)), turn_id))
-                return
-            tell_quietly(ref, _Result(turn.Admitted(admission.submission_id, admission.offset), turn_id,
-                               admission.stream_url))
-
-        self.pool.submit(admit)
-
-    def _kills_done(self, done: _KillsDone) -> None:
-        if done.read is None:
-            if not self._kills_failing:  # one line when reads start to fail, none while they keep failing
-                log.warning("memory-kill reads from %s fail: %s", done.source, done.problem)
-            self._kills_failing = True
-        else:
-            self._kills_failing = False
-            for problem in done.read.problems:
-                log.warning("memory-kill list from %s: %s", done.source, problem)
-        tell_quietly(self.parent, KillsRead(self.agent, done.read, done.problem))
-
-    def _step(self, event: turn.Input) -> None:
-        assert self._core is not None
-        step = self._core.step(event)
-        for report in step.reports:
-            tell_quietly(self.parent, report)
-        for action in step.actions:
-            if isinstance(action, turn.ReadUpdates) and self._harness is not None:
-                self._reads.put((self._turn_id, self._harness, self._stream_url, action.offset))
-            elif isinstance(action, turn.AnswerPick):
-                self._answer(AnswerPick(action.call_id, action.over, action.answer), notify_core=False)
-
-    def _answer(self, message: AnswerPick, notify_core: bool = True) -> None:
-        harness, conversation, turn_id, ref = self._harness, self._conversation, self._turn_id, self.actor_ref
-        agent = self.agent
-        if harness is None:
+        old = self._turn
+        if old is not None and not old.core.ended:
+            log.warning("agent %s: turn %s starts while turn %s is open; the open one is left unread",
+                        self.agent, message.turn_id, old.turn_id)
+            self._stop_reading(old)
+        assert self._harnesses is not None
+        harness = self._harnesses.get(message.endpoint, message.token)
+        self._turn = _Turn(turn.TurnCore(self.agent, message.turn_id, message.conversation_id), harness)
+        turn_id = message.turn_id
+        if not message.in_workspace:
+            tell_quietly(self.parent, KillsRead(self.agent, turn_id, None, source=harness.base_url, asked=False))
             return
+        ref = self.actor_ref
+
+        def read() -> None:
+            try:
+                kills: MemoryKillRead | None = harness.memory_kills()
+                problem = ""
+            except (*HARNESS_ERRORS, MemoryKillListError) as e:
+                kills, problem = None, str(e)
+            tell_quietly(ref, _KillsDone(turn_id, kills, problem))
+
+        self._submit("the memory-kill read", read, lambda problem: _KillsDone(turn_id, None, problem))
+
+    def _admit(self, message: Admit) -> None:
+        t = self._current(message.turn_id, message)
+        if t is None:
+            return
+        step = t.core.step(turn.Admitting(_allowed(message.body)))
+        self._apply(t, step)
+        if step.note:
+            return
+        t.admitting = True
+        harness, core, ref, agent, turn_id = t.harness, t.core, self.actor_ref, self.agent, t.turn_id
+        body = dict(message.body)
 
         def post() -> None:
             try:
-                harness.answer(agent, conversation, message.call_id, message.over, message.answer)
+                admission = harness.admit(agent, core.conversation_id, body)
+            except ConversationNotKept as e:
+                tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitNotKept(e.error)))
             except HARNESS_ERRORS as e:
-                log.warning("answering pick %s failed: %s", message.call_id, e)
-                return
-            if notify_core:
-                tell_quietly(ref, _Result(turn.Answered(message.call_id, message.over), turn_id))
+                tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitRefused(str(e))))
+            else:
+                tell_quietly(ref, _AdmitDone(turn_id, turn.Admitted(admission.submission_id, admission.offset),
+                                             admission.stream_url))
 
-        self.pool.submit(post)
+        self._submit("the admission", post, lambda problem: _AdmitDone(turn_id, turn.AdmitRefused(problem)))
+
+    def _abort(self, message: AbortTurn) -> None:
+        t = self._current(message.turn_id, message)
+        if t is None:
+            return
+        self._stop_reading(t)  # before the abort leaves: nothing the stream says later is reported
+        t.core.step(turn.Stop())
+        if t.admitting:
+            t.abort_when_admitted = True  # posted once the admission's answer is in
+        elif t.core.submission:
+            self._post_abort(t)
+        else:
+            tell_quietly(self.parent, TurnAborted(self.agent, t.turn_id, False))
+
+    def _post_abort(self, t: _Turn) -> None:
+        harness, conversation, ref, agent, turn_id = t.harness, t.core.conversation_id, self.actor_ref, self.agent, \
+            t.turn_id
+
+        def post() -> None:
+            try:
+                aborted, problem = harness.abort(agent, conversation), ""
+            except HARNESS_ERRORS as e:
+                aborted, problem = False, str(e)
+            tell_quietly(ref, _AbortDone(turn_id, aborted, problem))
+
+        self._submit("the abort", post, lambda problem: _AbortDone(turn_id, False, problem))
+
+    # -- results from the pool and the reader --------------------------------------------------------
+
+    def _internal(self, message: Any) -> None:
+        t = self._turn
+        if t is None or getattr(message, "turn_id", None) != t.turn_id:
+            return  # a result of a Turn the seat has left
+        if isinstance(message, _KillsDone):
+            if not t.core.ended:
+                tell_quietly(self.parent, KillsRead(self.agent, t.turn_id, message.read, message.problem,
+                                                    t.harness.base_url))
+        elif isinstance(message, _AdmitDone):
+            t.admitting = False
+            if t.abort_when_admitted:
+                t.abort_when_admitted = False
+                if isinstance(message.result, turn.Admitted):
+                    self._post_abort(t)
+                else:
+                    tell_quietly(self.parent, TurnAborted(self.agent, t.turn_id, False))
+                return
+            if isinstance(message.result, turn.Admitted):
+                t.stream_url = message.stream_url
+            self._apply(t, t.core.step(message.result))
+        elif isinstance(message, _ReadDone):
+            if message.seq == t.read_seq:
+                self._apply(t, t.core.step(message.result))
+        elif isinstance(message, _ReadDue):
+            if message.seq == t.read_seq and not t.core.ended:
+                self._read(t, message.offset)
+        elif isinstance(message, _AnswerDone):
+            self._apply(t, t.core.step(message.result))
+        elif isinstance(message, _AbortDone):
+            tell_quietly(self.parent, TurnAborted(self.agent, t.turn_id, message.aborted, message.problem))
+
+    def _apply(self, t: _Turn, step: turn.Step) -> None:
+        if step.note:
+            log.warning("agent %s turn %s: %s", self.agent, t.turn_id, step.note)
+        for report in step.reports:
+            tell_quietly(self.parent, report)
+        for action in step.actions:
+            if isinstance(action, turn.ReadUpdates):
+                if action.after > 0:
+                    self._read_later(t, action)
+                else:
+                    self._read(t, action.offset)
+            elif isinstance(action, turn.PostAnswer):
+                self._post_answer(t, action)
+
+    def _read_later(self, t: _Turn, action: turn.ReadUpdates) -> None:
+        assert self._timers is not None
+        t.read_seq += 1
+        due, ref = _ReadDue(t.turn_id, t.read_seq, action.offset), self.actor_ref
+        self._timers.schedule(self.clock.monotonic() + action.after, lambda: tell_quietly(ref, due))
+
+    def _read(self, t: _Turn, offset: str) -> None:
+        t.read_seq += 1
+        t.cut = Cut()
+        self._reads.put(_ReadJob(t.turn_id, t.read_seq, t.harness, t.stream_url, offset, t.cut))
+
+    def _stop_reading(self, t: _Turn) -> None:
+        t.read_seq += 1  # whatever is in flight, or due on a timer, is dropped when it comes back
+        if t.cut is not None:
+            t.cut.fire()
+
+    def _post_answer(self, t: _Turn, action: turn.PostAnswer) -> None:
+        harness, conversation, ref, agent, turn_id = t.harness, t.core.conversation_id, self.actor_ref, self.agent, \
+            t.turn_id
+
+        def post() -> None:
+            try:
+                harness.answer(agent, conversation, action.call_id, action.over, action.answer)
+            except HARNESS_ERRORS as e:
+                tell_quietly(ref, _AnswerDone(turn_id, turn.AnswerUndelivered(action.call_id, str(e))))
+            else:
+                tell_quietly(ref, _AnswerDone(turn_id, turn.Answered(action.call_id)))
+
+        self._submit(f"the answer to pick {action.call_id}", post,
+                     lambda problem: _AnswerDone(turn_id, turn.AnswerUndelivered(action.call_id, problem)))
+
+    def _current(self, turn_id: str, message: object) -> _Turn | None:
+        t = self._turn
+        if t is None or t.turn_id != turn_id:
+            log.info("agent %s: %s for turn %s, which is not the seat's turn: dropped", self.agent,
+                     type(message).__name__, turn_id)
+            return None
+        return t
+
+    def _submit(self, what: str, job: Callable[[], None], on_crash: Callable[[str], object]) -> None:
+        """Run `job` on the pool; an exception it did not expect becomes the result `on_crash` makes."""
+        ref, agent = self.actor_ref, self.agent
+
+        def run() -> None:
+            try:
+                job()
+            except Exception as e:
+                log.exception("agent %s: %s failed unexpectedly", agent, what)
+                tell_quietly(ref, on_crash(f"{what} failed unexpectedly: {type(e).__name__}: {e}"))
+
+        self.pool.submit(run).add_done_callback(_log_escaped)
 
     def _read_loop(self) -> None:
-        """The long-poll reader: one read at a time, each result told to the actor. A read is a GET, so
-        one cut short is asked again (three times at most, a second apart) before the Turn is lost."""
-        pause = threading.Event()
-        failures = 0
+        """The long-poll reader: one read at a time, each result told to the actor."""
+        ref = self.actor_ref
         while True:
-            item = self._reads.get()
-            if item is None:
+            job = self._reads.get()
+            if job is None:
                 return
-            turn_id, harness, url, offset = item  # a stale Turn's result is dropped by the actor
+            result: turn.Events | turn.StreamLost | turn.StreamFailed
             try:
-                updates = harness.updates(url, offset)
+                updates = job.harness.updates(job.url, job.offset, cut=job.cut)
             except HarnessError as e:
-                event: turn.Input = turn.StreamLost(f"{e.status}: {e.error}")
+                text = f"{e.status}: {e.error}"
+                result = turn.StreamLost(text) if e.status == 404 else turn.StreamFailed(text)
             except (HarnessUnreachable, HarnessProtocolError) as e:
-                failures += 1
-                if failures < READ_RETRIES:
-                    pause.wait(1.0)
-                    self._reads.put(item)
-                    continue
-                event = turn.StreamLost(str(e))
+                result = turn.StreamFailed(str(e))
+            except Exception as e:  # our bug: said as a failed read, so the Turn never waits on it
+                log.exception("agent %s: reading the updates stream failed unexpectedly", self.agent)
+                result = turn.StreamFailed(f"{type(e).__name__}: {e}")
             else:
-                event = turn.Events(updates.events, updates.next_offset)
-            failures = 0
-            tell_quietly(self.actor_ref, _Result(event, turn_id))
+                result = turn.Events(updates.events, updates.next_offset)
+            tell_quietly(ref, _ReadDone(job.turn_id, job.seq, result))
 
 
+def _allowed(body: Mapping[str, Any]) -> tuple[str, ...]:
+    """The Allowed picks the admission tells the model (CONTRACTS.md §3: `allowed: [pick…]`)."""
+    allowed = body.get("allowed")
+    if not isinstance(allowed, list):
+        return ()
+    return tuple(p for p in allowed[:MAX_ALLOWED] if isinstance(p, str))
 
-def _quietly(call: Callable[[], object]) -> None:
-    try:
-        call()
-    except HARNESS_ERRORS as e:
-        log.warning("%s", e)
+
+def _log_escaped(future: Future[None]) -> None:
+    error = future.exception()
+    if error is not None:
+        log.error("an agent job raised past its own handler: %r", error)

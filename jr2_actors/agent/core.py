@@ -1,19 +1,30 @@
-"""TurnCore: one Submission of an Agent, read from its Harness updates stream. Pure.
+"""TurnCore: one Turn of an Agent seat — its admissions and its Submissions' updates stream. Pure.
 
-Theory of operation: after the admission the core asks for updates from the admission's offset and
-reads each event of its Submission:
+Theory of operation. A Turn has an id the run gives it and one conversation. Its states:
 
-- `pick` — the Agent picked from its Menu. An Allowed pick goes to the run, which answers it (`over`
-  ends the Turn); a pick the Turn does not allow is answered at once, `over: false`, with the Allowed
-  list, and changes nothing.
-- `memory-limit` — a guard kill on this stream: reported (the notice ledger keeps its id) before the
-  settle that follows.
-- `submission-settled` — `completed` or `aborted` end the Turn; `failed` is a fault whose reason says
-  whose limit it was: `provider limit: …` when the Harness's provider retries ran out (ADR-0064),
-  `memory limit (guard, peak P of L): …` after a guard kill, else the Harness's own words.
-- a lost conversation (the stream's 404, a Harness restart) is a fault: the Turn cannot continue.
+    idle ──Admitting──▶ admitting ──Admitted──▶ reading ──settle completed/aborted──▶ idle
+      ▲                     │ not kept (404, kept: false) ─▶ idle, `NotKept`
+      └─────────────────────┘ (a nudge, a wake, a re-admission: another `Admitting` of the same Turn)
+    any state ──refused / failed settle / lost stream / Stop──▶ ended
 
-The core never calls the Harness: it returns `ReadUpdates`, `AnswerPick`, and reports for the run.
+- `reading`: the core asks for updates from the admission's offset and reads each event:
+  - `pick`: an Allowed pick goes to the run (`Picked`), and every outstanding pick of a batch is kept
+    until its answer is posted; a pick the Turn does not allow is answered at once, `over: false`,
+    in the Briefing's words, and changes nothing.
+  - `memory-limit`: a guard kill, reported as `GuardKill` — a notice, never a fault: a guard kill does
+    not end the container (ADR-0062). An event with no id is kept: its place on the stream is its
+    source. A size not in the guard's form is left out, and said in `problems`.
+  - `submission-settled` of this Submission: `completed`/`aborted` is `Settled` (the run decides
+    whether the Turn is over, or nudges it); `failed` faults the Turn in the Harness's own words —
+    `provider limit: …` when its provider's retries ran out. A guard kill before it changes no word.
+- A fault carries its `cause`, so the run tells them apart: `refused` (the admission failed), `settled`
+  (the Submission failed), `lost` (the stream's 404: the conversation is gone), `stream` (the stream
+  could not be read, three tries a second apart), `ended` (the run ended the Turn with its own reason —
+  a kernel kill's `memory limit (OOMKilled, limit …)`, which the Workspace's core words).
+- `Stop` (the run's abort or end) ends the Turn at once: nothing the stream says after it is reported.
+
+The core never calls the Harness and reads no clock: it returns `ReadUpdates` and `PostAnswer`, and
+reports for the run, each carrying the agent and the Turn's id so a late one never reaches a new Turn.
 """
 
 from __future__ import annotations
@@ -22,15 +33,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from jr2_actors.constants import STREAM_READ_ATTEMPTS, STREAM_READ_PAUSE_SECONDS
+from jr2_actors.harness import briefing
+from jr2_actors.harness.memory_kills import MAX_ID
 from jr2_actors.quantity import is_size
 
 PROVIDER_LIMIT = "provider limit"
-MEMORY_LIMIT = "memory limit"
+MAX_TEXT = 4096  # the Harness's error words kept in a fault
 
-State = Literal["admitting", "reading", "awaiting", "ended"]
+State = Literal["idle", "admitting", "reading", "ended"]
+FaultCause = Literal["settled", "refused", "lost", "stream", "ended"]
 
 
 # -- inputs ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Admitting:
+    """The run told `Admit`: the body's Allowed picks are what the Harness tells the model."""
+
+    allowed: tuple[str, ...]
+
 
 @dataclass(frozen=True)
 class Admitted:
@@ -44,6 +66,11 @@ class AdmitRefused:
 
 
 @dataclass(frozen=True)
+class AdmitNotKept:
+    message: str
+
+
+@dataclass(frozen=True)
 class Events:
     events: Sequence[Mapping[str, Any]] = field(repr=False)
     next_offset: str
@@ -51,37 +78,73 @@ class Events:
 
 @dataclass(frozen=True)
 class StreamLost:
+    """The stream answered 404: the Harness no longer holds the conversation."""
+
     message: str
 
 
 @dataclass(frozen=True)
-class Answered:
-    call_id: str
-    over: bool
+class StreamFailed:
+    """A read of the stream got no usable answer (cut short, unreachable, not the contract's shape)."""
 
-
-Input = Admitted | AdmitRefused | Events | StreamLost | Answered
-
-
-# -- outputs -----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ReadUpdates:
-    offset: str
+    message: str
 
 
 @dataclass(frozen=True)
-class AnswerPick:
+class Answering:
+    """The run answers a pick."""
+
     call_id: str
     over: bool
     answer: Any
 
 
-Action = ReadUpdates | AnswerPick
+@dataclass(frozen=True)
+class Answered:
+    call_id: str
 
 
 @dataclass(frozen=True)
+class AnswerUndelivered:
+    call_id: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The run aborts the Turn (`reason` None) or ends it with a fault of its own words."""
+
+    reason: str | None = None
+
+
+Input = (Admitting | Admitted | AdmitRefused | AdmitNotKept | Events | StreamLost | StreamFailed | Answering
+         | Answered | AnswerUndelivered | Stop)
+
+
+# -- actions -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReadUpdates:
+    offset: str
+    after: float = 0.0  # seconds to wait first (a read that failed is tried again a second later)
+
+
+@dataclass(frozen=True)
+class PostAnswer:
+    call_id: str
+    over: bool
+    answer: Any
+
+
+Action = ReadUpdates | PostAnswer
+
+
+# -- reports to the run (each names the agent and the Turn) ------------------------------------------
+
+@dataclass(frozen=True)
 class Picked:
+    agent: str
+    turn_id: str
     call_id: str
     pick: str
     args: Mapping[str, Any]
@@ -89,123 +152,235 @@ class Picked:
 
 @dataclass(frozen=True)
 class GuardKill:
-    kill_id: str
+    """A guard kill read on this Turn's stream (ADR-0062): a notice for the ledger, never a fault.
+
+    Its source is `kill_id` when the Harness gave one, else its `place` on this conversation's stream.
+    """
+
+    agent: str
+    turn_id: str
+    conversation_id: str
+    kill_id: str | None
+    place: str
     peak: str | None
     limit: str | None
+    problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Said:
+    agent: str
+    turn_id: str
     text: str
 
 
 @dataclass(frozen=True)
-class TurnEnded:
+class Settled:
+    """The Submission settled without a failure; the Turn stays open for the run to end or nudge."""
+
+    agent: str
+    turn_id: str
     outcome: Literal["completed", "aborted"]
     picked: bool
 
 
 @dataclass(frozen=True)
 class TurnFault:
+    agent: str
+    turn_id: str
+    cause: FaultCause
     reason: str
 
 
-Report = Picked | GuardKill | Said | TurnEnded | TurnFault
+@dataclass(frozen=True)
+class NotKept:
+    """A `kept: true` admission refused with 404 `kept: false`: the Harness holds no such conversation
+    (ADR-0062). Not a fault: the run takes the path of a lost conversation and admits the Turn again."""
+
+    agent: str
+    turn_id: str
+    conversation_id: str
+    message: str
+
+
+@dataclass(frozen=True)
+class AnswerFailed:
+    """An answer to a pick did not reach the Harness: the model still waits for it."""
+
+    agent: str
+    turn_id: str
+    call_id: str
+    problem: str
+
+
+Report = Picked | GuardKill | Said | Settled | TurnFault | NotKept | AnswerFailed
 
 
 @dataclass(frozen=True)
 class Step:
     actions: tuple[Action, ...] = ()
     reports: tuple[Report, ...] = ()
+    note: str = ""  # an input the core would not take, for the shell's log
 
 
 class TurnCore:
-    def __init__(self, allowed: Sequence[str]) -> None:
-        self.allowed = tuple(allowed)
-        self.state: State = "admitting"
+    def __init__(self, agent: str, turn_id: str, conversation_id: str) -> None:
+        self.agent = agent
+        self.turn_id = turn_id
+        self.conversation_id = conversation_id
+        self.allowed: tuple[str, ...] = ()
+        self.state: State = "idle"
         self.submission = ""
         self.offset = "0"
-        self._awaiting: str | None = None
+        self.outstanding: dict[str, bool] = {}  # call id → its answer is being posted
         self._picked = False
-        self._guard: GuardKill | None = None
+        self._read_failures = 0
 
     @property
     def ended(self) -> bool:
         return self.state == "ended"
 
     def step(self, event: Input) -> Step:
+        if self.state == "ended":
+            return Step(note=f"{type(event).__name__} after the Turn ended: dropped")
         actions: list[Action] = []
         reports: list[Report] = []
-        if self.state == "ended":
-            return Step()
-        if isinstance(event, Admitted) and self.state == "admitting":
+        note = ""
+        if isinstance(event, Stop):
+            self.state = "ended"
+            if event.reason is not None:
+                reports.append(self._fault("ended", event.reason))
+        elif isinstance(event, Admitting):
+            if self.state != "idle":
+                return Step(note=f"an admission while {self.state}: dropped")
+            self.allowed, self.state = event.allowed, "admitting"
+            self.outstanding.clear()
+            self._picked = False
+        elif isinstance(event, Admitted) and self.state == "admitting":
             self.submission, self.offset, self.state = event.submission_id, event.offset, "reading"
+            self._read_failures = 0
             actions.append(ReadUpdates(self.offset))
-        elif isinstance(event, AdmitRefused):
-            self._end(reports, TurnFault(f"admission refused: {event.message}"))
-        elif isinstance(event, StreamLost):
-            self._end(reports, TurnFault(f"the conversation was lost ({event.message})"))
-        elif isinstance(event, Events) and self.state in ("reading", "awaiting"):
+        elif isinstance(event, AdmitRefused) and self.state == "admitting":
+            reports.append(self._end("refused", f"admission refused: {event.message}"))
+        elif isinstance(event, AdmitNotKept) and self.state == "admitting":
+            self.state = "idle"
+            reports.append(NotKept(self.agent, self.turn_id, self.conversation_id, event.message))
+        elif isinstance(event, StreamLost) and self.state == "reading":
+            reports.append(self._end("lost", f"the conversation was lost ({event.message})"))
+        elif isinstance(event, StreamFailed) and self.state == "reading":
+            self._read_failures += 1
+            if self._read_failures < STREAM_READ_ATTEMPTS:
+                actions.append(ReadUpdates(self.offset, after=STREAM_READ_PAUSE_SECONDS))
+            else:
+                reports.append(self._end("stream", f"the updates stream could not be read: {event.message}"))
+        elif isinstance(event, Events) and self.state == "reading":
+            self._read_failures = 0
+            start = self.offset
             self.offset = event.next_offset
-            for e in event.events:
-                self._event(e, actions, reports)
-                if self.ended:
+            for i, e in enumerate(event.events):
+                self._event(e, start, i, actions, reports)
+                if not self._reading():
                     break
-            if not self.ended:
+            if self._reading():
                 actions.append(ReadUpdates(self.offset))  # a pick's answer arrives on the stream too
-        elif isinstance(event, Answered) and event.call_id == self._awaiting:
-            self._awaiting = None
-            self.state = "reading"
-        return Step(tuple(actions), tuple(reports))
+        elif isinstance(event, Answering):
+            if self.outstanding.get(event.call_id) is False:
+                self.outstanding[event.call_id] = True
+                actions.append(PostAnswer(event.call_id, event.over, event.answer))
+            else:
+                note = f"an answer to pick {event.call_id}, which is not waiting for one: dropped"
+        elif isinstance(event, Answered):
+            self.outstanding.pop(event.call_id, None)
+        elif isinstance(event, AnswerUndelivered):
+            self.outstanding.pop(event.call_id, None)
+            reports.append(AnswerFailed(self.agent, self.turn_id, event.call_id, event.message))
+        else:
+            note = f"{type(event).__name__} while {self.state}: dropped"
+        return Step(tuple(actions), tuple(reports), note)
 
-    def _event(self, e: Mapping[str, Any], actions: list[Action], reports: list[Report]) -> None:
+    def _event(self, e: Mapping[str, Any], start: str, i: int, actions: list[Action], reports: list[Report]) -> None:
         kind = e.get("type")
         if kind == "message-appended":
             message = e.get("message")
             text = message.get("content") if isinstance(message, dict) else None
             if isinstance(text, str):
-                reports.append(Said(text))
+                reports.append(Said(self.agent, self.turn_id, text))
         elif kind == "pick":
             call_id, pick, args = e.get("callId"), e.get("pick"), e.get("args")
-            if not isinstance(call_id, str) or not isinstance(pick, str):
+            if not isinstance(call_id, str) or not call_id or not isinstance(pick, str):
                 return
             if pick not in self.allowed:
-                listed = ", ".join(self.allowed) or "nothing"
-                actions.append(AnswerPick(call_id, False, f"{pick} is not allowed now. Allowed now: {listed}."))
+                actions.append(PostAnswer(call_id, False, briefing.not_allowed(pick, self.allowed)))
                 return
             self._picked = True
-            self._awaiting = call_id
-            self.state = "awaiting"
-            reports.append(Picked(call_id, pick, args if isinstance(args, dict) else {}))
+            self.outstanding[call_id] = False
+            reports.append(Picked(self.agent, self.turn_id, call_id, pick, args if isinstance(args, dict) else {}))
         elif kind == "memory-limit":
-            kill_id = e.get("id")
-            if isinstance(kill_id, str) and 0 < len(kill_id) <= 64:
-                # Sizes are untrusted like the kill list's: one not in the guard's form is left out (ADR-0062).
-                peak, limit = e.get("peak"), e.get("limit")
-                self._guard = GuardKill(kill_id, peak if is_size(peak) else None, limit if is_size(limit) else None)
-                reports.append(self._guard)
+            reports.append(self._guard_kill(e, start, i))
         elif kind == "submission-settled" and e.get("submissionId") == self.submission:
             outcome = e.get("outcome")
             if outcome in ("completed", "aborted"):
-                self._end(reports, TurnEnded(outcome, self._picked))
+                self.state = "idle"
+                reports.append(Settled(self.agent, self.turn_id, outcome, self._picked))
+            elif outcome == "failed":
+                reports.append(self._end("settled", _failure(e.get("error"))))
             else:
-                self._end(reports, TurnFault(self._failure(e.get("error"))))
+                reports.append(self._end("settled", f"the Submission settled {_short(outcome)}"))
 
-    def _failure(self, error: object) -> str:
-        err = error if isinstance(error, dict) else {}
-        kind, message = _str(err.get("type")) or "", _str(err.get("message")) or ""
-        if kind == "provider_limit":
-            return f"{PROVIDER_LIMIT}: {message}".rstrip(": ")
-        if kind == "memory_limit" or self._guard is not None:
-            g = self._guard
-            sizes = f"peak {g.peak} of {g.limit}" if g and g.peak and g.limit else "over its limit"
-            return f"{MEMORY_LIMIT} (guard, {sizes}): {message}".rstrip(": ")
-        return f"{kind}: {message}".strip(": ") or "the Submission failed"
+    def _reading(self) -> bool:  # read afresh: an event can end the Submission mid-batch
+        return self.state == "reading"
 
-    def _end(self, reports: list[Report], report: Report) -> None:
+    def _guard_kill(self, e: Mapping[str, Any], start: str, i: int) -> GuardKill:
+        problems: list[str] = []
+        raw_id = e.get("id")
+        kill_id: str | None = None
+        if isinstance(raw_id, str) and 0 < len(raw_id) <= MAX_ID:
+            kill_id = raw_id
+        elif raw_id is not None:
+            problems.append(f"a guard kill's id {_short(raw_id)} is not an id of at most {MAX_ID} characters: "
+                            "kept, with its place on the stream as its source")
+        # ADR-0062: sizes are untrusted like the kill list's; one not in the guard's form is left out.
+        sizes: dict[str, str | None] = {}
+        for name in ("peak", "limit"):
+            value = e.get(name)
+            sizes[name] = value if is_size(value) else None
+            if value is not None and sizes[name] is None:
+                problems.append(f"a guard kill's {name} {_short(value)} is not a size like 1.9Gi or 512Mi: left out")
+        if sizes["peak"] is not None and sizes["limit"] is None:
+            sizes["peak"] = None  # CONTRACTS.md §3: a peak comes only with a limit
+            problems.append("a guard kill's peak came without a limit: left out")
+        return GuardKill(self.agent, self.turn_id, self.conversation_id, kill_id, _place(e.get("position"), start, i),
+                         sizes["peak"], sizes["limit"], tuple(problems))
+
+    def _end(self, cause: FaultCause, reason: str) -> TurnFault:
         self.state = "ended"
-        reports.append(report)
+        return self._fault(cause, reason)
+
+    def _fault(self, cause: FaultCause, reason: str) -> TurnFault:
+        return TurnFault(self.agent, self.turn_id, cause, reason)
 
 
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) and len(value) <= 4096 else None
+def _failure(error: object) -> str:
+    """The Harness's own words for a failed Submission; only the provider's limit gets a fixed prefix."""
+    err = error if isinstance(error, dict) else {}
+    kind, message = _text(err.get("type")), _text(err.get("message"))
+    if kind == "provider_limit":
+        return f"{PROVIDER_LIMIT}: {message}".rstrip(": ")
+    return f"{kind}: {message}".strip(": ") or "the Submission failed"
+
+
+def _place(position: object, start: str, i: int) -> str:
+    """Where an event sits on its conversation's stream: its position when the Harness gave a sane one."""
+    if isinstance(position, dict):
+        batch, index = position.get("batch"), position.get("index")
+        if all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**53 for n in (batch, index)):
+            return f"batch {batch} index {index}"
+    return f"offset {start[:64]} event {i}"
+
+
+def _text(value: object) -> str:
+    return " ".join(value.split())[:MAX_TEXT] if isinstance(value, str) else ""
+
+
+def _short(value: object) -> str:
+    return repr(value)[:80]

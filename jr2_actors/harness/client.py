@@ -1,35 +1,55 @@
 """HarnessClient: the Orchestrator's calls to one Harness (CONTRACTS.md §3, ADR-0063's attach).
 
-Theory of operation: only a request that never reached the Harness (no connection was made) is sent
-again — backoff 250 ms doubling to 5 s, within a 90 s window. An answer that is not 2xx is never re-sent:
-it is raised as a `HarnessError` carrying the Harness's own words. A request that may have reached it (a
-reset after sending, a read timeout) is not re-sent either: an admission is at most once.
+Theory of operation — what is sent again, and what never is:
 
-The memory-kill read (ADR-0062) has its own 5 s limit, which is its only limit; within it a draining
-Harness's 503 is asked again as well. Its answer is parsed as untrusted input (`memory_kills.py`).
-Waiting between tries goes through an injected `wait`, so tests drive it without sleeping.
+- A request that never reached the Harness (no connection was made) is sent again: 250 ms doubling to
+  5 s, within 90 s. A request that may have reached it (a reset after sending, a read timeout) is not:
+  an admission is at most once.
+- An answer that is not 2xx is raised as a `HarnessError` with the Harness's own words and never sent
+  again — with two exceptions, both a draining Harness's 503 while a new container starts: an
+  admission is sent again for up to 30 s (CONTRACTS.md §3's admission row), and the memory-kill read
+  within its own limit (ADR-0062). A 404 whose body says `kept: false` is `ConversationNotKept`, told
+  apart from any other 404 (ADR-0062: only that 404 is the refusal of a `kept: true` admission).
+- The memory-kill read's 5 s is a total limit over connect, 503s and the body (ADR-0062): a `Cut` on
+  the client's timer thread ends the request at the deadline, so a Harness trickling its answer a byte
+  at a time cannot hold an admission. Its answer is parsed as untrusted input (`memory_kills.py`).
+- A `streamUrl` not on the Harness's origin (and under its path) is refused: the bearer token is sent
+  to the Harness and nowhere else, and redirects are never followed.
+
+Time is the injected clock's: deadlines are read from it, and waits between tries are timers on it, so
+a `VirtualClock` drives every schedule in tests. `HarnessClients` keeps one client — one
+`requests.Session` — per Harness, and closes them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hmac
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, urljoin, urlsplit
 
 import requests
 import urllib3.exceptions
 
+from jr2_actors.actorkit import Timers
 from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import CONNECT_TIMEOUT_SECONDS, MEMORY_KILL_READ_SECONDS, READ_TIMEOUT_SECONDS
+from jr2_actors.constants import (
+    ADMISSION_DRAIN_SECONDS,
+    CONNECT_TIMEOUT_SECONDS,
+    HARNESS_RETRY,
+    HARNESS_RETRY_WINDOW_SECONDS,
+    MEMORY_KILL_READ_SECONDS,
+    READ_TIMEOUT_SECONDS,
+)
 from jr2_actors.errors import Jr2Error
-from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillRead, parse_memory_kills
+from jr2_actors.harness.cut import Cut, mount_cuts
+from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillListError, MemoryKillRead, parse_memory_kills
 from jr2_actors.http_body import TooLarge, caused_by, read_capped
 
-RETRY_FIRST = 0.25
-RETRY_CAP = 5.0
-RETRY_WINDOW = 90.0
 LONG_POLL_READ_TIMEOUT = 40.0  # above the Harness's ~25 s long-poll, so it answers 204 first
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 
@@ -45,6 +65,10 @@ class HarnessError(Jr2Error):
         super().__init__(f"Harness answered {status}: {error}" + (f" (slot {slot})" if slot else ""))
 
 
+class ConversationNotKept(HarnessError):
+    """404 with `kept: false`: the Harness holds no such conversation and seated none (ADR-0062)."""
+
+
 class HarnessUnreachable(Jr2Error):
     """No answer: `reached` says whether the request may have arrived (then it was not re-sent)."""
 
@@ -54,7 +78,7 @@ class HarnessUnreachable(Jr2Error):
 
 
 class HarnessProtocolError(Jr2Error):
-    """An answer that is not what the contract says (not JSON, a wrong shape, too large)."""
+    """An answer that is not what the contract says (not JSON, a wrong shape, too large, a foreign URL)."""
 
 
 @dataclass(frozen=True)
@@ -72,26 +96,39 @@ class Updates:
 
 
 class HarnessClient:
-    def __init__(self, base_url: str, token: str, *, clock: Clock | None = None,
+    def __init__(self, base_url: str, token: str, *, clock: Clock | None = None, timers: Timers | None = None,
                  wait: Callable[[float], None] | None = None, session: requests.Session | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._token = token
         self.clock = clock or SystemClock()
-        self._wait = wait or threading.Event().wait
+        self._timers = timers
+        self._own_timers: Timers | None = None
+        self._timers_lock = threading.Lock()
+        self._wait = wait or self._wait_on_clock
         self._session = session or requests.Session()
         self._session.trust_env = False
+        mount_cuts(self._session)
 
     def __repr__(self) -> str:  # the token stays out of every log line
         return f"HarnessClient({self.base_url!r})"
 
+    def holds_token(self, token: str) -> bool:
+        return hmac.compare_digest(self._token.encode(), token.encode())
+
     def close(self) -> None:
+        """Close the session's connections (and the client's own timer thread, if it made one)."""
         self._session.close()
+        with self._timers_lock:
+            own, self._own_timers = self._own_timers, None
+        if own is not None:
+            own.stop()
 
     # -- routes --------------------------------------------------------------------------------------
 
     def healthz(self) -> bool:
         try:
-            resp = self._session.get(self.base_url + "/healthz", timeout=(CONNECT_TIMEOUT_SECONDS, 5.0))
+            resp = self._session.get(self.base_url + "/healthz", timeout=(CONNECT_TIMEOUT_SECONDS, 5.0),
+                                     allow_redirects=False)
         except requests.exceptions.RequestException:
             return False
         resp.close()
@@ -108,17 +145,36 @@ class HarnessClient:
         return dict(repos)
 
     def admit(self, agent: str, conversation_id: str, body: Mapping[str, Any]) -> Admission:
-        doc = self._json("POST", f"/agents/{_seg(agent)}/{_seg(conversation_id)}", dict(body))
-        stream_url, offset, submission = doc.get("streamUrl"), doc.get("offset"), doc.get("submissionId")
-        if not all(isinstance(v, str) and v != "" for v in (stream_url, submission)) or not isinstance(offset, str):
-            raise HarnessProtocolError("admission answer lacks streamUrl, offset or submissionId")
-        assert isinstance(stream_url, str) and isinstance(submission, str)
-        return Admission(stream_url, offset, submission)
+        """POST the admission; a 503 (draining) is sent again within 30 s (CONTRACTS.md §3)."""
+        path = f"/agents/{_seg(agent)}/{_seg(conversation_id)}"
+        deadline = self.clock.monotonic() + ADMISSION_DRAIN_SECONDS
+        attempt = 0
+        while True:
+            resp = self._send("POST", path, dict(body), raise_status=False)
+            if resp.status_code == 503:
+                attempt += 1
+                delay = HARNESS_RETRY.delay(attempt)
+                if self.clock.monotonic() + delay <= deadline:
+                    resp.close()
+                    self._wait(delay)
+                    continue
+            if resp.status_code >= 300:
+                self._raise_for(resp)
+            doc = self._decode(resp)
+            if not isinstance(doc, dict):
+                raise HarnessProtocolError(f"POST {path}: answer is not a JSON object")
+            stream_url, offset, submission = doc.get("streamUrl"), doc.get("offset"), doc.get("submissionId")
+            if not isinstance(stream_url, str) or not stream_url or not isinstance(submission, str) \
+                    or not submission or not isinstance(offset, str):
+                raise HarnessProtocolError("admission answer lacks streamUrl, offset or submissionId")
+            return Admission(self._own_url(stream_url), offset, submission)
 
-    def updates(self, stream_url: str, offset: str) -> Updates:
-        """One long-poll of a conversation's stream; a 404 (the conversation is lost) raises HarnessError."""
-        resp = self._send("GET", stream_url, None, params={"offset": offset, "view": "updates", "live": "long-poll"},
-                          read_timeout=LONG_POLL_READ_TIMEOUT, absolute=True)
+    def updates(self, stream_url: str, offset: str, *, cut: Cut | None = None) -> Updates:
+        """One long-poll of a conversation's stream; a 404 (the conversation is lost) raises HarnessError.
+        `cut.fire()` from another thread ends it at once."""
+        resp = self._send("GET", self._own_url(stream_url), None,
+                          params={"offset": offset, "view": "updates", "live": "long-poll"},
+                          read_timeout=LONG_POLL_READ_TIMEOUT, absolute=True, cut=cut)
         next_offset = resp.headers.get("stream-next-offset", offset)
         up_to_date = resp.headers.get("stream-up-to-date", "") == "true"
         if resp.status_code == 204:
@@ -138,21 +194,42 @@ class HarnessClient:
         return bool(doc.get("aborted"))
 
     def memory_kills(self) -> MemoryKillRead:
-        """ADR-0062: the read's 5 s is its only limit; a 503 (draining) is asked again within it."""
+        """ADR-0062: 5 s in total is the read's only limit; a 503 (draining) is asked again within it.
+        A read that fails or runs out of time raises: it is "could not tell", never an empty list."""
         deadline = self.clock.monotonic() + MEMORY_KILL_READ_SECONDS
-        delay = RETRY_FIRST
+        cut = Cut()
+        timers = self._timer_thread()
+        handle = timers.schedule(deadline, cut.fire)
+        try:
+            return self._memory_kills(deadline, cut)
+        except (HarnessUnreachable, HarnessProtocolError, MemoryKillListError) as e:
+            if cut.fired:
+                raise HarnessUnreachable(f"GET /memory-kills: no whole answer within "
+                                         f"{MEMORY_KILL_READ_SECONDS:g}s", reached=True) from e
+            raise
+        finally:
+            timers.cancel(handle)
+
+    def _memory_kills(self, deadline: float, cut: Cut) -> MemoryKillRead:
+        attempt = 0
         while True:
             remaining = deadline - self.clock.monotonic()
-            resp = self._send("GET", "/memory-kills", None, read_timeout=max(remaining, 0.1),
-                              window=max(remaining, 0.0), raise_status=False)
-            if resp.status_code == 503 and self.clock.monotonic() + delay < deadline:
-                resp.close()
-                self._wait(delay)
-                delay = min(delay * 2, RETRY_CAP)
-                continue
+            if remaining <= 0 or cut.fired:
+                raise HarnessUnreachable("GET /memory-kills: out of time", reached=True)
+            resp = self._send("GET", "/memory-kills", None, read_timeout=remaining, window=remaining,
+                              raise_status=False, cut=cut)
+            if resp.status_code == 503:
+                attempt += 1
+                delay = HARNESS_RETRY.delay(attempt)
+                if self.clock.monotonic() + delay < deadline:
+                    resp.close()
+                    self._wait(delay)
+                    continue
             if resp.status_code >= 300:
                 self._raise_for(resp)
             raw = _read_capped(resp, MAX_LIST_BYTES)
+            if cut.fired:  # a cut can end a body that has no length as if it were whole
+                raise HarnessUnreachable("GET /memory-kills: cut at the deadline", reached=True)
             return parse_memory_kills(raw)
 
     # -- plumbing ------------------------------------------------------------------------------------
@@ -165,26 +242,34 @@ class HarnessClient:
 
     def _send(self, method: str, path: str, body: Mapping[str, Any] | None, *,
               params: Mapping[str, str] | None = None, read_timeout: float = READ_TIMEOUT_SECONDS,
-              absolute: bool = False, window: float = RETRY_WINDOW, raise_status: bool = True) -> requests.Response:
+              absolute: bool = False, window: float = HARNESS_RETRY_WINDOW_SECONDS, raise_status: bool = True,
+              cut: Cut | None = None) -> requests.Response:
         url = path if absolute else self.base_url + path
+        shown = urlsplit(url).path if absolute else path
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Authorization": f"Bearer {self._token}", "Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
         started = self.clock.monotonic()
-        delay = RETRY_FIRST
+        attempt = 0
         while True:
+            if cut is not None and cut.fired:
+                raise HarnessUnreachable(f"{method} {shown}: cut before it was sent", reached=False)
             try:
-                resp = self._session.request(method, url, params=params, data=data, headers=headers, stream=True,
-                                             timeout=(CONNECT_TIMEOUT_SECONDS, read_timeout))
+                with cut.active() if cut is not None else contextlib.nullcontext():
+                    resp = self._session.request(method, url, params=params, data=data, headers=headers,
+                                                 stream=True, allow_redirects=False,
+                                                 timeout=(min(CONNECT_TIMEOUT_SECONDS, max(read_timeout, 0.1)),
+                                                          max(read_timeout, 0.1)))
             except requests.exceptions.RequestException as e:
-                if not _never_reached(e):
-                    raise HarnessUnreachable(f"{method} {path}: {_one_line(e)}", reached=True) from e
+                if not _never_reached(e) or (cut is not None and cut.fired):
+                    raise HarnessUnreachable(f"{method} {shown}: {_one_line(e)}", reached=True) from e
+                attempt += 1
+                delay = HARNESS_RETRY.delay(attempt)
                 if self.clock.monotonic() - started + delay > window:
-                    raise HarnessUnreachable(f"{method} {path}: not reached in {window:.0f}s: {_one_line(e)}",
+                    raise HarnessUnreachable(f"{method} {shown}: not reached in {window:.0f}s: {_one_line(e)}",
                                              reached=False) from e
                 self._wait(delay)
-                delay = min(delay * 2, RETRY_CAP)
                 continue
             if raise_status and resp.status_code >= 300:
                 self._raise_for(resp)
@@ -198,7 +283,9 @@ class HarnessClient:
             doc = None
         if isinstance(doc, dict) and isinstance(doc.get("error"), str):
             slot = doc.get("slot") if isinstance(doc.get("slot"), str) else None
-            raise HarnessError(resp.status_code, doc["error"], slot=slot, body=doc)
+            if resp.status_code == 404 and doc.get("kept") is False:
+                raise ConversationNotKept(404, doc["error"][:500], body=doc)
+            raise HarnessError(resp.status_code, doc["error"][:500], slot=slot, body=doc)
         raise HarnessError(resp.status_code, raw[:200].decode("utf-8", "replace").strip() or str(resp.reason))
 
     def _decode(self, resp: requests.Response) -> Any:
@@ -207,6 +294,72 @@ class HarnessClient:
             return json.loads(raw)
         except (ValueError, RecursionError) as e:
             raise HarnessProtocolError("the Harness's answer is not JSON") from e
+
+    def _own_url(self, url: str) -> str:
+        """`url` resolved against the Harness, refused unless it is on the Harness's origin and path."""
+        full = urljoin(self.base_url + "/", url)
+        base, got = urlsplit(self.base_url), urlsplit(full)
+        try:
+            same = (got.scheme, got.hostname, got.port or _DEFAULT_PORT.get(got.scheme)) == (
+                base.scheme, base.hostname, base.port or _DEFAULT_PORT.get(base.scheme))
+        except ValueError:  # a port that is not a number
+            same = False
+        under = (got.path + "/").startswith(base.path.rstrip("/") + "/")
+        if not same or not under or got.username or got.password:
+            raise HarnessProtocolError(f"streamUrl {url[:200]!r} is not on the Harness at {self.base_url}: "
+                                       "refused (the token is sent to the Harness only)")
+        return full
+
+    def _timer_thread(self) -> Timers:
+        if self._timers is not None:
+            return self._timers
+        with self._timers_lock:
+            if self._own_timers is None:
+                self._own_timers = Timers(self.clock, name="jr2-harness-timers")
+            return self._own_timers
+
+    def _wait_on_clock(self, seconds: float) -> None:
+        """Wait `seconds` on the client's clock (a VirtualClock's wait ends when a test advances it)."""
+        done = threading.Event()
+        timers = self._timer_thread()
+        handle = timers.schedule(self.clock.monotonic() + seconds, done.set)
+        while not done.wait(0.25) and timers.alive:
+            pass
+        timers.cancel(handle)
+
+
+class HarnessClients:
+    """One `HarnessClient` — one `requests.Session` — per Harness, shared by every seat that talks to it."""
+
+    def __init__(self, *, clock: Clock | None = None, timers: Timers | None = None) -> None:
+        self.clock = clock or SystemClock()
+        self.timers = timers
+        self._lock = threading.Lock()
+        self._clients: dict[str, HarnessClient] = {}
+        self._closed = False
+
+    def get(self, endpoint: str, token: str) -> HarnessClient:
+        key = endpoint.rstrip("/")
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("HarnessClients is closed")
+            client = self._clients.get(key)
+            if client is not None and client.holds_token(token):
+                return client
+            if client is not None:
+                client.close()  # the Sandbox behind the endpoint changed its token: a new client
+            client = self._clients[key] = HarnessClient(key, token, clock=self.clock, timers=self.timers)
+            return client
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
+
+_DEFAULT_PORT = {"http": 80, "https": 443}
 
 
 def _never_reached(e: BaseException) -> bool:
@@ -221,13 +374,11 @@ def _read_capped(resp: requests.Response, cap: int, *, strict: bool = True) -> b
         return read_capped(resp, cap, truncate=not strict)
     except TooLarge as e:
         raise HarnessProtocolError(f"the Harness's answer is over {cap} bytes") from e
-    except requests.exceptions.RequestException as e:
+    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError) as e:
         raise HarnessUnreachable(f"reading the answer: {_one_line(e)}", reached=True) from e
 
 
 def _seg(text: str) -> str:
-    from urllib.parse import quote
-
     return quote(text, safe="")
 
 

@@ -4,8 +4,9 @@ The Agent's own uid can write the file behind this list, so every field is check
 both sides hold: at most 256 KiB read, at most 16 kills (the newest), each `told` at most 32 entries;
 `id` and `at` at most 64 characters, `agent` and `instanceId` at most 128, `at` a time. A kill outside
 them is dropped and a `told` entry outside them is left out; a `peak` or `limit` not in the guard's size
-form (`1.9Gi`, `512Mi`, or bytes) is left out and the kill kept, so a real kill is never lost. Every
-drop is named in `problems` for the log. Pure: bytes in, kills and problems out.
+form (`1.9Gi`, `512Mi`; a bare number is not one) is left out and the kill kept, so a real kill is never
+lost. An `agent` that is empty or absent is a kill while no Turn ran: it is kept, with `agent` "".
+Every drop is named in `problems` for the log. Pure: bytes in, kills and problems out.
 """
 
 from __future__ import annotations
@@ -73,12 +74,17 @@ def _kill(entry: object, i: int, problems: list[str]) -> MemoryKill | None:
     if not isinstance(entry, dict):
         problems.append(f"kill {i} dropped: not an object")
         return None
-    kill_id, at, agent, instance = (entry.get(k) for k in ("id", "at", "agent", "instanceId"))
-    for field, value, bound in (("id", kill_id, MAX_ID), ("at", at, MAX_AT), ("agent", agent, MAX_NAME),
-                                ("instanceId", instance, MAX_NAME)):
+    kill_id, at, instance = (entry.get(k) for k in ("id", "at", "instanceId"))
+    agent = entry.get("agent")
+    if agent is None:  # ADR-0062: a kill while no Turn ran names no agent; it is kept
+        agent = ""
+    for field, value, bound in (("id", kill_id, MAX_ID), ("at", at, MAX_AT), ("instanceId", instance, MAX_NAME)):
         if not isinstance(value, str) or not value or len(value) > bound:
             problems.append(f"kill {i} dropped: {field} missing, not a string, or over {bound} characters")
             return None
+    if not isinstance(agent, str) or len(agent) > MAX_NAME:
+        problems.append(f"kill {i} dropped: agent not a string of at most {MAX_NAME} characters")
+        return None
     assert isinstance(kill_id, str) and isinstance(at, str) and isinstance(agent, str) and isinstance(instance, str)
     if not _is_time(at):
         problems.append(f"kill {kill_id!r} dropped: at {at!r} is not a time")

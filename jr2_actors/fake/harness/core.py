@@ -7,9 +7,10 @@ answer, a hang) or the Turn settles. With no script, a Turn says "Done." and set
 
 Actions: `Say` (a message), `Pick` (the Agent picks from its Menu; the answer resumes the Turn, and an
 answer with `over: true` ends it), `ProviderLimit` (the provider's retries ran out: settles `failed`
-with `error.type: provider_limit`), `GuardKill` (the Harness's memory guard: a `memory-limit` event, a
-kill on `/memory-kills`, settles `failed`), `KernelKill` (the kernel OOM-kills the Harness: the operator
-marks `OOMKilled`, every conversation of that Harness is lost), `Hang` (never settles).
+with `error.type: provider_limit`), `GuardKill` (the Harness's memory guard: a `memory-limit` event and
+a kill on `/memory-kills` told to this conversation; the Turn goes on, ADR-0062), `KernelKill` (the
+kernel OOM-kills the Harness: the operator marks `OOMKilled`, every conversation of that Harness is
+lost), `Hang` (never settles).
 
 Every admission body is recorded as received, so a test reads exactly what the Orchestrator sent.
 """
@@ -246,10 +247,8 @@ class HarnessCore:
                                       "instanceId": harness.instance_id, "peak": action.peak,
                                       "limit": action.limit, "told": [conv.conversation_id]})
                 self._emit(conv, "memory-limit", id=kill_id, peak=action.peak, limit=action.limit)
-                conv.script.clear()
-                self._settle(conv, "failed", {"type": "memory_limit",
-                                              "message": f"peak {action.peak} over limit {action.limit}"})
-                return []
+                # ADR-0062: the guard kills the Sandbox's processes and `bash` returns its verdict; the
+                # container and the Submission go on, so the Turn's next action follows.
             elif isinstance(action, KernelKill):
                 conv.script.clear()
                 self.restart(sandbox)

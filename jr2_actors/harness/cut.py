@@ -1,0 +1,135 @@
+"""`Cut`: ending one in-flight Harness request from another thread, whatever phase it is in.
+
+requests' timeouts bound each socket read, not a request: a Harness that trickles its answer a byte a
+second never trips one. ADR-0062's 5 s memory-kill read is a total limit, and an aborted Turn's
+long-poll must stop at once, so both need a way to end a request from outside: `Cut.fire()` shuts the
+socket the request uses — while it connects, sends, waits for headers or reads the body — and the
+request's own thread then fails with a connection error.
+
+How a Cut finds its socket: `mount_cuts(session)` makes the session's pools hand out connections that
+note, at checkout, the Cut active on the checking-out thread (`with cut.active():`). A Cut shuts only a
+connection it still owns, under one lock with the checkout, so a connection already handed to another
+request is never shut by a late fire; one fired while idle in the pool is found dropped and replaced
+at its next checkout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import requests
+import urllib3.connection
+import urllib3.connectionpool
+from requests.adapters import HTTPAdapter
+
+_OWNERS = threading.Lock()  # guards every connection's owner and every Cut's fired flag together
+_ACTIVE = threading.local()
+
+
+class Cut:
+    """One request's off switch; fire it from any thread, as often as you like."""
+
+    def __init__(self) -> None:
+        self._fired = False
+        self._connections: list[Any] = []
+
+    @property
+    def fired(self) -> bool:
+        with _OWNERS:
+            return self._fired
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[Cut]:
+        """Connections checked out on this thread inside the block belong to this Cut."""
+        previous = getattr(_ACTIVE, "cut", None)
+        _ACTIVE.cut = self
+        try:
+            yield self
+        finally:
+            _ACTIVE.cut = previous
+
+    def fire(self) -> None:
+        with _OWNERS:
+            self._fired = True
+            for conn in self._connections:
+                if getattr(conn, "_jr2_cut", None) is self:
+                    _shut(conn)
+
+    def _claim(self, conn: Any) -> None:
+        """Called under `_OWNERS` at checkout (and after a connect)."""
+        conn._jr2_cut = self
+        if conn not in self._connections:
+            self._connections.append(conn)
+        if self._fired:
+            _shut(conn)
+
+
+def _shut(conn: Any) -> None:
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _claim_for_current(conn: Any) -> None:
+    cut: Cut | None = getattr(_ACTIVE, "cut", None)
+    with _OWNERS:
+        if cut is None:
+            conn._jr2_cut = None
+        else:
+            cut._claim(conn)
+
+
+class _HTTPConnection(urllib3.connection.HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        _reclaim(self)
+
+
+class _HTTPSConnection(urllib3.connection.HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        _reclaim(self)
+
+
+def _reclaim(conn: Any) -> None:
+    """A socket made after its Cut fired is shut at once (the fire found no socket to shut)."""
+    with _OWNERS:
+        cut = getattr(conn, "_jr2_cut", None)
+        if isinstance(cut, Cut) and cut._fired:
+            _shut(conn)
+
+
+class _HTTPPool(urllib3.connectionpool.HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        conn = super()._get_conn(timeout)
+        _claim_for_current(conn)
+        return conn
+
+
+class _HTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        conn = super()._get_conn(timeout)
+        _claim_for_current(conn)
+        return conn
+
+
+class _CutAdapter(HTTPAdapter):
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+
+
+def mount_cuts(session: requests.Session) -> None:
+    """Let `Cut`s end this session's requests (every other behaviour of the session is unchanged)."""
+    adapter = _CutAdapter()
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)

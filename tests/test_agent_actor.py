@@ -1,0 +1,327 @@
+"""The AgentActor against the fake Harness: the read before the admission, Turns, aborts, ends, answers."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+import pytest
+
+from jr2_actors.agent import core as turn
+from jr2_actors.agent.actor import (
+    AbortTurn,
+    Admit,
+    AgentActor,
+    AnswerPick,
+    EndTurn,
+    KillsRead,
+    StartTurn,
+    TurnAborted,
+)
+from jr2_actors.clock import VirtualClock
+from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
+from jr2_actors.harness.client import HarnessClient, HarnessClients, HarnessUnreachable
+from jr2_actors.harness.memory_kills import MemoryKillRead
+from jr2_actors.harness.tokens import INSTANCE_HARNESS
+from tests.probes import Inbox
+from tests.sandboxes import ready_sandbox
+from tests.waiting import wait_until
+
+NAME = "ws-turn-f-1-abc123"
+
+
+@dataclass
+class Seat:
+    cluster: FakeCluster
+    clock: VirtualClock
+    ref: pykka.ActorRef[Any]
+    inbox: Inbox
+    endpoint: str
+
+    def start(self, turn_id: str, conv: str, *, in_workspace: bool = True, endpoint: str = "",
+              token: str = "") -> None:
+        self.ref.tell(StartTurn(turn_id, conv, endpoint or self.endpoint, token or self.cluster.harness_token(NAME),
+                                in_workspace))
+
+    def admit(self, turn_id: str, **extra: Any) -> None:
+        self.ref.tell(Admit(turn_id, body(**extra)))
+
+    def first(self, kind: type, turn_id: str) -> Any:
+        def mine(m: Any) -> bool:
+            return isinstance(m, kind) and getattr(m, "turn_id", None) == turn_id
+
+        self.inbox.wait_for(lambda ms: any(mine(m) for m in ms), what=f"{kind.__name__} of {turn_id}")
+        return next(m for m in self.inbox.snapshot() if mine(m))
+
+    def of(self, turn_id: str) -> list[Any]:
+        return [m for m in self.inbox.snapshot() if getattr(m, "turn_id", None) == turn_id]
+
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+
+def body(allowed: tuple[str, ...] = ("finish",), **extra: Any) -> dict[str, Any]:
+    return {"definition": {"agent": "coder", "instructions": "You fix bugs.", "access": "write", "menu": ["finish"]},
+            "message": "Fix it.", "allowed": list(allowed), **extra}
+
+
+@pytest.fixture
+def make_seat() -> Iterator[Callable[..., Seat]]:
+    pools: list[ThreadPoolExecutor] = []
+    refs: list[pykka.ActorRef[Any]] = []
+    clusters: list[FakeCluster] = []
+
+    def make(harnesses: HarnessClients | None = None) -> Seat:
+        clock = VirtualClock()
+        cluster = FakeCluster(clock=clock, start_seconds=1, long_poll=0.2).__enter__()
+        clusters.append(cluster)
+        endpoint = ready_sandbox(cluster, clock, NAME)
+        inbox = Inbox()
+        pool = ThreadPoolExecutor(2)
+        pools.append(pool)
+        ref = AgentActor.start("coder", parent=inbox, pool=pool, clock=clock, harnesses=harnesses)
+        refs.append(ref)
+        return Seat(cluster, clock, ref, inbox, endpoint)
+
+    yield make
+    for ref in refs:
+        ref.stop(block=True, timeout=10)
+    for pool in pools:
+        pool.shutdown(wait=True)
+    for cluster in clusters:
+        cluster.__exit__(None, None, None)
+
+
+@pytest.fixture
+def seat(make_seat: Callable[..., Seat]) -> Seat:
+    return make_seat()
+
+
+def test_the_admission_waits_for_its_read_and_carries_what_the_run_made_of_it(seat: Seat) -> None:
+    seat.cluster.script("coder", [GuardKill("1.9Gi", "2Gi"), Say("freed")], [Say("ok")])
+    seat.start("t-1", "c-1")
+    first = seat.first(KillsRead, "t-1")
+    assert first.read is not None and first.read.kills == () and first.source == seat.endpoint
+    assert seat.cluster.admissions() == []  # read; nothing admitted until the run says Admit
+    seat.admit("t-1")
+    assert seat.first(turn.Settled, "t-1") == turn.Settled("coder", "t-1", "completed", False)
+    guard = seat.first(turn.GuardKill, "t-1")
+    assert (guard.conversation_id, guard.peak, guard.limit) == ("c-1", "1.9Gi", "2Gi")
+    assert not any(isinstance(m, turn.TurnFault) for m in seat.of("t-1"))  # a guard kill is a notice
+
+    seat.start("t-2", "c-2")
+    second = seat.first(KillsRead, "t-2")
+    assert second.read is not None
+    (kill,) = second.read.kills
+    assert (kill.id, kill.agent, kill.told) == (guard.kill_id, "coder", ("c-1",))
+    assert len(seat.cluster.admissions()) == 1  # the second Turn's read came before its admission
+    notice = {"kind": "memory-limit", "scope": "workspace", "agent": kill.agent, "peak": kill.peak,
+              "limit": kill.limit}
+    seat.admit("t-2", notices=[notice])
+    seat.first(turn.Settled, "t-2")
+    assert seat.cluster.admissions()[1]["body"]["notices"] == [notice]
+
+
+def test_a_turn_picks_and_the_run_answers(seat: Seat) -> None:
+    seat.cluster.script("coder", [Say("Fixed."), Pick("finish", {"summary": "green"})])
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    picked = seat.first(turn.Picked, "t-1")
+    assert (picked.pick, dict(picked.args)) == ("finish", {"summary": "green"})
+    assert seat.first(turn.Said, "t-1").text == "Fixed."
+    seat.ref.tell(AnswerPick("t-1", picked.call_id, True, "done"))
+    assert seat.first(turn.Settled, "t-1") == turn.Settled("coder", "t-1", "completed", True)
+    (answer,) = seat.cluster.harness(lambda core: list(core.answers))
+    assert (answer["callId"], answer["over"], answer["answer"]) == (picked.call_id, True, "done")
+
+
+@pytest.mark.parametrize(
+    ("script", "cause", "reason_starts"),
+    [([ProviderLimit("429 after retries")], "settled", "provider limit: 429 after retries"),
+     ([GuardKill("1.9Gi", "2Gi"), ProviderLimit("429 again")], "settled", "provider limit: 429 again"),
+     ([KernelKill()], "lost", "the conversation was lost")],
+)
+def test_a_turn_faults_with_its_cause_and_its_own_words(seat: Seat, script: list[Any], cause: str,
+                                                         reason_starts: str) -> None:
+    seat.cluster.script("coder", script)
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    fault = seat.first(turn.TurnFault, "t-1")
+    assert fault.cause == cause and fault.reason.startswith(reason_starts)
+
+
+def test_the_run_ends_a_turn_with_its_own_fault(seat: Seat) -> None:
+    seat.cluster.script("coder", [Hang()])
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    wait_until(lambda: len(seat.cluster.admissions()) == 1, what="the admission")
+    seat.ref.tell(EndTurn("t-1", "memory limit (OOMKilled, limit 2Gi): Killed"))
+    fault = seat.first(turn.TurnFault, "t-1")
+    assert (fault.cause, fault.reason) == ("ended", "memory limit (OOMKilled, limit 2Gi): Killed")
+
+
+def test_an_abort_stops_the_reader_first_and_the_turns_later_words_are_dropped(seat: Seat) -> None:
+    seat.cluster.script("coder", [Hang()], [Say("next")])
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    wait_until(lambda: len(seat.cluster.admissions()) == 1, what="the admission")
+    seat.ref.tell(AbortTurn("t-1"))
+    assert seat.first(TurnAborted, "t-1") == TurnAborted("coder", "t-1", True)
+    # The Harness settled the Submission `aborted` on its stream; the seat stopped reading before that.
+    seat.start("t-2", "c-2")
+    seat.first(KillsRead, "t-2")
+    seat.admit("t-2")
+    seat.first(turn.Settled, "t-2")
+    assert [type(m) for m in seat.of("t-1")] == [KillsRead, TurnAborted]
+
+
+def test_an_abort_while_the_admission_waits_is_posted_once_it_is_admitted(seat: Seat) -> None:
+    seat.cluster.script("coder", [Pick("finish")])
+    seat.cluster.harness(lambda core: core.set_draining(NAME, True))
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    wait_until(lambda: len(seat.cluster.admissions()) == 1, what="the first try")
+    seat.ref.tell(AbortTurn("t-1"))
+    seat.cluster.harness(lambda core: core.set_draining(NAME, False))
+    seat.advance(0.25)  # the admission's wait before it is sent again
+    assert seat.first(TurnAborted, "t-1") == TurnAborted("coder", "t-1", True)
+    assert len(seat.cluster.admissions()) == 2
+    stream = HarnessClient(seat.endpoint, seat.cluster.harness_token(NAME))
+    events = stream.updates(f"{seat.endpoint}/streams/coder/c-1", "0").events
+    stream.close()
+    assert events[-1]["type"] == "submission-settled" and events[-1]["outcome"] == "aborted"
+    assert [type(m) for m in seat.of("t-1")] == [KillsRead, TurnAborted]  # the pick was never reported
+
+
+def test_a_draining_harness_gets_the_admission_again(seat: Seat) -> None:
+    seat.cluster.harness(lambda core: core.set_draining(NAME, True))
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    wait_until(lambda: len(seat.cluster.admissions()) == 1, what="the first try")
+    seat.advance(0.25)
+    wait_until(lambda: len(seat.cluster.admissions()) == 2, what="the second try")
+    seat.cluster.harness(lambda core: core.set_draining(NAME, False))
+    seat.advance(0.5)
+    assert seat.first(turn.Settled, "t-1").outcome == "completed"
+    assert len(seat.cluster.admissions()) == 3
+
+
+def test_a_kept_admission_the_harness_does_not_hold_is_not_kept_and_the_turn_goes_on(seat: Seat) -> None:
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1", kept=True)
+    refused = seat.first(turn.NotKept, "t-1")
+    assert (refused.conversation_id, "not held" in refused.message) == ("c-1", True)
+    assert not any(isinstance(m, turn.TurnFault) for m in seat.of("t-1"))
+    seat.admit("t-1", notices=[{"kind": "conversation-new", "reason": "not-kept"}])
+    assert seat.first(turn.Settled, "t-1").outcome == "completed"
+
+
+def test_a_late_answer_never_reaches_a_new_turn(seat: Seat) -> None:
+    seat.cluster.script("coder", [Pick("finish")], [Pick("finish")])
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    old = seat.first(turn.Picked, "t-1")
+    seat.ref.tell(AbortTurn("t-1"))
+    seat.first(TurnAborted, "t-1")
+    seat.start("t-2", "c-2")
+    seat.first(KillsRead, "t-2")
+    seat.admit("t-2")
+    new = seat.first(turn.Picked, "t-2")
+    seat.ref.tell(AnswerPick("t-1", old.call_id, True, "late"))  # a Turn the seat has left
+    seat.ref.tell(AnswerPick("t-2", old.call_id, True, "wrong call"))  # not a pick of this Turn
+    seat.ref.tell(AnswerPick("t-2", new.call_id, True, "done"))
+    seat.first(turn.Settled, "t-2")
+    answers = seat.cluster.harness(lambda core: list(core.answers))
+    assert [(a["conversationId"], a["answer"]) for a in answers] == [("c-2", "done")]
+
+
+class _Stubbed(HarnessClients):
+    """Hands every seat a client built by `make`, as a run's shared registry would hand its own."""
+
+    def __init__(self, make: Callable[[str, str], HarnessClient]) -> None:
+        super().__init__()
+        self.make = make
+
+    def get(self, endpoint: str, token: str) -> HarnessClient:
+        return self.make(endpoint, token)
+
+
+def test_a_failed_pick_answer_reaches_the_run(make_seat: Callable[..., Seat]) -> None:
+    class Unanswering(HarnessClient):
+        def answer(self, agent: str, conversation_id: str, call_id: str, over: bool, answer: Any) -> None:
+            raise HarnessUnreachable("POST answers: connection reset", reached=True)
+
+    seat = make_seat(_Stubbed(lambda url, token: Unanswering(url, token)))
+    seat.cluster.script("coder", [Pick("finish")])
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    picked = seat.first(turn.Picked, "t-1")
+    seat.ref.tell(AnswerPick("t-1", picked.call_id, True, "done"))
+    failed = seat.first(turn.AnswerFailed, "t-1")
+    assert (failed.call_id, failed.problem) == (picked.call_id, "POST answers: connection reset")
+
+
+def test_an_unexpected_error_in_a_job_reaches_the_run(make_seat: Callable[..., Seat]) -> None:
+    class Broken(HarnessClient):
+        def memory_kills(self) -> MemoryKillRead:
+            raise RuntimeError("boom")
+
+        def admit(self, agent: str, conversation_id: str, body: Any) -> Any:
+            raise KeyError("streamUrl")
+
+    seat = make_seat(_Stubbed(lambda url, token: Broken(url, token)))
+    seat.start("t-1", "c-1")
+    kills = seat.first(KillsRead, "t-1")
+    assert kills.read is None and "RuntimeError: boom" in kills.problem
+    seat.admit("t-1")
+    fault = seat.first(turn.TurnFault, "t-1")
+    assert fault.cause == "refused" and "KeyError" in fault.reason
+
+
+def test_a_kill_read_that_cannot_tell_is_none_and_the_seat_logs_nothing(seat: Seat,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    seat.cluster.harness(lambda core: core.set_raw_memory_kills(NAME, b"not json"))
+    with caplog.at_level(logging.INFO, logger="jr2_actors.agent"):
+        seat.start("t-1", "c-1")
+        kills = seat.first(KillsRead, "t-1")
+    assert kills.read is None and "not JSON" in kills.problem and kills.asked
+    assert kills.source == seat.endpoint  # the run logs one line per Harness
+    assert [r for r in caplog.records if r.name.startswith("jr2_actors.agent")] == []
+    seat.admit("t-1")
+    seat.first(turn.Settled, "t-1")
+
+
+def test_a_menu_only_seat_reads_no_list(seat: Seat) -> None:
+    seat.start("t-1", "c-1", in_workspace=False, endpoint=seat.cluster.instance_harness_url,
+               token=seat.cluster.harness_token(INSTANCE_HARNESS))
+    kills = seat.first(KillsRead, "t-1")
+    assert (kills.read, kills.asked) == (None, False)
+    seat.admit("t-1")
+    assert seat.first(turn.Settled, "t-1").outcome == "completed"
+
+
+def test_a_stopped_seat_leaves_no_thread_behind(seat: Seat) -> None:
+    seat.cluster.script("coder", [Hang()])
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    wait_until(lambda: len(seat.cluster.admissions()) == 1, what="the admission")
+    assert any(t.name == "jr2-agent-coder" for t in threading.enumerate())
+    seat.ref.stop(block=True, timeout=10)
+    names = {t.name for t in threading.enumerate() if t.is_alive()}
+    assert "jr2-agent-coder" not in names and "jr2-agent-coder-timers" not in names
