@@ -5,63 +5,30 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
-import re
 import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 from jr2_actors import __version__
+from jr2_actors.commands import client, demo, serve
+from jr2_actors.commands.common import (
+    Parser,
+    UsageError,
+    namespace_name,
+    port_number,
+    positive_seconds,
+    until_signalled,
+)
 from jr2_actors.constants import STALL_BOUND_SECONDS
 from jr2_actors.errors import Jr2Error
 
 log = logging.getLogger("jr2_actors")
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
-_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-class UsageError(Exception):
-    """The user's input cannot be used: one line on stderr, exit 2."""
-
-
-class Parser(argparse.ArgumentParser):
-    """An argparse parser whose every mistake is one line on stderr and exit 2 (no usage block)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def namespace_name(text: str) -> str:
-    """A namespace as the API server takes it: a DNS-1123 label, at most 63 characters."""
-    if len(text) > 63 or not _NAMESPACE.match(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a valid namespace (lower case letters, digits and '-', "
-                                         "starting and ending with a letter or digit, at most 63 characters)")
-    return text
-
-
-def positive_seconds(text: str) -> float:
-    """A duration in seconds: finite and above zero (zero would spin, a negative one means nothing)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds above zero")
-    return value
-
-
-def port_number(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{value} is out of range (0-65535; 0 picks a free port)")
-    return value
+CLIENT_COMMANDS = ("submit", "runs", "status", "events", "cancel")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("--context", help="the kubeconfig context (default: its current-context)")
     watch.add_argument("--stall-seconds", type=positive_seconds, default=None,
                        help=f"a watch silent this long is re-listed (default: {STALL_BOUND_SECONDS:g})")
+
+    serve.add_parser(sub)
+    demo.add_parser(sub)
+    client.add_parsers(sub)
 
     fake = sub.add_parser("fake-cluster", help="the fake cluster alone, on loopback, until interrupted")
     fake.add_argument("--port", type=port_number, default=0,
@@ -111,6 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_watch(args, stop)
         if args.command == "fake-cluster":
             return run_fake_cluster(args, stop)
+        if args.command == "serve":
+            return serve.run(args, stop)
+        if args.command == "demo":
+            return demo.run(args, stop)
+        if args.command in CLIENT_COMMANDS:
+            return client.run(args, stop)
         parser.error(f"unknown command {args.command}")
     except (UsageError, Jr2Error) as e:
         print(f"jr2-actors: {e}", file=sys.stderr)
@@ -118,12 +95,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def until_signalled(stop: threading.Event) -> None:
-    """Block until SIGINT or SIGTERM (noted in `stop`); both are a clean stop."""
-    while not stop.wait(1.0):
-        pass
 
 
 class JsonLines:

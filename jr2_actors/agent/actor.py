@@ -254,7 +254,7 @@ class AgentActor(Shell):
 
     def _start(self, message: StartTurn) -> None:
         old = self._turn
-        if old is not None and not old.core.ended:
+        if old is not None and not old.core.ended and not old.core.closing:
             log.warning("agent %s: turn %s starts while turn %s is open; the open one is left unread",
                         self.agent, message.turn_id, old.turn_id)
             self._stop_reading(old)
@@ -374,6 +374,8 @@ class AgentActor(Shell):
                     self._read(t, action.offset)
             elif isinstance(action, turn.PostAnswer):
                 self._post_answer(t, action)
+        if t.core.ended:
+            self._stop_reading(t)  # nothing the stream says after the Turn's end is read
 
     def _read_later(self, t: _Turn, action: turn.ReadUpdates) -> None:
         assert self._timers is not None

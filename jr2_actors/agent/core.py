@@ -193,6 +193,15 @@ class TurnFault:
 
 
 @dataclass(frozen=True)
+class Accepted:
+    """The Harness took an admission (200): the run counts the conversation as held from now on."""
+
+    agent: str
+    turn_id: str
+    submission_id: str
+
+
+@dataclass(frozen=True)
 class NotKept:
     """A `kept: true` admission refused with 404 `kept: false`: the Harness holds no such conversation
     (ADR-0062). Not a fault: the run takes the path of a lost conversation and admits the Turn again."""
@@ -213,7 +222,7 @@ class AnswerFailed:
     problem: str
 
 
-Report = Picked | GuardKill | Said | Settled | TurnFault | NotKept | AnswerFailed
+Report = Picked | GuardKill | Said | Settled | TurnFault | Accepted | NotKept | AnswerFailed
 
 
 @dataclass(frozen=True)
@@ -233,6 +242,7 @@ class TurnCore:
         self.submission = ""
         self.offset = "0"
         self.outstanding: dict[str, bool] = {}  # call id → its answer is being posted
+        self.closing = ""  # the call id whose answer `over: true` ends this Turn (the Harness settles it)
         self._picked = False
         self._read_failures = 0
 
@@ -259,6 +269,7 @@ class TurnCore:
         elif isinstance(event, Admitted) and self.state == "admitting":
             self.submission, self.offset, self.state = event.submission_id, event.offset, "reading"
             self._read_failures = 0
+            reports.append(Accepted(self.agent, self.turn_id, event.submission_id))
             actions.append(ReadUpdates(self.offset))
         elif isinstance(event, AdmitRefused) and self.state == "admitting":
             reports.append(self._end("refused", f"admission refused: {event.message}"))
@@ -287,6 +298,8 @@ class TurnCore:
             if self.outstanding.get(event.call_id) is False:
                 self.outstanding[event.call_id] = True
                 actions.append(PostAnswer(event.call_id, event.over, event.answer))
+                if event.over:
+                    self.closing = event.call_id
             else:
                 note = f"an answer to pick {event.call_id}, which is not waiting for one: dropped"
         elif isinstance(event, Answered):

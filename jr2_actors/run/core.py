@@ -254,6 +254,7 @@ class RunCore:
         self.state = workflow.start
         self.fault: str | None = None
         self.workspaces: dict[str, WorkspaceRecord] = {}
+        self.ended_workspaces: dict[str, str] = {}  # path → deleted | kept: what a teardown left
         self.turn: TurnRecord | None = None
         self.turns = 0
         self.conversations: dict[str, int] = {}  # agent → Turns its conversation has had
@@ -365,6 +366,7 @@ class RunCore:
         if self.status != "running" and not self._finished and not any(r.releasing for r in
                                                                            self.workspaces.values()):
             self._finished = True
+            self._persist = True  # the finished run's row shows what each teardown left
             self._out.append(Finished(self.status, self.fault))
 
     def _tick(self) -> None:
@@ -396,6 +398,7 @@ class RunCore:
             record.releasing = False
             again = record.held_again
             del self.workspaces[report.path]
+            self.ended_workspaces[report.path] = "deleted" if report.deleted else "kept"
             if again and self.status == "running":
                 self._hold(report.path)
             return
@@ -625,6 +628,7 @@ class RunCore:
             "conversations": dict(self.conversations),
             "turn": None if turn is None else {"id": turn.id, "agent": turn.agent, "conversation": turn.conversation,
                                                "state": turn.state, "nudges": turn.nudges},
+            "endedWorkspaces": dict(self.ended_workspaces),
             "workspaces": {path: {"restored": _restored_json(r.restored), "releasing": r.releasing,
                                   "heldAgain": r.held_again,
                                   "waiting": _wait_json(r.waiting)} for path, r in self.workspaces.items()},
@@ -648,6 +652,7 @@ class RunCore:
         core.turns = int(blob.get("turns", 0))
         core.conversations = {str(k): int(v) for k, v in dict(blob.get("conversations") or {}).items()}
         core.ledger = Ledger.restore(blob.get("ledger") or {})
+        core.ended_workspaces = {str(k): str(v) for k, v in dict(blob.get("endedWorkspaces") or {}).items()}
         core.feed_next = int(blob.get("feedNext", 1))
         for e in blob.get("feed") or []:
             core.feed.append(FeedEvent(int(e["id"]), float(e["at"]), str(e["kind"]), dict(e["fields"])))

@@ -23,7 +23,9 @@ def status_doc(core: RunCore) -> dict[str, Any]:
         "status": core.status,
         "state": core.state,
         "children": [{"child": path, "phase": "releasing" if r.releasing else r.phase}
-                     for path, r in sorted(core.workspaces.items())],
+                     for path, r in sorted(core.workspaces.items())]
+        + [{"child": path, "phase": left} for path, left in sorted(core.ended_workspaces.items())
+           if path not in core.workspaces],
         "waiting": [{"child": path, "on": w.on, "message": w.message, "since": rfc3339_ms(w.since)}
                     for path, w in core.waiting()],
     }

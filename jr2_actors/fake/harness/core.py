@@ -106,6 +106,7 @@ class HarnessCore:
     def __init__(self) -> None:
         self._harnesses: dict[str, _Harness] = {}
         self._scripts: dict[str, deque[list[Action]]] = {}
+        self._pick_first = False
         self.admissions: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)  # every admission body, as received
         self.answers: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)
         self._ids = itertools.count(1)
@@ -115,6 +116,11 @@ class HarnessCore:
     def script(self, agent: str, turns: Sequence[Sequence[Action]]) -> None:
         """Queue Turns for an agent; each admission takes the next one."""
         self._scripts.setdefault(agent, deque()).extend(list(t) for t in turns)
+
+    def pick_first_allowed(self, on: bool = True) -> None:
+        """With no script for an agent, its Turn picks the first Allowed pick (a workflow walks to an end)
+        instead of saying "Done." and settling without a pick."""
+        self._pick_first = on
 
     def set_draining(self, sandbox: str, draining: bool) -> None:
         self._harness(sandbox).draining = draining
@@ -170,7 +176,11 @@ class HarnessCore:
         conv.submission = f"s-{next(self._ids)}"
         conv.running = True
         turns = self._scripts.get(agent)
-        conv.script = deque(turns.popleft() if turns else [Say("Done.")])
+        allowed = body.get("allowed") if isinstance(body.get("allowed"), list) else []
+        default: list[Action] = [Say("Done.")]
+        if self._pick_first and allowed and isinstance(allowed[0], str):
+            default.append(Pick(allowed[0]))
+        conv.script = deque(turns.popleft() if turns else default)
         offset = len(conv.events)
         effects = self._run(sandbox, conv, now)
         return Answer(200, {"streamUrl": "", "offset": str(offset), "submissionId": conv.submission}), effects

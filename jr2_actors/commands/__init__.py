@@ -1,0 +1,1 @@
+"""The commands of `jr2-actors`, one module each; `cli.py` builds the parser and dispatches."""

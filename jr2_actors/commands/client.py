@@ -1,0 +1,152 @@
+"""The client commands (CONTRACTS.md §6): `submit`, `runs`, `status`, `events`, `cancel` against a running
+orchestrator's API (`--server`, the token from `JR2_INSTANCE_TOKEN`). A table for people by default,
+`--json` for scripts. A refused token, an unreachable server or a bad answer is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import requests
+
+from jr2_actors.commands.common import UsageError, secret_from
+from jr2_actors.run.render import feed_line, status_lines
+from jr2_actors.workflow import MAX_WORKFLOW_BYTES, WorkflowError, read_document
+
+DEFAULT_SERVER = "http://127.0.0.1:8080"
+TIMEOUT = (5.0, 30.0)
+
+
+def add_parsers(sub: Any) -> None:
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--server", default=os.environ.get("JR2_SERVER", DEFAULT_SERVER),
+                       help=f"the orchestrator's API (default: $JR2_SERVER, else {DEFAULT_SERVER})")
+        p.add_argument("--token-file", help="a file holding the Instance token (default: $JR2_INSTANCE_TOKEN)")
+        p.add_argument("--json", action="store_true", help="print the API's JSON, one document per line (default: a table for people)")
+
+    p = sub.add_parser("submit", help="start a run of a workflow file")
+    p.add_argument("workflow", metavar="WORKFLOW.yaml", help="a workflow file (CONTRACTS §5), YAML or JSON")
+    common(p)
+    p = sub.add_parser("runs", help="the live runs (a run waiting for capacity is marked)")
+    common(p)
+    p = sub.add_parser("status", help="one run's RunStatus, finished runs too")
+    p.add_argument("run", metavar="RUN")
+    common(p)
+    p = sub.add_parser("events", help="follow a run's feed until it ends (Ctrl-C to leave)")
+    p.add_argument("run", metavar="RUN")
+    common(p)
+    p = sub.add_parser("cancel", help="cancel a run (what never ran is deleted; what ran is kept)")
+    p.add_argument("run", metavar="RUN")
+    common(p)
+
+
+class Client:
+    def __init__(self, server: str, token: str) -> None:
+        if not server.startswith(("http://", "https://")):
+            raise UsageError(f"--server {server}: not an http(s) URL")
+        self.server = server.rstrip("/")
+        self._token = token
+        self._session = requests.Session()
+        self._session.trust_env = False
+
+    def call(self, method: str, path: str, body: Any = None, *, stream: bool = False) -> requests.Response:
+        try:
+            resp = self._session.request(method, self.server + path, json=body, stream=stream, timeout=TIMEOUT,
+                                         headers={"Authorization": f"Bearer {self._token}"})
+        except requests.exceptions.RequestException as e:
+            raise UsageError(f"cannot reach {self.server}: {_one_line(e)}") from None
+        if resp.status_code == 401:
+            raise UsageError(f"{self.server} refused the token (check JR2_INSTANCE_TOKEN)")
+        if resp.status_code >= 400:
+            raise UsageError(f"{self.server} answered {resp.status_code}: {_error(resp)}")
+        return resp
+
+    def json(self, method: str, path: str, body: Any = None) -> Any:
+        resp = self.call(method, path, body)
+        try:
+            return resp.json()
+        except ValueError:
+            raise UsageError(f"{self.server} answered something that is not JSON") from None
+
+    def events(self, run: str) -> Iterator[dict[str, Any]]:
+        resp = self.call("GET", f"/runs/{run}/events", stream=True)
+        data = ""
+        try:
+            for raw in resp.iter_lines(decode_unicode=True):
+                line = raw or ""
+                if line.startswith("data:"):
+                    data += line[5:].strip()
+                elif not line and data:
+                    yield json.loads(data)
+                    data = ""
+        except requests.exceptions.RequestException as e:
+            raise UsageError(f"the feed from {self.server} broke off: {_one_line(e)}") from None
+        finally:
+            resp.close()
+
+
+def run(args: argparse.Namespace, stop: threading.Event) -> int:
+    token = secret_from("JR2_INSTANCE_TOKEN", args.token_file, "the Instance token").decode("utf-8", "replace")
+    client = Client(args.server, token)
+    out = sys.stdout
+    if args.command == "submit":
+        document = _workflow(args.workflow)
+        doc = client.json("POST", "/runs", {"workflow": document})
+        print(json.dumps(doc) if args.json else f"submitted {doc.get('runId')}", file=out)
+    elif args.command == "runs":
+        doc = client.json("GET", "/runs")
+        runs = doc.get("runs") if isinstance(doc, dict) else None
+        if args.json:
+            print(json.dumps(runs), file=out)
+        else:
+            for r in runs or []:
+                mark = f"  placing {', '.join(r['placing'])}" if r.get("placing") else ""
+                print(f"{r.get('runId'):<16} {r.get('workflow'):<20} {r.get('status'):<9} {r.get('state')}{mark}",
+                      file=out)
+            if not runs:
+                print("no live runs", file=out)
+    elif args.command == "status":
+        doc = client.json("GET", f"/runs/{args.run}")
+        print(json.dumps(doc) if args.json else "\n".join(status_lines(doc, time.time())), file=out)
+    elif args.command == "cancel":
+        doc = client.json("POST", f"/runs/{args.run}/cancel")
+        print(json.dumps(doc) if args.json else f"cancelling {args.run}: {doc.get('status')}", file=out)
+    elif args.command == "events":
+        for event in client.events(args.run):
+            if stop.is_set():
+                break
+            print(json.dumps(event) if args.json else f"{event.get('at', '')[11:19]} {feed_line(event)}", file=out,
+                  flush=True)
+    return 0
+
+
+def _workflow(path: str) -> object:
+    try:
+        with open(path, "rb") as f:
+            text = f.read(MAX_WORKFLOW_BYTES + 1)
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror or e}") from None
+    try:
+        return read_document(text)
+    except WorkflowError as e:
+        raise UsageError(f"{path}: {e}") from None
+
+
+def _error(resp: requests.Response) -> str:
+    try:
+        doc = resp.json()
+    except ValueError:
+        return resp.text[:200].strip() or resp.reason
+    return str(doc.get("error", doc)) if isinstance(doc, dict) else str(doc)
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:200]
+

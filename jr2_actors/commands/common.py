@@ -1,0 +1,79 @@
+"""What every command shares: one-line usage errors, option types, secrets from env or file, waiting for a stop."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import threading
+from typing import NoReturn
+
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MAX_SECRET_BYTES = 64 * 1024
+
+
+class UsageError(Exception):
+    """The user's input cannot be used: one line on stderr, exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose every mistake is one line on stderr and exit 2 (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def namespace_name(text: str) -> str:
+    """A namespace as the API server takes it: a DNS-1123 label, at most 63 characters."""
+    if len(text) > 63 or not _NAMESPACE.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid namespace (lower case letters, digits and '-', "
+                                         "starting and ending with a letter or digit, at most 63 characters)")
+    return text
+
+
+def positive_seconds(text: str) -> float:
+    """A duration in seconds: finite and above zero (zero would spin, a negative one means nothing)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds above zero")
+    return value
+
+
+def port_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is out of range (0-65535; 0 picks a free port)")
+    return value
+
+
+def secret_from(env: str, path: str | None, what: str) -> bytes:
+    """A secret from its file (when named) or its environment variable; never from a flag's value, so it
+    shows in no process listing. Surrounding whitespace (a file's newline) is not part of it."""
+    if path:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(MAX_SECRET_BYTES + 1)
+        except OSError as e:
+            raise UsageError(f"{what}: cannot read {path}: {e.strerror or e}") from None
+        if len(data) > MAX_SECRET_BYTES:
+            raise UsageError(f"{what}: {path} is over {MAX_SECRET_BYTES} bytes")
+        value = data.strip()
+    else:
+        value = os.environ.get(env, "").strip().encode()
+    if not value:
+        source = f"the file {path}" if path else f"${env}"
+        raise UsageError(f"{what} is missing: set {env} or name a file (it is empty in {source})")
+    return value
+
+
+def until_signalled(stop: threading.Event) -> None:
+    """Block until SIGINT or SIGTERM (noted in `stop`); both are a clean stop."""
+    while not stop.wait(1.0):
+        pass

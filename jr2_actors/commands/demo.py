@@ -1,0 +1,198 @@
+"""`jr2-actors demo`: the embedded default — the fake cluster and the orchestrator in one process.
+
+It runs the bundled example (CONTRACTS §5's fix-and-review: a coder and a reviewer in one Workspace) to
+its end on a one-node fake cluster, beside a neighbour run that holds the node first: the example's
+Workspace waits for capacity (ADR-0064) until the neighbour is done. The coder's first Turn meets a guard
+memory kill (ADR-0062: a notice for the next Turn, never a fault); the reviewer sends the work back once.
+The feed is printed as it happens, with a progress line while a wait is open, then the final RunStatus.
+
+`--workflow FILE` runs your own workflow on the fake instead (its agents pick the first Allowed pick of
+every Turn); `--keep` leaves the fake cluster up afterwards, its kubeconfig printed, until Ctrl-C;
+`--metrics-port N` serves the API's open routes (`/metrics`, `/healthz`) on 127.0.0.1:N while it runs.
+Exit 0 when the run ends `done`, 1 when it ends otherwise, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any, TextIO, cast
+
+from jr2_actors.commands.common import UsageError, port_number, until_signalled
+from jr2_actors.run.render import duration, feed_line, status_lines
+from jr2_actors.run.wire import feed_doc
+from jr2_actors.workflow import MAX_WORKFLOW_BYTES, WorkflowError, parse_workflow, read_document
+
+DEMO_TIMEOUT = 60.0  # the demo ends well within this; past it, something is wrong: say so and stop
+NODE_MILLICPU = 1500  # one node: two 1-CPU Workspaces cannot share it
+
+
+def add_parser(sub: Any) -> None:
+    demo = sub.add_parser("demo", help="the fake cluster and the orchestrator in one process: a run end to end")
+    demo.add_argument("--workflow", help="run this workflow file on the fake instead of the bundled example "
+                                         "(default: the bundled fix-and-review)")
+    demo.add_argument("--keep", action="store_true",
+                      help="leave the fake cluster up afterwards, with its kubeconfig printed, until Ctrl-C "
+                           "(default: stop it when the run ends)")
+    demo.add_argument("--metrics-port", type=port_number, default=None,
+                      help="serve /metrics and /healthz on 127.0.0.1:N while the demo runs (default: off)")
+
+
+def run(args: argparse.Namespace, stop: threading.Event) -> int:
+    from jr2_actors.fake.cluster import FakeCluster
+    from jr2_actors.fake.operator.core import Node
+    from jr2_actors.orchestrator import Orchestrator
+
+    own = _load(args.workflow) if args.workflow else None
+    out = sys.stdout
+    with tempfile.TemporaryDirectory(prefix="jr2-demo-") as tmp, \
+            FakeCluster(namespace="jr2", nodes=[Node("demo-node", NODE_MILLICPU, 8 * 2**30)], start_seconds=0.3,
+                        bookmark_interval=None, long_poll=2.0) as cluster:
+        if stop.is_set():
+            return 130
+        client = cluster.client()
+        orchestrator = Orchestrator(client, state_dir=os.path.join(tmp, "state"), signing_key=cluster.signing_key,
+                                    instance_harness=cluster.instance_harness_url, sandbox_image="jr2-sandbox:dev")
+        server = None
+        try:
+            orchestrator.start()
+            if args.metrics_port is not None:
+                server = _serve_metrics(orchestrator, args.metrics_port)
+                print(f"metrics: {server.url}/metrics", file=out, flush=True)
+            if own is not None:
+                cluster.harness(lambda core: core.pick_first_allowed(True))
+                runs = {"": orchestrator.submit(own)}
+            else:
+                runs = _bundled(cluster, orchestrator, out, stop)
+            main = runs[""]
+            status = _follow(orchestrator, runs, out, stop)
+            if status is None:
+                print("interrupted: stopping the orchestrator and the fake cluster", file=out, flush=True)
+                return 130
+            print("", file=out)
+            print("\n".join(status_lines(status, time.time())), file=out, flush=True)
+            if args.keep:
+                path = cluster.write_kubeconfig(os.path.join(tmp, "kubeconfig"))
+                print(f"the fake cluster stays up: KUBECONFIG={path} kubectl get sandboxes.core.jr2.dev "
+                      f"(Ctrl-C ends it)", file=out, flush=True)
+                until_signalled(stop)
+            _ = main
+            return 0 if status.get("status") == "done" else 1
+        finally:
+            if server is not None:
+                server.stop()
+            orchestrator.stop()
+            client.close()
+
+
+def _bundled(cluster: Any, orchestrator: Any, out: TextIO, stop: threading.Event) -> dict[str, str]:
+    """The neighbour takes the node first; the example waits for it, then runs with a guard kill and one
+    rejected review."""
+    from jr2_actors.fake.harness.core import GuardKill, Pick, Say
+
+    cluster.script("builder", [Say("Building the neighbour's service."), Pick("built")])
+    cluster.script("coder",
+                   [Say("Running the failing test suite."), GuardKill(peak="1.9Gi", limit="2Gi"),
+                    Say("The test runner was killed at the memory limit; rerunning with two workers."),
+                    Say("Fixed: the parser dropped the last field."), Pick("finish")],
+                   [Say("Handled the empty-field case too."), Pick("finish")])
+    cluster.script("reviewer",
+                   [Say("The fix misses an empty last field."), Pick("reject")],
+                   [Say("Both cases are covered now."), Pick("approve")])
+    neighbour = orchestrator.submit(_bundled_document("neighbour.yaml"))
+    deadline = time.monotonic() + DEMO_TIMEOUT
+    after = 0
+    while not stop.is_set():  # the example is submitted once the neighbour holds the node
+        got = orchestrator.feed(neighbour, after, 0.2)
+        events = got[0] if got else []
+        for event in events:
+            after = event.id
+            print(_line("neighbour", feed_doc(event)), file=out, flush=True)
+        if any(e.kind == "running" for e in events) or time.monotonic() > deadline:
+            break
+    main = orchestrator.submit(_bundled_document("fix-and-review.yaml"))
+    return {"": main, "neighbour": neighbour, "neighbour-after": str(after)}
+
+
+def _follow(orchestrator: Any, runs: Mapping[str, str], out: TextIO, stop: threading.Event) -> dict[str, Any] | None:
+    """Print both runs' feeds as they come, a progress line while the example waits; its final status."""
+    main = runs[""]
+    readers = {main: 0}
+    if "neighbour" in runs:
+        readers[runs["neighbour"]] = int(runs["neighbour-after"])
+    names = {main: "", runs.get("neighbour", ""): "neighbour"}
+    open_wait: dict[str, Any] | None = None
+    last_progress = 0.0
+    deadline = time.monotonic() + DEMO_TIMEOUT
+    finished = False
+    while not finished:
+        if stop.is_set():
+            return None
+        if time.monotonic() > deadline:
+            print(f"the run did not end within {DEMO_TIMEOUT:.0f}s; its status follows", file=out, flush=True)
+            break
+        for run_id in list(readers):
+            got = orchestrator.feed(run_id, readers[run_id], 0.1)
+            if got is None:
+                continue
+            events, done = got
+            for event in events:
+                readers[run_id] = event.id
+                doc = feed_doc(event)
+                print(_line(names.get(run_id, run_id), doc), file=out, flush=True)
+                if run_id == main and event.kind == "placing":
+                    open_wait = {"child": event.fields.get("child"), "on": event.fields.get("on"),
+                                 "since": time.monotonic()}
+                elif run_id == main and event.kind in ("placed", "wait-ended"):
+                    open_wait = None
+            if run_id == main and done:
+                finished = True
+        if open_wait is not None and time.monotonic() - last_progress >= 1.0:
+            last_progress = time.monotonic()
+            waited = duration(time.monotonic() - open_wait["since"])
+            print(f"          … {open_wait['child']} still waiting for a {open_wait['on']} ({waited})", file=out,
+                  flush=True)
+    return cast(dict[str, Any] | None, orchestrator.status(main))
+
+
+def _line(run_name: str, doc: Mapping[str, Any]) -> str:
+    stamp = str(doc.get("at", ""))[11:19]
+    who = f"[{run_name}] " if run_name else ""
+    return f"{stamp}  {who}{feed_line(doc)}"
+
+
+def _bundled_document(name: str) -> Any:
+    return read_document(resources.files("jr2_actors").joinpath(f"examples/{name}").read_text())
+
+
+def _load(path: str) -> Any:
+    try:
+        with open(path, "rb") as f:
+            text = f.read(MAX_WORKFLOW_BYTES + 1)
+    except OSError as e:
+        raise UsageError(f"--workflow {path}: {e.strerror or e}") from None
+    try:
+        document = read_document(text)
+        parse_workflow(document)
+    except WorkflowError as e:
+        raise UsageError(f"--workflow {path}: {e}") from None
+    return document
+
+
+def _serve_metrics(orchestrator: Any, port: int) -> Any:
+    from jr2_actors.api.app import Api
+    from jr2_actors.api.server import ApiServer
+
+    server = ApiServer(Api(orchestrator, secrets.token_urlsafe(24)), "127.0.0.1", port)
+    try:
+        server.start()
+    except OSError as e:
+        raise UsageError(f"--metrics-port {port}: cannot listen there: {e.strerror or e}") from None
+    return server

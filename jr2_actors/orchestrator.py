@@ -1,0 +1,269 @@
+"""`Orchestrator`: the facade — one KubeClient, one WatchActor, one StoreActor, the RunActors.
+
+    with Orchestrator(cluster.client(), state_dir=tmp, signing_key=cluster.signing_key) as orch:
+        run_id = orch.submit(load_workflow(text) or its document)
+        orch.status(run_id)
+
+`start()` restores every live run from the store (ADR-0065: live rows only) before it takes a new one;
+each comes back with what its Workspaces knew, and the watch's first list reconciles them. `stop()` stops
+the runs' actors (their Turns' readers stop; their Sandboxes are left for the next start to re-adopt —
+a stop is not a cancel), lets the store finish every persist already asked, then stops the watch.
+It is also the API's `Backend` and the `jr2_orchestrator` pytest fixture's object.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, cast
+
+import pykka
+
+from jr2_actors import metrics
+from jr2_actors.actorkit import ActorFault, Timers
+from jr2_actors.clock import Clock, SystemClock
+from jr2_actors.kube.client import KubeClient
+from jr2_actors.run.actor import Cancel, Listing, RunActor, RunEnv, RunFinished, Status
+from jr2_actors.run.core import FeedEvent, RunCore
+from jr2_actors.run.feed import FeedHub
+from jr2_actors.run.wire import status_doc
+from jr2_actors.store import actor as store
+from jr2_actors.watch.actor import Health as WatchHealthAsk
+from jr2_actors.watch.actor import WatchActor, WatchHealth
+from jr2_actors.workflow import Workflow, WorkflowError, parse_workflow
+
+log = logging.getLogger(__name__)
+
+ASK_TIMEOUT = 10.0
+STOP_TIMEOUT = 8.0  # serve's SIGTERM budget is 10 s in all
+DEFAULT_SANDBOX_IMAGE = "ghcr.io/jr2/sandbox:latest"
+
+
+def new_run_id() -> str:
+    return f"r-{secrets.token_hex(6)}"
+
+
+class Orchestrator:
+    def __init__(self, client: KubeClient, *, state_dir: str, signing_key: bytes, namespace: str | None = None,
+                 clock: Clock | None = None, sandbox_image: str = DEFAULT_SANDBOX_IMAGE, instance_harness: str = "",
+                 stall_bound: float | None = None, workspace_options: Mapping[str, Any] | None = None,
+                 kube_threads: int = 12, attach_threads: int = 8, agent_threads: int = 8) -> None:
+        if not signing_key:
+            raise ValueError("the orchestrator needs a signing key")
+        self.client = client
+        self.namespace = namespace or client.namespace
+        self.state_dir = state_dir
+        self.clock = clock or SystemClock()
+        self._signing_key = signing_key
+        self._sandbox_image = sandbox_image
+        self._instance_harness = instance_harness
+        self._stall_bound = stall_bound
+        self._workspace_options = dict(workspace_options or {})
+        self._threads = (kube_threads, attach_threads, agent_threads)
+        self.feed_hub = FeedHub()
+        self._lock = threading.Lock()
+        self._runs: dict[str, pykka.ActorRef[Any]] = {}
+        self._finished = threading.Condition(self._lock)
+        self._env: RunEnv | None = None
+        self._watch: pykka.ActorRef[Any] | None = None
+        self._store: pykka.ActorRef[Any] | None = None
+        self._pools: list[ThreadPoolExecutor] = []
+        self._timers: Timers | None = None
+        self._stopping = False
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def start(self) -> Orchestrator:
+        self._store = store.StoreActor.start(self.state_dir, clock=self.clock)
+        options: dict[str, Any] = {"namespace": self.namespace, "clock": self.clock}
+        if self._stall_bound is not None:
+            options["stall_bound"] = self._stall_bound
+        self._watch = WatchActor.start(self.client, **options)
+        kube, attach, agent = (ThreadPoolExecutor(n, thread_name_prefix=f"jr2-{name}")
+                               for n, name in zip(self._threads, ("kube", "attach", "agent"), strict=True))
+        self._pools = [kube, attach, agent]
+        self._timers = Timers(self.clock, name="jr2-run-timers")
+        self._env = RunEnv(client=self.client, watch=self._watch, store=self._store, feed=self.feed_hub,
+                           signing_key=self._signing_key, kube_pool=kube, attach_pool=attach, agent_pool=agent,
+                           timers=self._timers, clock=self.clock, sandbox_image=self._sandbox_image,
+                           instance_harness=self._instance_harness, workspace_options=self._workspace_options)
+        restored: list[store.RunRecord] = self._store.ask(store.Restore(), timeout=ASK_TIMEOUT)  # type: ignore[assignment]
+        for record in restored:
+            self._restore(record)
+        if restored:
+            log.info("restored %d live run(s) from %s", len(restored), self.state_dir)
+        return self
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopping = True
+            refs = list(self._runs.values())
+        for ref in refs:  # their children stop with them: Turns' readers end, Leases stop (a stop is no cancel)
+            _stop(ref)
+        if self._store is not None:
+            _stop(self._store)  # a poison pill: every persist asked before it is written first
+        if self._watch is not None:
+            _stop(self._watch)
+        for pool in self._pools:
+            pool.shutdown(wait=True, cancel_futures=True)
+        if self._timers is not None:
+            self._timers.stop()
+        self.feed_hub.close()
+
+    def __enter__(self) -> Orchestrator:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    # -- runs ----------------------------------------------------------------------------------------
+
+    def submit(self, workflow: Workflow | Mapping[str, Any] | object, run_input: Mapping[str, Any] | None = None,
+               *, run_id: str | None = None) -> str:
+        """Start a run of a §5 document (or a parsed `Workflow` with its document); a bad document raises
+        `WorkflowError` naming the key. `run_input` is kept with the run (the workflow format reads none yet)."""
+        document = workflow if isinstance(workflow, Mapping) else getattr(workflow, "document", None)
+        if not isinstance(document, Mapping):
+            raise WorkflowError("", "the workflow must be a mapping (a §5 document)")
+        parsed = parse_workflow(document)
+        env = self._ready()
+        run_id = run_id or new_run_id()
+        core = RunCore(run_id, parsed, dict(document), instance_harness=self._instance_harness)
+        with self._lock:
+            if self._stopping:
+                raise RuntimeError("the orchestrator is stopping")
+            if run_id in self._runs:
+                raise ValueError(f"run {run_id} exists")
+            self._runs[run_id] = RunActor.start(core, env, self)
+        log.info("run %s of %s submitted", run_id, parsed.name)
+        return run_id
+
+    def status(self, run_id: str) -> dict[str, Any] | None:
+        """RunStatus of a live run, or of a finished one from the store until the sweep removes it."""
+        ref = self._live(run_id)
+        if ref is not None:
+            try:
+                return cast(dict[str, Any], ref.ask(Status(), timeout=ASK_TIMEOUT))
+            except pykka.ActorDeadError:
+                pass  # it just finished: the store has its last row
+        record = self._fetch(run_id)
+        if record is None:
+            return None
+        core, _ = RunCore.restore(record.blob, self.clock.monotonic(), self.clock.wall())
+        return status_doc(core)
+
+    def runs(self) -> list[dict[str, Any]]:
+        """`GET /runs`: live runs only (ADR-0065)."""
+        with self._lock:
+            refs = list(self._runs.items())
+        out = []
+        for run_id, ref in sorted(refs):
+            try:
+                out.append(cast(dict[str, Any], ref.ask(Listing(), timeout=ASK_TIMEOUT)))
+            except pykka.ActorDeadError:
+                log.debug("run %s ended while listed", run_id)
+        return out
+
+    def cancel(self, run_id: str) -> dict[str, Any] | None:
+        ref = self._live(run_id)
+        if ref is not None:
+            ref.tell(Cancel())
+        return self.status(run_id)
+
+    def feed(self, run_id: str, after: int, wait: float) -> tuple[list[FeedEvent], bool] | None:
+        if self.feed_hub.known(run_id):
+            return self.feed_hub.read(run_id, after, wait)
+        record = self._fetch(run_id)
+        if record is None:
+            return None
+        core, _ = RunCore.restore(record.blob, self.clock.monotonic(), self.clock.wall())
+        return [e for e in core.feed if e.id > after], record.status != "live"
+
+    def wait_finished(self, run_id: str, timeout: float) -> bool:
+        """Block until the run has finished (for embedding tests and the demo)."""
+        with self._finished:
+            return self._finished.wait_for(lambda: run_id not in self._runs, timeout)
+
+    # -- the API's Backend ---------------------------------------------------------------------------
+
+    def live_runs(self) -> list[dict[str, Any]]:
+        return self.runs()
+
+    def run_status(self, run_id: str) -> dict[str, Any] | None:
+        return self.status(run_id)
+
+    def health(self) -> tuple[bool, str]:
+        if self._watch is None or self._store is None:
+            return False, "not started"
+        try:
+            watch = self._watch.ask(WatchHealthAsk(), timeout=5.0)
+            store_ok = self._store.ask(store.Healthy(), timeout=5.0)
+        except (pykka.ActorDeadError, pykka.Timeout) as e:
+            return False, f"an actor does not answer: {type(e).__name__}"
+        assert isinstance(watch, WatchHealth)
+        if not watch.up:
+            return False, f"the Sandbox watch is degraded ({watch.failures} failures in a row)"
+        if store_ok is not True:
+            return False, f"the store cannot write: {store_ok}"
+        return True, ""
+
+    def metrics(self) -> str:
+        gauges = {"jr2_runs_live": ("Live runs.", float(len(self._runs))),
+                  "jr2_kube_writes_in_flight": ("Kubernetes writes in flight.", float(self.client.writes.in_flight)),
+                  "jr2_kube_writes_waiting": ("Kubernetes writes waiting for the cap.",
+                                              float(self.client.writes.waiting))}
+        return metrics.render(metrics.mailbox_samples(), gauges)
+
+    # -- what the RunActors tell -----------------------------------------------------------------------
+
+    def tell(self, message: Any) -> None:
+        if isinstance(message, RunFinished):
+            with self._finished:
+                self._runs.pop(message.run_id, None)
+                self._finished.notify_all()
+        elif isinstance(message, ActorFault):
+            log.error("run %s: its actor failed (%s); the store keeps its last row for the next start",
+                      message.name, message.error)
+            with self._finished:
+                self._runs.pop(message.name, None)
+                self._finished.notify_all()
+
+    # -- internals -----------------------------------------------------------------------------------
+
+    def _ready(self) -> RunEnv:
+        if self._env is None:
+            raise RuntimeError("the orchestrator is not started")
+        return self._env
+
+    def _live(self, run_id: str) -> pykka.ActorRef[Any] | None:
+        with self._lock:
+            return self._runs.get(run_id)
+
+    def _fetch(self, run_id: str) -> store.RunRecord | None:
+        if self._store is None:
+            return None
+        record = self._store.ask(store.Fetch(run_id), timeout=ASK_TIMEOUT)
+        return record if isinstance(record, store.RunRecord) else None
+
+    def _restore(self, record: store.RunRecord) -> None:
+        env = self._ready()
+        try:
+            core, step = RunCore.restore(record.blob, self.clock.monotonic(), self.clock.wall(),
+                                         instance_harness=self._instance_harness)
+        except (KeyError, ValueError, TypeError, WorkflowError) as e:
+            log.error("run %s cannot be restored from its row (%s); it is left as it is", record.run_id, e)
+            return
+        with self._lock:
+            self._runs[core.run_id] = RunActor.start(core, env, self, restored=True, restore_step=step)
+
+
+def _stop(ref: pykka.ActorRef[Any]) -> None:
+    try:
+        ref.stop(block=True, timeout=STOP_TIMEOUT)
+    except pykka.Timeout:
+        log.error("%s did not stop within %.0fs", ref, STOP_TIMEOUT)

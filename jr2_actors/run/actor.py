@@ -1,0 +1,278 @@
+"""RunActor: one run, a thin shell over `RunCore` (DESIGN.md).
+
+It is the parent of its run's WorkspaceActors (one per Workspace path held) and AgentActors (one per Agent
+seat that takes a Turn). It feeds the core what they report, and performs what the core decides — in
+order, with the one rule ADR-0065 keeps the store synchronous for: when a step asks to `Persist`, the
+blob is saved (an ask of the StoreActor: the row is in the OS's hands on return) before any other action
+of that step leaves the actor. Feed lines go to the `FeedHub` (and the log); `Status` is answered for the
+API; the run's end is told to the orchestrator (`RunFinished`) once every teardown is over.
+
+A child that dies of our bug (an `ActorFault`) is an event the run can act on: a Workspace's actor is a
+faulted Workspace, an Agent's a Turn fault.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+
+from jr2_actors.actorkit import ActorFault, Deadline, Recipient, Shell, Timers, tell_quietly
+from jr2_actors.agent import actor as agent_actor
+from jr2_actors.agent import core as turn_core
+from jr2_actors.clock import Clock
+from jr2_actors.harness.tokens import INSTANCE_HARNESS, harness_token
+from jr2_actors.kube.client import KubeClient
+from jr2_actors.run import core as run
+from jr2_actors.run.core import RunCore
+from jr2_actors.run.feed import Published
+from jr2_actors.run.wire import feed_doc, status_doc
+from jr2_actors.store import actor as store
+from jr2_actors.workspace import core as ws
+from jr2_actors.workspace.actor import WorkspaceActor
+from jr2_actors.workspace.manifest import WorkspaceSpec
+
+log = logging.getLogger(__name__)
+PERSIST_TIMEOUT = 30.0  # an ask of the StoreActor (LIBRARY-NOTES: always a timeout on ask)
+
+
+@dataclass(frozen=True)
+class RunEnv:
+    """What every RunActor of one orchestrator shares: the one client, the one watch, the store, pools."""
+
+    client: KubeClient
+    watch: pykka.ActorRef[Any]
+    store: pykka.ActorRef[Any]
+    feed: Recipient
+    signing_key: bytes = field(repr=False)
+    kube_pool: Executor
+    attach_pool: Executor
+    agent_pool: Executor
+    timers: Timers
+    clock: Clock
+    sandbox_image: str
+    instance_harness: str = ""
+    idle_timeout: str = "30m"
+    workspace_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Cancel:
+    reason: str = "cancelled"
+
+
+@dataclass(frozen=True)
+class Status:
+    """Ask: the run's RunStatus, as the API shows it."""
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Ask: the run's line in `GET /runs`."""
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    """Told to the orchestrator once the run has ended and every teardown is over."""
+
+    run_id: str
+    status: str
+    fault: str | None
+
+
+@dataclass(frozen=True)
+class _Tick:
+    pass
+
+
+class RunActor(Shell):
+    def __init__(self, core: RunCore, env: RunEnv, parent: Recipient, *, restored: bool = False,
+                 restore_step: run.RunStep | None = None) -> None:
+        super().__init__()
+        self.core = core
+        self.env = env
+        self.parent = parent
+        self.name = core.run_id
+        self._restore_step = restore_step
+        self._restored = restored
+        self._workspaces: dict[str, pykka.ActorRef[Any]] = {}
+        self._agents: dict[str, pykka.ActorRef[Any]] = {}
+        self._deadline: Deadline | None = None
+        self._done = False
+
+    def started(self) -> None:
+        self._deadline = Deadline(self.env.timers, self.actor_ref, _Tick())
+        if self._restore_step is not None:
+            self._perform(self._restore_step)
+        else:
+            self._step(run.Start())
+
+    def cleanup(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        for ref in [*self._agents.values(), *self._workspaces.values()]:
+            ref.stop(block=False)
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, Status):
+            return status_doc(self.core)
+        if isinstance(message, Listing):
+            from jr2_actors.run.wire import listing_doc
+
+            return listing_doc(self.core)
+        if isinstance(message, _Tick):
+            if self._deadline is not None:
+                self._deadline.fired()
+            self._step(run.Tick())
+        elif isinstance(message, Cancel):
+            self._step(run.Cancel(message.reason))
+        elif isinstance(message, ws.Report):
+            if isinstance(message, ws.Released):
+                self._workspaces.pop(message.path, None)
+            self._step(run.FromWorkspace(message))
+        elif isinstance(message, ActorFault):
+            self._child_failed(message)
+        else:
+            event = self._from_agent(message)
+            if event is not None:
+                self._step(event)
+        return None
+
+    # -- the core's decisions, performed -----------------------------------------------------------------
+
+    def _step(self, event: run.Input) -> None:
+        self._perform(self.core.step(event, self.env.clock.monotonic(), self.env.clock.wall()))
+
+    def _perform(self, step: run.RunStep) -> None:
+        for action in step.actions:
+            if isinstance(action, run.Persist):
+                # ADR-0065: the row is written before this step's next side effect leaves the actor.
+                self.env.store.ask(store.Persist(self.core.run_id, "live" if action.status == "running"
+                                                 else action.status, self.core.snapshot(), action.reason),
+                                   timeout=PERSIST_TIMEOUT)
+        if step.reports:
+            for event in step.reports:
+                log.info("run %s: %s", self.core.run_id, _line(event))
+            tell_quietly(self.env.feed, Published(self.core.run_id, step.reports))
+        for action in step.actions:
+            self._act(action)
+        if self._deadline is not None:
+            self._deadline.arm(step.deadline)
+
+    def _act(self, action: run.Action) -> None:
+        if isinstance(action, run.Persist):
+            return
+        if isinstance(action, run.PlaceWorkspace):
+            self._place(action)
+        elif isinstance(action, run.ReleaseWorkspace):
+            ref = self._workspaces.get(action.path)
+            if ref is None:  # its actor is gone: nothing holds the Sandbox, the teardown is over
+                self.actor_ref.tell(ws.Released(action.path, deleted=False))
+            else:
+                tell_quietly(ref, ws.Release(action.why))
+        elif isinstance(action, run.StartTurn):
+            token = harness_token(self.env.signing_key, self._sandbox_name(action.path) if action.path
+                                  else INSTANCE_HARNESS)
+            self._agent(action.agent).tell(agent_actor.StartTurn(
+                str(action.turn), action.conversation, action.endpoint, token, in_workspace=action.path is not None))
+        elif isinstance(action, run.Admit):
+            self._agent(action.agent).tell(agent_actor.Admit(str(action.turn), action.body))
+        elif isinstance(action, run.AnswerPick):
+            self._agent(action.agent).tell(agent_actor.AnswerPick(str(action.turn), action.call_id, action.over,
+                                                                  action.answer))
+        elif isinstance(action, run.AbortTurn):
+            tell_quietly(self._agents.get(action.agent), agent_actor.AbortTurn(str(action.turn)))
+        elif isinstance(action, run.Finished):
+            self._finish(action)
+
+    def _place(self, action: run.PlaceWorkspace) -> None:
+        definition = self.core.workflow.workspaces[action.path]
+        spec = WorkspaceSpec(self.core.run_id, self.core.workflow.name, definition,
+                             image=definition.image or self.env.sandbox_image, idle_timeout=self.env.idle_timeout)
+        self._workspaces[action.path] = WorkspaceActor.start(
+            spec, client=self.env.client, watch=self.env.watch, parent=self.actor_ref,
+            signing_key=self.env.signing_key, kube_pool=self.env.kube_pool, attach_pool=self.env.attach_pool,
+            clock=self.env.clock, restored=action.restored, timers=self.env.timers, **self.env.workspace_options)
+
+    def _agent(self, name: str) -> pykka.ActorRef[Any]:
+        ref = self._agents.get(name)
+        if ref is None or not ref.is_alive():
+            ref = agent_actor.AgentActor.start(name, parent=self.actor_ref, pool=self.env.agent_pool,
+                                               clock=self.env.clock, timers=self.env.timers)
+            self._agents[name] = ref
+        return ref
+
+    def _sandbox_name(self, path: str) -> str:
+        from jr2_actors.watch.identity import sandbox_name
+
+        return sandbox_name(self.core.run_id, path)
+
+    def _finish(self, action: run.Finished) -> None:
+        if self._done:
+            return
+        self._done = True
+        tell_quietly(self.env.feed, Published(self.core.run_id, (), finished=True))
+        log.info("run %s ended %s%s", self.core.run_id, action.status, f": {action.fault}" if action.fault else "")
+        tell_quietly(self.parent, RunFinished(self.core.run_id, action.status, action.fault))
+        self.actor_ref.stop(block=False)
+
+    # -- what the children say -------------------------------------------------------------------------
+
+    def _from_agent(self, message: Any) -> run.Input | None:
+        turn = _turn_id(getattr(message, "turn_id", None))
+        if turn is None:
+            return None
+        if isinstance(message, agent_actor.KillsRead):
+            kills = None if message.read is None else tuple(_kill_doc(k) for k in message.read.kills)
+            return run.KillsRead(turn, kills, message.problem)
+        if isinstance(message, turn_core.Accepted):
+            return run.Admitted(turn)
+        if isinstance(message, turn_core.NotKept):
+            return run.NotKept(turn)
+        if isinstance(message, turn_core.Picked):
+            return run.Picked(turn, message.call_id, message.pick, dict(message.args))
+        if isinstance(message, turn_core.GuardKill):
+            return run.GuardKill(turn, message.kill_id, message.peak, message.limit, message.place)
+        if isinstance(message, turn_core.Said):
+            return run.Said(turn, message.text)
+        if isinstance(message, turn_core.Settled):
+            return run.TurnEnded(turn, message.picked)
+        if isinstance(message, turn_core.TurnFault):
+            return run.TurnFault(turn, message.reason, message.cause)
+        if isinstance(message, turn_core.AnswerFailed):
+            return run.TurnFault(turn, f"the answer to pick {message.call_id} did not reach the Harness: "
+                                       f"{message.problem}", "answer")
+        return None
+
+    def _child_failed(self, fault: ActorFault) -> None:
+        log.error("run %s: %s %s failed: %s", self.core.run_id, fault.kind, fault.name, fault.error)
+        if fault.kind == "WorkspaceActor":
+            self._workspaces.pop(fault.name, None)
+            self._step(run.FromWorkspace(ws.Faulted(fault.name, f"its actor failed: {fault.error}")))
+        elif fault.kind == "AgentActor" and self.core.turn is not None and self.core.turn.agent == fault.name:
+            self._agents.pop(fault.name, None)
+            self._step(run.TurnFault(self.core.turn.id, f"the Agent's actor failed: {fault.error}", "actor"))
+
+
+def _turn_id(value: object) -> int | None:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def _kill_doc(kill: Any) -> dict[str, Any]:
+    return {"id": kill.id, "at": kill.at, "agent": kill.agent, "peak": kill.peak, "limit": kill.limit,
+            "told": list(kill.told)}
+
+
+def _line(event: run.FeedEvent) -> str:
+    doc = feed_doc(event)
+    doc.pop("id", None)
+    doc.pop("at", None)
+    kind = doc.pop("kind")
+    return f"{kind} " + " ".join(f"{k}={v}" for k, v in doc.items())
