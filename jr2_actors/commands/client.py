@@ -29,7 +29,8 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("--server", default=os.environ.get("JR2_SERVER", DEFAULT_SERVER),
                        help=f"the orchestrator's API (default: $JR2_SERVER, else {DEFAULT_SERVER})")
         p.add_argument("--token-file", help="a file holding the Instance token (default: $JR2_INSTANCE_TOKEN)")
-        p.add_argument("--json", action="store_true", help="print the API's JSON, one document per line (default: a table for people)")
+        p.add_argument("--json", action="store_true",
+                       help="print the API's JSON, one document per line (default: a table for people)")
 
     p = sub.add_parser("submit", help="start a run of a workflow file")
     p.add_argument("workflow", metavar="WORKFLOW.yaml", help="a workflow file (CONTRACTS §5), YAML or JSON")
