@@ -11,7 +11,7 @@ MANIFESTS = Path(__file__).parent.parent / "manifests"
 
 
 def docs() -> list[dict[str, Any]]:
-    return [d for p in sorted(MANIFESTS.glob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d]
+    return [d for p in sorted(MANIFESTS.rglob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d]
 
 
 def test_no_cluster_wide_grant() -> None:
