@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +24,14 @@ def files() -> list[Path]:
 def docs(*folders: Path) -> list[Doc]:
     """Every Kubernetes object under `folders` (default: the base's, CRDs and the unit; kustomization files
     and an overlay's patches are not objects)."""
-    return [d for folder in folders or (MANIFESTS / "crds", UNIT) for p in sorted(folder.rglob("*.yaml"))
-            if p.name != "kustomization.yaml" for d in yaml.safe_load_all(p.read_text(encoding="utf-8")) if d]
+    return [copy.deepcopy(d) for folder in folders or (MANIFESTS / "crds", UNIT) for p in sorted(folder.rglob("*.yaml"))
+            if p.name != "kustomization.yaml" for d in _parsed(p)]
+
+
+@functools.cache
+def _parsed(path: Path) -> tuple[Doc, ...]:
+    """A file's documents, parsed once per run (callers get copies, so a test may change what it gets)."""
+    return tuple(d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d)
 
 
 def one(kind: str, name: str | None = None, folder: Path = UNIT) -> Doc:

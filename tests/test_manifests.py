@@ -4,6 +4,7 @@ the whole rendered by kubectl and accepted by a client dry run when kubectl is o
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -314,8 +315,14 @@ def kubectl(*args: str, stdin: str | None = None, env: Mapping[str, str] | None 
     return done.stdout
 
 
+@functools.cache
+def kustomized(folder: Path) -> str:
+    """`kubectl kustomize` of a folder, once per run."""
+    return kubectl("kustomize", str(folder))
+
+
 def rendered(folder: Path) -> list[Doc]:
-    return [d for d in yaml.safe_load_all(kubectl("kustomize", str(folder))) if d]
+    return [d for d in yaml.safe_load_all(kustomized(folder)) if d]
 
 
 @pytest.mark.kubectl
@@ -357,7 +364,7 @@ def test_kustomize_renders_the_overlay_as_a_second_independent_orchestrator() ->
 @needs_kubectl
 @pytest.mark.parametrize("folder", [MANIFESTS, OVERLAY], ids=["base", "overlay"])
 def test_a_client_dry_run_accepts_the_rendered_manifests(folder: Path, tmp_path: Path) -> None:
-    text = kubectl("kustomize", str(folder))
+    text = kustomized(folder)
     with kubectl_stub(tmp_path) as (kubeconfig, seen):
         out = kubectl("apply", "--dry-run=client", "-f", "-", stdin=text,
                       env={"KUBECONFIG": str(kubeconfig), "HOME": str(tmp_path)})
