@@ -207,6 +207,7 @@ def test_every_status_the_fake_operator_writes_is_valid(sandboxes: CrdSchema,
 
 # -- malformed objects are refused, naming the field ----------------------------------------------------
 
+T = "2026-09-30T10:00:00Z"
 MALFORMED: dict[str, tuple[Callable[[Obj], None], str, str]] = {
     "an unknown phase": (lambda o: o["status"].update(phase="Gone"), "status.phase", "FieldValueNotSupported"),
     "a restart count in words": (lambda o: o["status"]["harness"].update(restartCount="two"),
@@ -226,6 +227,14 @@ MALFORMED: dict[str, tuple[Callable[[Obj], None], str, str]] = {
                                      "status.conditions[0].type", "FieldValueRequired"),
     "two conditions of one type": (lambda o: o["status"]["conditions"].append(dict(o["status"]["conditions"][0])),
                                    "status.conditions[2]", "FieldValueDuplicate"),
+    "a condition without its transition time": (lambda o: o["status"]["conditions"][1].pop("lastTransitionTime"),
+                                                "status.conditions[1].lastTransitionTime", "FieldValueRequired"),
+    "a Harness without its restart count": (lambda o: o["status"]["harness"].pop("restartCount"),
+                                            "status.harness.restartCount", "FieldValueRequired"),
+    "a last end without its exit code": (lambda o: o["status"]["harness"]["lastTerminated"].pop("exitCode"),
+                                         "status.harness.lastTerminated.exitCode", "FieldValueRequired"),
+    "a repo answer without its ask": (lambda o: o["status"].update(repos=[{"key": "app", "fetched": T}]),
+                                      "status.repos[0].asked", "FieldValueRequired"),
     "a waiting entry without its container": (lambda o: o["status"]["waiting"][0].pop("container"),
                                               "status.waiting[0].container", "FieldValueRequired"),
     "conditions as a mapping": (lambda o: o["status"].update(conditions={"Ready": "True"}), "status.conditions",
@@ -334,6 +343,14 @@ def test_odd_keys_and_types_in_a_map_list_do_not_crash_the_key_check(sandboxes: 
     assert fields["status.conditions[0].type"] == "FieldValueTypeInvalid"
     assert fields["status.conditions[1]"] == "FieldValueDuplicate"
     assert fields["status.conditions[2]"] == "FieldValueTypeInvalid"
+
+
+def test_an_integral_number_is_an_integer_as_kube_apiserver_reads_json(sandboxes: CrdSchema) -> None:
+    obj = fixture("sandbox-crashloop.json")
+    obj["status"]["harness"]["restartCount"] = 2.0  # JSON `2.0`: an integer to Go's decoder, and here
+    assert sandboxes.validate(obj) == []
+    obj["status"]["harness"]["restartCount"] = 2.5
+    assert errors_by_field(sandboxes, obj) == {"status.harness.restartCount": "FieldValueTypeInvalid"}
 
 
 def test_a_field_error_words_itself_as_kubernetes_does() -> None:

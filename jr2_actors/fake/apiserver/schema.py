@@ -108,7 +108,7 @@ class CrdSchema:
         version = next(v for v in spec["versions"] if v.get("storage"))
         self.version: str = version["name"]
         self.schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
-        self._validator = jsonschema.Draft4Validator(_to_json_schema(self.schema), format_checker=_FORMATS)
+        self._validator = _VALIDATOR(_to_json_schema(self.schema), format_checker=_FORMATS)
 
     def validate(self, obj: object) -> list[FieldError]:
         """Every field error in `obj` (at most `MAX_ERRORS`), in a stable order; [] when valid."""
@@ -425,6 +425,14 @@ def _to_json_schema(s: Any) -> Any:
     return out
 
 
+def _is_integer(checker: object, instance: object) -> bool:
+    """JSON `2.0` is an integer to the API server's decoder, as to JSON Schema from draft 6 on."""
+    return bool(jsonschema.Draft6Validator.TYPE_CHECKER.is_type(instance, "integer"))
+
+
+# OpenAPI 3.0's schema dialect is draft 4's (boolean exclusiveMinimum), with the API server's integers.
+_VALIDATOR: type[jsonschema.Draft4Validator] = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    jsonschema.Draft4Validator, type_checker=jsonschema.Draft4Validator.TYPE_CHECKER.redefine("integer", _is_integer))
 _FORMATS = jsonschema.FormatChecker(formats=())
 
 
@@ -443,12 +451,12 @@ def _is_date_time(value: object) -> bool:
 
 @_FORMATS.checks("int32")
 def _is_int32(value: object) -> bool:
-    return not isinstance(value, int) or -(2**31) <= value < 2**31
+    return not isinstance(value, int | float) or -(2**31) <= value < 2**31
 
 
 @_FORMATS.checks("int64")
 def _is_int64(value: object) -> bool:
-    return not isinstance(value, int) or -(2**63) <= value < 2**63
+    return not isinstance(value, int | float) or -(2**63) <= value < 2**63
 
 
 _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
