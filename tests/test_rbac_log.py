@@ -54,7 +54,8 @@ def test_every_request_of_a_real_run_is_allowed_and_every_grant_is_used_or_named
             for run, inbox in inboxes.items():  # one node: run-a is placed, run-b waits for capacity
                 spec = WorkspaceSpec(run_id=run, workflow="wf", definition=definition, image="jr2-sandbox:dev")
                 refs[run] = WorkspaceActor.start(spec, client=client, watch=watch, parent=inbox,
-                                                 signing_key=cluster.signing_key, pool=pool, timers=timers, seed=1,
+                                                 signing_key=cluster.signing_key, kube_pool=pool, attach_pool=pool,
+                                                 timers=timers, seed=1,
                                                  lease_interval=0.2)
                 if run == "run-a":
                     inbox.wait_for(lambda ms: any(isinstance(m, Running) for m in ms), what="run-a running")
