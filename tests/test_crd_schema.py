@@ -55,6 +55,14 @@ def test_the_package_ships_the_manifests_own_crd_file(plural: str) -> None:
     assert (Path(jr2_actors.__file__).parent / "crds").resolve() == (MANIFESTS / "crds").resolve()
 
 
+def test_the_printer_columns_read_phase_node_and_age() -> None:
+    obj = fixture("sandbox-crashloop.json")
+    columns = {c.name: c.value(obj) for c in schema_for("sandboxes").columns}
+    assert columns == {"Phase": "Pending", "Node": "kind-worker", "Age": "2026-09-30T10:00:00Z"}
+    assert {c.name: c.value({"status": "odd"}) for c in schema_for("repos").columns} == \
+        {"Phase": None, "Node": None, "Age": None}
+
+
 def test_an_unknown_crd_is_refused_by_name() -> None:
     with pytest.raises(KeyError, match="pods"):
         load_crd("pods")

@@ -21,6 +21,7 @@ from jr2_actors.rbac import (
     parse_request,
     parse_role,
 )
+from tests.test_layout import FORBIDDEN, PACKAGE, _reach
 
 SBX = "/apis/core.jr2.dev/v1alpha1/namespaces/jr2/sandboxes"
 SECRETS = "/api/v1/namespaces/jr2/secrets"
@@ -204,3 +205,9 @@ def test_a_log_entry_that_cannot_be_read_is_refused_naming_the_key(entry: object
 def test_an_audit_names_the_bad_entry_by_its_index() -> None:
     with pytest.raises(RbacError, match=r"log\[1\]\.path"):
         audit(role(), [{"method": "GET", "path": SBX}, {"method": "GET", "path": 3}])
+
+
+@pytest.mark.parametrize("module", ["rbac.py", "fake/apiserver/schema.py"])
+def test_the_rules_matcher_and_the_schema_validator_are_pure(module: str) -> None:
+    reached = _reach(PACKAGE / module)
+    assert not {name: str(path) for name, path in reached.items() if name in FORBIDDEN}

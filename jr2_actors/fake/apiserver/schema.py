@@ -94,6 +94,24 @@ class FieldError:
         return {"reason": self.reason, "message": self.message, "field": self.field}
 
 
+@dataclass(frozen=True)
+class Column:
+    """One of the CRD's printer columns: what `kubectl get` shows (the fake's Tables can print these)."""
+
+    name: str
+    type: str  # integer, number, string, boolean or date
+    json_path: str  # a simple path: `.status.phase`
+    priority: int = 0
+
+    def value(self, obj: object) -> Any:
+        """The column's value in `obj`, or None where the path finds nothing."""
+        for key in self.json_path.strip(".").split("."):
+            if not isinstance(obj, Mapping):
+                return None
+            obj = obj.get(key)
+        return obj
+
+
 class CrdSchema:
     """The served schema of one CRD's storage version, ready to validate and prune objects of its kind."""
 
@@ -108,6 +126,8 @@ class CrdSchema:
         version = next(v for v in spec["versions"] if v.get("storage"))
         self.version: str = version["name"]
         self.schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+        self.columns = tuple(Column(c["name"], c["type"], c["jsonPath"], c.get("priority", 0))
+                             for c in version.get("additionalPrinterColumns") or [])
         self._validator = _VALIDATOR(_to_json_schema(self.schema), format_checker=_FORMATS)
 
     def validate(self, obj: object) -> list[FieldError]:
