@@ -12,6 +12,7 @@ from typing import Any
 import pykka
 import pytest
 
+from jr2_actors.actorkit import Timers
 from jr2_actors.agent import core as turn
 from jr2_actors.agent.actor import (
     AbortTurn,
@@ -40,6 +41,7 @@ NAME = "ws-turn-f-1-abc123"
 class Seat:
     cluster: FakeCluster
     clock: VirtualClock
+    timers: Timers
     ref: pykka.ActorRef[Any]
     inbox: Inbox
     endpoint: str
@@ -62,8 +64,17 @@ class Seat:
     def of(self, turn_id: str) -> list[Any]:
         return [m for m in self.inbox.snapshot() if getattr(m, "turn_id", None) == turn_id]
 
-    def advance(self, seconds: float) -> None:
-        self.clock.advance(seconds)
+    def advance_until(self, done: Callable[[], bool], what: str, step: float = 0.25) -> None:
+        """Move the seat's clock a step at a time until `done`: a wait on the clock ends only once it is
+        armed, and the test cannot see when that is."""
+        def moved() -> bool:
+            if done():
+                return True
+            self.clock.advance(step)
+            self.timers.poke()
+            return False
+
+        wait_until(moved, what=what)
 
 
 def body(allowed: tuple[str, ...] = ("finish",), **extra: Any) -> dict[str, Any]:
@@ -76,6 +87,7 @@ def make_seat() -> Iterator[Callable[..., Seat]]:
     pools: list[ThreadPoolExecutor] = []
     refs: list[pykka.ActorRef[Any]] = []
     clusters: list[FakeCluster] = []
+    timers: list[Timers] = []
 
     def make(harnesses: HarnessClients | None = None) -> Seat:
         clock = VirtualClock()
@@ -85,13 +97,17 @@ def make_seat() -> Iterator[Callable[..., Seat]]:
         inbox = Inbox()
         pool = ThreadPoolExecutor(2)
         pools.append(pool)
-        ref = AgentActor.start("coder", parent=inbox, pool=pool, clock=clock, harnesses=harnesses)
+        timer = Timers(clock)
+        timers.append(timer)
+        ref = AgentActor.start("coder", parent=inbox, pool=pool, clock=clock, timers=timer, harnesses=harnesses)
         refs.append(ref)
-        return Seat(cluster, clock, ref, inbox, endpoint)
+        return Seat(cluster, clock, timer, ref, inbox, endpoint)
 
     yield make
     for ref in refs:
         ref.stop(block=True, timeout=10)
+    for timer in timers:
+        timer.stop()
     for pool in pools:
         pool.shutdown(wait=True)
     for cluster in clusters:
@@ -195,7 +211,7 @@ def test_an_abort_while_the_admission_waits_is_posted_once_it_is_admitted(seat: 
     wait_until(lambda: len(seat.cluster.admissions()) == 1, what="the first try")
     seat.ref.tell(AbortTurn("t-1"))
     seat.cluster.harness(lambda core: core.set_draining(NAME, False))
-    seat.advance(0.25)  # the admission's wait before it is sent again
+    seat.advance_until(lambda: any(isinstance(m, TurnAborted) for m in seat.of("t-1")), "the admission again")
     assert seat.first(TurnAborted, "t-1") == TurnAborted("coder", "t-1", True)
     assert len(seat.cluster.admissions()) == 2
     stream = HarnessClient(seat.endpoint, seat.cluster.harness_token(NAME))
@@ -211,13 +227,12 @@ def test_a_draining_harness_gets_the_admission_again(seat: Seat) -> None:
     seat.start("t-1", "c-1")
     seat.first(KillsRead, "t-1")
     seat.admit("t-1")
-    wait_until(lambda: len(seat.cluster.admissions()) == 1, what="the first try")
-    seat.advance(0.25)
-    wait_until(lambda: len(seat.cluster.admissions()) == 2, what="the second try")
+    seat.advance_until(lambda: len(seat.cluster.admissions()) == 2, "the second try")
     seat.cluster.harness(lambda core: core.set_draining(NAME, False))
-    seat.advance(0.5)
+    seat.advance_until(lambda: any(isinstance(m, turn.Settled) for m in seat.of("t-1")), "the admission")
     assert seat.first(turn.Settled, "t-1").outcome == "completed"
     assert len(seat.cluster.admissions()) == 3
+    assert seat.clock.monotonic() < 30  # within the admission's 30 s
 
 
 def test_a_kept_admission_the_harness_does_not_hold_is_not_kept_and_the_turn_goes_on(seat: Seat) -> None:

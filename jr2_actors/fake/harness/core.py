@@ -12,7 +12,8 @@ a kill on `/memory-kills` told to this conversation; the Turn goes on, ADR-0062)
 kernel OOM-kills the Harness: the operator marks `OOMKilled`, every conversation of that Harness is
 lost), `Hang` (never settles).
 
-Every admission body is recorded as received, so a test reads exactly what the Orchestrator sent.
+Every admission body is recorded as received, so a test reads exactly what the Orchestrator sent; a
+seated one also records its Briefing (`harness/briefing.py`), the words a model would see.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jr2_actors.harness import briefing
 from jr2_actors.timefmt import rfc3339_ms
 
 INSTANCE = "_instance"
@@ -157,8 +159,9 @@ class HarnessCore:
         harness = self._harness(sandbox)
         if not isinstance(body, dict):
             return Answer(400, {"error": "the admission body must be a JSON object"}), []
-        self.admissions.append({"sandbox": sandbox, "agent": agent, "conversationId": conversation_id,
-                                "body": json.loads(json.dumps(body))})
+        record = {"sandbox": sandbox, "agent": agent, "conversationId": conversation_id,
+                  "body": json.loads(json.dumps(body))}
+        self.admissions.append(record)
         problem = _admission_problem(body)
         if problem:
             return Answer(400, {"error": problem}), []
@@ -172,6 +175,8 @@ class HarnessCore:
             return Answer(409, {"error": "a submission is still running in this conversation"}), []
         if conv is None:
             conv = harness.conversations[key] = Conversation(agent, conversation_id, harness.instance_id)
+        # ADR-0062: the Harness words the Briefing; recorded so a test reads exactly what a model would see.
+        record["briefing"] = briefing.render_admission(body).as_record()
         conv.batch += 1
         conv.submission = f"s-{next(self._ids)}"
         conv.running = True
