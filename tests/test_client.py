@@ -257,9 +257,8 @@ def test_write_cap_is_bounded() -> None:
     for bad in (7, 17):
         with pytest.raises(ValueError, match="8–16"):
             client(write_cap=bad)
-    c = client(write_cap=16)
-    assert c.writes.capacity == 16
-    assert c.pool_size == 16 + 4 + 1
+    for good in (8, 16):
+        assert client(write_cap=good).writes.capacity == good
 
 
 def test_inline_tls_material_is_written_privately_and_removed(tmp_path: Path,
