@@ -296,6 +296,19 @@ def test_a_server_that_fails_every_watch_after_a_good_list_backs_off_instead_of_
     assert d.core.failures == 0 and d.up()  # lists work: the cluster is not blind
 
 
+def test_an_idle_watch_caught_silent_again_and_again_relists_at_once_every_time() -> None:
+    d = Drive()
+    d.start([])
+    for i in range(1, 6):
+        step = d.at(d.now + 90, Tick())  # no bookmarks from this server: each watch is caught silent
+        (term,) = step.reports
+        assert isinstance(term, Terminated)
+        assert (term.termination, term.delay) == (Termination.SILENCE, 0.0)
+        assert step.actions[-1] == ListNow()
+        d(Listed([], str(10 + i)))
+        d(WatchOpened(d.stream))
+
+
 def test_progress_on_a_stream_restarts_the_schedule() -> None:
     d = Drive()
     d.start([])

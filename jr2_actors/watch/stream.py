@@ -22,9 +22,10 @@ Terminations, and what follows each:
 
 Backoff: the first retry at once, then 250 ms doubling to 30 s with up to 20 % jitter (a seeded
 random), never shorter than a Retry-After. Two counts: the failure run (for the bound) ends with a
-list that works, a bookmark or an object; the backoff step ends only with progress on a stream (a
-bookmark or an object), so a server that fails every watch right after a good list backs off to the
-cap instead of looping hot.
+list that works, a bookmark or an object; the backoff step ends only with a stream that served — a
+bookmark, an object, or a watch that stayed open at least 1 s before it failed (a silence takes the
+whole stall bound) — so a server that fails every watch right after a good list backs off to the cap
+instead of looping hot.
 
 The bound (12 failures in a row or 300 s): the keeper turns degraded — one `Terminated(action=
 "degraded")` and one `Blind` signal (every waiter is told) — and from then on every retry re-lists at
@@ -349,6 +350,8 @@ class StreamKeeper:
             self._failed(Termination.TRANSPORT, failure, now, out, relist=True)
 
     def _failed(self, termination: Termination, failure: Failure, now: float, out: Kept, *, relist: bool) -> None:
+        if self.phase == "watching" and now - self._since >= WATCH_MIN_FREE_RESUME_SECONDS:
+            self._retries = 0  # the watch served a while: not the hot loop the schedule guards against
         self.failures += 1
         self._retries += 1
         if self._failure_began is None:
