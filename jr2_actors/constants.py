@@ -18,6 +18,9 @@ WATCH_BACKOFF = Backoff(initial=0.25, cap=30.0, jitter=0.2, immediate_first=True
 # The watch's failure bound: past it every waiter is told (and it keeps trying, CONTRACTS.md §2).
 WATCH_MAX_FAILURES = 12
 WATCH_MAX_FAILURE_SECONDS = 300.0
+# ADR-0063 (every call is bounded): a list not answered in this long is a failed list. The client's read
+# timeout bounds each read of the answer, not the whole of a slowly dribbled one.
+WATCH_LIST_DEADLINE_SECONDS = 90.0
 # A clean end of a watch younger than this, with nothing on it, counts as a failure, not a free resume:
 # a server that closes every watch at once would otherwise be re-opened in a hot loop.
 WATCH_MIN_FREE_RESUME_SECONDS = 1.0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 
 class Jr2Error(Exception):
@@ -75,11 +76,16 @@ class KubeError(Jr2Error):
         super().__init__(f"{status} {reason}: {message}{where}")
 
 
-class KubeTransportError(Jr2Error):
-    """No answer: `kind` is one of connect, read-timeout, connection, tls."""
+TransportKind = Literal["connect", "read-timeout", "connection", "tls"]
+"""Why a call got no answer: the connection was never made, a read waited too long, an open connection
+broke, or the TLS handshake failed (urllib3 v2 names the same four by exception class)."""
 
-    def __init__(self, kind: str, detail: str, *, method: str = "", path: str = "") -> None:
-        self.kind = kind
+
+class KubeTransportError(Jr2Error):
+    """No answer: `kind` says which way the call failed (`TransportKind`)."""
+
+    def __init__(self, kind: TransportKind, detail: str, *, method: str = "", path: str = "") -> None:
+        self.kind: TransportKind = kind
         self.detail = detail
         self.method = method
         self.path = path

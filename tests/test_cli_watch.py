@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import queue
 import signal
@@ -14,9 +15,12 @@ from typing import Any
 
 import pytest
 
+from jr2_actors.backoff import Backoff
+from jr2_actors.cli import JsonLines
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.identity import annotations_for, labels_for, sandbox_name
 from tests.waiting import wait_until
 
@@ -137,3 +141,34 @@ def test_watch_refuses_a_missing_kubeconfig_by_name(tmp_path: Path) -> None:
                              missing], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2
     assert missing in result.stderr
+
+
+def test_past_the_failure_bound_a_degraded_line_is_printed_and_the_watch_goes_on(cluster: FakeCluster) -> None:
+    """What `jr2-actors watch` prints (its JsonLines), with a bound and a backoff a test can reach."""
+    out = io.StringIO()
+
+    def printed() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in out.getvalue().splitlines()]
+
+    ref = WatchActor.start(cluster.client(), stall_bound=2.0, max_failures=2, seed=1, tap=JsonLines(out),
+                           backoff=Backoff(initial=0.01, cap=0.05, immediate_first=True))
+    try:
+        apply(cluster, "run-a", "Pending")
+        wait_until(lambda: any(seen("run-a", "Pending")(d) for d in printed()))
+        wait_until(lambda: cluster.watch_stats()["open"] == 1)
+        cluster.fail_next(5, 503)
+        cluster.end_watches()
+        wait_until(lambda: any(d.get("action") == "degraded" for d in printed()), what="the degraded line")
+        apply(cluster, "run-a", "Ready")
+        wait_until(lambda: any(seen("run-a", "Ready")(d) for d in printed()), what="deliveries after it")
+    finally:
+        ref.stop(block=True, timeout=5)
+    lines = printed()
+    (degraded,) = [d for d in lines if d.get("action") == "degraded"]
+    assert (degraded["termination"], degraded["resourceVersion"]) == ("transient", None)
+    assert "503" in degraded["detail"]
+    (failed,) = [d for d in lines if d.get("delivery") == "failed"]
+    assert (failed["name"], failed["termination"]) == (None, "transient")
+    back = next(i for i, d in enumerate(lines) if seen("run-a", "Ready")(d))
+    blind = lines[lines.index(degraded) + 1:back]
+    assert {d.get("action") for d in blind if "termination" in d} <= {"relist"}  # never a resume while blind

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,34 @@ def test_delete_absent_counts_as_success() -> None:
     assert c.delete(SECRET, "here") is True
     assert c.delete(SECRET, "gone") is False
     assert json.loads(responses.calls[0].request.body or b"")["propagationPolicy"] == "Background"
+
+
+@responses.activate
+def test_delete_names_what_it_deletes_by_uid_and_version() -> None:
+    responses.delete(f"{SANDBOXES}/ws-1", json=status(200, "", "") | {"status": "Success"})
+    assert client().delete(SANDBOX, "ws-1", uid="u-1", resource_version="41") is True
+    sent = json.loads(responses.calls[0].request.body or b"")
+    assert sent["preconditions"] == {"uid": "u-1", "resourceVersion": "41"}
+    assert sent["kind"] == "DeleteOptions" and sent["propagationPolicy"] == "Background"
+
+
+@responses.activate
+def test_delete_without_preconditions_sends_none() -> None:
+    responses.delete(f"{SANDBOXES}/ws-1", json=status(200, "", "") | {"status": "Success"})
+    client().delete(SANDBOX, "ws-1")
+    assert "preconditions" not in json.loads(responses.calls[0].request.body or b"")
+
+
+@responses.activate
+def test_a_delete_whose_precondition_fails_raises_the_servers_409() -> None:
+    message = ('Operation cannot be fulfilled on sandboxes.core.jr2.dev "ws-1": Precondition failed: '
+               "UID in precondition: u-old, UID in object meta: u-new")
+    responses.delete(f"{SANDBOXES}/ws-1", status=409, json=status(409, "Conflict", message))
+    with pytest.raises(KubeError) as err:
+        client().delete(SANDBOX, "ws-1", uid="u-old")
+    assert (err.value.status, err.value.reason) == (409, "Conflict")
+    assert "u-new" in err.value.message
+    assert json.loads(responses.calls[0].request.body or b"")["preconditions"] == {"uid": "u-old"}
 
 
 @responses.activate
@@ -228,21 +257,22 @@ def test_write_cap_is_bounded() -> None:
     for bad in (7, 17):
         with pytest.raises(ValueError, match="8–16"):
             client(write_cap=bad)
-    c = client(write_cap=16)
-    assert c.writes.capacity == 16
-    assert c.pool_size == 16 + 4 + 1
+    for good in (8, 16):
+        assert client(write_cap=good).writes.capacity == good
 
 
-def test_inline_tls_material_is_written_privately_and_removed() -> None:
+def test_inline_tls_material_is_written_privately_and_removed(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     access = ClusterAccess(server=BASE, namespace="jr2", source="t", ca_data=b"CA", client_cert_data=b"C",
                            client_key_data=b"K")
     c = KubeClient(access)
-    verify = c._session.verify
-    assert isinstance(verify, str)
-    assert Path(verify).read_bytes() == b"CA"
-    assert (Path(verify).stat().st_mode & 0o777) == 0o600
+    written = {p.name: p for p in tmp_path.glob("jr2-kube-*/*")}
+    assert {name: p.read_bytes() for name, p in written.items()} == {"ca.crt": b"CA", "client.crt": b"C",
+                                                                     "client.key": b"K"}
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in written.values())
     c.close()
-    assert not Path(verify).exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_there_is_no_pod_kind() -> None:

@@ -1,4 +1,5 @@
-"""ObserverCore on a virtual clock, no threads: every dagr T107 scenario and each fix it needed after."""
+"""ObserverCore on a virtual clock, no threads: every dagr T107 scenario, each fix it needed after, and
+issue 7's hardening (any ERROR re-lists, the watch never stops for good, a key that comes back)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from jr2_actors.watch.core import (
     SandboxSeen,
     Started,
     Step,
-    StopWatching,
     StreamEnded,
     Terminated,
     Termination,
@@ -64,6 +64,9 @@ class Drive:
     @property
     def stream(self) -> int:
         return self.core.stream
+
+    def up(self) -> bool:
+        return self.core.up
 
     def start(self, items: list[dict[str, Any]], rv: str = "10") -> Step:
         first = self(Started())
@@ -122,37 +125,46 @@ def test_a_silent_watch_is_caught_within_the_bound() -> None:
     assert step.deadline == 100.0
     assert d.at(99.9, Tick()).actions == ()
     caught = d.at(100.0, Tick())
-    assert 90.0 <= 100.0 - 10.0 < 180.0
-    assert isinstance(caught.actions[0], CloseStream)
-    assert caught.actions[-1] == ListNow()
+    assert caught.actions == (CloseStream(d.stream), ListNow())
     (term,) = caught.reports
     assert isinstance(term, Terminated)
-    assert (term.termination, term.action) == (Termination.SILENCE, "relist")
+    assert (term.termination, term.action, term.detail) == (Termination.SILENCE, "relist", "no frame for 90s")
 
 
-def test_repeated_failures_back_off_with_strictly_increasing_gaps_then_stop_classified() -> None:
+def fail_lists(d: Drive, count: int, failure: Failure) -> list[float]:
+    """Answer `count` lists in a row with `failure`, waking at each deadline; the gaps waited."""
+    gaps: list[float] = []
+    for _ in range(count):
+        step = d(ListFailed(failure))
+        assert step.actions == () or step.actions == (ListNow(),)
+        if step.actions:
+            gaps.append(0.0)
+        else:
+            assert step.deadline is not None
+            gaps.append(step.deadline - d.now)
+            assert d.at(step.deadline, Tick()).actions == (ListNow(),)
+    return gaps
+
+
+LEADER = Failure("api", "etcdserver: leader changed", 500, "InternalError")
+
+
+def test_repeated_failures_back_off_with_strictly_increasing_gaps_then_degrade_classified() -> None:
     d = Drive(max_failures=8, max_failure_seconds=10_000)
     d(Registered(A))
     d(Started())
-    platform_text = "etcdserver: leader changed"
-    gaps: list[float] = []
-    for _ in range(9):
-        step = d(ListFailed(Failure("api", platform_text, 500, "InternalError")))
-        if step.deadline is not None:
-            gaps.append(step.deadline - d.now)
-            d.at(step.deadline, Tick())
-        else:
-            gaps.append(0.0)
+    gaps = fail_lists(d, 8, LEADER)
     assert gaps[0] == 0.0
-    rising = gaps[1:-1]
-    assert all(b > a for a, b in itertools.pairwise(rising)), gaps
+    assert all(b > a for a, b in itertools.pairwise(gaps[1:])), gaps
     assert 0.25 <= gaps[1] <= 0.3
-    final = d.steps[-1] if d.steps[-1].actions else d.steps[-2]
-    assert isinstance(final.actions[-1], StopWatching)
+    assert 30.0 <= gaps[-1] <= 36.0  # the eighth failure crossed the bound: the cap from now on
+    (degraded,) = [r for r in d.reports() if isinstance(r, Terminated) and r.action == "degraded"]
+    assert (degraded.termination, degraded.resource_version) == (Termination.TRANSIENT, None)
     (failed,) = [x for x in d.deliveries() if isinstance(x, WatchFailed)]
     assert failed.key == A
-    assert platform_text in failed.message
+    assert "etcdserver: leader changed" in failed.message
     assert failed.termination is Termination.TRANSIENT
+    assert not d.up() and d.core.phase == "listing"
 
 
 def test_a_transition_delivered_three_times_notifies_once() -> None:
@@ -246,13 +258,84 @@ def test_plain_http_410_and_old_servers_gone_count_as_expired(failure: Failure) 
     assert step.actions == (ListNow(),)
 
 
-@pytest.mark.parametrize(("code", "reason"), [(500, "InternalError"), (504, "Timeout"), (403, "Forbidden")])
-def test_other_in_stream_errors_are_transient_and_resume(code: int, reason: str) -> None:
+@pytest.mark.parametrize(("code", "reason", "termination"), [
+    (500, "InternalError", Termination.TRANSIENT), (504, "Timeout", Termination.TRANSIENT),
+    (403, "Forbidden", Termination.TRANSIENT), (410, "Expired", Termination.EXPIRED)])
+def test_any_in_stream_error_relists_and_never_resumes_from_its_version(code: int, reason: str,
+                                                                         termination: Termination) -> None:
+    d = Drive()
+    d.start([], rv="10")
+    d.frame(Bookmark("12"))
+    step = d.frame(ErrorFrame(ApiStatus(code, reason, "Too large resource version: 12, current: 11")))
+    assert step.actions == (CloseStream(d.stream), ListNow())  # ADR-0063: any ERROR event re-lists
+    (term,) = step.reports
+    assert isinstance(term, Terminated)
+    assert (term.termination, term.action, term.resource_version) == (termination, "relist", None)
+    d(Listed([], "11"))
+    assert d.actions()[-1] == WatchFrom("11", d.stream)  # the list's version, never "12" again
+
+
+def test_a_server_that_fails_every_watch_after_a_good_list_backs_off_instead_of_looping() -> None:
+    d = Drive()
+    d.start([], rv="10")
+    too_large = ErrorFrame(ApiStatus(504, "Timeout", "Too large resource version: 10, current: 9"))
+    gaps: list[float] = []
+    for _ in range(10):
+        step = d.frame(too_large)
+        if step.actions[-1] == ListNow():
+            gaps.append(0.0)
+        else:
+            assert step.deadline is not None
+            gaps.append(step.deadline - d.now)
+            assert d.at(step.deadline, Tick()).actions == (ListNow(),)
+        d(Listed([], "10"))  # the list works and clears the failure run, not the backoff step
+        d(WatchOpened(d.stream))
+    assert gaps[0] == 0.0
+    assert all(b > a for a, b in itertools.pairwise(gaps[1:9])), gaps  # 0.25 s doubling …
+    assert gaps[-1] >= 30.0  # … to the cap
+    assert d.core.failures == 0 and d.up()  # lists work: the cluster is not blind
+
+
+def test_an_idle_watch_caught_silent_again_and_again_relists_at_once_every_time() -> None:
     d = Drive()
     d.start([])
-    step = d.frame(ErrorFrame(ApiStatus(code, reason, "Too large resource version")))
-    assert isinstance(step.actions[0], CloseStream)
-    assert step.actions[-1] == WatchFrom("10", d.stream)
+    for i in range(1, 6):
+        step = d.at(d.now + 90, Tick())  # no bookmarks from this server: each watch is caught silent
+        (term,) = step.reports
+        assert isinstance(term, Terminated)
+        assert (term.termination, term.delay) == (Termination.SILENCE, 0.0)
+        assert step.actions[-1] == ListNow()
+        d(Listed([], str(10 + i)))
+        d(WatchOpened(d.stream))
+
+
+def test_progress_on_a_stream_restarts_the_schedule() -> None:
+    d = Drive()
+    d.start([])
+    for _ in range(3):
+        step = d(StreamEnded(d.stream, Failure("transport", "reset")))
+        if step.deadline is not None and not step.actions:
+            d.at(step.deadline, Tick())
+        d(WatchOpened(d.stream))
+    d.frame(Bookmark("11"))
+    assert d(StreamEnded(d.stream, Failure("transport", "reset"))).actions == (WatchFrom("11", d.stream),)
+
+
+@pytest.mark.parametrize("failure", [Failure("api", "forbidden", 403, "Forbidden"),
+                                     Failure("api", "unavailable", 503, "ServiceUnavailable"),
+                                     Failure("api", "slow down", 429, "TooManyRequests", retry_after=3)])
+def test_an_http_error_on_opening_a_watch_backs_off_and_resumes(failure: Failure) -> None:
+    d = Drive()
+    d.start([], rv="10")
+    d.frame(Bookmark("12"))
+    d(StreamEnded(d.stream, Failure("transport", "reset")))
+    step = d(WatchOpenFailed(d.stream, failure))
+    (term,) = step.reports
+    assert isinstance(term, Terminated)
+    assert (term.termination, term.action, term.resource_version) == (Termination.TRANSIENT, "resume", "12")
+    assert step.deadline is not None
+    assert step.deadline - d.now >= (failure.retry_after or 0.25)
+    assert d.at(step.deadline, Tick()).actions == (WatchFrom("12", d.stream),)
 
 
 def test_a_read_timeout_is_transport_and_resumes() -> None:
@@ -315,9 +398,11 @@ def test_failure_bound_by_elapsed_time() -> None:
     waiting = d.at(1, ListFailed(Failure("transport", "refused")))
     assert waiting.deadline is not None
     d.at(waiting.deadline, Tick())
-    step = d.at(61, ListFailed(Failure("transport", "refused")))
-    assert isinstance(step.actions[-1], StopWatching)
-    assert isinstance(step.deliveries[0], WatchFailed)
+    assert d.at(59.9, ListFailed(Failure("transport", "refused"))).deliveries == ()
+    d.at(100, Tick())
+    step = d.at(100, ListFailed(Failure("transport", "refused")))
+    assert [r.action for r in step.reports if isinstance(r, Terminated)] == ["degraded"]
+    assert step.deliveries == (WatchFailed(A, Termination.TRANSPORT, step.deliveries[0].message),)  # type: ignore[union-attr]
 
 
 def test_dedup_is_not_on_phase_alone() -> None:
@@ -395,16 +480,38 @@ def test_kept_observations_are_bounded() -> None:
     assert len(d(Registered(SandboxKey("run-4", "F-1"))).deliveries) == 1
 
 
-def test_a_waiter_for_an_already_retired_object_gets_the_final_answer_at_once() -> None:
+def test_a_restored_waiter_for_an_already_deleted_object_gets_the_final_answer_at_once() -> None:
     d = Drive()
     d.start([sandbox("run-a", rv=3)])
     d.frame(event("DELETED", sandbox("run-a", rv=4)))
-    (answer,) = d(Registered(A)).deliveries
+    (answer,) = d(Registered(A, restored=True)).deliveries
     assert isinstance(answer, SandboxGone) and answer.reason == "deleted"
     lost = Drive()
     lost.start([sandbox("run-b", rv=3, phase="Lost")])
     (final,) = lost(Registered(B)).deliveries
     assert isinstance(final, SandboxSeen) and final.sandbox.phase == "Lost"
+
+
+def test_a_key_that_comes_back_is_never_handed_its_older_incarnations_gone() -> None:
+    """ADR-0064: a state re-entered gets the same name. The successor registers before it applies, so a
+    cached Gone is an older incarnation's end, never its own."""
+    d = Drive()
+    d(Registered(A))
+    d.start([sandbox("run-a", rv=3, uid="u-old")])
+    d.frame(event("DELETED", sandbox("run-a", rv=4, uid="u-old")))
+    assert d(Unregistered(A)).deliveries == ()
+    assert d(Registered(A)).deliveries == ()  # the successor
+    d.frame(event("ADDED", sandbox("run-a", rv=5, uid="u-new")))
+    (seen,) = d.steps[-1].deliveries
+    assert isinstance(seen, SandboxSeen) and seen.sandbox.uid == "u-new"
+
+
+def test_a_key_that_comes_back_is_handed_the_live_object_its_apply_may_adopt() -> None:
+    d = Drive()
+    d(Registered(A))
+    d.start([sandbox("run-a", rv=3, uid="u-1", phase="Ready")])
+    (seen,) = d(Registered(A)).deliveries  # a successor; an unchanged apply makes no event
+    assert isinstance(seen, SandboxSeen) and (seen.sandbox.uid, seen.sandbox.phase) == ("u-1", "Ready")
 
 
 def test_the_first_list_answers_every_restored_waiter_present_or_gone() -> None:
@@ -452,15 +559,93 @@ def test_an_unusable_frame_is_reported_and_reconciled_by_a_relist() -> None:
     assert step.actions[-1] == ListNow()
 
 
-def test_after_stopping_every_new_waiter_is_told_at_once() -> None:
-    d = Drive(max_failures=1)
+def test_while_blind_a_new_waiter_is_told_at_once_and_answered_when_a_list_works() -> None:
+    d = Drive(max_failures=2)
     d(Started())
-    d(ListFailed(Failure("transport", "refused")))
-    d(ListFailed(Failure("transport", "refused")))
-    assert d.core.phase == "stopped"
+    fail_lists(d, 2, Failure("transport", "refused"))
     (told,) = d(Registered(A)).deliveries
     assert isinstance(told, WatchFailed)
     assert "refused" in told.message
+    d(Listed([sandbox("run-a", rv=3)], "4"))
+    assert phases(d.deliveries(), A) == ["WatchFailed", "Pending"]
+    assert d(Registered(B)).deliveries == ()  # not blind any more
+
+
+def test_the_watch_never_stops_for_good() -> None:
+    """Issue 7: past the bound every waiter is told once, `up` turns false and the loop goes on
+    re-listing at the cap (never resuming); the first list that works reconciles every waiter."""
+    d = Drive(max_failures=3, max_failure_seconds=10_000)
+    for key in (A, B):
+        d(Registered(key))
+    restored = SandboxKey("run-r", "F-1")
+    d(Registered(restored, restored=True))
+    a, b = sandbox("run-a", rv=3, phase="Ready"), sandbox("run-b", rv=4)
+    d.start([a, b], rv="5")
+    d.frame(EXPIRED)
+    gaps = fail_lists(d, 2, Failure("transport", "refused"))  # the third failure in a row: degraded
+    told = [x for x in d.deliveries() if isinstance(x, WatchFailed)]
+    assert sorted(x.key for x in told) == sorted([A, B, restored])
+    assert not d.up()
+    # Ten minutes of a control plane upgrade: every retry a re-list at the cap, nobody told twice.
+    more = fail_lists(d, 20, Failure("api", "upgrading", 503, "ServiceUnavailable"))
+    assert all(30.0 <= g <= 36.0 for g in more) and sum(more) >= 600
+    assert gaps[-1] >= 30.0
+    assert [x for x in d.deliveries() if isinstance(x, WatchFailed)] == told
+    assert not any(isinstance(x, WatchFrom) for x in d.actions()[-20:])
+    # Back: a unchanged, b deleted while blind, the restored one's Sandbox never came back.
+    step = d(Listed([a], "90"))
+    answers = {x.key: x for x in step.deliveries}
+    seen_a, gone_b, gone_r = answers[A], answers[B], answers[restored]
+    assert isinstance(seen_a, SandboxSeen) and seen_a.sandbox.phase == "Ready"
+    assert isinstance(gone_b, SandboxGone) and gone_b.reason == "absent"
+    assert isinstance(gone_r, SandboxGone)
+    assert len(step.deliveries) == 3
+    assert d.up() and step.actions == (WatchFrom("90", d.stream),)
+
+
+def test_while_degraded_an_opening_error_relists_and_a_waiter_that_never_saw_its_sandbox_is_not_told_gone() -> None:
+    d = Drive(max_failures=2, max_failure_seconds=10_000)
+    d.start([], rv="5")
+    d(Registered(A))  # registered; its Sandbox not applied yet
+    d(StreamEnded(d.stream, Failure("transport", "reset")))
+    step = d(WatchOpenFailed(d.stream, Failure("api", "unavailable", 503, "ServiceUnavailable")))
+    assert [r.action for r in step.reports if isinstance(r, Terminated)] == ["degraded"]
+    assert step.deadline is not None
+    assert d.at(step.deadline, Tick()).actions == (ListNow(),)
+    recovered = d(Listed([], "9"))
+    assert recovered.deliveries == ()  # absence is not loss for a Sandbox nobody saw yet
+    assert phases(d.deliveries(), A) == ["WatchFailed"]
+
+
+def test_a_list_that_never_answers_fails_at_its_deadline_and_a_late_answer_is_taken() -> None:
+    d = Drive(list_deadline=60)
+    d(Registered(A))
+    first = d(Started())
+    assert first.deadline == 60
+    assert d.at(59, Tick()).actions == ()
+    step = d.at(60, Tick())
+    (term,) = step.reports
+    assert isinstance(term, Terminated)
+    assert (term.termination, term.action) == (Termination.TRANSPORT, "relist")
+    assert "did not answer within 60s" in term.detail
+    assert step.actions == (ListNow(),)
+    d.at(61, Listed([sandbox("run-a", rv=3)], "4"))  # the first list, late: a consistent snapshot all the same
+    assert phases(d.deliveries(), A) == ["Pending"]
+    assert d.core.phase == "watching"
+
+
+def test_a_lost_sandbox_leaves_no_trace_once_deleted_or_absent() -> None:
+    d = Drive()
+    d.start([sandbox("run-a", rv=3), sandbox("run-b", rv=4)])
+    assert d.core.tracked == 2
+    d.frame(event("MODIFIED", sandbox("run-a", rv=5, phase="Lost")))
+    d.frame(event("MODIFIED", sandbox("run-b", rv=6, phase="Lost")))
+    d.frame(event("DELETED", sandbox("run-a", rv=7, phase="Lost")))
+    assert d.core.tracked == 1
+    d.frame(EXPIRED)
+    d(Listed([], "8"))
+    assert d.core.tracked == 0
+    assert not any(isinstance(x, SandboxGone) for x in d.deliveries())  # Lost was the last word
 
 
 def test_a_replayed_frame_never_drags_the_resume_version_back() -> None:

@@ -1,4 +1,5 @@
-"""The WatchActor against the fake cluster: bursts, every fault knob, shutdown, one watch, no Pods."""
+"""The WatchActor against the fake cluster: bursts, every fault knob, shutdown, one watch, no Pods, a
+failing API it outlives, a key that changes hands, and surprises on its I/O thread."""
 
 from __future__ import annotations
 
@@ -9,21 +10,30 @@ from typing import Any
 import pykka
 import pytest
 
+from jr2_actors.backoff import Backoff
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.kube.client import KubeClient, ListResult, WatchStream
+from jr2_actors.kube.frames import Decoded
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.watch.actor import (
     Health,
     Register,
     SandboxGone,
     SandboxSeen,
+    Unregister,
     WatchActor,
     WatchClosed,
     WatchFailed,
     WatchHealth,
+    WatchReport,
 )
+from jr2_actors.watch.core import Terminated
 from jr2_actors.watch.identity import SandboxKey, annotations_for, labels_for, sandbox_name
 from tests.probes import Inbox, Probe
+from tests.waiting import wait_until
+
+FAST = Backoff(initial=0.01, cap=0.05, immediate_first=True)  # the schedule's shape, in milliseconds
 
 pytestmark = pytest.mark.slow
 
@@ -100,8 +110,6 @@ def test_faults_lose_nothing(cluster: FakeCluster, watcher: tuple[pykka.ActorRef
     register(ref, inbox, runs)
     create(cluster, runs[:3])
     all_phases(inbox, runs[:3], "")
-    from tests.waiting import wait_until
-
     wait_until(lambda: cluster.watch_stats()["open"] == 1)
     if fault == "drop":
         cluster.end_watches()
@@ -128,8 +136,6 @@ def test_shutdown_from_mid_stall_is_prompt_and_leaves_no_thread(cluster: FakeClu
     ref = WatchActor.start(cluster.client(), stall_bound=60.0)
     key = SandboxKey("run-x", "F-1")
     ref.tell(Register(key, inbox))
-    from tests.waiting import wait_until
-
     wait_until(lambda: cluster.watch_stats()["open"] == 1)
     cluster.stall_watches()
     ref.stop(block=True, timeout=2.0)  # raises pykka.Timeout past the 2 s budget
@@ -144,8 +150,6 @@ def test_one_watch_at_a_time_and_never_a_pod(cluster: FakeCluster, watcher: tupl
     runs = ["run-a", "run-b"]
     register(ref, inbox, runs)
     create(cluster, runs)
-    from tests.waiting import wait_until
-
     for _ in range(3):
         wait_until(lambda: cluster.watch_stats()["open"] == 1)
         opened = cluster.watch_stats()["opened"]
@@ -163,22 +167,142 @@ def test_one_watch_at_a_time_and_never_a_pod(cluster: FakeCluster, watcher: tupl
     assert all(r["query"].get("labelSelector") == "jr2.dev/run" for r in lists)
 
 
-def test_a_failing_api_ends_in_a_classified_failure_for_every_waiter(cluster: FakeCluster) -> None:
+def health(ref: pykka.ActorRef[Any]) -> WatchHealth:
+    answer = ref.ask(Health(), timeout=10)
+    assert isinstance(answer, WatchHealth)
+    return answer
+
+
+def test_a_failing_api_tells_every_waiter_once_and_the_watch_comes_back(cluster: FakeCluster) -> None:
     inbox = Inbox()
-    ref = WatchActor.start(cluster.client(), stall_bound=1.0, max_failures=3, seed=1)
+    ref = WatchActor.start(cluster.client(), stall_bound=1.0, max_failures=3, seed=1, backoff=FAST)
     try:
         key = SandboxKey("run-z", "F-1")
         ref.tell(Register(key, inbox))
-        from tests.waiting import wait_until
-
-        wait_until(lambda: cluster.watch_stats()["opened"] >= 1)
-        cluster.fail_next(50, 403)
+        create(cluster, ["run-z"])
+        all_phases(inbox, ["run-z"], "")
+        wait_until(lambda: cluster.watch_stats()["open"] == 1)
+        cluster.fail_next(8, 403)  # 3 reach the bound; the loop goes on re-listing through the other 5
         cluster.end_watches()
         inbox.wait_for(lambda ms: any(isinstance(m, WatchFailed) for m in ms), timeout=30, what="failure")
+        set_phase(cluster, ["run-z"], "Ready")  # a change the blind watch cannot see
+        all_phases(inbox, ["run-z"], "Ready")  # the first list that works reconciles
         (failed,) = [m for m in inbox.snapshot() if isinstance(m, WatchFailed)]
         assert "403" in failed.message and "injected 403" in failed.message
-        health = ref.ask(Health(), timeout=10)
-        assert isinstance(health, WatchHealth)
-        assert (health.phase, health.up, health.waiters) == ("stopped", False, 1)
+        wait_until(lambda: health(ref).up, what="up again")
+        assert health(ref).waiters == 1
+    finally:
+        ref.stop(block=True, timeout=5)
+
+
+def test_while_blind_health_is_down_but_the_loop_goes_on(cluster: FakeCluster) -> None:
+    ref = WatchActor.start(cluster.client(), stall_bound=1.0, max_failures=2, seed=1, backoff=FAST)
+    try:
+        wait_until(lambda: cluster.watch_stats()["open"] == 1)
+        cluster.fail_next(10_000, 503)
+        cluster.end_watches()
+        wait_until(lambda: not health(ref).up, what="degraded")
+        before = len(cluster.requests())
+        wait_until(lambda: len(cluster.requests()) >= before + 3, what="more re-lists")
+        assert health(ref).phase in ("listing", "waiting")
+        assert all(not r["watch"] for r in cluster.requests()[before:])  # re-lists, never a resume
+    finally:
+        ref.stop(block=True, timeout=5)
+
+
+def test_an_unregister_from_a_former_holder_never_silences_its_successor(
+        cluster: FakeCluster, watcher: tuple[pykka.ActorRef[Any], Inbox]) -> None:
+    ref, _ = watcher
+    key = SandboxKey("run-s", "F-1")
+    predecessor, successor = Inbox(), Inbox()
+    ref.tell(Register(key, predecessor))
+    ref.tell(Register(key, successor))  # the successor starts before its predecessor's cleanup ran
+    ref.tell(Unregister(key, predecessor))
+    create(cluster, ["run-s"])
+    all_phases(successor, ["run-s"], "")
+    assert health(ref).waiters == 1
+    assert predecessor.snapshot() == []
+    ref.tell(Unregister(key, successor))
+    wait_until(lambda: health(ref).waiters == 0)
+
+
+def test_a_successor_is_not_handed_its_predecessors_end(cluster: FakeCluster,
+                                                        watcher: tuple[pykka.ActorRef[Any], Inbox]) -> None:
+    """ADR-0064: a state re-entered places the same name again. The predecessor's Sandbox was deleted
+    (with a delay: the watch saw it go); the successor registers, then its apply creates a new one."""
+    ref, _ = watcher
+    key = SandboxKey("run-t", "F-1")
+    predecessor, successor = Inbox(), Inbox()
+    ref.tell(Register(key, predecessor))
+    create(cluster, ["run-t"])
+    all_phases(predecessor, ["run-t"], "")
+    cluster.call(lambda s: s.delete(SANDBOX, "jr2", sandbox_name("run-t", "F-1")))
+    predecessor.wait_for(lambda ms: any(isinstance(m, SandboxGone) for m in ms), what="the predecessor's end")
+    ref.tell(Register(key, successor))
+    ref.tell(Unregister(key, predecessor))  # its cleanup, after the successor registered
+    create(cluster, ["run-t"])
+    all_phases(successor, ["run-t"], "")
+    set_phase(cluster, ["run-t"], "Ready")
+    all_phases(successor, ["run-t"], "Ready")
+    assert not any(isinstance(m, SandboxGone) for m in successor.snapshot())
+    (new,) = {m.sandbox.uid for m in successor.snapshot() if isinstance(m, SandboxSeen)}
+    (old,) = {m.sandbox.uid for m in predecessor.snapshot() if isinstance(m, SandboxSeen)}
+    assert new != old
+    assert health(ref).waiters == 1
+
+
+class _Surprise(Exception):
+    """Not an error the client raises on purpose: a bug, ours or a library's."""
+
+
+class SurprisingClient(KubeClient):
+    """The fake cluster's client, whose first list and first watch raise what nobody expects."""
+
+    list_surprises = 1
+    read_surprises = 1
+
+    def list(self, *args: Any, **kwargs: Any) -> ListResult:
+        if self.list_surprises:
+            self.list_surprises -= 1
+            raise _Surprise("a bug on the list path")
+        return super().list(*args, **kwargs)
+
+    def watch(self, *args: Any, **kwargs: Any) -> WatchStream:
+        stream = super().watch(*args, **kwargs)
+        if not self.read_surprises:
+            return stream
+        self.read_surprises -= 1
+        return _Exploding(stream)  # type: ignore[return-value]
+
+
+class _Exploding:
+    def __init__(self, stream: WatchStream) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[Decoded]:
+        self._stream.close()
+        raise _Surprise("a bug while reading")
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+def test_the_io_thread_reports_a_surprise_as_a_transport_failure_and_goes_on(cluster: FakeCluster) -> None:
+    tap = Inbox()
+    ref = WatchActor.start(SurprisingClient(cluster.access()), stall_bound=5.0, seed=1, backoff=FAST, tap=tap)
+    try:
+        def terminations(messages: list[Any]) -> list[Terminated]:
+            return [m.report for m in messages if isinstance(m, WatchReport) and isinstance(m.report, Terminated)]
+
+        tap.wait_for(lambda ms: len(terminations(ms)) == 2, what="both surprises reported")
+        create(cluster, ["run-u"])
+        set_phase(cluster, ["run-u"], "Ready")
+        all_phases(tap, ["run-u"], "Ready")  # the loop went on
+        first, second = terminations(tap.snapshot())
+        assert (first.termination.value, first.action, first.detail) == (
+            "transport", "relist", "unexpected _Surprise: a bug on the list path")
+        assert (second.termination.value, second.action, second.detail) == (
+            "transport", "resume", "unexpected _Surprise: a bug while reading")
+        assert health(ref).up
     finally:
         ref.stop(block=True, timeout=5)

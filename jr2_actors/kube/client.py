@@ -45,7 +45,14 @@ from jr2_actors.constants import (
     WRITE_CAP_MAX,
     WRITE_CAP_MIN,
 )
-from jr2_actors.errors import ApiStatus, ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
+from jr2_actors.errors import (
+    ApiStatus,
+    ClusterAccessError,
+    KubeError,
+    KubeProtocolError,
+    KubeTransportError,
+    TransportKind,
+)
 from jr2_actors.http_body import TooLarge, caused_by, read_capped
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.frames import Decoded, FrameDecoder
@@ -225,12 +232,18 @@ class KubeClient:
         with self.writes:
             return self._json("PATCH", path, body=dict(patch), content_type=MERGE_PATCH_CONTENT_TYPE)
 
-    def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> bool:
-        """Delete; True when it existed. An absent object counts as success. With `uid`, the delete carries
-        `preconditions.uid`: an object of that name with another uid is not touched (409 Conflict)."""
+    def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None,
+               resource_version: str | None = None) -> bool:
+        """Delete; True when it existed. An absent object counts as success.
+
+        `uid` / `resource_version` become the DeleteOptions' preconditions: the server deletes only the
+        object they name, so a caller can never delete a successor that took the same name since
+        (ADR-0064). A mismatch is the server's 409 Conflict, raised as `KubeError`: the caller decides.
+        """
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
-        if uid:
-            body["preconditions"] = {"uid": uid}
+        preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        if preconditions:
+            body["preconditions"] = preconditions
         with self.writes:
             try:
                 self._json("DELETE", kind.path(self._ns(kind, namespace), name), body=body,
@@ -391,6 +404,7 @@ class WatchStream:
 def transport_error(e: BaseException, method: str, path: str) -> KubeTransportError:
     """Name a transport failure. requests reports a stream's read timeout as a ConnectionError."""
     text = " ".join(str(e).split())[:300]
+    kind: TransportKind
     if isinstance(e, requests.exceptions.ConnectTimeout):
         kind = "connect"
     elif isinstance(e, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError)):

@@ -7,6 +7,12 @@ core, routes deliveries as `SandboxSeen` / `SandboxGone` / `WatchFailed` to the 
 for that Sandbox, logs the reports, and re-arms one timer at the core's deadline (recomputed at every
 step from the last progress, so a registration never postpones it).
 
+The I/O thread never dies of a surprise: whatever a call raises that it does not expect (our bug or a
+library's) is logged with its traceback and reported to the core as a transport failure, and the thread
+takes the next command. A key has one recipient at a time: a `Register` for a key another recipient
+holds hands the key over (a Workspace's successor, ADR-0064), and an `Unregister` from anyone but the
+holder is ignored, so a predecessor's cleanup never silences its successor.
+
 Nothing else in the process lists or polls Sandboxes. Shutdown closes the stream, joins the I/O
 thread within a budget, tells every registered recipient `WatchClosed`, and — the actor being dead —
 later registrations are refused by pykka with `ActorDeadError`.
@@ -47,7 +53,10 @@ class Register:
 
 @dataclass(frozen=True)
 class Unregister:
+    """Stop routing `key` to `recipient`; ignored when another recipient holds the key now."""
+
     key: SandboxKey
+    recipient: Recipient = field(compare=False)
 
 
 @dataclass(frozen=True)
@@ -72,10 +81,11 @@ class Health:
 @dataclass(frozen=True)
 class WatchHealth:
     phase: str  # idle | listing | watching | waiting | stopped
-    up: bool  # False once the watch gave up: the pod should be restarted
+    up: bool  # False while degraded (past the failure bound, still re-listing) or stopped
     resource_version: str | None
     failures: int
     waiters: int
+    tracked: int = 0  # objects followed now
 
 
 @dataclass(frozen=True)
@@ -152,15 +162,18 @@ class _WatchIo:
             cmd = self._commands.get()
             if cmd is _STOP or self._stopping.is_set():
                 return
-            if isinstance(cmd, _ListCmd):
-                self._list()
-            elif isinstance(cmd, _WatchCmd):
-                self._watch(cmd)
+            try:
+                if isinstance(cmd, _ListCmd):
+                    self._list()
+                elif isinstance(cmd, _WatchCmd):
+                    self._watch(cmd)
+            except Exception:  # our own bookkeeping failed: the core's deadlines recover the loop
+                log.exception("the watch I/O thread failed on %s; it goes on", type(cmd).__name__)
 
     def _list(self) -> None:
         try:
             result = self._client.list(SANDBOX, self._namespace, label_selector=RUN_LABEL)
-        except (KubeError, KubeTransportError, KubeProtocolError, ClusterAccessError) as e:
+        except Exception as e:
             self._tell(core.ListFailed(failure_of(e)))
             return
         self._tell(core.Listed(result.items, result.resource_version))
@@ -173,7 +186,7 @@ class _WatchIo:
         try:
             stream = self._client.watch(SANDBOX, self._namespace, resource_version=cmd.resource_version,
                                         label_selector=RUN_LABEL, timeout_seconds=self._watch_timeout)
-        except (KubeError, KubeTransportError, KubeProtocolError, ClusterAccessError) as e:
+        except Exception as e:
             self._tell(core.WatchOpenFailed(cmd.stream, failure_of(e)))
             return
         with self._lock:
@@ -186,7 +199,7 @@ class _WatchIo:
         try:
             for frame in stream:
                 self._tell(core.FrameReceived(cmd.stream, frame))
-        except KubeTransportError as e:
+        except Exception as e:
             failure = failure_of(e)
         finally:
             with self._lock:
@@ -196,12 +209,17 @@ class _WatchIo:
 
 
 def failure_of(e: Exception) -> Failure:
-    """What the core needs to know of a failed call, keeping the platform's own words."""
+    """What the core needs to know of a failed call, keeping the platform's own words. Anything but the
+    client's own errors is a surprise (our bug or a library's): logged with its traceback, and reported
+    as a transport failure so the loop goes on."""
     if isinstance(e, KubeError):
         return Failure("api", e.message, e.status, e.reason, e.retry_after)
     if isinstance(e, KubeTransportError):
         return Failure("transport", f"{e.kind}: {e.detail}")
-    return Failure("transport", str(e))
+    if isinstance(e, KubeProtocolError | ClusterAccessError):
+        return Failure("transport", str(e))
+    log.error("unexpected failure in a watch call", exc_info=e)
+    return Failure("transport", f"unexpected {type(e).__name__}: {e}")
 
 
 # -- the actor ---------------------------------------------------------------------------------------
@@ -213,8 +231,8 @@ class WatchActor(Shell):
                  shutdown_budget: float = SHUTDOWN_BUDGET_SECONDS, **core_options: Any) -> None:
         super().__init__()
         self.clock = clock or SystemClock()
-        self.core = core.ObserverCore(stall_bound=stall_bound, rng=jitter_source(seed), **core_options)
-        self.core.deliver_all = tap is not None
+        self.core = core.ObserverCore(stall_bound=stall_bound, rng=jitter_source(seed), deliver_all=tap is not None,
+                                      **core_options)
         self._tap = tap
         self._recipients: dict[SandboxKey, Recipient] = {}
         self._timers = Timers(self.clock, name="jr2-watch-timers")
@@ -238,11 +256,13 @@ class WatchActor(Shell):
             self._recipients[message.key] = message.recipient
             self._step(core.Registered(message.key, message.restored))
         elif isinstance(message, Unregister):
-            self._recipients.pop(message.key, None)
-            self._step(core.Unregistered(message.key))
+            holder = self._recipients.get(message.key)
+            if holder is not None and _same(holder, message.recipient):  # ADR-0064: not a successor's key
+                del self._recipients[message.key]
+                self._step(core.Unregistered(message.key))
         elif isinstance(message, Health):
             c = self.core
-            return WatchHealth(c.phase, c.phase != "stopped", c.resource_version, c.failures, len(c.waiters))
+            return WatchHealth(c.phase, c.up, c.resource_version, c.failures, len(c.waiters), c.tracked)
         return None
 
     def cleanup(self) -> None:
@@ -274,15 +294,19 @@ class WatchActor(Shell):
                 self._io.watch(action.resource_version, action.stream)
             elif isinstance(action, core.CloseStream):
                 self._io.close(action.stream)
-            elif isinstance(action, core.StopWatching):
-                log.error("%s", action.message)
         if self._deadline is not None:
             self._deadline.arm(step.deadline)
 
 
+def _same(a: Recipient, b: Recipient) -> bool:
+    """One recipient? Two refs to one actor are equal by its URN (pykka's refs compare by identity)."""
+    urn = getattr(a, "actor_urn", None)
+    return a is b or (urn is not None and urn == getattr(b, "actor_urn", None))
+
+
 def _log(report: core.Report) -> None:
     if isinstance(report, core.Terminated):
-        level = logging.ERROR if report.action == "stop" else logging.INFO
+        level = logging.ERROR if report.action == "degraded" else logging.INFO
         log.log(level, "watch %s → %s from %s: %s", report.termination.value, report.action,
                 report.resource_version or "a re-list", report.detail)
     elif isinstance(report, Foreign):

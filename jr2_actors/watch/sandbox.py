@@ -22,7 +22,9 @@ class Condition:
 
 
 @dataclass(frozen=True)
-class Terminated:
+class LastEnd:
+    """How the Harness container last ended (`status.harness.lastTerminated`): not the watch's termination."""
+
     reason: str
     exit_code: int | None
     message: str
@@ -30,7 +32,9 @@ class Terminated:
 
 
 @dataclass(frozen=True)
-class Waiting:
+class ContainerWaiting:
+    """A container kept from running (`status.waiting[]`, e.g. CrashLoopBackOff): not a Workspace's wait."""
+
     container: str
     reason: str
     message: str
@@ -46,8 +50,8 @@ class SandboxView:
     pod_uid: str
     node: str
     restart_count: int
-    last_terminated: Terminated | None
-    waiting: tuple[Waiting, ...]
+    last_terminated: LastEnd | None
+    waiting: tuple[ContainerWaiting, ...]
     conditions: tuple[Condition, ...]
 
     def condition(self, type_: str) -> Condition | None:
@@ -86,9 +90,9 @@ def view(obj: Mapping[str, Any]) -> SandboxView:
         pod_uid=_str(status.get("podUID")),
         node=_str(status.get("node")),
         restart_count=_int(harness.get("restartCount")) or 0,
-        last_terminated=Terminated(_str(last.get("reason")), _int(last.get("exitCode")), _str(last.get("message")),
+        last_terminated=LastEnd(_str(last.get("reason")), _int(last.get("exitCode")), _str(last.get("message")),
                                    _str(last.get("finishedAt"))) if last else None,
-        waiting=tuple(Waiting(_str(w.get("container")), _str(w.get("reason")), _str(w.get("message")))
+        waiting=tuple(ContainerWaiting(_str(w.get("container")), _str(w.get("reason")), _str(w.get("message")))
                       for w in _maps(status.get("waiting"))),
         conditions=tuple(Condition(_str(c.get("type")), _str(c.get("status")), _str(c.get("reason")),
                                    _str(c.get("message"))) for c in _maps(status.get("conditions"))),

@@ -112,7 +112,7 @@ class WorkspaceActor(Shell):
             self._deadline.cancel()
         if self._owns_timers:
             self._timers.stop()
-        tell_quietly(self.watch, watch.Unregister(self.spec.key))
+        tell_quietly(self.watch, watch.Unregister(self.spec.key, self.actor_ref))
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, (SandboxSeen, SandboxGone, WatchFailed)):

@@ -1,0 +1,263 @@
+"""DeliveryCache: what each waiter is told about its Sandbox (ADR-0063, dagr T107) — pure.
+
+Theory of operation. The cache hears the stream keeper's signals — a list's `Snapshot`, a watch
+`Change`, the watch going `Blind` — and the registrations, and decides what every waiter is told. It
+knows nothing of streams, versions to resume from or backoff.
+
+- Identity: a Sandbox is routed by its annotations (labels only select); one that cannot be is
+  reported `Foreign` once per uid and reason, and routed nowhere.
+- Dedup: deliveries collapse on (uid, resourceVersion, phase, scheduling reason, waiting reason), so a
+  repeat from the API, across a reconnect or during a re-list notifies once; an older version after a
+  newer one is dropped.
+- Retirement: a deleted object, or one a list no longer returns, is `Gone` exactly once and its uid
+  retires (late frames for it are ignored); `Lost` is terminal and retires too, and its traces are
+  dropped when the object goes. A new object under the same key re-arms; an older incarnation's
+  deletion does not bury the current object.
+- The latest delivery per key is kept (bounded) for waiters that register after it.
+- Registrations (ADR-0064: a state re-entered gets the same name, so a key comes back): a fresh waiter
+  — its Workspace applies the Sandbox after registering — is handed the latest `SandboxSeen` (the
+  object its apply may adopt unchanged) but never a cached `SandboxGone`: that can only be an older
+  incarnation's end. A restored waiter is answered by the first list after start, present or gone, and
+  at once (its cached Gone included) when that list is past. While blind, a registration is told
+  `WatchFailed` at once.
+- Blind and back: every waiter is told `WatchFailed` once; the first list that works reconciles every
+  waiter that had an answer (present: its object again; absent: gone) and every restored one. A waiter
+  that never saw its Sandbox waits for it as before: absence is not loss for a Sandbox not yet applied.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from jr2_actors.watch.identity import Foreign, SandboxKey, identify
+from jr2_actors.watch.sandbox import SandboxView, view
+from jr2_actors.watch.stream import Blind, Change, Signal, Snapshot, Termination, older
+
+KEEP_LATEST = 10_000
+
+
+@dataclass(frozen=True)
+class SandboxSeen:
+    key: SandboxKey
+    sandbox: SandboxView
+    object: Mapping[str, Any] = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SandboxGone:
+    key: SandboxKey
+    name: str
+    uid: str
+    reason: Literal["deleted", "absent", "replaced"]
+
+
+@dataclass(frozen=True)
+class WatchFailed:
+    """The watch is blind: the cluster's state is unknown (not lost) until a list works again."""
+
+    key: SandboxKey
+    termination: Termination
+    message: str
+
+
+Delivery = SandboxSeen | SandboxGone | WatchFailed
+
+
+@dataclass
+class Told:
+    deliveries: list[Delivery] = field(default_factory=list)
+    reports: list[Foreign] = field(default_factory=list)
+
+
+class DeliveryCache:
+    def __init__(self, *, keep_latest: int = KEEP_LATEST, deliver_all: bool = False) -> None:
+        self._keep = keep_latest
+        self.deliver_all = deliver_all  # a tap (the `watch` command) hears every key, registered or not
+        self.waiters: set[SandboxKey] = set()
+        self._restored: set[SandboxKey] = set()
+        self._answered: set[SandboxKey] = set()  # waiters handed an object delivery since they registered
+        self._last: OrderedDict[SandboxKey, SandboxSeen | SandboxGone] = OrderedDict()  # bounded
+        self._signature: dict[SandboxKey, tuple[str, tuple[str, str, str, str]]] = {}  # key → (uid, signature)
+        self._known: dict[str, tuple[SandboxKey, str]] = {}  # name → (key, uid) of objects present
+        self._retired: OrderedDict[str, None] = OrderedDict()  # uids (bounded)
+        self._foreign_reported: OrderedDict[str, None] = OrderedDict()
+        self._listed_once = False
+        self._blind: Blind | None = None
+
+    @property
+    def tracked(self) -> int:
+        """Objects the cache follows now: bounded by what the cluster holds."""
+        return len(self._signature)
+
+    # -- registrations ---------------------------------------------------------------------------------
+
+    def register(self, key: SandboxKey, restored: bool) -> Told:
+        told = Told()
+        self.waiters.add(key)
+        self._answered.discard(key)
+        if restored:
+            self._restored.add(key)
+        else:
+            self._restored.discard(key)
+        if self._blind is not None:
+            told.deliveries.append(WatchFailed(key, self._blind.termination, self._blind.message))
+            return told
+        last = self._last.get(key)
+        if isinstance(last, SandboxSeen) or (restored and last is not None):
+            told.deliveries.append(last)
+            self._answered.add(key)
+        elif restored and self._listed_once:
+            self._deliver(SandboxGone(key, "", "", "absent"), told)
+        return told
+
+    def unregister(self, key: SandboxKey) -> None:
+        self.waiters.discard(key)
+        self._restored.discard(key)
+        self._answered.discard(key)
+
+    # -- signals ---------------------------------------------------------------------------------------
+
+    def hear(self, signal: Signal) -> Told:
+        told = Told()
+        if isinstance(signal, Snapshot):
+            self._snapshot(signal, told)
+        elif isinstance(signal, Change):
+            if signal.event.type == "DELETED":
+                self._deleted(signal.event.object, told)
+            else:
+                self._observe(signal.event.object, told)
+        else:
+            self._go_blind(signal, told)
+        return told
+
+    def _snapshot(self, snapshot: Snapshot, told: Told) -> None:
+        present: dict[SandboxKey, Mapping[str, Any]] = {}
+        names: set[str] = set()
+        for obj in snapshot.items:
+            names.add(_name(obj))
+            key = self._observe(obj, told)
+            if key is not None:
+                present[key] = obj
+        for name, (key, uid) in list(self._known.items()):
+            if name not in names:
+                self._gone(key, name, uid, "absent", told)
+        first = not self._listed_once
+        self._listed_once = True
+        if snapshot.recovered:
+            self._blind = None
+            self._reconcile(present, told)
+        elif first:
+            for key in sorted(self._restored - present.keys()):
+                if key in self.waiters and key not in self._last:
+                    self._deliver(SandboxGone(key, "", "", "absent"), told)
+
+    def _reconcile(self, present: Mapping[SandboxKey, Mapping[str, Any]], told: Told) -> None:
+        """After blindness, every waiter this list has not answered yet hears where its Sandbox stands."""
+        answered_now = {d.key for d in told.deliveries}
+        for key in sorted(self.waiters - answered_now):
+            obj = present.get(key)
+            if obj is not None:
+                self._deliver(SandboxSeen(key, view(obj), obj), told)
+            elif key in self._answered or key in self._restored:
+                last = self._last.get(key)
+                if isinstance(last, SandboxGone):
+                    self._deliver(last, told)
+                elif isinstance(last, SandboxSeen):
+                    self._deliver(SandboxGone(key, last.sandbox.name, last.sandbox.uid, "absent"), told)
+                else:
+                    self._deliver(SandboxGone(key, "", "", "absent"), told)
+
+    def _go_blind(self, blind: Blind, told: Told) -> None:
+        self._blind = blind
+        keys = self.waiters | (set(self._last) if self.deliver_all else set())
+        told.deliveries.extend(WatchFailed(key, blind.termination, blind.message) for key in sorted(keys))
+
+    # -- objects ---------------------------------------------------------------------------------------
+
+    def _observe(self, obj: Mapping[str, Any], told: Told) -> SandboxKey | None:
+        ident = identify(obj)
+        if isinstance(ident, Foreign):
+            self._foreign(ident, told)
+            return None
+        key = ident
+        sandbox = view(obj)
+        if sandbox.uid in self._retired:
+            return key  # a late frame for a retired object
+        previous = self._signature.get(key)
+        if previous is not None and previous[0] != sandbox.uid:
+            if previous[0] not in self._retired:
+                self._gone(key, sandbox.name, previous[0], "replaced", told)
+        elif previous is not None and (previous[1] == sandbox.signature
+                                       or older(sandbox.resource_version, previous[1][0])):
+            return key
+        self._signature[key] = (sandbox.uid, sandbox.signature)
+        self._known[sandbox.name] = (key, sandbox.uid)
+        self._deliver(SandboxSeen(key, sandbox, obj), told)
+        if sandbox.terminal:
+            self._retire(sandbox.uid)  # Lost is the last word; its traces go when the object does
+        return key
+
+    def _deleted(self, obj: Mapping[str, Any], told: Told) -> None:
+        ident = identify(obj)
+        if isinstance(ident, Foreign):
+            self._foreign(ident, told)
+            return
+        uid = _uid(obj)
+        current = self._signature.get(ident)
+        if current is not None and current[0] != uid:
+            self._retire(uid)  # an older incarnation's deletion: the key's current object lives on
+            return
+        self._gone(ident, _name(obj), uid, "deleted", told)
+
+    def _gone(self, key: SandboxKey, name: str, uid: str, reason: Literal["deleted", "absent", "replaced"],
+              told: Told) -> None:
+        known = self._known.get(name)
+        if known is not None and known[1] == uid:
+            del self._known[name]
+        current = self._signature.get(key)
+        if current is not None and current[0] == uid:
+            del self._signature[key]
+        if uid in self._retired:
+            return
+        self._retire(uid)
+        self._deliver(SandboxGone(key, name, uid, reason), told)
+
+    def _deliver(self, delivery: SandboxSeen | SandboxGone, told: Told) -> None:
+        key = delivery.key
+        self._last[key] = delivery
+        self._last.move_to_end(key)
+        while len(self._last) > self._keep:
+            self._last.popitem(last=False)
+        if key in self.waiters:
+            self._answered.add(key)
+        if key in self.waiters or self.deliver_all:
+            told.deliveries.append(delivery)
+
+    def _retire(self, uid: str) -> None:
+        self._retired[uid] = None
+        while len(self._retired) > self._keep:
+            self._retired.popitem(last=False)
+
+    def _foreign(self, foreign: Foreign, told: Told) -> None:
+        tag = f"{foreign.uid}:{foreign.why}"
+        if tag in self._foreign_reported:
+            return
+        self._foreign_reported[tag] = None
+        while len(self._foreign_reported) > self._keep:
+            self._foreign_reported.popitem(last=False)
+        told.reports.append(foreign)
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, dict) else None
+    return uid if isinstance(uid, str) else ""
