@@ -1,0 +1,172 @@
+"""Runs end to end on the fake cluster through the Orchestrator facade: a wait for capacity behind another
+run, a stop and a restart mid-placing, a cancel, an eviction — with the real watch, operator and Harness."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.fake.harness.core import Hang, Pick, Say
+from jr2_actors.fake.operator.core import Node
+from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.orchestrator import Orchestrator
+from jr2_actors.watch.identity import sandbox_name
+from jr2_actors.workflow import read_document
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.slow
+
+ONE_STATE = """
+name: one
+workspaces:
+  W: {size: {cpu: "1", memory: "1Gi"}}
+agents:
+  worker: {instructions: "You work.", workspace: W, access: write}
+start: work
+states:
+  work:
+    holds: [W]
+    turn: {agent: worker, prompt: "Work."}
+    on: {finish: done}
+  done: {final: done}
+"""
+
+HOLDER = """
+name: holder
+workspaces:
+  H: {size: {cpu: "1", memory: "1Gi"}}
+agents:
+  holder: {instructions: "You hold.", workspace: H, access: write}
+start: work
+states:
+  work:
+    holds: [H]
+    turn: {agent: holder, prompt: "Hold."}
+    on: {release: hold}
+  hold:
+    holds: [H]
+    after: {seconds: 1.5, to: done}
+  done: {final: done}
+"""
+
+
+def doc(text: str) -> Any:
+    return read_document(text)
+
+
+@pytest.fixture
+def cluster() -> Iterator[FakeCluster]:
+    with FakeCluster(nodes=[Node("only", 1500, 8 * 2**30)], start_seconds=0.05, long_poll=0.5,
+                     bookmark_interval=None) as c:
+        yield c
+
+
+def orchestrator(cluster: FakeCluster, state: Path) -> Orchestrator:
+    return Orchestrator(cluster.client(), state_dir=str(state), signing_key=cluster.signing_key,
+                        instance_harness=cluster.instance_harness_url)
+
+
+def feed(orch: Orchestrator, run_id: str) -> list[Any]:
+    got = orch.feed(run_id, 0, 0.0)
+    assert got is not None
+    return got[0]
+
+
+def sandboxes_created(cluster: FakeCluster) -> list[str]:
+    return [r["path"] for r in cluster.requests() if r["method"] == "POST" and r["path"].endswith("/sandboxes")]
+
+
+def test_the_second_run_waits_behind_the_first_with_the_schedulers_words(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.script("holder", [Say("holding"), Pick("release")])
+    cluster.script("worker", [Pick("finish")])
+    with orchestrator(cluster, tmp_path) as orch:
+        first = orch.submit(doc(HOLDER))
+        wait_until(lambda: any(e.kind == "running" for e in feed(orch, first)), what="the holder running")
+        second = orch.submit(doc(ONE_STATE))
+        wait_until(lambda: any(e.kind == "placing" for e in feed(orch, second)), what="the second run placing")
+        listing = {r["runId"]: r for r in orch.runs()}
+        assert listing[second]["placing"] == ["W"] and list(listing[second])[:2] == ["runId", "placing"]
+        status = orch.status(second)
+        assert status is not None
+        (waiting,) = status["waiting"]
+        assert (waiting["child"], waiting["on"]) == ("W", "node")
+        assert waiting["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+        assert orch.wait_finished(first, 30) and orch.wait_finished(second, 30)
+        kinds = [e.kind for e in feed(orch, second)]
+        assert kinds.count("placing") == 1 and kinds.count("placed") == 1
+        final = orch.status(second)
+        assert final is not None and final["status"] == "done"
+
+
+def test_a_stop_mid_placing_and_a_restart_continue_the_run_with_no_second_sandbox(cluster: FakeCluster,
+                                                                                 tmp_path: Path) -> None:
+    cluster.script("worker", [Pick("finish")])
+    blocker = cluster.client()
+    blocker.create(SANDBOX, {"metadata": {"name": "blocker"}, "spec": {"podResources": {
+        "requests": {"cpu": "1", "memory": "1Gi"}}}})  # takes the node: the run's Workspace must wait
+    cluster.reconcile()
+    cluster.requests(clear=True)
+    orch = orchestrator(cluster, tmp_path).start()
+    run_id = orch.submit(doc(ONE_STATE))
+    wait_until(lambda: any(e.kind == "placing" for e in feed(orch, run_id)), what="placing")
+    orch.stop()
+    assert len(sandboxes_created(cluster)) == 1
+    blocker.delete(SANDBOX, "blocker")  # capacity frees while no orchestrator runs
+    again = orchestrator(cluster, tmp_path).start()
+    try:
+        assert again.wait_finished(run_id, 30)
+        final = again.status(run_id)
+        assert final is not None and final["status"] == "done", final
+        assert len(sandboxes_created(cluster)) == 1  # the restart re-adopted it; no second Sandbox
+        placed = [e for e in feed(again, run_id) if e.kind in ("placing", "placed")]
+        assert [e.kind for e in placed] == ["placing", "placed"]  # the wait from before the restart ended once
+    finally:
+        again.stop()
+        blocker.close()
+
+
+def test_a_cancel_deletes_the_sandbox_that_never_ran(cluster: FakeCluster, tmp_path: Path) -> None:
+    blocker = cluster.client()
+    blocker.create(SANDBOX, {"metadata": {"name": "blocker"}, "spec": {"podResources": {
+        "requests": {"cpu": "1", "memory": "1Gi"}}}})
+    with orchestrator(cluster, tmp_path) as orch:
+        run_id = orch.submit(doc(ONE_STATE))
+        wait_until(lambda: any(e.kind == "placing" for e in feed(orch, run_id)), what="placing")
+        name = sandbox_name(run_id, "W")
+        assert orch.client.get(SANDBOX, name) is not None
+        orch.cancel(run_id)
+        assert orch.wait_finished(run_id, 30)
+        wait_until(lambda: orch.client.get(SANDBOX, name) is None, what="deleted")
+        final = orch.status(run_id)
+        assert final is not None and final["status"] == "cancelled"
+        assert final["children"] == [{"child": "W", "phase": "deleted"}]
+    blocker.close()
+
+
+def test_an_eviction_fails_a_run_that_does_not_handle_it_within_two_seconds(cluster: FakeCluster,
+                                                                            tmp_path: Path) -> None:
+    with orchestrator(cluster, tmp_path) as orch:
+        cluster.script("worker", [Say("working"), Hang()])
+        run_id = orch.submit(doc(ONE_STATE.replace("on: {finish: done}", "on: {never: done}")))
+        wait_until(lambda: any(e.kind == "running" for e in feed(orch, run_id)), what="running")
+        evicted = time.monotonic()
+        cluster.evict(sandbox_name(run_id, "W"))
+        assert orch.wait_finished(run_id, 2.0), "an eviction must end the run within 2 s"
+        assert time.monotonic() - evicted < 2.0
+        final = orch.status(run_id)
+        assert final is not None and final["status"] == "failed"
+        assert final["fault"] == "Evicted: The node was low on resource: memory."
+
+
+def test_the_jr2_orchestrator_fixture_runs_a_workflow_in_two_lines(jr2_orchestrator: Orchestrator,
+                                                                   jr2_fake_cluster: FakeCluster) -> None:
+    jr2_fake_cluster.script("worker", [Pick("finish")])
+    run_id = jr2_orchestrator.submit(doc(ONE_STATE))
+    assert jr2_orchestrator.wait_finished(run_id, 30)
+    status = jr2_orchestrator.status(run_id)
+    assert status is not None and status["status"] == "done"
