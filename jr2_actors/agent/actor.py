@@ -77,6 +77,9 @@ class StartTurn:
     endpoint: str
     token: str = field(repr=False)
     in_workspace: bool = True  # a Menu-only agent on the Instance Harness reads no kill list
+    # A Turn restored after the Orchestrator restarted: its Submission may still run on the Harness, so it
+    # is aborted first (quietly: there may be nothing to abort) and the Turn admitted again, `kept: true`.
+    abort_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,7 @@ class _KillsDone:
     turn_id: str
     read: MemoryKillRead | None
     problem: str
+    asked: bool = True
 
 
 @dataclass(frozen=True)
@@ -262,12 +266,29 @@ class AgentActor(Shell):
         harness = self._harnesses.get(message.endpoint, message.token)
         self._turn = _Turn(turn.TurnCore(self.agent, message.turn_id, message.conversation_id), harness)
         turn_id = message.turn_id
+        ref, agent, conversation = self.actor_ref, self.agent, message.conversation_id
+
+        def abort_first() -> None:
+            try:
+                harness.abort(agent, conversation)
+            except HARNESS_ERRORS as e:
+                log.info("agent %s: nothing aborted before turn %s resumes: %s", agent, turn_id, e)
+
         if not message.in_workspace:
+            if message.abort_first:
+                def aborted_then_tell() -> None:
+                    abort_first()
+                    tell_quietly(ref, _KillsDone(turn_id, None, "", asked=False))
+
+                self._submit("the abort before a resumed Turn", aborted_then_tell,
+                             lambda problem: _KillsDone(turn_id, None, problem, asked=False))
+                return
             tell_quietly(self.parent, KillsRead(self.agent, turn_id, None, source=harness.base_url, asked=False))
             return
-        ref = self.actor_ref
 
         def read() -> None:
+            if message.abort_first:
+                abort_first()
             try:
                 kills: MemoryKillRead | None = harness.memory_kills()
                 problem = ""
@@ -337,7 +358,7 @@ class AgentActor(Shell):
         if isinstance(message, _KillsDone):
             if not t.core.ended:
                 tell_quietly(self.parent, KillsRead(self.agent, t.turn_id, message.read, message.problem,
-                                                    t.harness.base_url))
+                                                    t.harness.base_url, asked=message.asked))
         elif isinstance(message, _AdmitDone):
             t.admitting = False
             if t.abort_when_admitted:

@@ -179,7 +179,8 @@ class RunActor(Shell):
             token = harness_token(self.env.signing_key, self._sandbox_name(action.path) if action.path
                                   else INSTANCE_HARNESS)
             self._agent(action.agent).tell(agent_actor.StartTurn(
-                str(action.turn), action.conversation, action.endpoint, token, in_workspace=action.path is not None))
+                str(action.turn), action.conversation, action.endpoint, token, in_workspace=action.path is not None,
+                abort_first=action.abort_first))
         elif isinstance(action, run.Admit):
             self._agent(action.agent).tell(agent_actor.Admit(str(action.turn), action.body))
         elif isinstance(action, run.AnswerPick):

@@ -167,6 +167,7 @@ class StartTurn:
     conversation: str
     path: str | None  # the Workspace it works in; None: a Menu-only agent on the Instance Harness
     endpoint: str
+    abort_first: bool = False  # a Turn restored after a restart: its Submission may still run
 
 
 @dataclass(frozen=True)
@@ -241,6 +242,7 @@ class TurnRecord:
     nudges: int = 0
     kept: bool = False  # the admission names a conversation the Harness was taken to keep
     picked: str = ""
+    resumed: bool = False  # restored after an Orchestrator restart
 
 
 class RunCore:
@@ -501,7 +503,7 @@ class RunCore:
                 return  # its Workspace is not running yet: the Turn starts when it is
             endpoint = record.endpoint
         turn.phase = "reading"
-        self._out.append(StartTurn(turn.id, turn.agent, turn.conversation, path, endpoint))
+        self._out.append(StartTurn(turn.id, turn.agent, turn.conversation, path, endpoint, abort_first=turn.resumed))
         self._feed("turn", agent=turn.agent, turn=turn.id, state=turn.state)
 
     def _stop_turn(self) -> None:
@@ -674,7 +676,7 @@ class RunCore:
         turn = blob.get("turn")
         if turn is not None and core.status == "running":
             core.turn = TurnRecord(int(turn["id"]), str(turn["agent"]), str(turn["conversation"]),
-                                   str(turn["state"]), nudges=int(turn.get("nudges", 0)))
+                                   str(turn["state"]), nudges=int(turn.get("nudges", 0)), resumed=True)
             core._start_waiting_turn()
         core._maybe_finished()
         out, core._out = core._out, []

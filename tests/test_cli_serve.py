@@ -1,0 +1,173 @@
+"""`jr2-actors serve` as a process: every bad input is one line and exit 2; SIGTERM in the middle of a run
+exits 0 within the grace period with no row lost, and a restart on the same state directory continues the
+run to its end without a second Sandbox (issue 9 item 5, issue 12)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.fake.harness.core import Hang, Pick, Say
+from jr2_actors.workflow import read_document
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.slow
+TOKEN = "serve-test-token-0123456789abcdef"
+KEY = "serve-test-signing-key-0123456789abcdef-0123456789"
+GRACE_SECONDS = 10.0  # serve's SIGTERM budget (the Deployment's grace period covers it with margin)
+WORKFLOW = """
+name: served
+workspaces:
+  W: {size: {cpu: "1", memory: "1Gi"}}
+agents:
+  worker: {instructions: "You work.", workspace: W, access: write}
+start: work
+states:
+  work:
+    holds: [W]
+    turn: {agent: worker, prompt: "Work."}
+    on: {finish: done}
+  done: {final: done}
+"""
+
+
+def serve_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
+    env.update({"JR2_INSTANCE_TOKEN": TOKEN, "JR2_SIGNING_KEY": KEY, "PYTHONUNBUFFERED": "1"}, **extra)
+    return env
+
+
+def jr2(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "jr2_actors", *args], capture_output=True, text=True,
+                          env=env or serve_env(), timeout=timeout, check=False)
+
+
+class Serve:
+    """A `serve` process; its stderr is read on a thread so the API's address is known once it logs it."""
+
+    def __init__(self, kubeconfig: str, state: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jr2_actors", "--log-level", "info", "serve", "--namespace", "jr2",
+             "--state-dir", str(state), "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0"],
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=serve_env())
+        self.lines: list[str] = []
+        self.url = ""
+        self._ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+        if not self._ready.wait(30):
+            self.proc.kill()
+            raise AssertionError("serve did not say where it listens:\n" + "".join(self.lines))
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            found = re.search(r"serving the API on (http://\S+);", line)
+            if found:
+                self.url = found.group(1)
+                self._ready.set()
+        self._ready.set()
+
+    def call(self, method: str, path: str, **kw: Any) -> requests.Response:
+        return requests.request(method, self.url + path, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10,
+                                **kw)
+
+
+@pytest.fixture
+def cluster() -> Iterator[FakeCluster]:
+    with FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=None, signing_key=KEY.encode()) as c:
+        yield c
+
+
+def test_sigterm_mid_run_exits_zero_and_a_restart_continues_the_run(cluster: FakeCluster, tmp_path: Path) -> None:
+    kubeconfig = cluster.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    cluster.script("worker", [Say("working on it"), Hang()], [Say("again, from the start"), Pick("finish")])
+    first = Serve(kubeconfig, tmp_path / "state")
+    resp = first.call("POST", "/runs", json={"workflow": read_document(WORKFLOW)})
+    assert resp.status_code == 201, resp.text
+    run_id = resp.json()["runId"]
+    wait_until(lambda: (first.call("GET", f"/runs/{run_id}").json().get("turn") or {}).get("phase") == "running",
+               timeout=30, what="the Turn running")
+    first.proc.send_signal(signal.SIGTERM)
+    assert first.proc.wait(GRACE_SECONDS) == 0, "".join(first.lines)
+    assert not any("Traceback" in line for line in first.lines), "".join(first.lines)
+    with sqlite3.connect(tmp_path / "state" / "state.db") as db:
+        rows = db.execute("SELECT run_id, status FROM runs").fetchall()
+    assert rows == [(run_id, "live")]  # no row lost: the run is there to restore
+
+    second = Serve(kubeconfig, tmp_path / "state")
+    try:
+        wait_until(lambda: second.call("GET", f"/runs/{run_id}").json().get("status") == "done", timeout=30,
+                   what="the restored run to finish")
+        creates = [r for r in cluster.requests() if r["method"] == "POST" and r["path"].endswith("/sandboxes")]
+        assert len(creates) == 1  # the restart re-adopted the Sandbox it wrote
+    finally:
+        second.proc.send_signal(signal.SIGTERM)
+        assert second.proc.wait(GRACE_SECONDS) == 0
+
+
+def test_a_busy_port_is_one_line_and_exit_2(cluster: FakeCluster, tmp_path: Path) -> None:
+    import socket
+
+    kubeconfig = cluster.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        out = jr2("serve", "--namespace", "jr2", "--state-dir", str(tmp_path / "s"), "--kubeconfig", kubeconfig,
+                  "--listen", f"127.0.0.1:{port}")
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "cannot listen there" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        ((), {"JR2_INSTANCE_TOKEN": ""}, "the Instance token is missing"),
+        ((), {"JR2_INSTANCE_TOKEN": "short"}, "shorter than 16 characters"),
+        ((), {"JR2_SIGNING_KEY": ""}, "the signing key is missing"),
+        ((), {"JR2_SIGNING_KEY": "too-short"}, "shorter than 32 bytes"),
+        (("--token-file", "/nonexistent/token"), {}, "cannot read /nonexistent/token"),
+        (("--listen", "nonsense"), {}, "is not HOST:PORT"),
+        (("--listen", "127.0.0.1:70000"), {}, "is not HOST:PORT"),
+        (("--namespace", "Not_A_Namespace"), {}, "is not a valid namespace"),
+        (("--kubeconfig", "/nonexistent/kubeconfig"), {}, "/nonexistent/kubeconfig"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...], env: dict[str, str],
+                                          says: str) -> None:
+    base = ["--namespace", "jr2", "--state-dir", str(tmp_path / "state"), "--kubeconfig", str(tmp_path / "none")]
+    argv = list(base)
+    for i in range(0, len(args), 2):  # a later flag overrides the base's
+        if args[i] in argv:
+            argv[argv.index(args[i]) + 1] = args[i + 1]
+        else:
+            argv += [args[i], args[i + 1]]
+    out = jr2("serve", *argv, env=serve_env(**env))
+    assert out.returncode == 2, out
+    assert says in out.stderr and out.stderr.strip().count("\n") == 0, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_an_unwritable_state_dir_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    out = jr2("serve", "--namespace", "jr2", "--state-dir", str(blocked / "state"))
+    assert out.returncode == 2 and "--state-dir" in out.stderr and out.stderr.strip().count("\n") == 0
+
+
+def test_a_missing_namespace_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    out = jr2("serve", "--state-dir", str(tmp_path))
+    assert out.returncode == 2 and "--namespace" in out.stderr and out.stderr.strip().count("\n") == 0
