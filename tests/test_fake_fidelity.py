@@ -321,3 +321,23 @@ def test_kubectl_server_side_apply_conflict_and_force(kenv: dict[str, str], cust
     forced = kubectl(kenv, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=SANDBOX_YAML)
     assert forced.returncode == 0, forced.stderr
     assert get(custom, "ws-k")["spec"]["port"] == 8080
+
+
+# -- 7. optimistic locking by merge patch ------------------------------------------------------------------
+
+def test_a_merge_patch_with_a_stale_version_is_409(custom: k8s.CustomObjectsApi) -> None:
+    live = create(custom, "a")
+    rv = live["metadata"]["resourceVersion"]
+    ok = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a",
+                                               {"metadata": {"resourceVersion": rv}, "spec": {"port": 1}})
+    assert ok["spec"]["port"] == 1
+    # The version sent is a precondition: a real server answers 409 Conflict "the object has been
+    # modified; please apply your changes to the latest version and try again", and writes nothing.
+    with pytest.raises(ApiException) as err:
+        custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a",
+                                              {"metadata": {"resourceVersion": rv}, "spec": {"port": 2}})
+    assert err.value.status == 409
+    assert json.loads(err.value.body)["message"] == (
+        'Operation cannot be fulfilled on sandboxes.core.jr2.dev "a": the object has been modified; please apply '
+        "your changes to the latest version and try again")
+    assert get(custom, "a")["spec"]["port"] == 1
