@@ -341,3 +341,64 @@ def test_a_merge_patch_with_a_stale_version_is_409(custom: k8s.CustomObjectsApi)
         'Operation cannot be fulfilled on sandboxes.core.jr2.dev "a": the object has been modified; please apply '
         "your changes to the latest version and try again")
     assert get(custom, "a")["spec"]["port"] == 1
+
+
+# -- 8. finalizers, propagation, delete-collection -----------------------------------------------------------
+
+def test_a_finalizer_holds_the_object_until_it_is_removed(custom: k8s.CustomObjectsApi, cluster: FakeCluster,
+                                                          watching: list[Watching]) -> None:
+    create(custom, "a", metadata={"name": "a", "finalizers": ["jr2.dev/hold"]})
+    w = Watching(custom, cluster, resource_version=str(cluster.resource_version))
+    watching.append(w)
+    # A real server: the delete sets deletionTimestamp and answers 200 with the object, which stays
+    # (watchers see MODIFIED) until its last finalizer is removed; then it is gone (DELETED).
+    held = custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a")
+    assert held["metadata"]["deletionTimestamp"]
+    assert get(custom, "a")["metadata"]["finalizers"] == ["jr2.dev/hold"]
+    assert w.next() == ("MODIFIED", "a")
+    # No new finalizer on an object being deleted: 422 (metadata.finalizers: Forbidden).
+    with pytest.raises(ApiException) as err:
+        custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a",
+                                              {"metadata": {"finalizers": ["jr2.dev/hold", "more"]}})
+    assert err.value.status == 422
+    custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", {"metadata": {"finalizers": None}})
+    assert w.next() == ("MODIFIED", "a")
+    assert w.next() == ("DELETED", "a")
+    with pytest.raises(ApiException) as gone:
+        get(custom, "a")
+    assert gone.value.status == 404
+
+
+def owned_secret(api: k8s.ApiClient, owner: dict[str, Any]) -> k8s.V1Secret:
+    ref = k8s.V1OwnerReference(api_version=f"{GROUP}/{VERSION}", kind="Sandbox", name=owner["metadata"]["name"],
+                               uid=owner["metadata"]["uid"])
+    return k8s.CoreV1Api(api).create_namespaced_secret(NS, k8s.V1Secret(
+        metadata=k8s.V1ObjectMeta(name=f"{owner['metadata']['name']}-token", owner_references=[ref]),
+        string_data={"JR2_SANDBOX_TOKEN": "t"}))
+
+
+@pytest.mark.parametrize("policy", ["Orphan", "Background", "Foreground"])
+def test_propagation_policy_on_delete(api: k8s.ApiClient, custom: k8s.CustomObjectsApi, policy: str) -> None:
+    core = k8s.CoreV1Api(api)
+    owned_secret(api, create(custom, "a"))
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", propagation_policy=policy)
+    with pytest.raises(ApiException) as gone:
+        get(custom, "a")
+    assert gone.value.status == 404
+    if policy == "Orphan":
+        # Orphan: the dependents stay, their ownerReference to the deleted owner removed.
+        kept = core.read_namespaced_secret("a-token", NS)
+        assert not kept.metadata.owner_references
+    else:
+        # Background (a custom resource's default) and Foreground: the garbage collector deletes them.
+        with pytest.raises(ApiException) as collected:
+            core.read_namespaced_secret("a-token", NS)
+        assert collected.value.status == 404
+
+
+def test_delete_collection_deletes_what_the_selector_names(custom: k8s.CustomObjectsApi) -> None:
+    for name, app in [("a", "x"), ("b", "x"), ("c", "y")]:
+        create(custom, name, metadata={"name": name, "labels": {"app": app}})
+    # DELETE on the collection with a label selector deletes exactly those (deletecollection).
+    custom.delete_collection_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, label_selector="app=x")
+    assert names(custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL)) == ["c"]

@@ -87,11 +87,11 @@ class Request(BaseHTTPRequestHandler):
             return None
         return self.rfile.read(length) if length else b""
 
-    def peer_gone(self) -> bool:
-        """Whether a client that never writes on its connection (a watcher) has left: anything readable
-        (a FIN, a TLS close) means it went."""
+    def peer_gone(self, wait: float = 0.0) -> bool:
+        """Whether a client that never writes on its connection (a watcher) has left, waiting up to `wait`
+        for it: anything readable (a FIN, a TLS close) means it went."""
         try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
+            readable, _, _ = select.select([self.connection], [], [], wait)
         except (OSError, ValueError):
             return True
         return bool(readable)

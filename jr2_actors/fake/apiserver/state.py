@@ -324,9 +324,14 @@ class ClusterState:
             marked["metadata"]["finalizers"] = finalizers
             marked["metadata"].setdefault("deletionTimestamp", rfc3339(now))
             marked["metadata"].setdefault("deletionGracePeriodSeconds", 0)
-            updated = self._update(kind, namespace, existing, marked)
+            updated = self._update(kind, namespace, existing, marked, deleting=True)
             if FOREGROUND in finalizers:
+                # The garbage collector deletes the dependents first, then lifts its own finalizer.
                 self._collect(meta["uid"], now)
+                held = self._objects[(kind.plural, namespace, name)]
+                lifted = copy.deepcopy(held)
+                lifted["metadata"]["finalizers"] = [f for f in finalizers if f != FOREGROUND]
+                self._update(kind, namespace, held, lifted, now=now)
             return updated
         return self._remove(kind, namespace, name, now)
 
@@ -395,11 +400,12 @@ class ClusterState:
                             manager=options.manager, now=now)
 
     def _update(self, kind: Kind, namespace: str | None, existing: Obj, result: Obj, *,
-                options: WriteOptions = WriteOptions(), manager: str = "", now: float = 0.0) -> Obj:
+                options: WriteOptions = WriteOptions(), manager: str = "", now: float = 0.0,
+                deleting: bool = False) -> Obj:
         old = existing["metadata"]
         new = result.setdefault("metadata", {})
-        for key in ("uid", "creationTimestamp", "name", "namespace", "generation", "deletionTimestamp",
-                    "deletionGracePeriodSeconds"):
+        kept = ("uid", "creationTimestamp", "name", "namespace", "generation")
+        for key in kept if deleting else (*kept, "deletionTimestamp", "deletionGracePeriodSeconds"):
             if key in old:
                 new[key] = old[key]
             else:
