@@ -24,6 +24,7 @@ from tests.test_fake_real_clients import api, body, kenv, kubectl, needs_kubectl
 __all__ = ["api", "kenv"]  # fixtures, used by name
 
 GROUP, VERSION, PLURAL, NS = "core.jr2.dev", "v1alpha1", "sandboxes", "jr2"
+JSON_PATCH = "application/json-patch+json"
 
 
 @pytest.fixture
@@ -402,3 +403,51 @@ def test_delete_collection_deletes_what_the_selector_names(custom: k8s.CustomObj
     # DELETE on the collection with a label selector deletes exactly those (deletecollection).
     custom.delete_collection_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, label_selector="app=x")
     assert names(custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL)) == ["c"]
+
+
+# -- 9. JSON patch, strategic merge patch, stringData ------------------------------------------------------
+
+def test_json_patch_on_every_kind(api: k8s.ApiClient, custom: k8s.CustomObjectsApi) -> None:
+    create(custom, "a")
+    # application/json-patch+json (RFC 6902): a real server takes it for every kind.
+    patched = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", [
+        {"op": "replace", "path": "/spec/port", "value": 9090},
+        {"op": "add", "path": "/metadata/labels/team", "value": "x"}], _content_type=JSON_PATCH)
+    assert patched["spec"]["port"] == 9090 and patched["metadata"]["labels"]["team"] == "x"
+    core = k8s.CoreV1Api(api)
+    core.create_namespaced_secret(NS, k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="s"), data={"a": "YQ=="}))
+    secret = core.patch_namespaced_secret("s", NS, [{"op": "add", "path": "/data/b", "value": "Yg=="}])
+    assert secret.data == {"a": "YQ==", "b": "Yg=="}
+    # A failed `test` operation is 422 and changes nothing.
+    with pytest.raises(ApiException) as err:
+        custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", [
+            {"op": "test", "path": "/spec/port", "value": 1}, {"op": "remove", "path": "/spec"}],
+            _content_type=JSON_PATCH)
+    assert err.value.status == 422
+    assert get(custom, "a")["spec"]["port"] == 9090
+
+
+@pytest.mark.kubectl
+@needs_kubectl
+def test_kubectl_patch_apply_and_edit_of_built_in_kinds(kenv: dict[str, str], api: k8s.ApiClient,
+                                                        tmp_path: Any) -> None:
+    core = k8s.CoreV1Api(api)
+    secret_yaml = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  token: one\n"
+    # Client-side apply: a create, then a strategic merge patch (what kubectl sends for a built-in kind).
+    assert kubectl(kenv, "apply", "-f", "-", stdin=secret_yaml).returncode == 0
+    changed = kubectl(kenv, "apply", "-f", "-", stdin=secret_yaml.replace("one", "two"))
+    assert changed.returncode == 0, changed.stderr
+    # stringData is write-only: a real server folds it into data (base64) and never stores it.
+    secret = core.read_namespaced_secret("s", NS)
+    assert secret.data["token"] == "dHdv" and secret.string_data is None
+    patched = kubectl(kenv, "patch", "secret", "s", "-p", '{"stringData":{"extra":"x"}}')
+    assert patched.returncode == 0, patched.stderr
+    assert core.read_namespaced_secret("s", NS).data == {"token": "dHdv", "extra": "eA=="}
+    assert kubectl(kenv, "label", "namespace", NS, "team=blue").returncode == 0
+    assert core.read_namespace(NS).metadata.labels["team"] == "blue"
+    editor = tmp_path / "editor.sh"
+    editor.write_text("#!/bin/sh\nsed -i 's/dHdv/dGhyZWU=/' \"$1\"\n")
+    editor.chmod(0o755)
+    edited = kubectl({**kenv, "KUBE_EDITOR": str(editor)}, "edit", "secret", "s")
+    assert edited.returncode == 0, edited.stderr
+    assert core.read_namespaced_secret("s", NS).data["token"] == "dGhyZWU="
