@@ -451,3 +451,49 @@ def test_kubectl_patch_apply_and_edit_of_built_in_kinds(kenv: dict[str, str], ap
     edited = kubectl({**kenv, "KUBE_EDITOR": str(editor)}, "edit", "secret", "s")
     assert edited.returncode == 0, edited.stderr
     assert core.read_namespaced_secret("s", NS).data["token"] == "dGhyZWU="
+
+
+# -- 10. validation ---------------------------------------------------------------------------------------
+
+def test_invalid_labels_are_422_with_the_field_in_causes(custom: k8s.CustomObjectsApi) -> None:
+    # A real server: 422 Invalid, 'Sandbox.core.jr2.dev "a" is invalid: metadata.labels: Invalid value:
+    # "bad value!": a valid label must be an empty string or consist of alphanumeric characters, …'.
+    for labels in ({"app": "bad value!"}, {"bad key!": "v"}, {"app": "v" * 64}):
+        with pytest.raises(ApiException) as err:
+            create(custom, "a", metadata={"name": "a", "labels": labels})
+        assert err.value.status == 422
+        doc = json.loads(err.value.body)
+        assert doc["reason"] == "Invalid"
+        assert doc["message"].startswith('Sandbox.core.jr2.dev "a" is invalid: metadata.labels: Invalid value: ')
+        assert [c["field"] for c in doc["details"]["causes"]] == ["metadata.labels"]
+
+
+def test_a_body_in_another_namespace_than_the_url_is_400(custom: k8s.CustomObjectsApi) -> None:
+    # "the namespace of the provided object does not match the namespace sent on the request"
+    with pytest.raises(ApiException) as err:
+        create(custom, "a", metadata={"name": "a", "namespace": "default"})
+    assert err.value.status == 400
+    assert "does not match the namespace sent on the request" in err.value.body
+
+
+def test_generation_is_the_servers(custom: k8s.CustomObjectsApi) -> None:
+    created = create(custom, "a", metadata={"name": "a", "generation": 7})
+    assert created["metadata"]["generation"] == 1  # a client cannot set it
+    patched = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a",
+                                                    {"metadata": {"generation": 42, "labels": {"x": "y"}}})
+    assert patched["metadata"]["generation"] == 1  # metadata changes do not move it either
+    spec = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", {"spec": {"port": 1}})
+    assert spec["metadata"]["generation"] == 2  # a spec change does
+
+
+@pytest.mark.kubectl
+@needs_kubectl
+def test_kubectl_create_with_generate_name(kenv: dict[str, str], custom: k8s.CustomObjectsApi) -> None:
+    manifest = ("apiVersion: core.jr2.dev/v1alpha1\nkind: Sandbox\nmetadata:\n  generateName: ws-\n"
+                "spec:\n  port: 8080\n")
+    made = kubectl(kenv, "create", "-f", "-", stdin=manifest)
+    assert made.returncode == 0, made.stderr
+    # The server appends five random characters to generateName.
+    (name,) = names(custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL))
+    assert name.startswith("ws-") and len(name) == len("ws-") + 5
+    assert f"sandbox.core.jr2.dev/{name} created" in made.stdout
