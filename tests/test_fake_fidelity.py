@@ -497,3 +497,51 @@ def test_kubectl_create_with_generate_name(kenv: dict[str, str], custom: k8s.Cus
     (name,) = names(custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL))
     assert name.startswith("ws-") and len(name) == len("ws-") + 5
     assert f"sandbox.core.jr2.dev/{name} created" in made.stdout
+
+
+# -- 11. bookmarks of the watched kind; paged lists ---------------------------------------------------------
+
+def test_a_bookmark_carries_the_watched_kind(api: k8s.ApiClient, cluster: FakeCluster) -> None:
+    core = k8s.CoreV1Api(api)
+    kinds = set()
+    # A real server's bookmark is an object of the watched kind holding only its resourceVersion.
+    for event in watch.Watch().stream(core.list_namespaced_secret, NS, allow_watch_bookmarks=True,
+                                      resource_version=str(cluster.resource_version), timeout_seconds=1):
+        if event["type"] == "BOOKMARK":
+            kinds.add((event["raw_object"]["kind"], event["raw_object"]["apiVersion"]))
+    assert kinds == {("Secret", "v1")}
+
+
+def test_limit_and_continue_page_a_list(custom: k8s.CustomObjectsApi) -> None:
+    for i in range(5):
+        create(custom, f"s{i}")
+    seen: list[str] = []
+    token = None
+    pages = 0
+    while True:
+        page = custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, limit=2, _continue=token)
+        pages += 1
+        seen += names(page)
+        token = page["metadata"].get("continue")
+        if not token:
+            break
+    assert (seen, pages) == ([f"s{i}" for i in range(5)], 3)
+    # A token the server did not write: 400 BadRequest, as the etcd store answers.
+    with pytest.raises(ApiException) as err:
+        custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, limit=2, _continue="bm90LWEtdG9rZW4")
+    assert err.value.status == 400
+
+
+@pytest.mark.kubectl
+@needs_kubectl
+def test_kubectl_get_pages_with_chunk_size(kenv: dict[str, str], custom: k8s.CustomObjectsApi,
+                                           cluster: FakeCluster) -> None:
+    for i in range(5):
+        create(custom, f"s{i}")
+    cluster.requests(clear=True)
+    got = kubectl(kenv, "get", "sandboxes.core.jr2.dev", "--chunk-size=2", "-o", "name")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == [f"sandbox.core.jr2.dev/s{i}" for i in range(5)]
+    lists = [r["query"] for r in cluster.requests() if r["path"].endswith("/sandboxes")]
+    assert len(lists) == 3 and all(q.get("limit") == "2" for q in lists)
+    assert sum("continue" in q for q in lists) == 2
