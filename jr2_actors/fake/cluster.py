@@ -23,6 +23,7 @@ import yaml
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.fake.apiserver import actor as api
 from jr2_actors.fake.apiserver.state import DEFAULT_HISTORY, ClusterState
+from jr2_actors.fake.apiserver.validation import is_namespace_name
 from jr2_actors.fake.harness.actor import LONG_POLL_SECONDS, HarnessActor, HarnessHttpServer
 from jr2_actors.fake.harness.core import INSTANCE, HarnessCore
 from jr2_actors.fake.harness.core import Action as HarnessAction
@@ -46,6 +47,8 @@ class FakeCluster:
                  nodes: Sequence[Node] | None = None, quota: Quota | None = None,
                  start_seconds: float = 0.2, harness: bool = True, signing_key: bytes | None = None,
                  long_poll: float = LONG_POLL_SECONDS) -> None:
+        if not is_namespace_name(namespace):
+            raise ValueError(f"{namespace!r} is not a valid namespace name (an RFC 1123 label)")
         self.namespace = namespace
         self.clock = clock or SystemClock()
         self._port = port
