@@ -98,7 +98,7 @@ class OperatorActor(Shell):
             self.core.observe(message.type, message.object)
             if not self._scheduled:  # coalesce a burst of changes into one step
                 self._scheduled = True
-                self.actor_ref.tell(Reconcile())
+                tell_quietly(self.actor_ref, Reconcile())
         elif isinstance(message, Reconcile):
             self._scheduled = False
             self._step()
