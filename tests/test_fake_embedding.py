@@ -67,3 +67,18 @@ def test_a_port_in_use_stops_what_started_and_names_the_port() -> None:
             FakeCluster(port=port).start()
     assert pykka.ActorRegistry.get_all() == []
     assert {t.name for t in threading.enumerate() if t.is_alive()} <= before
+
+
+def test_a_part_that_will_not_stop_leaves_no_key_folder_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = FakeCluster().start()
+    folder = os.path.dirname(cluster.token_file)
+    operator = cluster._operator
+    assert operator is not None
+
+    def stuck(**_: object) -> None:
+        raise pykka.Timeout("the operator is stuck")
+
+    monkeypatch.setattr(operator, "stop", stuck)
+    cluster.stop()  # logs the stuck part, stops the rest
+    assert not os.path.exists(folder)
+    assert cluster._actor is None and cluster._http is None
