@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -20,6 +21,7 @@ from jr2_actors.errors import Jr2Error
 log = logging.getLogger("jr2_actors")
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 class UsageError(Exception):
@@ -35,9 +37,7 @@ class Parser(argparse.ArgumentParser):
 
 def namespace_name(text: str) -> str:
     """A namespace as the API server takes it: a DNS-1123 label, at most 63 characters."""
-    from jr2_actors.fake.apiserver.validation import is_namespace_name
-
-    if not is_namespace_name(text):
+    if len(text) > 63 or not _NAMESPACE.match(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a valid namespace (lower case letters, digits and '-', "
                                          "starting and ending with a letter or digit, at most 63 characters)")
     return text
