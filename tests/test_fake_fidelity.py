@@ -545,3 +545,42 @@ def test_kubectl_get_pages_with_chunk_size(kenv: dict[str, str], custom: k8s.Cus
     lists = [r["query"] for r in cluster.requests() if r["path"].endswith("/sandboxes")]
     assert len(lists) == 3 and all(q.get("limit") == "2" for q in lists)
     assert sum("continue" in q for q in lists) == 2
+
+
+# -- beyond the issue: a namespace terminates; pages are a snapshot ------------------------------------------
+
+def test_a_deleted_namespace_terminates_until_its_content_is_gone(api: k8s.ApiClient,
+                                                                   custom: k8s.CustomObjectsApi) -> None:
+    core = k8s.CoreV1Api(api)
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="doomed")))
+    custom.create_namespaced_custom_object(GROUP, VERSION, "doomed", PLURAL, body("held", metadata={
+        "name": "held", "finalizers": ["jr2.dev/hold"]}))
+    custom.create_namespaced_custom_object(GROUP, VERSION, "doomed", PLURAL, body("free"))
+    # A real server: the namespace goes Terminating, its content is deleted (a finalizer holds an object),
+    # new content is refused (403 Forbidden, NamespaceTerminating), and the namespace goes with its last object.
+    core.delete_namespace("doomed")
+    terminating = core.read_namespace("doomed")
+    assert terminating.status.phase == "Terminating" and terminating.metadata.deletion_timestamp
+    assert names(custom.list_namespaced_custom_object(GROUP, VERSION, "doomed", PLURAL)) == ["held"]
+    with pytest.raises(ApiException) as refused:
+        custom.create_namespaced_custom_object(GROUP, VERSION, "doomed", PLURAL, body("late"))
+    assert refused.value.status == 403 and "because it is being terminated" in refused.value.body
+    custom.patch_namespaced_custom_object(GROUP, VERSION, "doomed", PLURAL, "held", {"metadata": {"finalizers": None}})
+    with pytest.raises(ApiException) as gone:
+        core.read_namespace("doomed")
+    assert gone.value.status == 404
+
+
+def test_every_page_of_a_list_is_the_first_pages_snapshot(custom: k8s.CustomObjectsApi) -> None:
+    for i in range(4):
+        create(custom, f"s{i}")
+    first = custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, limit=2)
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "s3")
+    custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "s2", {"spec": {"port": 1}})
+    create(custom, "s9")
+    # The etcd store serves the rest of a paged list as of the first page's resourceVersion.
+    rest = custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, limit=10,
+                                                _continue=first["metadata"]["continue"])
+    assert names(rest) == ["s2", "s3"]
+    assert rest["items"][0]["spec"]["port"] == 8080
+    assert rest["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
