@@ -4,6 +4,7 @@ never a traceback, never a hang — and a stop at any point leaves no temp folde
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import socket
@@ -35,6 +36,19 @@ def tmpdir_env(tmp_path: Path) -> dict[str, str]:
 
 def leftovers(env: dict[str, str]) -> list[str]:
     return sorted(os.listdir(env["TMPDIR"]))
+
+
+@contextlib.contextmanager
+def running(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """The command as a subprocess, killed if a failed check leaves it running."""
+    proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
 
 
 @pytest.fixture
@@ -113,10 +127,7 @@ def test_every_option_has_help_text_naming_its_default_or_that_it_is_required() 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_at_any_point_leaves_no_temp_folder(when: str, sig: signal.Signals, tmp_path: Path,
                                                    tmpdir_env: dict[str, str]) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", "fake-cluster", "--kubeconfig-out",
-                             str(tmp_path / "kc")], env=tmpdir_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    try:
+    with running(["fake-cluster", "--kubeconfig-out", str(tmp_path / "kc")], tmpdir_env) as proc:
         if when == "while starting":
             wait_until(lambda: leftovers(tmpdir_env) != [] or proc.poll() is not None, timeout=30,
                        what="the temp folder")
@@ -124,10 +135,6 @@ def test_a_stop_at_any_point_leaves_no_temp_folder(when: str, sig: signal.Signal
             wait_until(lambda: (tmp_path / "kc").exists(), timeout=30, what="the kubeconfig")
         proc.send_signal(sig)
         code = proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
     _, err = proc.communicate()
     assert "Traceback" not in err
     assert code in (0, -sig) if when == "at once" else code == 0  # at once: perhaps before Python is up
@@ -139,16 +146,10 @@ def test_watch_stops_cleanly_on_a_signal_while_starting(tmp_path: Path, tmpdir_e
 
     with FakeCluster(operator=False, harness=False) as cluster:
         cfg = cluster.write_kubeconfig(str(tmp_path / "kubeconfig"))
-        proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", "watch", "--namespace", "jr2", "--kubeconfig",
-                                 cfg], env=tmpdir_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
+        with running(["watch", "--namespace", "jr2", "--kubeconfig", cfg], tmpdir_env) as proc:
             wait_until(lambda: cluster.requests() != [], timeout=30, what="the watch's first request")
             proc.send_signal(signal.SIGINT)
             assert proc.wait(30) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
         _, err = proc.communicate()
     assert "Traceback" not in err
     assert leftovers(tmpdir_env) == []

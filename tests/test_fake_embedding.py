@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pykka
 import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
@@ -43,3 +44,41 @@ def test_fake_cluster_command_writes_a_usable_kubeconfig_and_stops_on_sigint(tmp
             proc.kill()
             proc.wait(10)
     assert os.path.exists(cfg)
+
+
+@pytest.mark.parametrize("namespace", ["Bad_NS", "", "x" * 64, "a.b"])
+def test_an_invalid_namespace_is_refused_before_anything_starts(namespace: str) -> None:
+    with pytest.raises(ValueError, match="not a valid namespace"):
+        FakeCluster(namespace=namespace)
+
+
+def test_a_port_in_use_stops_what_started_and_names_the_port() -> None:
+    import socket
+    import threading
+
+    from jr2_actors.fake.http import ListenError
+
+    before = {t.name for t in threading.enumerate()}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ListenError, match=f"127.0.0.1:{port}"):
+            FakeCluster(port=port).start()
+    assert pykka.ActorRegistry.get_all() == []
+    assert {t.name for t in threading.enumerate() if t.is_alive()} <= before
+
+
+def test_a_part_that_will_not_stop_leaves_no_key_folder_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = FakeCluster().start()
+    folder = os.path.dirname(cluster.token_file)
+    operator = cluster._operator
+    assert operator is not None
+
+    def stuck(**_: object) -> None:
+        raise pykka.Timeout("the operator is stuck")
+
+    monkeypatch.setattr(operator, "stop", stuck)
+    cluster.stop()  # logs the stuck part, stops the rest
+    assert not os.path.exists(folder)
+    assert cluster._actor is None and cluster._http is None

@@ -24,6 +24,7 @@ from tests.test_fake_real_clients import api, body, kenv, kubectl, needs_kubectl
 __all__ = ["api", "kenv"]  # fixtures, used by name
 
 GROUP, VERSION, PLURAL, NS = "core.jr2.dev", "v1alpha1", "sandboxes", "jr2"
+JSON_PATCH = "application/json-patch+json"
 
 
 @pytest.fixture
@@ -321,3 +322,265 @@ def test_kubectl_server_side_apply_conflict_and_force(kenv: dict[str, str], cust
     forced = kubectl(kenv, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=SANDBOX_YAML)
     assert forced.returncode == 0, forced.stderr
     assert get(custom, "ws-k")["spec"]["port"] == 8080
+
+
+# -- 7. optimistic locking by merge patch ------------------------------------------------------------------
+
+def test_a_merge_patch_with_a_stale_version_is_409(custom: k8s.CustomObjectsApi) -> None:
+    live = create(custom, "a")
+    rv = live["metadata"]["resourceVersion"]
+    ok = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a",
+                                               {"metadata": {"resourceVersion": rv}, "spec": {"port": 1}})
+    assert ok["spec"]["port"] == 1
+    # The version sent is a precondition: a real server answers 409 Conflict "the object has been
+    # modified; please apply your changes to the latest version and try again", and writes nothing.
+    with pytest.raises(ApiException) as err:
+        custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a",
+                                              {"metadata": {"resourceVersion": rv}, "spec": {"port": 2}})
+    assert err.value.status == 409
+    assert json.loads(err.value.body)["message"] == (
+        'Operation cannot be fulfilled on sandboxes.core.jr2.dev "a": the object has been modified; please apply '
+        "your changes to the latest version and try again")
+    assert get(custom, "a")["spec"]["port"] == 1
+
+
+# -- 8. finalizers, propagation, delete-collection -----------------------------------------------------------
+
+def test_a_finalizer_holds_the_object_until_it_is_removed(custom: k8s.CustomObjectsApi, cluster: FakeCluster,
+                                                          watching: list[Watching]) -> None:
+    create(custom, "a", metadata={"name": "a", "finalizers": ["jr2.dev/hold"]})
+    w = Watching(custom, cluster, resource_version=str(cluster.resource_version))
+    watching.append(w)
+    # A real server: the delete sets deletionTimestamp and answers 200 with the object, which stays
+    # (watchers see MODIFIED) until its last finalizer is removed; then it is gone (DELETED).
+    held = custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a")
+    assert held["metadata"]["deletionTimestamp"]
+    assert get(custom, "a")["metadata"]["finalizers"] == ["jr2.dev/hold"]
+    assert w.next() == ("MODIFIED", "a")
+    # No new finalizer on an object being deleted: 422 (metadata.finalizers: Forbidden).
+    with pytest.raises(ApiException) as err:
+        custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a",
+                                              {"metadata": {"finalizers": ["jr2.dev/hold", "more"]}})
+    assert err.value.status == 422
+    custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", {"metadata": {"finalizers": None}})
+    assert w.next() == ("MODIFIED", "a")
+    assert w.next() == ("DELETED", "a")
+    with pytest.raises(ApiException) as gone:
+        get(custom, "a")
+    assert gone.value.status == 404
+
+
+def owned_secret(api: k8s.ApiClient, owner: dict[str, Any]) -> k8s.V1Secret:
+    ref = k8s.V1OwnerReference(api_version=f"{GROUP}/{VERSION}", kind="Sandbox", name=owner["metadata"]["name"],
+                               uid=owner["metadata"]["uid"])
+    return k8s.CoreV1Api(api).create_namespaced_secret(NS, k8s.V1Secret(
+        metadata=k8s.V1ObjectMeta(name=f"{owner['metadata']['name']}-token", owner_references=[ref]),
+        string_data={"JR2_SANDBOX_TOKEN": "t"}))
+
+
+@pytest.mark.parametrize("policy", ["Orphan", "Background", "Foreground"])
+def test_propagation_policy_on_delete(api: k8s.ApiClient, custom: k8s.CustomObjectsApi, policy: str) -> None:
+    core = k8s.CoreV1Api(api)
+    owned_secret(api, create(custom, "a"))
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", propagation_policy=policy)
+    with pytest.raises(ApiException) as gone:
+        get(custom, "a")
+    assert gone.value.status == 404
+    if policy == "Orphan":
+        # Orphan: the dependents stay, their ownerReference to the deleted owner removed.
+        kept = core.read_namespaced_secret("a-token", NS)
+        assert not kept.metadata.owner_references
+    else:
+        # Background (a custom resource's default) and Foreground: the garbage collector deletes them.
+        with pytest.raises(ApiException) as collected:
+            core.read_namespaced_secret("a-token", NS)
+        assert collected.value.status == 404
+
+
+def test_delete_collection_deletes_what_the_selector_names(custom: k8s.CustomObjectsApi) -> None:
+    for name, app in [("a", "x"), ("b", "x"), ("c", "y")]:
+        create(custom, name, metadata={"name": name, "labels": {"app": app}})
+    # DELETE on the collection with a label selector deletes exactly those (deletecollection).
+    custom.delete_collection_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, label_selector="app=x")
+    assert names(custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL)) == ["c"]
+
+
+# -- 9. JSON patch, strategic merge patch, stringData ------------------------------------------------------
+
+def test_json_patch_on_every_kind(api: k8s.ApiClient, custom: k8s.CustomObjectsApi) -> None:
+    create(custom, "a")
+    # application/json-patch+json (RFC 6902): a real server takes it for every kind.
+    patched = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", [
+        {"op": "replace", "path": "/spec/port", "value": 9090},
+        {"op": "add", "path": "/metadata/labels/team", "value": "x"}], _content_type=JSON_PATCH)
+    assert patched["spec"]["port"] == 9090 and patched["metadata"]["labels"]["team"] == "x"
+    core = k8s.CoreV1Api(api)
+    core.create_namespaced_secret(NS, k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="s"), data={"a": "YQ=="}))
+    secret = core.patch_namespaced_secret("s", NS, [{"op": "add", "path": "/data/b", "value": "Yg=="}])
+    assert secret.data == {"a": "YQ==", "b": "Yg=="}
+    # A failed `test` operation is 422 and changes nothing.
+    with pytest.raises(ApiException) as err:
+        custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", [
+            {"op": "test", "path": "/spec/port", "value": 1}, {"op": "remove", "path": "/spec"}],
+            _content_type=JSON_PATCH)
+    assert err.value.status == 422
+    assert get(custom, "a")["spec"]["port"] == 9090
+
+
+@pytest.mark.kubectl
+@needs_kubectl
+def test_kubectl_patch_apply_and_edit_of_built_in_kinds(kenv: dict[str, str], api: k8s.ApiClient,
+                                                        tmp_path: Any) -> None:
+    core = k8s.CoreV1Api(api)
+    secret_yaml = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  token: one\n"
+    # Client-side apply: a create, then a strategic merge patch (what kubectl sends for a built-in kind).
+    assert kubectl(kenv, "apply", "-f", "-", stdin=secret_yaml).returncode == 0
+    changed = kubectl(kenv, "apply", "-f", "-", stdin=secret_yaml.replace("one", "two"))
+    assert changed.returncode == 0, changed.stderr
+    # stringData is write-only: a real server folds it into data (base64) and never stores it.
+    secret = core.read_namespaced_secret("s", NS)
+    assert secret.data["token"] == "dHdv" and secret.string_data is None
+    patched = kubectl(kenv, "patch", "secret", "s", "-p", '{"stringData":{"extra":"x"}}')
+    assert patched.returncode == 0, patched.stderr
+    assert core.read_namespaced_secret("s", NS).data == {"token": "dHdv", "extra": "eA=="}
+    assert kubectl(kenv, "label", "namespace", NS, "team=blue").returncode == 0
+    assert core.read_namespace(NS).metadata.labels["team"] == "blue"
+    editor = tmp_path / "editor.sh"
+    editor.write_text("#!/bin/sh\nsed -i 's/dHdv/dGhyZWU=/' \"$1\"\n")
+    editor.chmod(0o755)
+    edited = kubectl({**kenv, "KUBE_EDITOR": str(editor)}, "edit", "secret", "s")
+    assert edited.returncode == 0, edited.stderr
+    assert core.read_namespaced_secret("s", NS).data["token"] == "dGhyZWU="
+
+
+# -- 10. validation ---------------------------------------------------------------------------------------
+
+def test_invalid_labels_are_422_with_the_field_in_causes(custom: k8s.CustomObjectsApi) -> None:
+    # A real server: 422 Invalid, 'Sandbox.core.jr2.dev "a" is invalid: metadata.labels: Invalid value:
+    # "bad value!": a valid label must be an empty string or consist of alphanumeric characters, …'.
+    for labels in ({"app": "bad value!"}, {"bad key!": "v"}, {"app": "v" * 64}):
+        with pytest.raises(ApiException) as err:
+            create(custom, "a", metadata={"name": "a", "labels": labels})
+        assert err.value.status == 422
+        doc = json.loads(err.value.body)
+        assert doc["reason"] == "Invalid"
+        assert doc["message"].startswith('Sandbox.core.jr2.dev "a" is invalid: metadata.labels: Invalid value: ')
+        assert [c["field"] for c in doc["details"]["causes"]] == ["metadata.labels"]
+
+
+def test_a_body_in_another_namespace_than_the_url_is_400(custom: k8s.CustomObjectsApi) -> None:
+    # "the namespace of the provided object does not match the namespace sent on the request"
+    with pytest.raises(ApiException) as err:
+        create(custom, "a", metadata={"name": "a", "namespace": "default"})
+    assert err.value.status == 400
+    assert "does not match the namespace sent on the request" in err.value.body
+
+
+def test_generation_is_the_servers(custom: k8s.CustomObjectsApi) -> None:
+    created = create(custom, "a", metadata={"name": "a", "generation": 7})
+    assert created["metadata"]["generation"] == 1  # a client cannot set it
+    patched = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a",
+                                                    {"metadata": {"generation": 42, "labels": {"x": "y"}}})
+    assert patched["metadata"]["generation"] == 1  # metadata changes do not move it either
+    spec = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", {"spec": {"port": 1}})
+    assert spec["metadata"]["generation"] == 2  # a spec change does
+
+
+@pytest.mark.kubectl
+@needs_kubectl
+def test_kubectl_create_with_generate_name(kenv: dict[str, str], custom: k8s.CustomObjectsApi) -> None:
+    manifest = ("apiVersion: core.jr2.dev/v1alpha1\nkind: Sandbox\nmetadata:\n  generateName: ws-\n"
+                "spec:\n  port: 8080\n")
+    made = kubectl(kenv, "create", "-f", "-", stdin=manifest)
+    assert made.returncode == 0, made.stderr
+    # The server appends five random characters to generateName.
+    (name,) = names(custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL))
+    assert name.startswith("ws-") and len(name) == len("ws-") + 5
+    assert f"sandbox.core.jr2.dev/{name} created" in made.stdout
+
+
+# -- 11. bookmarks of the watched kind; paged lists ---------------------------------------------------------
+
+def test_a_bookmark_carries_the_watched_kind(api: k8s.ApiClient, cluster: FakeCluster) -> None:
+    core = k8s.CoreV1Api(api)
+    kinds = set()
+    # A real server's bookmark is an object of the watched kind holding only its resourceVersion.
+    for event in watch.Watch().stream(core.list_namespaced_secret, NS, allow_watch_bookmarks=True,
+                                      resource_version=str(cluster.resource_version), timeout_seconds=1):
+        if event["type"] == "BOOKMARK":
+            kinds.add((event["raw_object"]["kind"], event["raw_object"]["apiVersion"]))
+    assert kinds == {("Secret", "v1")}
+
+
+def test_limit_and_continue_page_a_list(custom: k8s.CustomObjectsApi) -> None:
+    for i in range(5):
+        create(custom, f"s{i}")
+    seen: list[str] = []
+    token = None
+    pages = 0
+    while True:
+        page = custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, limit=2, _continue=token)
+        pages += 1
+        seen += names(page)
+        token = page["metadata"].get("continue")
+        if not token:
+            break
+    assert (seen, pages) == ([f"s{i}" for i in range(5)], 3)
+    # A token the server did not write: 400 BadRequest, as the etcd store answers.
+    with pytest.raises(ApiException) as err:
+        custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, limit=2, _continue="bm90LWEtdG9rZW4")
+    assert err.value.status == 400
+
+
+@pytest.mark.kubectl
+@needs_kubectl
+def test_kubectl_get_pages_with_chunk_size(kenv: dict[str, str], custom: k8s.CustomObjectsApi,
+                                           cluster: FakeCluster) -> None:
+    for i in range(5):
+        create(custom, f"s{i}")
+    cluster.requests(clear=True)
+    got = kubectl(kenv, "get", "sandboxes.core.jr2.dev", "--chunk-size=2", "-o", "name")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == [f"sandbox.core.jr2.dev/s{i}" for i in range(5)]
+    lists = [r["query"] for r in cluster.requests() if r["path"].endswith("/sandboxes")]
+    assert len(lists) == 3 and all(q.get("limit") == "2" for q in lists)
+    assert sum("continue" in q for q in lists) == 2
+
+
+# -- beyond the issue: a namespace terminates; pages are a snapshot ------------------------------------------
+
+def test_a_deleted_namespace_terminates_until_its_content_is_gone(api: k8s.ApiClient,
+                                                                   custom: k8s.CustomObjectsApi) -> None:
+    core = k8s.CoreV1Api(api)
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="doomed")))
+    custom.create_namespaced_custom_object(GROUP, VERSION, "doomed", PLURAL, body("held", metadata={
+        "name": "held", "finalizers": ["jr2.dev/hold"]}))
+    custom.create_namespaced_custom_object(GROUP, VERSION, "doomed", PLURAL, body("free"))
+    # A real server: the namespace goes Terminating, its content is deleted (a finalizer holds an object),
+    # new content is refused (403 Forbidden, NamespaceTerminating), and the namespace goes with its last object.
+    core.delete_namespace("doomed")
+    terminating = core.read_namespace("doomed")
+    assert terminating.status.phase == "Terminating" and terminating.metadata.deletion_timestamp
+    assert names(custom.list_namespaced_custom_object(GROUP, VERSION, "doomed", PLURAL)) == ["held"]
+    with pytest.raises(ApiException) as refused:
+        custom.create_namespaced_custom_object(GROUP, VERSION, "doomed", PLURAL, body("late"))
+    assert refused.value.status == 403 and "because it is being terminated" in refused.value.body
+    custom.patch_namespaced_custom_object(GROUP, VERSION, "doomed", PLURAL, "held", {"metadata": {"finalizers": None}})
+    with pytest.raises(ApiException) as gone:
+        core.read_namespace("doomed")
+    assert gone.value.status == 404
+
+
+def test_every_page_of_a_list_is_the_first_pages_snapshot(custom: k8s.CustomObjectsApi) -> None:
+    for i in range(4):
+        create(custom, f"s{i}")
+    first = custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, limit=2)
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "s3")
+    custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "s2", {"spec": {"port": 1}})
+    create(custom, "s9")
+    # The etcd store serves the rest of a paged list as of the first page's resourceVersion.
+    rest = custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, limit=10,
+                                                _continue=first["metadata"]["continue"])
+    assert names(rest) == ["s2", "s3"]
+    assert rest["items"][0]["spec"]["port"] == 8080
+    assert rest["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]

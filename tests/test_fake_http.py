@@ -76,3 +76,14 @@ def test_control_bodies_are_objects_or_a_clear_error(body: bytes, ok: bool) -> N
     else:
         with pytest.raises(ValueError, match="JSON"):
             json_args(body)
+
+
+def test_a_repeated_query_parameter_is_read_as_its_first_value() -> None:
+    app = Recorder()
+    server = HttpServer(app)
+    server.start()
+    try:
+        doc = requests.get(f"{server.url}/x?limit=1&limit=2&empty=", timeout=10).json()
+    finally:
+        server.stop()
+    assert doc["query"] == {"limit": "1", "empty": ""}

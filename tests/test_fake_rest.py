@@ -132,3 +132,28 @@ def test_rotating_the_token_over_http_does_not_send_it(cluster: FakeCluster) -> 
     assert resp.json() == {"ok": True}
     with open(cluster.token_file, encoding="utf-8") as f:
         assert f.read() not in resp.text
+
+
+@pytest.mark.parametrize("selector", ["metadata.name", "metadata.name=a,,", "=a",
+                                      "metadata.labels.x=y", "metadata.name in (a)", "x" * 100_000 + "=1",
+                                      ",".join(["status.phase=Ready"] * 10_000), "metadata.name\x00=a"])
+def test_hostile_field_selectors_are_400(state: ClusterState, selector: str) -> None:
+    code, doc = call(state, "GET", SBX, fieldSelector=selector)
+    assert code == 400 and doc["reason"] == "BadRequest"
+
+
+@pytest.mark.parametrize("token", ["", "=", "!!!", "a" * 100_000, "W1tbW1tbW1tbW1td", "bnVsbA",
+                                   "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6dHJ1ZSwic3RhcnQiOiIifQ"])
+def test_hostile_continue_tokens_are_400(state: ClusterState, token: str) -> None:
+    code, doc = call(state, "GET", SBX, limit="1", **({"continue": token} if token else {}))
+    assert code == (200 if token == "" else 400), doc
+
+
+def test_a_token_past_the_retained_history_is_410(state: ClusterState) -> None:
+    for name in "abc":
+        call(state, "POST", SBX, {"metadata": {"name": name}})
+    _, page = call(state, "GET", SBX, limit="1")
+    call(state, "DELETE", f"{SBX}/c")
+    state.compact()
+    code, doc = call(state, "GET", SBX, limit="1", **{"continue": page["metadata"]["continue"]})
+    assert code == 410 and doc["reason"] == "Expired"

@@ -150,3 +150,70 @@ def test_create_in_missing_namespace_is_not_found() -> None:
         state().create(SANDBOX, "elsewhere", sandbox("a"), now=0)
     assert err.value.code == 404
     assert 'namespaces "elsewhere" not found' in err.value.message
+
+
+# -- patches and field ownership, pure -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("patch", "why"), [
+    ({"op": "add"}, "not a list"),
+    ([{"op": "add", "path": "/spec/x"}], "no value"),
+    ([{"op": "add", "path": "spec/x", "value": 1}], "pointer without /"),
+    ([{"op": "replace", "path": "/spec/missing", "value": 1}], "missing path"),
+    ([{"op": "remove", "path": "/metadata/labels/nope"}], "missing key"),
+    ([{"op": "add", "path": "/metadata/finalizers", "value": []}, {"op": "add", "path": "/metadata/finalizers/5",
+                                                                    "value": "x"}], "index out of range"),
+    ([{"op": "add", "path": "/metadata/finalizers", "value": []}, {"op": "add", "path": "/metadata/finalizers/01",
+                                                                    "value": "x"}], "leading zero"),
+    ([{"op": "move", "path": "/spec/y"}], "move without from"),
+    ([{"op": "frobnicate", "path": "/spec"}], "unknown op"),
+    ([{"op": "remove", "path": ""}], "the whole document"),
+    ([{"op": "replace", "path": "/metadata", "value": "x"}], "metadata not an object"),
+    ([7], "an operation that is not an object"),
+])
+def test_a_bad_json_patch_is_refused_and_changes_nothing(patch: object, why: str) -> None:
+    s = state()
+    s.create(SANDBOX, "jr2", sandbox("a"), now=0)
+    rv = s.rv
+    with pytest.raises(StatusError) as err:
+        s.patch(SANDBOX, "jr2", "a", patch, patch_type="json")
+    assert err.value.code in (400, 422), why
+    assert s.rv == rv
+
+
+def test_json_patch_operations_in_order() -> None:
+    s = state()
+    s.create(SANDBOX, "jr2", sandbox("a"), now=0)
+    out = s.patch(SANDBOX, "jr2", "a", [
+        {"op": "add", "path": "/spec/list", "value": [1, 3]},
+        {"op": "add", "path": "/spec/list/1", "value": 2},
+        {"op": "add", "path": "/spec/list/-", "value": 4},
+        {"op": "copy", "from": "/spec/list", "path": "/spec/copied"},
+        {"op": "move", "from": "/spec/port", "path": "/spec/moved"},
+        {"op": "add", "path": "/metadata/annotations", "value": {"a~b/c": "1"}},
+        {"op": "remove", "path": "/metadata/annotations/a~0b~1c"},
+        {"op": "test", "path": "/spec/moved", "value": 8080}], patch_type="json")
+    assert out["spec"] == {"list": [1, 2, 3, 4], "copied": [1, 2, 3, 4], "moved": 8080}
+    assert out["metadata"]["annotations"] == {}
+
+
+def test_strategic_merge_patch_directives_on_a_secret() -> None:
+    s = state()
+    s.create(SECRET, "jr2", {"metadata": {"name": "s", "labels": {"a": "1", "b": "2"}}, "data": {"k": "dg=="}}, now=0)
+    out = s.patch(SECRET, "jr2", "s", {"metadata": {"labels": {"a": None, "$patch": "replace", "c": "3"}},
+                                      "$setElementOrder/x": [], "stringData": {"n": "new"}}, patch_type="strategic")
+    assert out["metadata"]["labels"] == {"c": "3"}
+    assert out["data"] == {"k": "dg==", "n": "bmV3"} and "stringData" not in out
+    gone = s.patch(SECRET, "jr2", "s", {"data": {"$patch": "delete"}}, patch_type="strategic")
+    assert "data" not in gone
+
+
+def test_managed_fields_survive_a_no_op_and_are_hostile_proof() -> None:
+    s = state()
+    first = s.apply(SANDBOX, "jr2", "a", sandbox("a", team="x"), manager="m", now=1)
+    again = s.apply(SANDBOX, "jr2", "a", sandbox("a", team="x"), manager="m", now=99)
+    assert again == first  # a no-op apply writes nothing, its time included
+    # A client may send garbage as managedFields: the server's view of ownership does not crash on it.
+    s.merge_patch(SANDBOX, "jr2", "a", {"metadata": {"managedFields": [1, "x", {"manager": 5}, {"manager": "z",
+                                                                         "fieldsV1": "nope"}]}})
+    applied = s.apply(SANDBOX, "jr2", "a", {"spec": {"port": 1}}, manager="m", now=100, force=True)
+    assert applied["spec"]["port"] == 1

@@ -10,6 +10,8 @@ It is product code: users embed it in their own test harnesses. Everything liste
 from __future__ import annotations
 
 import base64
+import functools
+import logging
 import os
 import secrets
 import tempfile
@@ -23,6 +25,7 @@ import yaml
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.fake.apiserver import actor as api
 from jr2_actors.fake.apiserver.state import DEFAULT_HISTORY, ClusterState
+from jr2_actors.fake.apiserver.validation import is_namespace_name
 from jr2_actors.fake.harness.actor import LONG_POLL_SECONDS, HarnessActor, HarnessHttpServer
 from jr2_actors.fake.harness.core import INSTANCE, HarnessCore
 from jr2_actors.fake.harness.core import Action as HarnessAction
@@ -35,6 +38,7 @@ from jr2_actors.harness.tokens import DIGEST_ENV, INSTANCE_HARNESS, harness_toke
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.client import KubeClient
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 ASK_TIMEOUT = api.ASK_TIMEOUT
 
@@ -46,6 +50,8 @@ class FakeCluster:
                  nodes: Sequence[Node] | None = None, quota: Quota | None = None,
                  start_seconds: float = 0.2, harness: bool = True, signing_key: bytes | None = None,
                  long_poll: float = LONG_POLL_SECONDS) -> None:
+        if not is_namespace_name(namespace):
+            raise ValueError(f"{namespace!r} is not a valid namespace name (an RFC 1123 label)")
         self.namespace = namespace
         self.clock = clock or SystemClock()
         self._port = port
@@ -111,22 +117,29 @@ class FakeCluster:
         self.call(lambda s: None)
 
     def stop(self) -> None:
-        if self._harness_http is not None:
-            self._harness_http.stop()
-            self._harness_http = None
-        for ref in (self._harness, self._operator):
-            if ref is not None:
-                ref.stop(block=True, timeout=ASK_TIMEOUT)
-        self._harness = self._operator = None
-        if self._http is not None:
-            self._http.stop()
-            self._http = None
-        if self._actor is not None:
-            self._actor.stop(block=True, timeout=ASK_TIMEOUT)
-            self._actor = None
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        """Stop every part that runs, in order; one that will not stop in time is logged and the rest
+        still stop, and the temp folder of keys is removed whatever happens."""
+        try:
+            steps: list[tuple[str, Callable[[], object]]] = []
+            if self._harness_http is not None:
+                steps.append(("Harness HTTP", self._harness_http.stop))
+            for label, ref in (("Harness", self._harness), ("operator", self._operator)):
+                if ref is not None:
+                    steps.append((label, functools.partial(ref.stop, block=True, timeout=ASK_TIMEOUT)))
+            if self._http is not None:
+                steps.append(("API server HTTP", self._http.stop))
+            if self._actor is not None:
+                steps.append(("API server", functools.partial(self._actor.stop, block=True, timeout=ASK_TIMEOUT)))
+            self._harness_http = self._harness = self._operator = self._http = self._actor = None
+            for label, step in steps:
+                try:
+                    step()
+                except (pykka.Timeout, OSError) as e:
+                    log.warning("fake cluster: the %s did not stop cleanly: %r", label, e)
+        finally:
+            if self._tmp is not None:
+                self._tmp.cleanup()
+                self._tmp = None
 
     def __enter__(self) -> FakeCluster:
         return self.start()

@@ -62,9 +62,9 @@ class Request(BaseHTTPRequestHandler):
 
     @property
     def query(self) -> dict[str, str]:
-        """The query's parameters, the last of each name winning (as Go's `Get` takes the first: both
-        servers read one value, and no client of ours repeats a name)."""
-        return {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query, keep_blank_values=True).items()}
+        """The query's parameters, one value each: the first of a repeated name, as the API server's
+        conversion of a query into options takes it (apimachinery Convert_Slice_string_To_string)."""
+        return {k: v[0] for k, v in parse_qs(urlsplit(self.path).query, keep_blank_values=True).items()}
 
     def content_length(self) -> int:
         try:
@@ -87,11 +87,11 @@ class Request(BaseHTTPRequestHandler):
             return None
         return self.rfile.read(length) if length else b""
 
-    def peer_gone(self) -> bool:
-        """Whether a client that never writes on its connection (a watcher) has left: anything readable
-        (a FIN, a TLS close) means it went."""
+    def peer_gone(self, wait: float = 0.0) -> bool:
+        """Whether a client that never writes on its connection (a watcher) has left, waiting up to `wait`
+        for it: anything readable (a FIN, a TLS close) means it went."""
         try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
+            readable, _, _ = select.select([self.connection], [], [], wait)
         except (OSError, ValueError):
             return True
         return bool(readable)

@@ -420,11 +420,11 @@ class ApiApp:
         try:
             while not self.closing.is_set():
                 if ticket.stalled.is_set():
-                    if r.peer_gone():
+                    # Sends nothing; notices at once a client that gives up on it (its stall bound).
+                    if r.peer_gone(wait=0.05):
                         return
-                    with contextlib.suppress(queue.Empty):
-                        if ticket.queue.get(timeout=0.05) is _END:
-                            return
+                    if _drain(ticket.queue):  # what would have been sent is lost, as on a blackholed link
+                        return
                     continue
                 now = clock.monotonic()
                 if now >= deadline:
@@ -469,6 +469,16 @@ class ApiApp:
         # A bookmark carries the watched kind and only a resourceVersion (CONTRACTS.md §2).
         r.chunk(_line({"type": "BOOKMARK", "object": {"kind": spec.kind.kind, "apiVersion": spec.kind.api_version,
                                                       "metadata": {"resourceVersion": str(rv)}}}))
+
+
+def _drain(frames: queue.SimpleQueue[object]) -> bool:
+    """Drop every queued frame; True when the end of the stream was among them."""
+    while True:
+        try:
+            if frames.get_nowait() is _END:
+                return True
+        except queue.Empty:
+            return False
 
 
 def _line(frame: dict[str, Any]) -> bytes:

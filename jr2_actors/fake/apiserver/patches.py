@@ -52,7 +52,7 @@ def strategic(target: object, patch: dict[str, Any]) -> Any:
     if directive == "delete":
         return None
     if directive == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if not k.startswith("$")}
+        return {k: copy.deepcopy(v) for k, v in patch.items() if not k.startswith("$") and v is not None}
     result = dict(target) if isinstance(target, dict) else {}
     retain = patch.get("$retainKeys")
     for key, value in patch.items():

@@ -136,14 +136,15 @@ class ClusterState:
     def list_objects(self, kind: Kind, namespace: str | None, selector: Selector | None = None,
                      fields: FieldSelector | None = None, *, limit: int | None = None,
                      continue_token: str | None = None) -> Obj:
-        """A list; with `limit`, one page and a `continue` token for the next (keys after the last one
-        sent; a token this server did not write is 400, as the etcd store answers)."""
+        """A list; with `limit`, one page and a `continue` token for the next. As the etcd store does, every
+        page shows the objects as they were at the first page's version (a token from before the retained
+        history is 410 Expired; a token this server did not write is 400)."""
         selector = selector or Selector()
         fields = fields or FieldSelector()
         start, list_rv = ("", self.rv) if not continue_token else _decode_continue(continue_token)
         items: list[Obj] = []
         meta: Obj = {"resourceVersion": str(list_rv)}
-        for key, o in sorted(self._objects.items(), key=_sort_key):
+        for key, o in sorted(self._as_of(list_rv, kind).items(), key=_sort_key):
             if key[0] != kind.plural or (namespace is not None and key[1] != namespace):
                 continue
             if start and _key_text(key) <= start:
@@ -155,6 +156,27 @@ class ClusterState:
                 break
             items.append(copy.deepcopy(o))
         return {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": items}
+
+    def _as_of(self, rv: int, kind: Kind) -> dict[tuple[str, str | None, str], Obj]:
+        """The objects of `kind` as they were at `rv`, undoing the retained history after it."""
+        objects = {k: o for k, o in self._objects.items() if k[0] == kind.plural}
+        if rv >= self.rv:
+            return objects
+        if rv < self._compacted_through:
+            raise StatusError(410, "Expired", "The provided continue parameter is too old to display a consistent "
+                                              "list result. You can start a new list without the continue "
+                                              "parameter.")
+        for e in reversed(self._history):
+            if e.rv <= rv:
+                break
+            if e.plural != kind.plural:
+                continue
+            key = (e.plural, e.namespace, e.object["metadata"]["name"])
+            if e.type == "ADDED":
+                objects.pop(key, None)
+            elif e.previous is not None:  # MODIFIED and DELETED carry the object as it was before
+                objects[key] = e.previous
+        return objects
 
     def objects(self, kind: Kind) -> list[Obj]:
         return [copy.deepcopy(o) for (plural, _, _), o in sorted(self._objects.items(), key=_sort_key)
@@ -312,6 +334,8 @@ class ClusterState:
                                         '"Orphan"')], group_kind=("meta.k8s.io", "DeleteOptions"))
         if options.dry_run:
             return copy.deepcopy(existing)
+        if kind is NAMESPACE and not meta.get("finalizers"):
+            return self._terminate(existing, now)
         finalizers = list(meta.get("finalizers") or [])
         if propagation == "Orphan":
             self._orphan(meta["uid"])
@@ -324,9 +348,14 @@ class ClusterState:
             marked["metadata"]["finalizers"] = finalizers
             marked["metadata"].setdefault("deletionTimestamp", rfc3339(now))
             marked["metadata"].setdefault("deletionGracePeriodSeconds", 0)
-            updated = self._update(kind, namespace, existing, marked)
+            updated = self._update(kind, namespace, existing, marked, deleting=True)
             if FOREGROUND in finalizers:
+                # The garbage collector deletes the dependents first, then lifts its own finalizer.
                 self._collect(meta["uid"], now)
+                held = self._objects[(kind.plural, namespace, name)]
+                lifted = copy.deepcopy(held)
+                lifted["metadata"]["finalizers"] = [f for f in finalizers if f != FOREGROUND]
+                self._update(kind, namespace, held, lifted, now=now)
             return updated
         return self._remove(kind, namespace, name, now)
 
@@ -395,11 +424,12 @@ class ClusterState:
                             manager=options.manager, now=now)
 
     def _update(self, kind: Kind, namespace: str | None, existing: Obj, result: Obj, *,
-                options: WriteOptions = WriteOptions(), manager: str = "", now: float = 0.0) -> Obj:
+                options: WriteOptions = WriteOptions(), manager: str = "", now: float = 0.0,
+                deleting: bool = False) -> Obj:
         old = existing["metadata"]
         new = result.setdefault("metadata", {})
-        for key in ("uid", "creationTimestamp", "name", "namespace", "generation", "deletionTimestamp",
-                    "deletionGracePeriodSeconds"):
+        kept = ("uid", "creationTimestamp", "name", "namespace", "generation")
+        for key in kept if deleting else (*kept, "deletionTimestamp", "deletionGracePeriodSeconds"):
             if key in old:
                 new[key] = old[key]
             else:
@@ -418,20 +448,36 @@ class ClusterState:
             return copy.deepcopy(existing)  # a no-op writes nothing and tells no watcher
         if options.dry_run:
             return result
-        if new.get("deletionTimestamp") and not new.get("finalizers"):
+        if new.get("deletionTimestamp") and not new.get("finalizers") and kind is not NAMESPACE:
             self._commit("MODIFIED", kind, namespace, result, previous=existing)
             return self._remove(kind, namespace, new["name"], now)  # the last finalizer went: now it goes
         return self._commit("MODIFIED", kind, namespace, result, previous=existing)
 
     def _remove(self, kind: Kind, namespace: str | None, name: str, now: float) -> Obj:
-        obj = self._objects.pop((kind.plural, namespace, name))
-        final = self._commit("DELETED", kind, namespace, obj, store=False)
-        self._collect(obj["metadata"]["uid"], now)
-        if kind is NAMESPACE:
-            for (plural, ns, dep_name) in [k for k in self._objects if k[1] == name]:
-                if (plural, ns, dep_name) in self._objects:
-                    self._remove(_kind(plural), ns, dep_name, now)
+        previous = self._objects.pop((kind.plural, namespace, name))
+        final = self._commit("DELETED", kind, namespace, copy.deepcopy(previous), store=False, previous=previous)
+        self._collect(previous["metadata"]["uid"], now)
+        if namespace is not None and not any(k[1] == namespace for k in self._objects):
+            home = self._objects.get((NAMESPACE.plural, None, namespace))
+            if home is not None and home["metadata"].get("deletionTimestamp"):
+                self._remove(NAMESPACE, None, namespace, now)  # the last of a terminating namespace's content
         return final
+
+    def _terminate(self, namespace: Obj, now: float) -> Obj:
+        """A namespace's delete: Terminating (new content refused) while what it holds is deleted, each
+        object as its own delete would go (finalizers hold it); gone once it is empty."""
+        name = namespace["metadata"]["name"]
+        marked = copy.deepcopy(namespace)
+        marked["metadata"]["deletionTimestamp"] = namespace["metadata"].get("deletionTimestamp") or rfc3339(now)
+        marked["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+        marked["status"] = {"phase": "Terminating"}
+        answer = self._update(NAMESPACE, None, namespace, marked, deleting=True)
+        for plural, ns, dep_name in sorted(k for k in self._objects if k[1] == name):
+            if (plural, ns, dep_name) in self._objects:
+                self.delete(_kind(plural), ns, dep_name, now=now)
+        if self.exists(NAMESPACE, None, name) and not any(k[1] == name for k in self._objects):
+            self._remove(NAMESPACE, None, name, now)  # it held nothing (else its last object's removal took it)
+        return answer
 
     def _dependents(self, uid: str) -> list[tuple[str, str | None, str]]:
         return [key for key, dep in self._objects.items()
@@ -494,9 +540,20 @@ class ClusterState:
                                                  "namespace sent on the request")
 
     def _check_namespace(self, kind: Kind, namespace: str | None) -> None:
-        if kind.namespaced and (NAMESPACE.plural, None, namespace) not in self._objects:
+        if not kind.namespaced:
+            return
+        home = self._objects.get((NAMESPACE.plural, None, namespace or ""))
+        if home is None:
             raise StatusError(404, "NotFound", f'namespaces "{namespace}" not found',
                               {"name": namespace, "kind": "namespaces"})
+        if home["metadata"].get("deletionTimestamp"):
+            # The NamespaceLifecycle admission plugin's words.
+            raise StatusError(403, "Forbidden", f'{kind.plural} "" is forbidden: unable to create new content in '
+                                                f"namespace {namespace} because it is being terminated",
+                              {"kind": kind.plural, "causes": [{"reason": "NamespaceTerminating",
+                                                                "message": f"namespace {namespace} is being "
+                                                                           "terminated",
+                                                                "field": "metadata.namespace"}]})
 
 
 def _kind(plural: str) -> Kind:

@@ -32,11 +32,16 @@ LABEL_MESSAGE = ("a lowercase RFC 1123 label must consist of lower case alphanum
                  "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
                  "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
 
+def is_namespace_name(name: str) -> bool:
+    """A namespace name as the API server takes it: an RFC 1123 label (at most 63 characters)."""
+    return len(name) <= 63 and bool(_DNS_LABEL.match(name))
+
+
 def check_metadata(kind: Kind, name: str, meta: Mapping[str, Any], *, creating: bool) -> None:
     causes: list[Cause] = []
     if creating:
         if kind is NAMESPACE:
-            if len(name) > 63 or not _DNS_LABEL.match(name):
+            if not is_namespace_name(name):
                 causes.append(("metadata.name", "Invalid value", f'"{name}": {LABEL_MESSAGE}'))
         elif len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
             causes.append(("metadata.name", "Invalid value", f'"{name}": {SUBDOMAIN_MESSAGE}'))

@@ -241,7 +241,5 @@ class HarnessHttpServer:
 
     def stop(self) -> None:
         self._http.closing.set()
-        with contextlib.suppress(pykka.ActorDeadError):
-            if self._app.actor is not None:
-                self._app.actor.tell(Run(lambda core: None))  # wake long-polls
+        tell_quietly(self._app.actor, Run(lambda core: None))  # wake long-polls
         self._http.stop()

@@ -44,6 +44,11 @@ class Reconcile:
     pass
 
 
+@dataclass(frozen=True)
+class Wake:
+    """The timer: a start time or an idle deadline came due."""
+
+
 def subscribe(api: pykka.ActorRef[Any], ref: pykka.ActorRef[Any], namespace: str | None) -> None:
     """Tell the API server to feed `ref` every Sandbox change (in `namespace`, or all), the current ones
     first, then `Subscribed(watcher id)` so that `ref` can end it."""
@@ -76,11 +81,12 @@ class OperatorActor(Shell):
         self.clock = clock
         self._timers = Timers(clock, name="jr2-fake-operator-timers")
         self._wake: Deadline | None = None
+        self._wake_at: float | None = None
         self._scheduled = False
         self._watch: int | None = None
 
     def started(self) -> None:
-        self._wake = Deadline(self._timers, self.actor_ref, Reconcile())
+        self._wake = Deadline(self._timers, self.actor_ref, Wake())
         subscribe(self.api, self.actor_ref, None)
 
     def cleanup(self) -> None:
@@ -92,11 +98,14 @@ class OperatorActor(Shell):
             self.core.observe(message.type, message.object)
             if not self._scheduled:  # coalesce a burst of changes into one step
                 self._scheduled = True
-                self.actor_ref.tell(Reconcile())
+                tell_quietly(self.actor_ref, Reconcile())
         elif isinstance(message, Reconcile):
             self._scheduled = False
+            self._step()
+        elif isinstance(message, Wake):
             if self._wake is not None:
                 self._wake.fired()
+            self._wake_at = None
             self._step()
         elif isinstance(message, Subscribed):
             self._watch = message.watcher
@@ -110,8 +119,9 @@ class OperatorActor(Shell):
         decision = self.core.step(self.clock.wall())
         if decision.statuses or decision.deletes:
             tell_quietly(self.api, Run(_writer(decision)))
-        if self._wake is not None:
-            wake = decision.next_wake
+        if self._wake is not None and decision.next_wake != self._wake_at:
+            # Re-armed only when the wall time it is due at moves (the timer thread is woken by each arm).
+            wake = self._wake_at = decision.next_wake
             self._wake.arm(None if wake is None else self.clock.monotonic() + max(wake - self.clock.wall(), 0.0))
 
 

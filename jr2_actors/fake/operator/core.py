@@ -65,6 +65,7 @@ class _Record:
     crash_looping: bool = False
     lost: tuple[str, str] | None = None
     transitions: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # type → (status, reason, time)
+    written: dict[str, Any] | None = None  # the last status decided for it
 
 
 Key = tuple[str | None, str]  # (namespace, name)
@@ -160,8 +161,12 @@ class OperatorCore:
                 self._capacity_changed = True  # its reservation is freed
             self._dirty.discard(key)
             return
+        before = self._objects.get(key)
         self._objects[key] = obj
         rec = self._records.get(key)
+        if (rec is not None and before is not None and rec.uid == meta["uid"] and obj.get("status") == rec.written
+                and _without_status(before) == _without_status(obj)):
+            return  # the status this operator wrote coming back: nothing to look at again
         if rec is None or rec.uid != meta["uid"]:
             if rec is not None:
                 self._capacity_changed = True
@@ -214,6 +219,7 @@ class OperatorCore:
             status = self._status(obj, rec, now)
             if obj.get("status") != status:
                 statuses[key] = status
+                rec.written = status
         next_wake = self._timeline[0][0] if self._timeline else None
         return Decision(statuses, tuple(deletes), next_wake, {k: self._records[k].uid for k in statuses})
 
@@ -341,6 +347,11 @@ def _requests(obj: Mapping[str, Any]) -> tuple[int, int]:
         return cpu_millis(wanted.get("cpu", 0)), memory_bytes(wanted.get("memory", 0))
     except (QuantityError, AttributeError):
         return 0, 0
+
+
+def _without_status(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in _dict(obj.get("metadata")).items() if k not in ("resourceVersion", "managedFields")}
+    return {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": meta}
 
 
 def _dict(value: object) -> Mapping[str, Any]:
