@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from jr2_actors.harness import briefing
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.step import OffTable
@@ -63,13 +64,13 @@ class World:
         if isinstance(action, run.ReleaseWorkspace):
             self.released.append((action.path, action.why))
             return [run.FromWorkspace(ws.Released(action.path, deleted=True))]
-        if isinstance(action, run.StartTurn):
+        if isinstance(action, (run.StartTurn, run.ReadKills)):
             return [run.KillsRead(action.turn, ())]
         if isinstance(action, run.Admit):
             self.admissions.append(dict(action.body))
             if action.turn not in self.turn_state:  # a nudge repeats no prompt: the Turn's first admission told
                 self.turn_state[action.turn] = next(s for s, d in WORKFLOW_STATES(self).items()
-                                                    if d == action.body["message"])
+                                                    if action.body["message"].endswith(d))
             state = self.turn_state[action.turn]
             pick = self.behaviour(state, action.turn)
             out = [run.Admitted(action.turn)]
@@ -243,7 +244,7 @@ def test_an_unhandled_agent_fault_fails_the_run_with_its_words() -> None:
 def test_a_turn_that_ends_without_a_pick_is_nudged_once_then_faults() -> None:
     d = Drive(world=World(lambda state, turn: None))
     d.run()
-    assert [a["message"] for a in d.world.admissions] == ["Fix the failing test.", run.NUDGE_MESSAGE]
+    assert [a["message"] for a in d.world.admissions] == ["Fix the failing test.", briefing.NUDGE]
     assert d.world.admissions[1]["kept"] is True
     assert d.finished == run.Finished("failed", "coder ended its Turn without a pick")
 

@@ -83,6 +83,13 @@ class StartTurn:
 
 
 @dataclass(frozen=True)
+class ReadKills:
+    """Read the list again for the open Turn (before a nudge, another admission of it): `KillsRead` answers."""
+
+    turn_id: str
+
+
+@dataclass(frozen=True)
 class Admit:
     turn_id: str
     body: Mapping[str, Any] = field(repr=False)  # {definition, message, allowed, notices?, kept?, cwd?}
@@ -237,6 +244,10 @@ class AgentActor(Shell):
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, StartTurn):
             self._start(message)
+        elif isinstance(message, ReadKills):
+            t = self._current(message.turn_id, message)
+            if t is not None:
+                self._read_kills(t.turn_id, t.harness)
         elif isinstance(message, Admit):
             self._admit(message)
         elif isinstance(message, AnswerPick):
@@ -286,9 +297,15 @@ class AgentActor(Shell):
             tell_quietly(self.parent, KillsRead(self.agent, turn_id, None, source=harness.base_url, asked=False))
             return
 
+        self._read_kills(turn_id, harness, before=abort_first if message.abort_first else None)
+
+    def _read_kills(self, turn_id: str, harness: HarnessClient, before: Callable[[], None] | None = None) -> None:
+        """The read before an admission (ADR-0062: 5 s in all), on the pool; `before` runs first."""
+        ref = self.actor_ref
+
         def read() -> None:
-            if message.abort_first:
-                abort_first()
+            if before is not None:
+                before()
             try:
                 kills: MemoryKillRead | None = harness.memory_kills()
                 problem = ""

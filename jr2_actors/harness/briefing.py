@@ -51,6 +51,10 @@ CONVERSATION_NEW = "This conversation is new; earlier context is gone."
 STATE_CHANGED = "The workflow's state changed since you last read the Allowed picks."
 NO_REPLY = "No reply came back for it."
 MOVED_NOTHING_RAN = "It moved the workflow, and nothing ran."  # a guard straight back's receipt (ADR-0062)
+# The no-signal nudge (ADR-0016): a re-prompt within the Turn, never a notice.
+NUDGE = ("Your Turn ended without a pick. If something is allowed now, pick what the workflow should do next; "
+         "if nothing is, stop.")
+READMIT = "Your Turn was interrupted and is admitted again. Your task follows."
 
 MAX_NAME = 128  # an agent's, a pick's or a Gate's name said in the Briefing
 MAX_WITH = 2000  # characters of an answer's payload said; the rest is cut and said in `problems`
@@ -137,6 +141,12 @@ def restatement(before: Sequence[str], allowed: Sequence[str], pick_briefings: M
     briefings = {p: b for p, b in (pick_briefings or {}).items() if p in opened}
     return "\n".join([TURN_OPEN, STATE_CHANGED, *_pick_briefings(allowed, briefings), allowed_now(allowed),
                       TURN_CLOSE])
+
+
+def readmit(task: str) -> str:
+    """The message of a Turn admitted again (after an Orchestrator restart, or a conversation the Harness no
+    longer holds): the re-admit text, then the task (ADR-0062: the task rides the ledgered admission)."""
+    return f"{READMIT}\n\n{task}"
 
 
 def allowed_now(allowed: Sequence[str]) -> str:

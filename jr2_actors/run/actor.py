@@ -37,6 +37,7 @@ from jr2_actors.workspace.manifest import WorkspaceSpec
 
 log = logging.getLogger(__name__)
 PERSIST_TIMEOUT = 30.0  # an ask of the StoreActor (LIBRARY-NOTES: always a timeout on ask)
+MAX_SAID_PROBLEMS = 256  # problems of kill lists remembered as said (a hostile list cannot grow it past this)
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,8 @@ class RunActor(Shell):
         self._agents: dict[str, pykka.ActorRef[Any]] = {}
         self._deadline: Deadline | None = None
         self._done = False
+        self._failing_reads: set[str] = set()
+        self._said_problems: set[tuple[str, str]] = set()
 
     def started(self) -> None:
         self._deadline = Deadline(self.env.timers, self.actor_ref, _Tick())
@@ -181,6 +184,8 @@ class RunActor(Shell):
             self._agent(action.agent).tell(agent_actor.StartTurn(
                 str(action.turn), action.conversation, action.endpoint, token, in_workspace=action.path is not None,
                 abort_first=action.abort_first))
+        elif isinstance(action, run.ReadKills):
+            tell_quietly(self._agents.get(action.agent), agent_actor.ReadKills(str(action.turn)))
         elif isinstance(action, run.Admit):
             self._agent(action.agent).tell(agent_actor.Admit(str(action.turn), action.body))
         elif isinstance(action, run.AnswerPick):
@@ -229,6 +234,7 @@ class RunActor(Shell):
         if turn is None:
             return None
         if isinstance(message, agent_actor.KillsRead):
+            self._log_read(message)
             kills = None if message.read is None else tuple(_kill_doc(k) for k in message.read.kills)
             return run.KillsRead(turn, kills, message.problem)
         if isinstance(message, turn_core.Accepted):
@@ -249,6 +255,25 @@ class RunActor(Shell):
             return run.TurnFault(turn, f"the answer to pick {message.call_id} did not reach the Harness: "
                                        f"{message.problem}", "answer")
         return None
+
+    def _log_read(self, message: agent_actor.KillsRead) -> None:
+        """ADR-0062: one line when a Harness's reads start to fail — per Harness, not per seat — none when
+        they work again, and again only after a read that worked; each problem of a list said once."""
+        if not message.asked:
+            return
+        source = message.source
+        if message.read is None:
+            if source not in self._failing_reads:
+                self._failing_reads.add(source)
+                log.warning("run %s: memory-kill reads from %s fail: %s", self.core.run_id, source, message.problem)
+            return
+        self._failing_reads.discard(source)
+        for problem in message.read.problems:
+            said = (source, problem)
+            if said not in self._said_problems:
+                if len(self._said_problems) < MAX_SAID_PROBLEMS:
+                    self._said_problems.add(said)
+                log.warning("run %s: memory-kill list from %s: %s", self.core.run_id, source, problem)
 
     def _child_failed(self, fault: ActorFault) -> None:
         log.error("run %s: %s %s failed: %s", self.core.run_id, fault.kind, fault.name, fault.error)

@@ -35,7 +35,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jr2_actors.run.notices import Ledger, Notice
+from jr2_actors.harness import briefing
+from jr2_actors.run.notices import Entry, Ledger, Notice, mark_of, nudge_eligible
+from jr2_actors.run.notices import conversation_new as conversation_new_notice
 from jr2_actors.step import OffTable, Step
 from jr2_actors.workflow import EVENTS, StateDef, Workflow, parse_workflow
 from jr2_actors.workspace import core as ws
@@ -44,6 +46,7 @@ RunStatusName = Literal["running", "done", "failed", "cancelled", "error", "lost
 ReleaseWhy = ws.ReleaseWhy
 FEED_KEEP = 500  # feed lines kept in the run (and its blob) for a reader to resume from
 NUDGE_LIMIT = 1  # a Turn that ends without a pick is prompted again this often, then it is a fault
+LOST_GRACE_SECONDS = 5.0  # a lost conversation waits this long for the Workspace to say a kernel kill ended it
 BLOB_VERSION = 1
 
 # -- inputs ------------------------------------------------------------------------------------------
@@ -171,6 +174,14 @@ class StartTurn:
 
 
 @dataclass(frozen=True)
+class ReadKills:
+    """Read the list again before another admission of the same Turn (a nudge); answered by `KillsRead`."""
+
+    turn: int
+    agent: str
+
+
+@dataclass(frozen=True)
 class Admit:
     turn: int
     agent: str
@@ -200,7 +211,8 @@ class Finished:
     fault: str | None
 
 
-Action = Persist | PlaceWorkspace | ReleaseWorkspace | StartTurn | Admit | AnswerPick | AbortTurn | Finished
+Action = (Persist | PlaceWorkspace | ReleaseWorkspace | StartTurn | ReadKills | Admit | AnswerPick | AbortTurn
+          | Finished)
 
 
 # -- reports: the feed -------------------------------------------------------------------------------
@@ -243,6 +255,13 @@ class TurnRecord:
     kept: bool = False  # the admission names a conversation the Harness was taken to keep
     picked: str = ""
     resumed: bool = False  # restored after an Orchestrator restart
+    started_wall: float = 0.0
+    mark: str | None = None  # ADR-0062: the newest kill its first read saw ("none"), or its start less 1 s
+    reading: str = ""  # what the pending read is for: turn | nudge | resume
+    carried: list[Entry] = field(default_factory=list)  # what the newest admission carried (memory alone)
+    heard: bool = False  # the Harness read the newest admission's surface (the Submission spoke)
+    lost_reason: str = ""  # a lost conversation, held back a moment in case a kernel kill explains it
+    lost_until: float = 0.0
 
 
 class RunCore:
@@ -300,7 +319,10 @@ class RunCore:
 
     @property
     def deadline(self) -> float | None:
-        return self._after_mono if self.status == "running" else None
+        if self.status != "running":
+            return None
+        lost = self.turn.lost_until if self.turn is not None and self.turn.lost_reason else None
+        return min((t for t in (self._after_mono, lost) if t is not None), default=None)
 
     @property
     def finished(self) -> bool:
@@ -372,6 +394,11 @@ class RunCore:
             self._out.append(Finished(self.status, self.fault))
 
     def _tick(self) -> None:
+        turn = self.turn
+        if (self.status == "running" and turn is not None and turn.lost_reason and self._now >= turn.lost_until
+                and turn.phase != "ended"):
+            reason, turn.lost_reason = turn.lost_reason, ""
+            self._turn_fault(turn, TurnFault(turn.id, reason, "ended"))
         if self.status == "running" and self._after_mono is not None and self._now >= self._after_mono:
             state = self.workflow.states[self.state]
             assert state.after_to is not None
@@ -503,6 +530,8 @@ class RunCore:
                 return  # its Workspace is not running yet: the Turn starts when it is
             endpoint = record.endpoint
         turn.phase = "reading"
+        turn.reading = "resume" if turn.resumed else "turn"
+        turn.started_wall = turn.started_wall or self._wall
         self._out.append(StartTurn(turn.id, turn.agent, turn.conversation, path, endpoint, abort_first=turn.resumed))
         self._feed("turn", agent=turn.agent, turn=turn.id, state=turn.state)
 
@@ -510,6 +539,8 @@ class RunCore:
         turn = self.turn
         if turn is not None and turn.phase not in ("waiting", "ended"):
             self._out.append(AbortTurn(turn.id, turn.agent))
+        if turn is not None:
+            self._unheard(turn)
         self.turn = None
 
     def _agent(self, event: Input) -> None:
@@ -517,20 +548,29 @@ class RunCore:
         if turn is None or getattr(event, "turn", None) != turn.id or self.status != "running":
             return  # a late report of a Turn that is over
         if isinstance(event, KillsRead):
-            self._admit(turn, event)
-        elif isinstance(event, Admitted):
+            self._read(turn, event)
+            return
+        if isinstance(event, Admitted):
             turn.phase = "running"
             self.conversations[turn.agent] = self.conversations.get(turn.agent, 0) + 1
-        elif isinstance(event, NotKept):
-            # ADR-0062: the Harness does not hold the conversation: admit again as a new one.
+            return
+        if isinstance(event, NotKept):
+            # ADR-0062: the Harness holds no such conversation. What the refused admission carried is
+            # pending again, and the Turn is admitted as a new conversation with its task.
             turn.kept = False
-            self._admit(turn, None, conversation_new="the Harness no longer holds the conversation")
-        elif isinstance(event, Picked):
+            self._unheard(turn)
+            self._admit(turn, "turn", conversation_new="the Harness no longer holds the conversation")
+            return
+        if isinstance(event, (Picked, GuardKill, Said, TurnEnded)) or (isinstance(event, TurnFault)
+                                                                       and event.cause == "settled"):
+            turn.heard = True  # the Submission spoke: the Harness read the admission's surface
+            turn.carried.clear()
+        if isinstance(event, Picked):
             self._picked(turn, event)
         elif isinstance(event, GuardKill):
             path = self.workflow.agents[turn.agent].workspace
-            if path is not None and self.ledger.stream_kill(path, event.kill_id or f"stream:{event.place}",
-                                                            turn.agent, event.peak, event.limit):
+            kill = event.kill_id or f"stream@{turn.conversation}:{event.place}"
+            if path is not None and self.ledger.stream_kill(path, kill, turn.agent, event.peak, event.limit):
                 self._persist = True
             self._feed("memory-kill", agent=turn.agent, turn=turn.id, peak=event.peak, limit=event.limit)
         elif isinstance(event, Said):
@@ -543,51 +583,110 @@ class RunCore:
                 self._event("agent.fault", f"{turn.agent} ended its Turn without a pick")
             else:
                 turn.nudges += 1
-                self._admit(turn, None, nudge=True)
+                self._persist = True
+                self._read_for(turn, "nudge")
         elif isinstance(event, TurnFault):
-            if turn.phase == "ended":
-                return
-            turn.phase = "ended"
-            self._feed("turn-fault", agent=turn.agent, turn=turn.id, reason=event.reason)
-            self._event("agent.fault", event.reason)
+            self._turn_fault(turn, event)
 
-    def _admit(self, turn: TurnRecord, read: KillsRead | None, *, nudge: bool = False,
+    def _turn_fault(self, turn: TurnRecord, event: TurnFault) -> None:
+        if turn.phase == "ended":
+            return
+        path = self.workflow.agents[turn.agent].workspace
+        if event.cause in ("lost", "stream") and path is not None and not turn.lost_reason:
+            # The stream's 404 can come before the watch shows why: a kernel kill ends the conversation and
+            # then faults the Turn as `memory limit (OOMKilled, …)`, never "lost" (ADR-0062). Wait for the
+            # Workspace's report a moment; with none, the loss stands.
+            turn.lost_reason = event.reason
+            turn.lost_until = self._now + LOST_GRACE_SECONDS
+            return
+        if event.cause == "refused":
+            self._unheard(turn)
+        turn.phase = "ended"
+        self._feed("turn-fault", agent=turn.agent, turn=turn.id, reason=event.reason)
+        self._event("agent.fault", event.reason)
+
+    def _read_for(self, turn: TurnRecord, purpose: str) -> None:
+        """Every admission into a Workspace is preceded by a read of its Harness's list (ADR-0062); a
+        Menu-only agent's answers at once with nothing asked."""
+        turn.reading = purpose
+        path = self.workflow.agents[turn.agent].workspace
+        if path is None:
+            self._admit(turn, purpose)
+            return
+        self._out.append(ReadKills(turn.id, turn.agent))
+
+    def _read(self, turn: TurnRecord, read: KillsRead) -> None:
+        purpose, turn.reading = turn.reading or "turn", ""
+        path = self.workflow.agents[turn.agent].workspace
+        if path is not None and self.ledger.list_read(path, read.kills):
+            self._persist = True
+        if turn.mark is None:  # the Turn's first read sets its mark, ledgered with its admissions
+            turn.mark = mark_of(read.kills, turn.started_wall)
+            self._persist = True
+        eligible = nudge_eligible(read.kills, turn.mark, turn.conversation)
+        self._admit(turn, purpose, eligible=eligible)
+
+    def _admit(self, turn: TurnRecord, purpose: str, *, eligible: set[str] | None = None,
                conversation_new: str = "") -> None:
+        """A Turn's admission (`turn`), a nudge (`nudge`) or the re-admission of a restored Turn (`resume`)."""
         agent = self.workflow.agents[turn.agent]
         path = agent.workspace
-        if read is not None and path is not None and self.ledger.list_read(path, read.kills):
-            self._persist = True
         kept = self.conversations.get(turn.agent, 0) > 0 and not conversation_new
-        notices: list[Notice] = []
+        entries: list[Entry] = []
         if conversation_new:
-            notices.append(Notice("conversation-new", {"reason": conversation_new}))
-        if not nudge:
-            notices += self.ledger.take(path, turn.conversation)
-            self._persist = True
+            self.ledger.conversation(turn.conversation, conversation_new_notice(conversation_new))
+        if purpose == "nudge" and kept:
+            entries = self.ledger.take_guard_kills(path, eligible or set())
+        else:
+            if purpose == "resume" and path is not None:
+                # A re-admission of the same Turn takes every notice in scope but the guard kills the mark
+                # leaves out (none at all when its read could not tell).
+                held = self.ledger.take_guard_kills(path, {e.guard_kill for e in self.ledger.pending
+                                                           if e.guard_kill is not None} - (eligible or set()))
+                entries = self.ledger.take(path, turn.conversation)
+                self.ledger.raise_again(held)
+            else:
+                entries = self.ledger.take(path, turn.conversation)
+        if entries or conversation_new:
+            self._persist = True  # ledgered before it is sent: a notice counts delivered from here
         body: dict[str, Any] = {
             "definition": {"agent": agent.name, "instructions": agent.instructions, "access": agent.access,
                            "menu": list(self.workflow.menu(agent.name))},
-            "message": self._message(turn, nudge),
+            "message": self._message(turn, purpose, conversation_new=bool(conversation_new)),
             "allowed": list(self.workflow.states[turn.state].allowed),
         }
         if path is not None:
             record = self.workspaces.get(path)
             repos = record.repos if record is not None else {}
             body["cwd"] = next(iter(repos.values()), "/work")
-        if notices:
-            body["notices"] = [n.wire() for n in _once(notices)]
+        if entries:
+            body["notices"] = [n.wire() for n in said_once([e.notice for e in entries])]
         if kept:
             body["kept"] = True
         turn.kept = kept
+        turn.heard = False
+        turn.carried = list(entries)
         turn.phase = "admitting"
-        self._feed("admitted", agent=turn.agent, turn=turn.id, kept=kept, nudge=nudge,
+        self._feed("admitted", agent=turn.agent, turn=turn.id, kept=kept, nudge=purpose == "nudge",
                    notices=body.get("notices", []))
         self._out.append(Admit(turn.id, turn.agent, body))
 
-    def _message(self, turn: TurnRecord, nudge: bool) -> str:
+    def _unheard(self, turn: TurnRecord) -> None:
+        """ADR-0062: the Turn ends, or its admission failed, before the Harness read that admission's surface:
+        what it carried is pending again, each with the source it was raised with."""
+        if turn.carried and not turn.heard:
+            self.ledger.raise_again(turn.carried)
+            self._persist = True
+        turn.carried = []
+
+    def _message(self, turn: TurnRecord, purpose: str, *, conversation_new: bool = False) -> str:
         state = self.workflow.states[turn.state]
         assert state.turn is not None
-        return NUDGE_MESSAGE if nudge else state.turn.prompt
+        if purpose == "nudge" and not conversation_new:
+            return briefing.NUDGE
+        if purpose == "resume" or conversation_new:
+            return briefing.readmit(state.turn.prompt)
+        return state.turn.prompt
 
     def _picked(self, turn: TurnRecord, event: Picked) -> None:
         target = self.workflow.states[turn.state].on.get(event.pick)
@@ -629,7 +728,8 @@ class RunCore:
             "turns": self.turns,
             "conversations": dict(self.conversations),
             "turn": None if turn is None else {"id": turn.id, "agent": turn.agent, "conversation": turn.conversation,
-                                               "state": turn.state, "nudges": turn.nudges},
+                                               "state": turn.state, "nudges": turn.nudges, "mark": turn.mark,
+                                               "startedWall": turn.started_wall},
             "endedWorkspaces": dict(self.ended_workspaces),
             "workspaces": {path: {"restored": _restored_json(r.restored), "releasing": r.releasing,
                                   "heldAgain": r.held_again,
@@ -675,8 +775,11 @@ class RunCore:
                 core._out.append(ReleaseWorkspace(path, why))
         turn = blob.get("turn")
         if turn is not None and core.status == "running":
+            mark = turn.get("mark")
             core.turn = TurnRecord(int(turn["id"]), str(turn["agent"]), str(turn["conversation"]),
-                                   str(turn["state"]), nudges=int(turn.get("nudges", 0)), resumed=True)
+                                   str(turn["state"]), nudges=int(turn.get("nudges", 0)), resumed=True,
+                                   mark=str(mark) if mark is not None else None,
+                                   started_wall=float(turn.get("startedWall") or 0.0))
             core._start_waiting_turn()
         core._maybe_finished()
         out, core._out = core._out, []
@@ -684,10 +787,7 @@ class RunCore:
                           tuple(x for x in out if isinstance(x, FeedEvent)), core.deadline)
 
 
-NUDGE_MESSAGE = "Your Turn ended without a pick. Pick from your Menu what the workflow should do next."
-
-
-def _once(notices: list[Notice]) -> list[Notice]:
+def said_once(notices: list[Notice]) -> list[Notice]:
     """ADR-0062: two notices with the same words are said once."""
     seen: list[Notice] = []
     for n in notices:

@@ -3,7 +3,8 @@
 Theory of operation. The Orchestrator is the only keeper of notices; the ledger is plain data in the
 run's blob. A memory kill reaches it on up to three paths, each raising under one *source*:
 - a guard kill on a Turn's stream and the same kill in the Harness's `/memory-kills` list share the source
-  (Workspace, kill id) — so a kill read on both paths, or on two streams, is one notice;
+  (Workspace, kill id) — so a kill read on both paths, or on two streams, is one notice; a stream kill from
+  an older Harness has no id and its place on the stream is its id;
 - a kernel kill, read from the Sandbox's last end (the operator publishes `OOMKilled`), has the source
   (Workspace, "kernel", the time the container ended) — the fault of the Turn it ended and the watch's
   report of it are one notice.
@@ -14,13 +15,22 @@ Each read of the list raises one notice at most: the newest kill not raised yet;
 read are marked seen (a burst tells the Agent one thing). Kills on a stream are not folded: each raises its
 own. A notice is pending in its scope — a Workspace (every Agent in it) or a conversation — until the next
 admission in that scope takes it; it counts delivered when that admission is ledgered (the run saves the
-blob before it admits). Two pending notices with the same words keep two entries and are said once.
-A raise reports whether it changed the ledger: the run saves only then.
+blob before it admits). Two pending notices with the same words keep two entries; an admission that takes
+both says them once. A raise reports whether it changed the ledger: the run saves only then.
+
+Delivered is not yet heard: the run keeps, in memory alone, what each admission of a Turn carried; when
+the Turn ends before the Harness read that admission's surface, `raise_again` puts those entries back,
+each with its source (a notice with no source merges only into a pending one with no source).
+
+A nudge takes only guard kills: those after the Turn's mark (the newest kill its first read saw, or its
+start less a second when that read failed) and after the newest kill whose `told` names its conversation
+(that answer told the Agent that all its processes died) — never a kernel kill, and none at all when its
+own read could not tell. What it does not take stays pending for the next Turn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +38,8 @@ from jr2_actors.quantity import QuantityError, format_size, is_size, memory_byte
 from jr2_actors.timefmt import parse_rfc3339
 
 SEEN_KEEP = 4096  # sources remembered (the list holds 16 kills; a run sees few more)
+MARK_SLACK_SECONDS = 1.0  # ADR-0062: a pod clock that runs behind, when the Turn's start is its mark
+NO_KILL = "none"  # the mark of a Turn whose first read saw an empty list
 
 
 @dataclass(frozen=True)
@@ -47,11 +59,18 @@ class Notice:
         return hash(repr(sorted(self.wire().items())))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Entry:
     notice: Notice
-    source: str  # "" for a notice with no source
+    source: str  # "" for a notice with no source (a fresh conversation's)
     scope: str  # "workspace:<path>" | "conversation:<id>"
+
+    @property
+    def guard_kill(self) -> str | None:
+        """The kill id of a guard kill (stream or list), else None (a kernel kill, any other notice)."""
+        if self.notice.kind != "memory-limit" or "|kernel|" in self.source:
+            return None
+        return self.source.split("|", 1)[1] if "|" in self.source else None
 
 
 def memory_notice(*, agent: str | None = None, peak: str | None = None, limit: str | None = None) -> Notice:
@@ -59,6 +78,18 @@ def memory_notice(*, agent: str | None = None, peak: str | None = None, limit: s
     limit = limit if is_size(limit) else None
     peak = peak if is_size(peak) and limit else None
     return Notice("memory-limit", {"scope": "workspace", "agent": agent, "peak": peak, "limit": limit})
+
+
+def conversation_new(reason: str) -> Notice:
+    return Notice("conversation-new", {"reason": reason})
+
+
+def workspace_scope(path: str) -> str:
+    return f"workspace:{path}"
+
+
+def conversation_scope(conversation: str) -> str:
+    return f"conversation:{conversation}"
 
 
 class Ledger:
@@ -71,43 +102,61 @@ class Ledger:
 
     def stream_kill(self, path: str, kill_id: str, agent: str, peak: str | None, limit: str | None) -> bool:
         """A guard kill on the stream of a Turn in `path` (its agent is named: the Turn it ran in)."""
-        return self._raise(f"{path}|{kill_id}", f"workspace:{path}", memory_notice(agent=agent, peak=peak,
-                                                                                     limit=limit))
+        return self._raise(f"{path}|{kill_id}", workspace_scope(path), memory_notice(agent=agent, peak=peak,
+                                                                                      limit=limit))
 
     def list_read(self, path: str, kills: Iterable[Mapping[str, Any]] | None) -> bool:
         """One read of the list before an admission into `path`; None: the read could not tell."""
-        if kills is None:
-            return False
-        listed = [k for k in kills if isinstance(k.get("id"), str)]
+        listed = _ordered(kills)
         if not listed:
             return False
-        listed.sort(key=lambda k: parse_rfc3339(k.get("at")) or 0.0)
         newest, older = listed[-1], listed[:-1]
         changed = False
         for kill in older:  # a burst tells one thing: the older kills of this read give no notice
             changed |= self._see(f"{path}|{kill['id']}")
         notice = memory_notice(peak=_str(newest.get("peak")), limit=_str(newest.get("limit")))
-        changed |= self._raise(f"{path}|{newest['id']}", f"workspace:{path}", notice)
+        changed |= self._raise(f"{path}|{newest['id']}", workspace_scope(path), notice)
         return changed
 
     def kernel_kill(self, path: str, finished_at: str, reason: str, limit: str, agent: str | None = None) -> bool:
         """A kernel kill read from the Sandbox's last end: the limit, no peak (ADR-0062)."""
         if reason != "OOMKilled":
             return False
-        return self._raise(f"{path}|kernel|{finished_at}", f"workspace:{path}",
+        return self._raise(f"{path}|kernel|{finished_at}", workspace_scope(path),
                            memory_notice(agent=agent, limit=_size(limit)))
 
     def conversation(self, conversation: str, notice: Notice, source: str = "") -> bool:
-        return self._raise(source, f"conversation:{conversation}", notice)
+        return self._raise(source, conversation_scope(conversation), notice)
+
+    def raise_again(self, entries: Sequence[Entry]) -> bool:
+        """Entries an admission carried whose surface the Harness never read: pending again, first, with
+        their sources; one with no source merges into an equal pending one with no source."""
+        back: list[Entry] = []
+        for entry in entries:
+            if not entry.source and any(not p.source and p.notice == entry.notice and p.scope == entry.scope
+                                        for p in [*back, *self.pending]):
+                continue
+            back.append(entry)
+        self.pending[:0] = back
+        return bool(back)
 
     # -- taking ----------------------------------------------------------------------------------------
 
-    def take(self, path: str | None, conversation: str) -> list[Notice]:
-        """The next admission in these scopes takes every pending notice of them."""
-        scopes = {f"conversation:{conversation}"} | ({f"workspace:{path}"} if path else set())
+    def take(self, path: str | None, conversation: str) -> list[Entry]:
+        """A Turn's admission takes every pending notice of its scopes."""
+        scopes = {conversation_scope(conversation)} | ({workspace_scope(path)} if path else set())
         taken = [e for e in self.pending if e.scope in scopes]
         self.pending = [e for e in self.pending if e.scope not in scopes]
-        return [e.notice for e in taken]
+        return taken
+
+    def take_guard_kills(self, path: str | None, eligible: set[str]) -> list[Entry]:
+        """A nudge takes only the pending guard kills of its Workspace whose ids are `eligible`."""
+        if path is None:
+            return []
+        scope = workspace_scope(path)
+        taken = [e for e in self.pending if e.scope == scope and e.guard_kill in eligible]
+        self.pending = [e for e in self.pending if e not in taken]
+        return taken
 
     # -- internals -------------------------------------------------------------------------------------
 
@@ -131,19 +180,64 @@ class Ledger:
     # -- the blob --------------------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        return {"pending": [{"notice": e.notice.wire(), "source": e.source, "scope": e.scope} for e in self.pending],
-                "seen": list(self.seen)}
+        return {"pending": [entry_json(e) for e in self.pending], "seen": list(self.seen)}
 
     @classmethod
     def restore(cls, doc: Mapping[str, Any]) -> Ledger:
         ledger = cls()
         for source in doc.get("seen") or []:
             ledger._see(str(source))
-        for e in doc.get("pending") or []:
-            wire = dict(e["notice"])
-            kind = str(wire.pop("kind"))
-            ledger.pending.append(Entry(Notice(kind, wire), str(e.get("source") or ""), str(e["scope"])))
+        ledger.pending = [entry_from(e) for e in doc.get("pending") or []]
         return ledger
+
+
+def entry_json(e: Entry) -> dict[str, Any]:
+    return {"notice": e.notice.wire(), "source": e.source, "scope": e.scope}
+
+
+def entry_from(doc: Mapping[str, Any]) -> Entry:
+    wire = dict(doc["notice"])
+    kind = str(wire.pop("kind"))
+    return Entry(Notice(kind, wire), str(doc.get("source") or ""), str(doc["scope"]))
+
+
+# -- a Turn's mark (ADR-0062) ----------------------------------------------------------------------------
+
+def mark_of(kills: Iterable[Mapping[str, Any]] | None, turn_started_wall: float) -> str:
+    """The Turn's mark from its first read: the newest kill it saw, "none" for an empty list, or — when the
+    read could not tell — the Turn's start less a second (a time, for a pod clock that runs behind)."""
+    if kills is None:
+        return f"at:{turn_started_wall - MARK_SLACK_SECONDS:.3f}"
+    listed = _ordered(kills)
+    return str(listed[-1]["id"]) if listed else NO_KILL
+
+
+def nudge_eligible(kills: Iterable[Mapping[str, Any]] | None, mark: str, conversation: str) -> set[str]:
+    """The kill ids a nudge (or a wake) of the Turn with `mark` may take, from its own read: after the mark,
+    and after the newest kill whose `told` names the conversation. A read that could not tell: none."""
+    if kills is None:
+        return set()
+    listed = _ordered(kills)
+    ids = [str(k["id"]) for k in listed]
+    if mark.startswith("at:"):
+        since = float(mark[3:])
+        start = next((i for i, k in enumerate(listed) if (parse_rfc3339(k.get("at")) or 0.0) > since), len(listed))
+    elif mark in ids:
+        start = ids.index(mark) + 1
+    else:
+        start = 0  # "none", or more than 16 came and the mark left the list: every kill counts as after it
+    told = [i for i, k in enumerate(listed) if conversation in (k.get("told") or ())]
+    if told:
+        start = max(start, told[-1] + 1)
+    return set(ids[start:])
+
+
+def _ordered(kills: Iterable[Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
+    """The list's kills with an id, oldest first (by `at`; the list's own order breaks ties)."""
+    if kills is None:
+        return []
+    listed = [k for k in kills if isinstance(k.get("id"), str) and k.get("id")]
+    return sorted(listed, key=lambda k: parse_rfc3339(k.get("at")) or 0.0)
 
 
 def _str(value: object) -> str | None:

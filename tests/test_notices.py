@@ -1,0 +1,379 @@
+"""ADR-0062's notice ledger, one test per rule — first on the ledger alone, then in the run's engine, where
+an admission takes what its read raised, a nudge takes only what its mark allows, and what the Harness
+never read is raised again."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from jr2_actors.harness import briefing
+from jr2_actors.run import core as run
+from jr2_actors.run.core import RunCore
+from jr2_actors.run.notices import NO_KILL, Ledger, conversation_new, mark_of, memory_notice, nudge_eligible
+from jr2_actors.workflow import load_workflow, read_document
+from jr2_actors.workspace import core as ws
+
+WALL0 = 1_790_000_000.0
+
+
+def kill(kill_id: str, at: str = "2026-11-29T10:00:00.000Z", *, peak: str | None = "1.9Gi",
+         limit: str | None = "2Gi", told: tuple[str, ...] = (), agent: str = "coder") -> dict[str, Any]:
+    return {"id": kill_id, "at": at, "agent": agent, "peak": peak, "limit": limit, "told": list(told)}
+
+
+def at(minute: int) -> str:
+    return f"2026-11-29T10:{minute:02d}:00.000Z"
+
+
+# -- the ledger alone -------------------------------------------------------------------------------------
+
+def test_one_kill_read_on_the_stream_and_in_the_list_is_one_notice() -> None:
+    ledger = Ledger()
+    assert ledger.stream_kill("F-1", "k-1", "coder", "1.9Gi", "2Gi") is True
+    assert ledger.list_read("F-1", [kill("k-1")]) is False  # same source: nothing new, nothing to save
+    assert [e.notice for e in ledger.take("F-1", "c")] == [memory_notice(agent="coder", peak="1.9Gi", limit="2Gi")]
+
+
+def test_one_kill_on_two_streams_is_one_notice() -> None:
+    ledger = Ledger()
+    ledger.stream_kill("F-1", "k-1", "coder", "1.9Gi", "2Gi")
+    ledger.stream_kill("F-1", "k-1", "reviewer", "1.9Gi", "2Gi")
+    assert len(ledger.take("F-1", "c")) == 1
+
+
+def test_a_burst_of_kills_in_one_read_is_one_notice_the_newest() -> None:
+    ledger = Ledger()
+    ledger.list_read("F-1", [kill("k-2", at(2), peak="1.5Gi"), kill("k-1", at(1)), kill("k-3", at(3), peak="1.7Gi")])
+    taken = ledger.take("F-1", "c")
+    assert [e.source for e in taken] == ["F-1|k-3"] and taken[0].notice.fields["peak"] == "1.7Gi"
+    assert ledger.list_read("F-1", [kill("k-1", at(1)), kill("k-2", at(2))]) is False  # the older were marked seen
+
+
+def test_stream_kills_with_different_sizes_give_one_notice_each() -> None:
+    ledger = Ledger()
+    ledger.stream_kill("F-1", "k-1", "coder", "1.5Gi", "2Gi")
+    ledger.stream_kill("F-1", "k-2", "coder", "1.9Gi", "2Gi")
+    assert [e.notice.fields["peak"] for e in ledger.take("F-1", "c")] == ["1.5Gi", "1.9Gi"]
+
+
+def test_equal_notices_of_two_sources_keep_two_entries_and_are_said_once() -> None:
+    ledger = Ledger()
+    ledger.stream_kill("F-1", "k-1", "coder", "1.9Gi", "2Gi")
+    ledger.stream_kill("F-1", "k-2", "coder", "1.9Gi", "2Gi")
+    taken = ledger.take("F-1", "c")
+    assert len(taken) == 2
+    assert len(run.said_once([e.notice for e in taken])) == 1
+
+
+def test_a_raise_that_changes_nothing_says_so() -> None:
+    ledger = Ledger()
+    assert ledger.list_read("F-1", None) is False  # a read that could not tell raises nothing
+    assert ledger.list_read("F-1", []) is False
+    assert ledger.list_read("F-1", [kill("k-1")]) is True
+    assert ledger.list_read("F-1", [kill("k-1")]) is False
+
+
+def test_a_restart_raises_no_kill_twice() -> None:
+    ledger = Ledger()
+    ledger.list_read("F-1", [kill("k-1")])
+    ledger.take("F-1", "c")  # delivered
+    again = Ledger.restore(json.loads(json.dumps(ledger.snapshot())))
+    assert again.list_read("F-1", [kill("k-1")]) is False
+    assert again.take("F-1", "c") == []
+
+
+def test_a_crash_between_the_read_and_the_save_loses_no_kill() -> None:
+    ledger = Ledger()
+    saved = json.loads(json.dumps(ledger.snapshot()))
+    ledger.list_read("F-1", [kill("k-1")])  # read, raised — and the process dies before the save
+    again = Ledger.restore(saved)
+    assert again.list_read("F-1", [kill("k-1")]) is True  # the list still holds it: the next read raises it
+    assert len(again.take("F-1", "c")) == 1
+
+
+def test_a_kernel_kill_says_the_limit_and_no_peak_and_is_one_notice_on_both_paths() -> None:
+    ledger = Ledger()
+    assert ledger.kernel_kill("F-1", "2026-11-29T10:00:00Z", "OOMKilled", "2Gi", agent="coder") is True
+    assert ledger.kernel_kill("F-1", "2026-11-29T10:00:00Z", "OOMKilled", "2Gi") is False
+    assert ledger.kernel_kill("F-1", "2026-11-29T11:00:00Z", "Error", "2Gi") is False  # not a memory kill
+    (entry,) = ledger.take("F-1", "c")
+    assert entry.notice.wire() == {"kind": "memory-limit", "scope": "workspace", "agent": "coder", "limit": "2Gi"}
+
+
+def test_a_size_not_in_the_guards_form_is_left_out_and_the_kill_kept() -> None:
+    ledger = Ledger()
+    ledger.list_read("F-1", [kill("k-1", peak="lots", limit="2Gi")])
+    (entry,) = ledger.take("F-1", "c")
+    assert entry.notice.wire() == {"kind": "memory-limit", "scope": "workspace", "limit": "2Gi"}
+    ledger.kernel_kill("F-2", "t", "OOMKilled", "2147483648")  # a Workspace's memory in bytes: said as a size
+    assert ledger.take("F-2", "c")[0].notice.fields["limit"] == "2Gi"
+
+
+def test_notices_are_pending_per_scope_and_taken_by_the_next_admission_in_it() -> None:
+    ledger = Ledger()
+    ledger.list_read("F-1", [kill("k-1")])
+    ledger.conversation("conv-a", conversation_new("restart"))
+    assert ledger.take("F-2", "conv-b") == []  # another Workspace, another conversation: nothing
+    assert [e.scope for e in ledger.take("F-1", "conv-b")] == ["workspace:F-1"]
+    assert [e.scope for e in ledger.take(None, "conv-a")] == ["conversation:conv-a"]  # Menu-only: conversation only
+
+
+def test_what_the_harness_never_read_is_raised_again_with_its_source() -> None:
+    ledger = Ledger()
+    ledger.list_read("F-1", [kill("k-1")])
+    carried = ledger.take("F-1", "c")
+    assert ledger.raise_again(carried) is True
+    assert ledger.take("F-1", "c") == carried
+    assert ledger.list_read("F-1", [kill("k-1")]) is False  # still one notice: its source stays seen
+
+
+def test_a_notice_with_no_source_merges_only_into_a_pending_one_with_no_source() -> None:
+    ledger = Ledger()
+    new = conversation_new("restart")
+    ledger.conversation("c", new)
+    carried = ledger.take(None, "c")
+    ledger.conversation("c", new)
+    ledger.raise_again(carried)
+    assert len(ledger.take(None, "c")) == 1
+
+
+def test_the_turns_mark_is_the_newest_kill_its_first_read_saw() -> None:
+    assert mark_of([kill("k-1", at(1)), kill("k-2", at(2))], WALL0) == "k-2"
+    assert mark_of([], WALL0) == NO_KILL
+    assert mark_of(None, WALL0) == f"at:{WALL0 - 1:.3f}"  # a failed read: the Turn's start less a second
+
+
+def test_a_nudge_takes_only_kills_after_the_mark_and_after_the_newest_told() -> None:
+    listed = [kill("k-1", at(1)), kill("k-2", at(2), told=("conv",)), kill("k-3", at(3)), kill("k-4", at(4))]
+    assert nudge_eligible(listed, "k-1", "conv") == {"k-3", "k-4"}  # k-2 told this conversation already
+    assert nudge_eligible(listed, "k-3", "conv") == {"k-4"}
+    assert nudge_eligible(listed, "k-gone", "other") == {"k-1", "k-2", "k-3", "k-4"}  # mark left the list
+    assert nudge_eligible(listed, NO_KILL, "other") == {"k-1", "k-2", "k-3", "k-4"}
+    assert nudge_eligible(None, "k-1", "conv") == set()  # a read that could not tell: no guard kill at all
+
+
+def test_a_failed_first_read_marks_by_time_and_a_nudge_takes_only_later_kills() -> None:
+    started = 1_795_946_400.0  # 2026-11-29T10:00:00Z
+    mark = mark_of(None, started)
+    listed = [kill("k-early", "2026-11-29T09:59:58.000Z"), kill("k-slack", "2026-11-29T09:59:59.500Z"),
+              kill("k-late", "2026-11-29T10:00:30.000Z")]
+    assert nudge_eligible(listed, mark, "conv") == {"k-slack", "k-late"}  # one second allowed for a slow pod clock
+
+
+def test_a_nudge_takes_no_kernel_kill() -> None:
+    ledger = Ledger()
+    ledger.kernel_kill("F-1", "t", "OOMKilled", "2Gi")
+    ledger.list_read("F-1", [kill("k-1")])
+    taken = ledger.take_guard_kills("F-1", {"k-1", "t", "kernel"})
+    assert [e.source for e in taken] == ["F-1|k-1"]
+    assert [e.source for e in ledger.take("F-1", "c")] == ["F-1|kernel|t"]  # it stays for the next Turn
+
+
+# -- in the engine -------------------------------------------------------------------------------------
+
+FIX = """
+name: fix
+workspaces:
+  F-1: {size: {cpu: "1", memory: "2Gi"}}
+agents:
+  coder: {instructions: "You fix.", workspace: F-1, access: write}
+  reviewer: {instructions: "You review.", workspace: F-1, access: read}
+start: code
+states:
+  code:
+    holds: [F-1]
+    turn: {agent: coder, prompt: "Fix it."}
+    on: {finish: wait}
+  wait:
+    holds: [F-1]
+    after: {seconds: 60, to: review}
+  review:
+    holds: [F-1]
+    turn: {agent: reviewer, prompt: "Review it."}
+    on: {approve: done}
+  done: {final: done}
+"""
+
+
+class Engine:
+    """The run's core, driven by hand: each step's actions are kept for the test to read."""
+
+    def __init__(self, text: str = FIX) -> None:
+        doc = read_document(text)
+        assert isinstance(doc, dict)
+        self.core = RunCore("run-n", load_workflow(text), doc)
+        self.now = 0.0
+        self.actions: list[run.Action] = []
+        self.saves = 0
+
+    def __call__(self, event: run.Input) -> run.RunStep:
+        step = self.core.step(event, self.now, WALL0 + self.now)
+        self.actions.extend(step.actions)
+        self.saves += sum(isinstance(a, run.Persist) for a in step.actions)
+        return step
+
+    def status(self) -> str:
+        return str(self.core.status)
+
+    def admissions(self) -> list[Mapping[str, Any]]:
+        return [a.body for a in self.actions if isinstance(a, run.Admit)]
+
+    def running(self) -> None:
+        self(run.Start())
+        self(run.FromWorkspace(ws.Running("F-1", {"app": "/work/app/x"}, "http://h")))
+
+
+def test_a_kill_listed_while_the_workflow_waited_with_no_turn_reaches_the_very_next_admission() -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, ()))
+    e(run.Admitted(1))
+    e(run.Picked(1, "c1", "finish"))  # the run waits 60 s in `wait`: no Turn runs
+    e.now = 60.0
+    e(run.Tick())  # → review: the reviewer's Turn reads the list, where a dev server's kill now is
+    assert isinstance(e.actions[-1], run.StartTurn) and e.actions[-1].agent == "reviewer"
+    saves = e.saves
+    e(run.KillsRead(2, (kill("k-dev", peak="1.1Gi", limit="2Gi", agent="coder"),)))
+    (first, second) = e.admissions()
+    assert "notices" not in first
+    assert second["notices"] == [{"kind": "memory-limit", "scope": "workspace", "peak": "1.1Gi", "limit": "2Gi"}]
+    assert e.saves == saves + 1  # ledgered (saved) before the admission leaves
+
+
+def test_a_read_that_raises_nothing_new_saves_nothing() -> None:
+    e = Engine()
+    e.running()
+    saves = e.saves
+    e(run.KillsRead(1, ()))
+    assert e.saves == saves + 1  # the Turn's mark ("none") is ledgered once …
+    e(run.Admitted(1))
+    e(run.TurnEnded(1, picked=False))  # … a nudge reads again
+    saves = e.saves
+    e(run.KillsRead(1, ()))
+    assert e.saves == saves  # nothing changed: nothing saved
+
+
+def test_a_nudge_takes_only_guard_kills_after_the_mark_and_no_kernel_kill() -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, (kill("k-before", at(1)),)))  # the first read: mark k-before (raised for this Turn)
+    first = e.admissions()[0]
+    assert len(first["notices"]) == 1
+    e(run.Admitted(1))
+    e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T10:05:00Z", 1, "memory limit …")))
+    e(run.TurnEnded(1, picked=False))
+    e(run.KillsRead(1, (kill("k-before", at(1)), kill("k-during", at(6)))))
+    nudge = e.admissions()[1]
+    assert nudge["message"] == briefing.NUDGE and nudge["kept"] is True
+    assert nudge["notices"] == [{"kind": "memory-limit", "scope": "workspace", "peak": "1.9Gi", "limit": "2Gi"}]
+    kernel = [p for p in e.core.ledger.pending if "|kernel|" in p.source]
+    assert len(kernel) == 1  # the kernel kill waits for the next Turn (it names the coder: its Turn ran)
+
+
+def test_a_nudge_whose_read_could_not_tell_takes_no_guard_kill() -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, ()))
+    e(run.Admitted(1))
+    e(run.GuardKill(1, "k-stream", "1.9Gi", "2Gi"))  # heard, and raised for the next admission in scope
+    e(run.TurnEnded(1, picked=False))
+    e(run.KillsRead(1, None))
+    assert "notices" not in e.admissions()[1]
+    assert [p.source for p in e.core.ledger.pending] == ["F-1|k-stream"]
+
+
+def test_notices_of_an_admission_the_harness_never_read_are_raised_again() -> None:
+    e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
+    e.running()
+    e(run.KillsRead(1, (kill("k-1"),)))
+    assert e.admissions()[0]["notices"]
+    e(run.Admitted(1))  # admitted — but the Submission says nothing before the state is left
+    e.now = 5.0
+    e(run.Tick())  # `after` leaves `code`: the Turn is stopped before its surface was read
+    assert [p.source for p in e.core.ledger.pending] == ["F-1|k-1"]
+
+
+def test_notices_of_an_admission_the_harness_read_count_as_heard() -> None:
+    e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
+    e.running()
+    e(run.KillsRead(1, (kill("k-1"),)))
+    e(run.Admitted(1))
+    e(run.Said(1, "looking"))  # the Submission spoke: the surface was read
+    e.now = 5.0
+    e(run.Tick())
+    assert e.core.ledger.pending == []
+
+
+def test_kept_on_every_admission_to_a_held_conversation_and_a_404_kept_false_readmits_with_the_task() -> None:
+    e = Engine(FIX.replace("on: {approve: done}", "on: {approve: done, redo: code}"))
+    e.running()
+    e(run.KillsRead(1, ()))
+    e(run.Admitted(1))
+    e(run.Picked(1, "c1", "finish"))
+    e.now = 60.0
+    e(run.Tick())
+    e(run.KillsRead(2, ()))
+    e(run.Admitted(2))
+    e(run.Picked(2, "c2", "redo"))  # back to the coder: its conversation continues
+    e(run.KillsRead(3, (kill("k-9"),)))
+    third = e.admissions()[2]
+    assert third["kept"] is True and third["message"] == "Fix it."
+    e(run.NotKept(3))  # the Harness lost it (a new container)
+    fourth = e.admissions()[3]
+    assert "kept" not in fourth
+    assert fourth["message"] == briefing.readmit("Fix it.")
+    assert {"kind": "conversation-new", "reason": "the Harness no longer holds the conversation"} in fourth["notices"]
+    assert {"kind": "memory-limit", "scope": "workspace", "peak": "1.9Gi", "limit": "2Gi"} in fourth["notices"]
+
+
+def test_a_kernel_kill_while_no_turn_ran_raises_the_limit_and_no_peak_and_names_no_one() -> None:
+    e = Engine()
+    e(run.Start())
+    e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T09:00:00Z", 1, "memory limit …")))
+    e(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
+    e(run.KillsRead(1, ()))
+    assert e.admissions()[0]["notices"] == [{"kind": "memory-limit", "scope": "workspace", "limit": "2Gi"}]
+
+
+def test_a_turn_a_kernel_kill_ended_faults_on_it_even_when_the_stream_said_lost_first() -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, ()))
+    e(run.Admitted(1))
+    e(run.TurnFault(1, "the conversation was lost (404)", "lost"))  # the stream's 404 comes first …
+    assert e.status() == "running"
+    e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T10:00:00Z", 1,
+                                       "memory limit (OOMKilled, limit 2Gi): Killed")))
+    e(run.FromWorkspace(ws.HarnessEnded("F-1", "OOMKilled", 137, "Killed", "memory limit (OOMKilled, limit 2Gi): "
+                                                                            "Killed")))  # … then the watch
+    assert e.status() == "failed" and e.core.fault == "memory limit (OOMKilled, limit 2Gi): Killed"
+    kernel = [p for p in e.core.ledger.pending if "|kernel|" in p.source]
+    assert kernel[0].notice.fields["agent"] == "coder"  # the fault's notice names the Turn's Agent
+
+
+def test_a_lost_conversation_nothing_explains_stands_after_the_grace() -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, ()))
+    e(run.Admitted(1))
+    e(run.TurnFault(1, "the conversation was lost (404)", "lost"))
+    e.now = run.LOST_GRACE_SECONDS
+    e(run.Tick())
+    assert e.core.status == "failed" and e.core.fault == "the conversation was lost (404)"
+
+
+def test_a_restart_delivers_no_notice_twice_and_loses_none() -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, (kill("k-1"),)))  # raised, ledgered, admitted
+    blob = json.loads(json.dumps(e.core.snapshot()))
+    core, step = RunCore.restore(blob, 0.0, WALL0)
+    again = Engine()
+    again.core = core
+    again.actions.extend(step.actions)
+    again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
+    again(run.KillsRead(1, (kill("k-1"),)))  # the restored Turn is admitted again (kept), reading the same list
+    resumed = again.admissions()[-1]
+    assert resumed["message"] == briefing.readmit("Fix it.") and "notices" not in resumed
