@@ -116,3 +116,26 @@ def test_kills_of_the_wrong_shape_are_dropped_one_by_one() -> None:
     assert [k.id for k in read.kills] == ["ok"]
     assert read.kills[0].told == ()
     assert len(read.problems) == 4
+
+
+def _kill(i: int = 0, **fields: Any) -> dict[str, Any]:
+    return {"id": f"k-{i}", "at": "2026-09-30T10:00:00Z", "agent": "coder", "instanceId": "i", "peak": "1.9Gi",
+            "limit": "2Gi", "told": [], **fields}
+
+
+def test_adr_0062s_bounds_seventeen_kills_thirty_three_told_and_a_300_kib_body() -> None:
+    seventeen = parse_memory_kills(json.dumps({"kills": [_kill(i) for i in range(17)]}).encode())
+    assert [k.id for k in seventeen.kills] == [f"k-{i}" for i in range(1, 17)]  # the oldest one is dropped
+    told = parse_memory_kills(json.dumps({"kills": [_kill(told=[f"c-{j}" for j in range(33)])]}).encode())
+    assert told.kills[0].told == tuple(f"c-{j}" for j in range(1, 33))
+    body = json.dumps({"kills": [_kill(told=["x" * 100] * 30) for _ in range(100)]}).encode()
+    assert len(body) > 300 * 1024
+    with pytest.raises(MemoryKillListError, match="over the"):
+        parse_memory_kills(body)  # a read of more than 256 KiB is no read: the list is kept for the next
+
+
+def test_adr_0062s_bounds_a_65_character_id_and_an_unparseable_at_drop_the_kill_a_peak_of_lots_keeps_it() -> None:
+    read = parse_memory_kills(json.dumps({"kills": [_kill(id="k" * 65), _kill(1, at="yesterday"),
+                                                    _kill(2, peak="lots")]}).encode())
+    assert [(k.id, k.peak, k.limit) for k in read.kills] == [("k-2", None, "2Gi")]  # sizes said no more
+    assert any("peak left out" in p for p in read.problems)

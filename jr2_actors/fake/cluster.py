@@ -267,6 +267,11 @@ class FakeCluster:
     def admissions(self) -> list[dict[str, Any]]:
         return self.harness(lambda core: list(core.admissions))
 
+    def list_kill(self, sandbox: str, **kill: Any) -> str:
+        """A guard kill on `sandbox`'s Harness list alone — no Submission ran (`HarnessCore.list_kill`)."""
+        now = self.clock.wall()
+        return self.harness(lambda core: core.list_kill(sandbox, now, **kill))
+
     # -- faults (each a Knob of the API server actor: docs/fake-cluster.md "Fault knobs") ----------------
 
     def fault(self, knob: api.Knob) -> Any:

@@ -109,6 +109,7 @@ class HarnessCore:
         self._harnesses: dict[str, _Harness] = {}
         self._scripts: dict[str, deque[list[Action]]] = {}
         self._pick_first = False
+        self.reads: dict[str, int] = {}  # GET /memory-kills answered, per Harness
         self.admissions: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)  # every admission body, as received
         self.answers: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)
         self._ids = itertools.count(1)
@@ -134,6 +135,26 @@ class HarnessCore:
     def restart(self, sandbox: str) -> None:
         """The Harness process restarted: every conversation it held is gone."""
         self._harness(sandbox).conversations.clear()
+
+    def pick_now(self, agent: str, pick: str, args: Mapping[str, Any] | None = None) -> bool:
+        """The model of a hung Turn of `agent` picks now (a test's hand on the model): False when none hangs."""
+        for harness in self._harnesses.values():
+            for conv in harness.conversations.values():
+                if conv.agent == agent and conv.running and conv.awaiting is None and not conv.script:
+                    conv.awaiting = f"call-{next(self._ids)}"
+                    self._emit(conv, "pick", callId=conv.awaiting, pick=pick, args=dict(args or {}))
+                    return True
+        return False
+
+    def list_kill(self, sandbox: str, now: float, *, agent: str = "", peak: str = "1.1Gi", limit: str = "2Gi",
+                  told: Sequence[str] = ()) -> str:
+        """A guard kill outside any Submission (a dev server killed while the workflow waits, ADR-0062): on
+        the Harness's list alone, on no stream. Its id."""
+        harness = self._harness(sandbox)
+        kill_id = f"k-{next(self._ids)}"
+        harness.kills.append({"id": kill_id, "at": rfc3339_ms(now), "agent": agent, "instanceId": harness.instance_id,
+                              "peak": peak, "limit": limit, "told": list(told)})
+        return kill_id
 
     # -- routes --------------------------------------------------------------------------------------
 
@@ -234,6 +255,7 @@ class HarnessCore:
         return Answer(200, {"aborted": True})
 
     def memory_kills(self, sandbox: str) -> bytes:
+        self.reads[sandbox] = self.reads.get(sandbox, 0) + 1
         harness = self._harness(sandbox)
         if harness.raw_kills is not None:
             return harness.raw_kills
