@@ -377,3 +377,21 @@ def test_a_restart_delivers_no_notice_twice_and_loses_none() -> None:
     again(run.KillsRead(1, (kill("k-1"),)))  # the restored Turn is admitted again (kept), reading the same list
     resumed = again.admissions()[-1]
     assert resumed["message"] == briefing.readmit("Fix it.") and "notices" not in resumed
+
+
+def test_a_picks_answer_that_never_reached_its_call_is_told_to_the_next_turn_of_that_conversation() -> None:
+    e = Engine(FIX.replace("on: {approve: done}", "on: {approve: done, redo: code}"))
+    e.running()
+    e(run.KillsRead(1, ()))
+    e(run.Admitted(1))
+    e(run.Picked(1, "call-7", "finish"))  # answered `over: true`; the run moved to `wait` …
+    e(run.AnswerLost(1, "call-7", "connection reset"))  # … but the answer never reached the call
+    e.now = 60.0
+    e(run.Tick())
+    e(run.KillsRead(2, ()))  # the reviewer's Turn: another conversation, it hears nothing of it
+    assert "notices" not in e.admissions()[1]
+    e(run.Admitted(2))
+    e(run.Picked(2, "call-8", "redo"))
+    e(run.KillsRead(3, ()))  # the coder's next Turn continues the conversation that picked
+    assert e.admissions()[2]["notices"] == [{"kind": "pick-answer", "pick": "finish", "cut": True,
+                                             "answer": {"reply": "moved to wait"}}]

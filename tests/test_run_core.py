@@ -146,8 +146,8 @@ def test_the_example_runs_to_done_with_the_review_sending_the_work_back_once() -
                                                          "Fix the failing test.", "Review the change."]
     assert d.world.placed == ["F-1"]  # kept across the four states that hold it
     assert d.world.released == [("F-1", "teardown")]  # done: deleted
-    assert [a[2] for a in d.world.answers] == [{"moved": "review"}, {"moved": "code"}, {"moved": "review"},
-                                               {"moved": "done"}]
+    assert [a[2] for a in d.world.answers] == [{"reply": "moved to review"}, {"reply": "moved to code"},
+                                               {"reply": "moved to review"}, {"reply": "moved to done"}]
 
 
 def test_an_admission_carries_the_definition_the_allowed_picks_and_the_working_directory() -> None:

@@ -252,8 +252,7 @@ class RunActor(Shell):
         if isinstance(message, turn_core.TurnFault):
             return run.TurnFault(turn, message.reason, message.cause)
         if isinstance(message, turn_core.AnswerFailed):
-            return run.TurnFault(turn, f"the answer to pick {message.call_id} did not reach the Harness: "
-                                       f"{message.problem}", "answer")
+            return run.AnswerLost(turn, message.call_id, message.problem)
         return None
 
     def _log_read(self, message: agent_actor.KillsRead) -> None:

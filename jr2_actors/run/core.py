@@ -46,6 +46,7 @@ RunStatusName = Literal["running", "done", "failed", "cancelled", "error", "lost
 ReleaseWhy = ws.ReleaseWhy
 FEED_KEEP = 500  # feed lines kept in the run (and its blob) for a reader to resume from
 NUDGE_LIMIT = 1  # a Turn that ends without a pick is prompted again this often, then it is a fault
+ANSWERS_KEPT = 8  # answered picks remembered for an answer that turns out not to have reached its call
 LOST_GRACE_SECONDS = 5.0  # a lost conversation waits this long for the Workspace to say a kernel kill ended it
 BLOB_VERSION = 1
 
@@ -129,6 +130,15 @@ class TurnEnded:
 
 
 @dataclass(frozen=True)
+class AnswerLost:
+    """A pick's answer did not reach the Harness: the model's call still waits for it."""
+
+    turn: int
+    call_id: str
+    problem: str
+
+
+@dataclass(frozen=True)
 class TurnFault:
     turn: int
     reason: str
@@ -136,7 +146,7 @@ class TurnFault:
 
 
 Input = (Start | Cancel | Tick | FromWorkspace | KillsRead | Admitted | NotKept | Picked | GuardKill | Said
-         | TurnEnded | TurnFault)
+         | TurnEnded | TurnFault | AnswerLost)
 
 
 # -- actions -----------------------------------------------------------------------------------------
@@ -279,6 +289,8 @@ class RunCore:
         self.turn: TurnRecord | None = None
         self.turns = 0
         self.conversations: dict[str, int] = {}  # agent → Turns its conversation has had
+        # The newest answered picks (memory alone): an answer that did not reach its call becomes a notice.
+        self.answers: dict[int, tuple[str, str, str, str, dict[str, Any]]] = {}
         self.ledger = Ledger()
         self.feed: deque[FeedEvent] = deque(maxlen=FEED_KEEP)
         self.feed_next = 1
@@ -544,6 +556,9 @@ class RunCore:
         self.turn = None
 
     def _agent(self, event: Input) -> None:
+        if isinstance(event, AnswerLost):
+            self._answer_lost(event)
+            return
         turn = self.turn
         if turn is None or getattr(event, "turn", None) != turn.id or self.status != "running":
             return  # a late report of a Turn that is over
@@ -587,6 +602,19 @@ class RunCore:
                 self._read_for(turn, "nudge")
         elif isinstance(event, TurnFault):
             self._turn_fault(turn, event)
+
+    def _answer_lost(self, event: AnswerLost) -> None:
+        """ADR-0062: a pick's answer that never reached its call, after the route left the Agent's state: the
+        next Turn of that conversation hears it, with the answer."""
+        answered = self.answers.pop(event.turn, None)
+        if answered is None:
+            return
+        _agent, conversation, call_id, pick, answer = answered
+        if call_id != event.call_id:
+            return
+        notice = Notice("pick-answer", {"pick": pick, "cut": True, "answer": answer})
+        if self.ledger.conversation(conversation, notice, source=f"{conversation}|answer|{call_id}"):
+            self._persist = True
 
     def _turn_fault(self, turn: TurnRecord, event: TurnFault) -> None:
         if turn.phase == "ended":
@@ -694,7 +722,11 @@ class RunCore:
             return  # TurnCore answers a pick the Turn does not allow; nothing moves
         turn.phase = "answered"
         turn.picked = event.pick
-        self._out.append(AnswerPick(turn.id, turn.agent, event.call_id, True, {"moved": target}))
+        answer = {"reply": f"moved to {target}"}
+        self.answers[turn.id] = (turn.agent, turn.conversation, event.call_id, event.pick, answer)
+        while len(self.answers) > ANSWERS_KEPT:
+            del self.answers[min(self.answers)]
+        self._out.append(AnswerPick(turn.id, turn.agent, event.call_id, True, answer))
         self._feed("pick", agent=turn.agent, turn=turn.id, pick=event.pick, to=target)
         self.turn = None  # answered: the Turn ends with the state that asked for it (ADR-0024)
         self._enter(target)
