@@ -32,10 +32,10 @@ class SandboxKey:
     """The authoritative identity of a Workspace's Sandbox: its run and its Workspace path."""
 
     run_id: str
-    workspace: str
+    path: str  # the Workspace's path in its run (RunStatus's `child`)
 
     def __str__(self) -> str:
-        return f"{self.run_id}/{self.workspace or '(root)'}"
+        return f"{self.run_id}/{self.path or '(root)'}"
 
 
 @dataclass(frozen=True)
@@ -58,21 +58,21 @@ def labels_for(run_id: str, workflow: str) -> dict[str, str]:
     return {RUN_LABEL: label_value(run_id), WORKFLOW_LABEL: label_value(workflow)}
 
 
-def annotations_for(run_id: str, workspace: str) -> dict[str, str]:
-    return {RUN_ID_ANNOTATION: run_id, WORKSPACE_ANNOTATION: workspace}
+def annotations_for(run_id: str, path: str) -> dict[str, str]:
+    return {RUN_ID_ANNOTATION: run_id, WORKSPACE_ANNOTATION: path}
 
 
 NAME_HASH_HEX = 12  # 48 bits: two live Workspaces' names collide with odds about n²/2⁴⁹ (1e-9 at 1,000 runs)
 
 
-def sandbox_name(run_id: str, workspace: str) -> str:
-    """`ws-<8 of the run slug>-<workspace slug>-<hash>`, ≤ 63 characters, DNS-1123 (CONTRACTS.md §1).
+def sandbox_name(run_id: str, path: str) -> str:
+    """`ws-<8 of the run slug>-<path slug>-<hash>`, ≤ 63 characters, DNS-1123 (CONTRACTS.md §1).
     The slugs are for people and are lossy; the hash covers the whole run id and Workspace path (48
     bits), so runs that share a prefix never share a name."""
     run = _slug(run_id)[:8].strip("-") or "x"
-    digest = hashlib.sha256(f"{run_id}\x00{workspace}".encode()).hexdigest()[:NAME_HASH_HEX]
+    digest = hashlib.sha256(f"{run_id}\x00{path}".encode()).hexdigest()[:NAME_HASH_HEX]
     room = NAME_MAX - len("ws-") - len(run) - 2 - len(digest)
-    ws = _slug(workspace)[:room].strip("-") or "root"
+    ws = _slug(path)[:room].strip("-") or "root"
     return f"ws-{run}-{ws}-{digest}"
 
 
@@ -83,18 +83,18 @@ def identify(obj: Mapping[str, Any]) -> SandboxKey | Foreign:
     labels = _mapping(meta.get("labels"))
     annotations = _mapping(meta.get("annotations"))
     run_id = annotations.get(RUN_ID_ANNOTATION)
-    workspace = annotations.get(WORKSPACE_ANNOTATION)
+    path = annotations.get(WORKSPACE_ANNOTATION)
     label = labels.get(RUN_LABEL)
     if not isinstance(run_id, str) or not run_id:
         return Foreign(str(name), str(uid), f"no {RUN_ID_ANNOTATION} annotation")
-    if not isinstance(workspace, str):
+    if not isinstance(path, str):
         return Foreign(str(name), str(uid), f"no {WORKSPACE_ANNOTATION} annotation")
     if not isinstance(label, str):
         return Foreign(str(name), str(uid), f"no {RUN_LABEL} label")
     if label != label_value(run_id):
         return Foreign(str(name), str(uid), f"label {RUN_LABEL}={label!r} disagrees with annotation "
                                             f"{RUN_ID_ANNOTATION}={run_id!r}")
-    return SandboxKey(run_id, workspace)
+    return SandboxKey(run_id, path)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
