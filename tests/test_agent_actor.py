@@ -14,16 +14,8 @@ import pytest
 
 from jr2_actors.actorkit import Timers
 from jr2_actors.agent import core as turn
-from jr2_actors.agent.actor import (
-    AbortTurn,
-    Admit,
-    AgentActor,
-    AnswerPick,
-    EndTurn,
-    KillsRead,
-    StartTurn,
-    TurnAborted,
-)
+from jr2_actors.agent.actor import AgentActor, KillsRead, TurnAborted
+from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, StartTurn
 from jr2_actors.clock import VirtualClock
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say

@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from jr2_actors.agent import core as seat
 from jr2_actors.harness import briefing
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
@@ -218,7 +219,8 @@ class Engine:
         return str(self.core.status)
 
     def admissions(self) -> list[Mapping[str, Any]]:
-        return [a.body for a in self.actions if isinstance(a, run.Admit)]
+        return [a.message.body for a in self.actions
+                if isinstance(a, run.ToAgent) and isinstance(a.message, seat.Admit)]
 
     def running(self) -> None:
         self(run.Start())
@@ -233,7 +235,8 @@ def test_a_kill_listed_while_the_workflow_waited_with_no_turn_reaches_the_very_n
     e(run.Picked(1, "c1", "finish"))  # the run waits 60 s in `wait`: no Turn runs
     e.now = 60.0
     e(run.Tick())  # → review: the reviewer's Turn reads the list, where a dev server's kill now is
-    assert isinstance(e.actions[-1], run.StartTurn) and e.actions[-1].agent == "reviewer"
+    last = e.actions[-1]
+    assert isinstance(last, run.ToAgent) and isinstance(last.message, seat.StartTurn) and last.agent == "reviewer"
     saves = e.saves
     e(run.KillsRead(2, (kill("k-dev", peak="1.1Gi", limit="2Gi", agent="coder"),)))
     (first, second) = e.admissions()

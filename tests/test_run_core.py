@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from jr2_actors.agent import core as seat
 from jr2_actors.harness import briefing
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
@@ -64,25 +65,31 @@ class World:
         if isinstance(action, run.ReleaseWorkspace):
             self.released.append((action.path, action.why))
             return [run.FromWorkspace(ws.Released(action.path, deleted=True))]
-        if isinstance(action, (run.StartTurn, run.ReadKills)):
-            return [run.KillsRead(action.turn, ())]
-        if isinstance(action, run.Admit):
-            self.admissions.append(dict(action.body))
-            if action.turn not in self.turn_state:  # a nudge repeats no prompt: the Turn's first admission told
-                self.turn_state[action.turn] = next(s for s, d in WORKFLOW_STATES(self).items()
-                                                    if action.body["message"].endswith(d))
-            state = self.turn_state[action.turn]
-            pick = self.behaviour(state, action.turn)
-            out = [run.Admitted(action.turn)]
+        if isinstance(action, run.ToAgent):
+            return self.seat(action.message)
+        return []
+
+    def seat(self, message: seat.ToSeat) -> list[run.Input]:
+        turn = int(message.turn_id)
+        if isinstance(message, (seat.StartTurn, seat.ReadKills)):
+            return [run.KillsRead(turn, ())]
+        if isinstance(message, seat.Admit):
+            self.admissions.append(dict(message.body))
+            if turn not in self.turn_state:  # a nudge repeats no prompt: the Turn's first admission told
+                self.turn_state[turn] = next(s for s, d in WORKFLOW_STATES(self).items()
+                                                    if message.body["message"].endswith(d))
+            state = self.turn_state[turn]
+            pick = self.behaviour(state, turn)
+            out = [run.Admitted(turn)]
             if pick is None:
-                return [*out, run.TurnEnded(action.turn, picked=False)]
+                return [*out, run.TurnEnded(turn, picked=False)]
             if pick.startswith("fault:"):
-                return [*out, run.TurnFault(action.turn, pick.removeprefix("fault:"))]
-            return [*out, run.Picked(action.turn, f"call-{action.turn}", pick)]
-        if isinstance(action, run.AnswerPick):
-            self.answers.append((action.turn, action.call_id, action.answer))
-        if isinstance(action, run.AbortTurn):
-            self.aborted.append(action.turn)
+                return [*out, run.TurnFault(turn, pick.removeprefix("fault:"))]
+            return [*out, run.Picked(turn, f"call-{turn}", pick)]
+        if isinstance(message, seat.AnswerPick):
+            self.answers.append((turn, message.call_id, message.answer))
+        if isinstance(message, seat.AbortTurn):
+            self.aborted.append(turn)
         return []
 
 

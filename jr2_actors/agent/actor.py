@@ -45,11 +45,12 @@ import queue
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from jr2_actors.actorkit import Recipient, Shell, Timers, tell_quietly
 from jr2_actors.agent import core as turn
+from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, ReadKills, StartTurn
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.harness.client import (
     ConversationNotKept,
@@ -68,51 +69,8 @@ MAX_ALLOWED = 256
 JOIN_SECONDS = 2.0
 
 
-# -- from the run ------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class StartTurn:
-    turn_id: str
-    conversation_id: str
-    endpoint: str
-    token: str = field(repr=False)
-    in_workspace: bool = True  # a Menu-only agent on the Instance Harness reads no kill list
-    # A Turn restored after the Orchestrator restarted: its Submission may still run on the Harness, so it
-    # is aborted first (quietly: there may be nothing to abort) and the Turn admitted again, `kept: true`.
-    abort_first: bool = False
-
-
-@dataclass(frozen=True)
-class ReadKills:
-    """Read the list again for the open Turn (before a nudge, another admission of it): `KillsRead` answers."""
-
-    turn_id: str
-
-
-@dataclass(frozen=True)
-class Admit:
-    turn_id: str
-    body: Mapping[str, Any] = field(repr=False)  # {definition, message, allowed, notices?, kept?, cwd?}
-
-
-@dataclass(frozen=True)
-class AnswerPick:
-    turn_id: str
-    call_id: str
-    over: bool
-    answer: Any
-
-
-@dataclass(frozen=True)
-class AbortTurn:
-    turn_id: str
-
-
-@dataclass(frozen=True)
-class EndTurn:
-    turn_id: str
-    fault: str
-
+# -- from the run: the messages are the core's (`StartTurn`, `ReadKills`, `Admit`, `AnswerPick`, `AbortTurn`,
+# `EndTurn`), defined once in `agent/core.py` so the run's pure core can say them too.
 
 # -- to the run (beside the core's reports) ----------------------------------------------------------
 

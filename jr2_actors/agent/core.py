@@ -45,6 +45,55 @@ State = Literal["idle", "admitting", "reading", "ended"]
 FaultCause = Literal["settled", "refused", "lost", "stream", "ended"]
 
 
+# -- from the run (the seat's messages, said by the run's core and told by its actor) -------------------
+
+@dataclass(frozen=True)
+class StartTurn:
+    turn_id: str
+    conversation_id: str
+    endpoint: str
+    token: str = field(default="", repr=False)  # filled by the run's shell, which holds the signing key
+    in_workspace: bool = True  # a Menu-only agent on the Instance Harness reads no kill list
+    # A Turn restored after the Orchestrator restarted: its Submission may still run on the Harness, so it
+    # is aborted first (quietly: there may be nothing to abort) and the Turn admitted again, `kept: true`.
+    abort_first: bool = False
+
+
+@dataclass(frozen=True)
+class ReadKills:
+    """Read the list again for the open Turn (before a nudge, another admission of it): `KillsRead` answers."""
+
+    turn_id: str
+
+
+@dataclass(frozen=True)
+class Admit:
+    turn_id: str
+    body: Mapping[str, Any] = field(repr=False)  # {definition, message, allowed, notices?, kept?, cwd?}
+
+
+@dataclass(frozen=True)
+class AnswerPick:
+    turn_id: str
+    call_id: str
+    over: bool
+    answer: Any
+
+
+@dataclass(frozen=True)
+class AbortTurn:
+    turn_id: str
+
+
+@dataclass(frozen=True)
+class EndTurn:
+    turn_id: str
+    fault: str
+
+
+ToSeat = StartTurn | ReadKills | Admit | AnswerPick | AbortTurn | EndTurn
+
+
 # -- inputs ------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pykka
@@ -178,23 +178,22 @@ class RunActor(Shell):
                 self.actor_ref.tell(ws.Released(action.path, deleted=False))
             else:
                 tell_quietly(ref, ws.Release(action.why))
-        elif isinstance(action, run.StartTurn):
-            token = harness_token(self.env.signing_key, self._sandbox_name(action.path) if action.path
-                                  else INSTANCE_HARNESS)
-            self._agent(action.agent).tell(agent_actor.StartTurn(
-                str(action.turn), action.conversation, action.endpoint, token, in_workspace=action.path is not None,
-                abort_first=action.abort_first))
-        elif isinstance(action, run.ReadKills):
-            tell_quietly(self._agents.get(action.agent), agent_actor.ReadKills(str(action.turn)))
-        elif isinstance(action, run.Admit):
-            self._agent(action.agent).tell(agent_actor.Admit(str(action.turn), action.body))
-        elif isinstance(action, run.AnswerPick):
-            self._agent(action.agent).tell(agent_actor.AnswerPick(str(action.turn), action.call_id, action.over,
-                                                                  action.answer))
-        elif isinstance(action, run.AbortTurn):
-            tell_quietly(self._agents.get(action.agent), agent_actor.AbortTurn(str(action.turn)))
+        elif isinstance(action, run.ToAgent):
+            self._to_agent(action)
         elif isinstance(action, run.Finished):
             self._finish(action)
+
+    def _to_agent(self, action: run.ToAgent) -> None:
+        message = action.message
+        if isinstance(message, turn_core.StartTurn):
+            # The token is the shell's to make: the signing key never enters the core or the blob.
+            path = self.core.workflow.agents[action.agent].workspace
+            token = harness_token(self.env.signing_key, self._sandbox_name(path) if path else INSTANCE_HARNESS)
+            self._agent(action.agent).tell(replace(message, token=token))
+        elif isinstance(message, (turn_core.AbortTurn, turn_core.ReadKills)):
+            tell_quietly(self._agents.get(action.agent), message)  # only a seat that exists has a Turn to stop
+        else:
+            self._agent(action.agent).tell(message)
 
     def _place(self, action: run.PlaceWorkspace) -> None:
         definition = self.core.workflow.workspaces[action.path]

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from jr2_actors.agent import core as seat
 from jr2_actors.harness import briefing
 from jr2_actors.run.notices import Entry, Ledger, Notice, mark_of, nudge_eligible
 from jr2_actors.run.notices import conversation_new as conversation_new_notice
@@ -172,45 +173,12 @@ class ReleaseWorkspace:
 
 
 @dataclass(frozen=True)
-class StartTurn:
-    """Read the kill list (when `in_workspace`), then tell the run what it read (`KillsRead`)."""
+class ToAgent:
+    """Tell an Agent seat one of its messages (`agent/core.py`): start a Turn (which reads the kill list and
+    answers `KillsRead`), read again, admit, answer a pick, abort."""
 
-    turn: int
     agent: str
-    conversation: str
-    path: str | None  # the Workspace it works in; None: a Menu-only agent on the Instance Harness
-    endpoint: str
-    abort_first: bool = False  # a Turn restored after a restart: its Submission may still run
-
-
-@dataclass(frozen=True)
-class ReadKills:
-    """Read the list again before another admission of the same Turn (a nudge); answered by `KillsRead`."""
-
-    turn: int
-    agent: str
-
-
-@dataclass(frozen=True)
-class Admit:
-    turn: int
-    agent: str
-    body: Mapping[str, Any] = field(repr=False)
-
-
-@dataclass(frozen=True)
-class AnswerPick:
-    turn: int
-    agent: str
-    call_id: str
-    over: bool
-    answer: Any
-
-
-@dataclass(frozen=True)
-class AbortTurn:
-    turn: int
-    agent: str
+    message: seat.ToSeat
 
 
 @dataclass(frozen=True)
@@ -221,8 +189,7 @@ class Finished:
     fault: str | None
 
 
-Action = (Persist | PlaceWorkspace | ReleaseWorkspace | StartTurn | ReadKills | Admit | AnswerPick | AbortTurn
-          | Finished)
+Action = Persist | PlaceWorkspace | ReleaseWorkspace | ToAgent | Finished
 
 
 # -- reports: the feed -------------------------------------------------------------------------------
@@ -493,7 +460,7 @@ class RunCore:
             return
         reason = report.memory_fault or f"the Harness ended ({report.reason}, exit {report.exit_code}): " \
                                         f"{report.message}".rstrip(": ")
-        self._out.append(AbortTurn(turn.id, turn.agent))
+        self._tell(turn, seat.AbortTurn(str(turn.id)))
         turn.phase = "ended"
         self._event("agent.fault", reason)
 
@@ -544,13 +511,17 @@ class RunCore:
         turn.phase = "reading"
         turn.reading = "resume" if turn.resumed else "turn"
         turn.started_wall = turn.started_wall or self._wall
-        self._out.append(StartTurn(turn.id, turn.agent, turn.conversation, path, endpoint, abort_first=turn.resumed))
+        self._tell(turn, seat.StartTurn(str(turn.id), turn.conversation, endpoint, in_workspace=path is not None,
+                                        abort_first=turn.resumed))
         self._feed("turn", agent=turn.agent, turn=turn.id, state=turn.state)
+
+    def _tell(self, turn: TurnRecord, message: seat.ToSeat) -> None:
+        self._out.append(ToAgent(turn.agent, message))
 
     def _stop_turn(self) -> None:
         turn = self.turn
         if turn is not None and turn.phase not in ("waiting", "ended"):
-            self._out.append(AbortTurn(turn.id, turn.agent))
+            self._tell(turn, seat.AbortTurn(str(turn.id)))
         if turn is not None:
             self._unheard(turn)
         self.turn = None
@@ -641,7 +612,7 @@ class RunCore:
         if path is None:
             self._admit(turn, purpose)
             return
-        self._out.append(ReadKills(turn.id, turn.agent))
+        self._tell(turn, seat.ReadKills(str(turn.id)))
 
     def _read(self, turn: TurnRecord, read: KillsRead) -> None:
         purpose, turn.reading = turn.reading or "turn", ""
@@ -697,7 +668,7 @@ class RunCore:
         turn.phase = "admitting"
         self._feed("admitted", agent=turn.agent, turn=turn.id, kept=kept, nudge=purpose == "nudge",
                    notices=body.get("notices", []))
-        self._out.append(Admit(turn.id, turn.agent, body))
+        self._tell(turn, seat.Admit(str(turn.id), body))
 
     def _unheard(self, turn: TurnRecord) -> None:
         """ADR-0062: the Turn ends, or its admission failed, before the Harness read that admission's surface:
@@ -726,7 +697,7 @@ class RunCore:
         self.answers[turn.id] = (turn.agent, turn.conversation, event.call_id, event.pick, answer)
         while len(self.answers) > ANSWERS_KEPT:
             del self.answers[min(self.answers)]
-        self._out.append(AnswerPick(turn.id, turn.agent, event.call_id, True, answer))
+        self._tell(turn, seat.AnswerPick(str(turn.id), event.call_id, True, answer))
         self._feed("pick", agent=turn.agent, turn=turn.id, pick=event.pick, to=target)
         self.turn = None  # answered: the Turn ends with the state that asked for it (ADR-0024)
         self._enter(target)
