@@ -18,6 +18,7 @@ class Step(Generic[A, R]):
     actions: tuple[A, ...] = ()
     reports: tuple[R, ...] = ()
     deadline: float | None = None  # wake me (with a tick) at this monotonic time
+    note: str = ""  # an input the core would not take, said for the shell's log
 
 
 class OffTable(Exception):

@@ -24,7 +24,6 @@ from jr2_actors.watch.core import (
     SandboxGone,
     SandboxSeen,
     Started,
-    Step,
     StreamEnded,
     Terminated,
     Termination,
@@ -35,6 +34,8 @@ from jr2_actors.watch.core import (
     WatchFrom,
     WatchOpened,
     WatchOpenFailed,
+    WatchStep,
+    deliveries,
 )
 from jr2_actors.watch.identity import Foreign, SandboxKey
 from tests.sandboxes import sandbox, with_rv
@@ -50,14 +51,14 @@ class Drive:
     def __init__(self, **kw: Any) -> None:
         self.core = ObserverCore(rng=random.Random(7), **kw)
         self.now = 0.0
-        self.steps: list[Step] = []
+        self.steps: list[WatchStep] = []
 
-    def __call__(self, event: Input) -> Step:
+    def __call__(self, event: Input) -> WatchStep:
         step = self.core.step(event, self.now)
         self.steps.append(step)
         return step
 
-    def at(self, t: float, event: Input) -> Step:
+    def at(self, t: float, event: Input) -> WatchStep:
         self.now = t
         return self(event)
 
@@ -68,7 +69,7 @@ class Drive:
     def up(self) -> bool:
         return self.core.up
 
-    def start(self, items: list[dict[str, Any]], rv: str = "10") -> Step:
+    def start(self, items: list[dict[str, Any]], rv: str = "10") -> WatchStep:
         first = self(Started())
         assert first.actions == (ListNow(),)
         step = self(Listed(items, rv))
@@ -76,11 +77,11 @@ class Drive:
         self(WatchOpened(self.stream))
         return step
 
-    def frame(self, frame: Any) -> Step:
+    def frame(self, frame: Any) -> WatchStep:
         return self(FrameReceived(self.stream, frame))
 
     def deliveries(self) -> list[Any]:
-        return [d for s in self.steps for d in s.deliveries]
+        return [d for s in self.steps for d in deliveries(s)]
 
     def reports(self) -> list[Any]:
         return [r for s in self.steps for r in s.reports]
@@ -398,11 +399,11 @@ def test_failure_bound_by_elapsed_time() -> None:
     waiting = d.at(1, ListFailed(Failure("transport", "refused")))
     assert waiting.deadline is not None
     d.at(waiting.deadline, Tick())
-    assert d.at(59.9, ListFailed(Failure("transport", "refused"))).deliveries == ()
+    assert deliveries(d.at(59.9, ListFailed(Failure("transport", "refused")))) == ()
     d.at(100, Tick())
     step = d.at(100, ListFailed(Failure("transport", "refused")))
     assert [r.action for r in step.reports if isinstance(r, Terminated)] == ["degraded"]
-    assert step.deliveries == (WatchFailed(A, Termination.TRANSPORT, step.deliveries[0].message),)  # type: ignore[union-attr]
+    assert deliveries(step) == (WatchFailed(A, Termination.TRANSPORT, deliveries(step)[0].message),)  # type: ignore[union-attr]
 
 
 def test_dedup_is_not_on_phase_alone() -> None:
@@ -469,26 +470,26 @@ def test_an_observation_before_its_waiter_is_kept_and_delivered_on_registration(
     d.frame(event("MODIFIED", sandbox("run-a", rv=4, phase="Ready")))
     assert d.deliveries() == []
     step = d(Registered(A))
-    assert [x.sandbox.phase for x in step.deliveries if isinstance(x, SandboxSeen)] == ["Ready"]  # the latest only
-    assert len(step.deliveries) == 1
+    assert [x.sandbox.phase for x in deliveries(step) if isinstance(x, SandboxSeen)] == ["Ready"]  # the latest only
+    assert len(deliveries(step)) == 1
 
 
 def test_kept_observations_are_bounded() -> None:
     d = Drive(keep_latest=2)
     d.start([sandbox(f"run-{i}", rv=i + 1) for i in range(5)])
-    assert d(Registered(SandboxKey("run-0", "F-1"))).deliveries == ()
-    assert len(d(Registered(SandboxKey("run-4", "F-1"))).deliveries) == 1
+    assert deliveries(d(Registered(SandboxKey("run-0", "F-1")))) == ()
+    assert len(deliveries(d(Registered(SandboxKey("run-4", "F-1"))))) == 1
 
 
 def test_a_restored_waiter_for_an_already_deleted_object_gets_the_final_answer_at_once() -> None:
     d = Drive()
     d.start([sandbox("run-a", rv=3)])
     d.frame(event("DELETED", sandbox("run-a", rv=4)))
-    (answer,) = d(Registered(A, restored=True)).deliveries
+    (answer,) = deliveries(d(Registered(A, restored=True)))
     assert isinstance(answer, SandboxGone) and answer.reason == "deleted"
     lost = Drive()
     lost.start([sandbox("run-b", rv=3, phase="Lost")])
-    (final,) = lost(Registered(B)).deliveries
+    (final,) = deliveries(lost(Registered(B)))
     assert isinstance(final, SandboxSeen) and final.sandbox.phase == "Lost"
 
 
@@ -499,10 +500,10 @@ def test_a_key_that_comes_back_is_never_handed_its_older_incarnations_gone() -> 
     d(Registered(A))
     d.start([sandbox("run-a", rv=3, uid="u-old")])
     d.frame(event("DELETED", sandbox("run-a", rv=4, uid="u-old")))
-    assert d(Unregistered(A)).deliveries == ()
-    assert d(Registered(A)).deliveries == ()  # the successor
+    assert deliveries(d(Unregistered(A))) == ()
+    assert deliveries(d(Registered(A))) == ()  # the successor
     d.frame(event("ADDED", sandbox("run-a", rv=5, uid="u-new")))
-    (seen,) = d.steps[-1].deliveries
+    (seen,) = deliveries(d.steps[-1])
     assert isinstance(seen, SandboxSeen) and seen.sandbox.uid == "u-new"
 
 
@@ -510,7 +511,7 @@ def test_a_key_that_comes_back_is_handed_the_live_object_its_apply_may_adopt() -
     d = Drive()
     d(Registered(A))
     d.start([sandbox("run-a", rv=3, uid="u-1", phase="Ready")])
-    (seen,) = d(Registered(A)).deliveries  # a successor; an unchanged apply makes no event
+    (seen,) = deliveries(d(Registered(A)))  # a successor; an unchanged apply makes no event
     assert isinstance(seen, SandboxSeen) and (seen.sandbox.uid, seen.sandbox.phase) == ("u-1", "Ready")
 
 
@@ -522,7 +523,7 @@ def test_the_first_list_answers_every_restored_waiter_present_or_gone() -> None:
     answers = {x.key: type(x).__name__ for x in d.deliveries()}
     assert answers == {A: "SandboxSeen", B: "SandboxGone"}
     late = SandboxKey("run-c", "F-1")
-    (answer,) = d(Registered(late, restored=True)).deliveries
+    (answer,) = deliveries(d(Registered(late, restored=True)))
     assert isinstance(answer, SandboxGone)
 
 
@@ -563,12 +564,12 @@ def test_while_blind_a_new_waiter_is_told_at_once_and_answered_when_a_list_works
     d = Drive(max_failures=2)
     d(Started())
     fail_lists(d, 2, Failure("transport", "refused"))
-    (told,) = d(Registered(A)).deliveries
+    (told,) = deliveries(d(Registered(A)))
     assert isinstance(told, WatchFailed)
     assert "refused" in told.message
     d(Listed([sandbox("run-a", rv=3)], "4"))
     assert phases(d.deliveries(), A) == ["WatchFailed", "Pending"]
-    assert d(Registered(B)).deliveries == ()  # not blind any more
+    assert deliveries(d(Registered(B))) == ()  # not blind any more
 
 
 def test_the_watch_never_stops_for_good() -> None:
@@ -594,12 +595,12 @@ def test_the_watch_never_stops_for_good() -> None:
     assert not any(isinstance(x, WatchFrom) for x in d.actions()[-20:])
     # Back: a unchanged, b deleted while blind, the restored one's Sandbox never came back.
     step = d(Listed([a], "90"))
-    answers = {x.key: x for x in step.deliveries}
+    answers = {x.key: x for x in deliveries(step)}
     seen_a, gone_b, gone_r = answers[A], answers[B], answers[restored]
     assert isinstance(seen_a, SandboxSeen) and seen_a.sandbox.phase == "Ready"
     assert isinstance(gone_b, SandboxGone) and gone_b.reason == "absent"
     assert isinstance(gone_r, SandboxGone)
-    assert len(step.deliveries) == 3
+    assert len(deliveries(step)) == 3
     assert d.up() and step.actions == (WatchFrom("90", d.stream),)
 
 
@@ -613,7 +614,7 @@ def test_while_degraded_an_opening_error_relists_and_a_waiter_that_never_saw_its
     assert step.deadline is not None
     assert d.at(step.deadline, Tick()).actions == (ListNow(),)
     recovered = d(Listed([], "9"))
-    assert recovered.deliveries == ()  # absence is not loss for a Sandbox nobody saw yet
+    assert deliveries(recovered) == ()  # absence is not loss for a Sandbox nobody saw yet
     assert phases(d.deliveries(), A) == ["WatchFailed"]
 
 

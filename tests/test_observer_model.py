@@ -39,6 +39,7 @@ from jr2_actors.watch.core import (
     WatchFailed,
     WatchFrom,
     WatchOpened,
+    deliveries,
 )
 from jr2_actors.watch.identity import SandboxKey
 from tests.sandboxes import sandbox
@@ -80,8 +81,8 @@ class WatchModel(RuleBasedStateMachine):
     def feed(self, event: Input) -> None:
         step = self.core.step(event, self.now)
         if isinstance(event, Registered):
-            self.gone_on_registration += [d for d in step.deliveries if isinstance(d, SandboxGone)]
-        for d in step.deliveries:
+            self.gone_on_registration += [d for d in deliveries(step) if isinstance(d, SandboxGone)]
+        for d in deliveries(step):
             self.delivered.setdefault(d.key, []).append(d)
             if isinstance(d, WatchFailed):
                 if d.key in self.told_blind:
@@ -225,8 +226,8 @@ class WatchModel(RuleBasedStateMachine):
 
     @invariant()
     def no_delivery_repeats_the_one_before(self) -> None:
-        for deliveries in self.delivered.values():
-            for before, after in itertools.pairwise(deliveries):
+        for told in self.delivered.values():
+            for before, after in itertools.pairwise(told):
                 assert _same(before, after) is False, (before, after)
 
     @invariant()

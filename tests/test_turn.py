@@ -143,7 +143,7 @@ def test_a_nudge_is_another_admission_of_the_same_turn_and_not_kept_is_its_own_o
 def test_an_admission_while_one_runs_is_dropped_with_a_note() -> None:
     core = reading()
     step = core.step(turn.Admitting(("finish",)))
-    assert step == turn.Step(note="an admission while reading: dropped")
+    assert step == turn.TurnStep(note="an admission while reading: dropped")
     assert core.state == "reading"
 
 
@@ -178,7 +178,7 @@ def test_the_runs_end_faults_with_its_words_and_an_abort_reports_nothing() -> No
     step = ended.step(turn.Stop("memory limit (OOMKilled, limit 2Gi): Killed"))
     assert step.reports == (turn.TurnFault("coder", "t-1", "ended", "memory limit (OOMKilled, limit 2Gi): Killed"),)
     aborted = reading()
-    assert aborted.step(turn.Stop()) == turn.Step()
+    assert aborted.step(turn.Stop()) == turn.TurnStep()
     late = aborted.step(turn.Events([ev("memory-limit", id="k-9"), settled("aborted")], "2"))
     assert late.reports == () and late.actions == () and "after the Turn ended" in late.note
 

@@ -357,7 +357,7 @@ class AgentActor(Shell):
         elif isinstance(message, _AbortDone):
             tell_quietly(self.parent, TurnAborted(self.agent, t.turn_id, message.aborted, message.problem))
 
-    def _apply(self, t: _Turn, step: turn.Step) -> None:
+    def _apply(self, t: _Turn, step: turn.TurnStep) -> None:
         if step.note:
             log.warning("agent %s turn %s: %s", self.agent, t.turn_id, step.note)
         for report in step.reports:

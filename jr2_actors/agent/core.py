@@ -37,6 +37,7 @@ from jr2_actors.constants import STREAM_READ_ATTEMPTS, STREAM_READ_PAUSE_SECONDS
 from jr2_actors.harness import briefing
 from jr2_actors.harness.memory_kills import MAX_ID
 from jr2_actors.quantity import is_size
+from jr2_actors.step import Step
 
 PROVIDER_LIMIT = "provider limit"
 MAX_TEXT = 4096  # the Harness's error words kept in a fault
@@ -274,11 +275,7 @@ class AnswerFailed:
 Report = Picked | GuardKill | Said | Settled | TurnFault | Accepted | NotKept | AnswerFailed
 
 
-@dataclass(frozen=True)
-class Step:
-    actions: tuple[Action, ...] = ()
-    reports: tuple[Report, ...] = ()
-    note: str = ""  # an input the core would not take, for the shell's log
+TurnStep = Step[Action, Report]
 
 
 class TurnCore:
@@ -299,7 +296,7 @@ class TurnCore:
     def ended(self) -> bool:
         return self.state == "ended"
 
-    def step(self, event: Input) -> Step:
+    def step(self, event: Input) -> TurnStep:
         if self.state == "ended":
             return Step(note=f"{type(event).__name__} after the Turn ended: dropped")
         actions: list[Action] = []
@@ -358,7 +355,7 @@ class TurnCore:
             reports.append(AnswerFailed(self.agent, self.turn_id, event.call_id, event.message))
         else:
             note = f"{type(event).__name__} while {self.state}: dropped"
-        return Step(tuple(actions), tuple(reports), note)
+        return Step(tuple(actions), tuple(reports), note=note)
 
     def _event(self, e: Mapping[str, Any], start: str, i: int, actions: list[Action], reports: list[Report]) -> None:
         kind = e.get("type")

@@ -279,14 +279,15 @@ class WatchActor(Shell):
 
     def _step(self, event: core.Input) -> None:
         step = self.core.step(event, self.clock.monotonic())
-        for delivery in step.deliveries:  # the core's deliveries are the messages themselves
-            recipient = self._recipients.get(delivery.key)
-            if recipient is not None:
-                tell_quietly(recipient, delivery)
-            tell_quietly(self._tap, delivery)
         for report in step.reports:
-            _log(report)
-            tell_quietly(self._tap, WatchReport(report))
+            if isinstance(report, core.DELIVERIES):  # the core's deliveries are the messages themselves
+                recipient = self._recipients.get(report.key)
+                if recipient is not None:
+                    tell_quietly(recipient, report)
+                tell_quietly(self._tap, report)
+            else:
+                _log(report)
+                tell_quietly(self._tap, WatchReport(report))
         for action in step.actions:
             if isinstance(action, core.ListNow):
                 self._io.list()

@@ -27,6 +27,7 @@ from jr2_actors.constants import (
     WATCH_MAX_FAILURE_SECONDS,
     WATCH_MAX_FAILURES,
 )
+from jr2_actors.step import Step
 from jr2_actors.watch.deliveries import KEEP_LATEST, Delivery, DeliveryCache, SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import Foreign, SandboxKey
 from jr2_actors.watch.stream import (
@@ -68,12 +69,20 @@ Input = StreamInput | Registered | Unregistered
 Report = Terminated | Foreign | UnusableFrame
 
 
-@dataclass(frozen=True)
-class Step:
-    deliveries: tuple[Delivery, ...] = ()
-    reports: tuple[Report, ...] = ()
-    actions: tuple[Action, ...] = ()
-    deadline: float | None = None  # wake me (with Tick) at this monotonic time
+# The one Step shape (step.py): its reports hold the deliveries (what a waiter is told, in order) first, then
+# what is only for whoever operates the pod (terminations, foreign Sandboxes, unusable frames).
+WatchStep = Step[Action, Delivery | Report]
+DELIVERIES = (SandboxSeen, SandboxGone, WatchFailed)
+
+
+def deliveries(step: WatchStep) -> tuple[Delivery, ...]:
+    """The step's deliveries, in order."""
+    return tuple(r for r in step.reports if isinstance(r, DELIVERIES))
+
+
+def reports(step: WatchStep) -> tuple[Report, ...]:
+    """The step's reports for the operator (no delivery)."""
+    return tuple(r for r in step.reports if not isinstance(r, DELIVERIES))
 
 
 class ObserverCore:
@@ -85,21 +94,21 @@ class ObserverCore:
                                    max_failure_seconds=max_failure_seconds, rng=rng, backoff=backoff)
         self.cache = DeliveryCache(keep_latest=keep_latest, deliver_all=deliver_all)
 
-    def step(self, event: Input, now: float) -> Step:
+    def step(self, event: Input, now: float) -> WatchStep:
         if isinstance(event, Registered):
             told = self.cache.register(event.key, event.restored)
-            return Step(tuple(told.deliveries), deadline=self.deadline)
+            return Step(reports=tuple(told.deliveries), deadline=self.deadline)
         if isinstance(event, Unregistered):
             self.cache.unregister(event.key)
             return Step(deadline=self.deadline)
         kept = self.keeper.step(event, now)
-        deliveries: list[Delivery] = []
-        reports: list[Report] = list(kept.reports)
+        delivered: list[Delivery] = []
+        said: list[Report] = list(kept.reports)
         for signal in kept.signals:
             told = self.cache.hear(signal)
-            deliveries += told.deliveries
-            reports += told.reports
-        return Step(tuple(deliveries), tuple(reports), tuple(kept.actions), self.deadline)
+            delivered += told.deliveries
+            said += told.reports
+        return Step(tuple(kept.actions), (*delivered, *said), self.deadline)
 
     # -- what the shell and its Health read --------------------------------------------------------------
 
