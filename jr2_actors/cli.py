@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch = sub.add_parser("watch", help="the WatchActor alone: one JSON line per delivery and per termination")
     watch.add_argument("--namespace", required=True, type=namespace_name,
                        help="the namespace whose Sandboxes to watch (required)")
-    watch.add_argument("--kubeconfig", help="the kubeconfig file (default: in cluster, else $KUBECONFIG, "
+    watch.add_argument("--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG, else in cluster, "
                                             "else ~/.kube/config)")
     watch.add_argument("--context", help="the kubeconfig context (default: its current-context)")
     watch.add_argument("--stall-seconds", type=positive_seconds, default=None,

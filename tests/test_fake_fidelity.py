@@ -584,3 +584,20 @@ def test_every_page_of_a_list_is_the_first_pages_snapshot(custom: k8s.CustomObje
     assert names(rest) == ["s2", "s3"]
     assert rest["items"][0]["spec"]["port"] == 8080
     assert rest["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+
+
+
+def test_a_patch_carrying_another_uid_is_409_and_changes_nothing(custom: k8s.CustomObjectsApi) -> None:
+    live = create(custom, "a")
+    # A real server takes the uid an update carries as a precondition of its storage update and answers 409
+    # Conflict "… Precondition failed: UID in precondition: <stored>, UID in object meta: <sent>". The Lease's
+    # renewal relies on it: it can never renew another Sandbox that took the name since.
+    with pytest.raises(ApiException) as err:
+        custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a",
+                                              {"metadata": {"uid": "another-uid", "annotations": {"k": "v"}}})
+    assert err.value.status == 409
+    assert "Precondition failed: UID in precondition" in json.loads(err.value.body)["message"]
+    assert "annotations" not in get(custom, "a")["metadata"]
+    same = {"metadata": {"uid": live["metadata"]["uid"], "annotations": {"k": "v"}}}
+    ok = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", same)
+    assert ok["metadata"]["annotations"] == {"k": "v"}

@@ -293,7 +293,9 @@ class RunCore:
         out, self._out = self._out, []
         actions = [x for x in out if not isinstance(x, FeedEvent)]
         if self._persist:
-            actions.insert(0, Persist(self.status, self.fault))
+            # The row stays live until every teardown is over: a crash in between restores the run and
+            # finishes its deletes (ADR-0064) — a finished row is never restored (ADR-0065).
+            actions.insert(0, Persist(self.status if self._finished else "running", self.fault))
         return Step(tuple(actions), tuple(x for x in out if isinstance(x, FeedEvent)), self.deadline)
 
     @property
@@ -769,7 +771,8 @@ class RunCore:
             core._after_mono = now + max(core.after_wall - wall, 0.0)
         for path, w in dict(blob.get("workspaces") or {}).items():
             restored = _restored_from(w.get("restored") or {})
-            record = WorkspaceRecord(path, restored=restored, releasing=bool(w.get("releasing")),
+            record = WorkspaceRecord(path, "reconciling" if restored.placed else "placing", restored=restored,
+                                     releasing=bool(w.get("releasing")),
                                      held_again=bool(w.get("heldAgain")), waiting=_wait_from(w.get("waiting")))
             core.workspaces[path] = record
             core._out.append(PlaceWorkspace(path, restored))

@@ -39,7 +39,7 @@ def status_doc(core: RunCore) -> dict[str, Any]:
 def listing_doc(core: RunCore) -> dict[str, Any]:
     """One line of `GET /runs`: a run with a Workspace in `placing` carries `placing` right after runId."""
     doc: dict[str, Any] = {"runId": core.run_id}
-    placing = [path for path, _ in core.waiting()]
+    placing = [path for path, r in sorted(core.workspaces.items()) if r.phase == "placing" and not r.releasing]
     if placing:
         doc["placing"] = placing
     doc.update({"workflow": core.workflow.name, "status": core.status, "state": core.state})

@@ -152,7 +152,7 @@ class WorkspaceActor(Shell):
             elif isinstance(action, ws.ApplySecret):
                 self._kube(partial(self._apply_secret, action.uid))
             elif isinstance(action, ws.RenewLease):
-                self._kube(self._renew)
+                self._kube(partial(self._renew, action.uid))
             elif isinstance(action, ws.Attach):
                 self._submit(partial(self._attach, action.endpoint), "attach")
             elif isinstance(action, ws.DeleteSandbox):
@@ -216,9 +216,9 @@ class WorkspaceActor(Shell):
             return _Done(_write_failed("secret", e), "kube")
         return _Done(ws.SecretWritten(), "kube")
 
-    def _renew(self) -> _Done:
+    def _renew(self, uid: str) -> _Done:
         try:
-            self.client.merge_patch(SANDBOX, self.spec.name, lease_patch(self.clock.wall()))
+            self.client.merge_patch(SANDBOX, self.spec.name, lease_patch(self.clock.wall(), uid))
         except KUBE_ERRORS as e:
             return _Done(None, "kube", f"the Lease renewal failed (the next one retries): {e}")
         return _Done(None, "kube")

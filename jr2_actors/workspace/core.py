@@ -66,9 +66,9 @@ State = Literal["new", "placing", "reconciling", "provisioning", "attaching", "r
 WaitOn = Literal["node", "quota"]
 ReleaseWhy = Literal["teardown", "run-stopped", "run-faulted"]
 LIVE_STATES: frozenset[State] = frozenset({"placing", "reconciling", "provisioning", "attaching", "running"})
-# The Lease is renewed from the write to the teardown (ADR-0064) — but not while a restored Workspace
-# waits for the first list to confirm that the Sandbox under its name is still the one it wrote.
-LEASED_STATES: frozenset[State] = LIVE_STATES - {"reconciling"}
+# The Lease is renewed from the write to the teardown, in every state (ADR-0064) — a restored Workspace
+# still waiting for the first list too: each renewal carries the uid it wrote, so it can only renew that.
+LEASED_STATES: frozenset[State] = LIVE_STATES
 
 # Waiting reasons that end a provision at once: nothing jr2 waits for will change them.
 FAST_FAULTS = frozenset({"CrashLoopBackOff", "CreateContainerConfigError", "InvalidImageName", "ErrImageNeverPull",
@@ -188,7 +188,7 @@ class ApplySecret:
 
 @dataclass(frozen=True)
 class RenewLease:
-    pass
+    uid: str  # the renewal carries it: the API server renews only that Sandbox
 
 
 @dataclass(frozen=True)
@@ -587,7 +587,7 @@ class WorkspaceCore:
             self._fault(f"provisioning: the Sandbox was not Ready {self._budget:.0f}s after it was scheduled")
             return
         if self.state in LEASED_STATES and self.uid and self._lease_due is not None and now >= self._lease_due:
-            self._out.append(RenewLease())
+            self._out.append(RenewLease(self.uid))
             jitter = self._random.uniform(1 - LEASE_JITTER, 1 + LEASE_JITTER)
             self._lease_due = now + self._lease_interval * jitter
 

@@ -122,8 +122,10 @@ def token_secret(spec: WorkspaceSpec, signing_key: bytes, sandbox_uid: str) -> d
     }
 
 
-def lease_patch(wall: float) -> dict[str, Any]:
-    return {"metadata": {"annotations": {KEEPALIVE_ANNOTATION: keepalive(wall)}}}
+def lease_patch(wall: float, uid: str) -> dict[str, Any]:
+    """The Lease's merge patch. It carries the uid this Workspace wrote: the API server takes a write's uid as a
+    precondition, so a renewal never touches another Sandbox that took the name since (409)."""
+    return {"metadata": {"uid": uid, "annotations": {KEEPALIVE_ANNOTATION: keepalive(wall)}}}
 
 
 def attach_branch(spec: WorkspaceSpec) -> str:

@@ -428,6 +428,15 @@ class ClusterState:
                 deleting: bool = False) -> Obj:
         old = existing["metadata"]
         new = result.setdefault("metadata", {})
+        if new.get("uid") and new["uid"] != old.get("uid"):
+            # The apiserver takes the uid a write carries as a precondition of the update (its storage
+            # layer's check): another object now holds the name. 409, and nothing changes.
+            group = f".{kind.group}" if kind.group else ""
+            raise StatusError(409, "Conflict",
+                              f'Operation cannot be fulfilled on {kind.plural}{group} "{old["name"]}": '
+                              f'Precondition failed: UID in precondition: {old.get("uid")}, UID in '
+                              f'object meta: {new["uid"]}',
+                              {"name": old["name"], "group": kind.group, "kind": kind.plural})
         kept = ("uid", "creationTimestamp", "name", "namespace", "generation")
         for key in kept if deleting else (*kept, "deletionTimestamp", "deletionGracePeriodSeconds"):
             if key in old:
