@@ -36,10 +36,11 @@ class World:
     """Answers the run's actions as Workspace and Agent actors would, deterministically."""
 
     def __init__(self, behaviour: Behaviour = reviewer_rejects_once, *, placing: set[str] | None = None,
-                 lose: dict[str, str] | None = None) -> None:
+                 lose: dict[str, str] | None = None, answer_releases: bool = True) -> None:
         self.behaviour = behaviour
         self.placing = placing or set()  # Workspaces that wait for capacity and never place
         self.lose = lose or {}  # Workspace → reason: lost right after it runs
+        self.answer_releases = answer_releases  # False: a teardown never answers (the process dies first)
         self.placed: list[str] = []
         self.released: list[tuple[str, str]] = []
         self.admissions: list[dict[str, Any]] = []
@@ -64,7 +65,7 @@ class World:
             return out
         if isinstance(action, run.ReleaseWorkspace):
             self.released.append((action.path, action.why))
-            return [run.FromWorkspace(ws.Released(action.path, deleted=True))]
+            return [run.FromWorkspace(ws.Released(action.path, deleted=True))] if self.answer_releases else []
         if isinstance(action, run.ToAgent):
             return self.seat(action.message)
         return []
@@ -107,6 +108,7 @@ class Drive:
         self.now = 0.0
         self.feed: list[run.FeedEvent] = []
         self.saved: list[dict[str, Any]] = []  # every blob persisted, in order
+        self.persists: list[run.Persist] = []
         self.finished: run.Finished | None = None
         self.queue: deque[run.Input] = deque()
 
@@ -119,6 +121,7 @@ class Drive:
         self.feed.extend(step.reports)
         for action in step.actions:
             if isinstance(action, run.Persist):
+                self.persists.append(action)
                 self.saved.append(json.loads(json.dumps(self.core.snapshot())))
             elif isinstance(action, run.Finished):
                 self.finished = action
@@ -358,3 +361,16 @@ def test_the_architecture_doc_carries_the_engines_event_table() -> None:
 
     doc = (Path(__file__).parent.parent / "docs" / "architecture.md").read_text()
     assert run.events_markdown() in doc
+
+
+def test_the_row_stays_live_until_every_teardown_is_over_and_a_crash_between_finishes_them() -> None:
+    d = Drive(world=World(lose={"F-1": "Evicted: x"}, answer_releases=False))
+    d.run()
+    assert d.core.status == "failed" and d.finished is None  # ended, its teardown not answered yet
+    persisted = [a for a in d.persists if a.status != "running"]
+    assert persisted == []  # the row stays live: a restart must finish the deletes
+    core, step = RunCore.restore(d.saved[-1], 0.0, WALL0)
+    assert run.ReleaseWorkspace("F-1", "run-faulted") in step.actions
+    core.step(run.FromWorkspace(ws.Released("F-1", deleted=False)), 0.0, WALL0)
+    assert core.finished
+
