@@ -28,8 +28,9 @@ from jr2_actors.actorkit import ActorFault, Timers
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.run.actor import Cancel, Listing, RunActor, RunEnv, RunFinished, Status
-from jr2_actors.run.core import FeedEvent, RunCore
+from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed import FeedHub
+from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.run.wire import status_doc
 from jr2_actors.store import actor as store
 from jr2_actors.watch.actor import Health as WatchHealthAsk

@@ -18,7 +18,7 @@ from jr2_actors.api.server import ApiServer
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
 from jr2_actors.orchestrator import Orchestrator
-from jr2_actors.run.core import FeedEvent
+from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.workflow import read_document
 from tests.waiting import wait_until
 

@@ -15,6 +15,7 @@ from jr2_actors.agent import core as seat
 from jr2_actors.harness import briefing
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
+from jr2_actors.run.feedlines import FeedEvent, PickLine, StateLine
 from jr2_actors.step import OffTable
 from jr2_actors.workflow import load_workflow, read_document
 from jr2_actors.workspace import core as ws
@@ -106,7 +107,7 @@ class Drive:
         assert isinstance(doc, dict)
         self.core = RunCore(run_id, load_workflow(text), doc, instance_harness="http://instance")
         self.now = 0.0
-        self.feed: list[run.FeedEvent] = []
+        self.feed: list[FeedEvent] = []
         self.saved: list[dict[str, Any]] = []  # every blob persisted, in order
         self.persists: list[run.Persist] = []
         self.finished: run.Finished | None = None
@@ -150,7 +151,7 @@ def test_the_example_runs_to_done_with_the_review_sending_the_work_back_once() -
     d = Drive()
     d.run()
     assert d.finished == run.Finished("done", None)
-    states = [e.fields["state"] for e in d.feed if e.kind == "state"]
+    states = [e.line.state for e in d.feed if isinstance(e.line, StateLine)]
     assert states == ["review", "code", "review", "done"]
     assert [a["message"] for a in d.world.admissions] == ["Fix the failing test.", "Review the change.",
                                                          "Fix the failing test.", "Review the change."]
@@ -226,7 +227,7 @@ def test_after_bounds_a_placing_wait() -> None:
 def test_a_pick_loops_back_to_an_earlier_state() -> None:
     d = Drive()
     d.run()
-    picks = [(e.fields["pick"], e.fields["to"]) for e in d.feed if e.kind == "pick"]
+    picks = [(e.line.pick, e.line.to) for e in d.feed if isinstance(e.line, PickLine)]
     assert picks == [("finish", "review"), ("reject", "code"), ("finish", "review"), ("approve", "done")]
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jr2_actors import __version__
-from jr2_actors.run.core import FeedEvent
+from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.run.wire import feed_doc
 from jr2_actors.security import constant_time_equal
 from jr2_actors.workflow import WorkflowError

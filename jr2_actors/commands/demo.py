@@ -29,6 +29,7 @@ from jr2_actors.commands.common import UsageError, port_number, until_signalled
 from jr2_actors.run.render import duration, feed_line, status_lines
 from jr2_actors.run.wire import feed_doc
 from jr2_actors.workflow import MAX_WORKFLOW_BYTES, WorkflowError, parse_workflow, read_document
+from jr2_actors.workspace.core import PlacedLine, PlacingLine, WaitEndedLine
 
 DEMO_TIMEOUT = 60.0  # the demo ends well within this; past it, something is wrong: say so and stop
 NODE_MILLICPU = 1500  # one node: two 1-CPU Workspaces cannot share it
@@ -147,10 +148,9 @@ def _follow(orchestrator: Any, runs: Mapping[str, str], out: TextIO, stop: threa
                 readers[run_id] = event.id
                 doc = feed_doc(event)
                 print(_line(names.get(run_id, run_id), doc), file=out, flush=True)
-                if run_id == main and event.kind == "placing":
-                    open_wait = {"child": event.fields.get("child"), "on": event.fields.get("on"),
-                                 "since": time.monotonic()}
-                elif run_id == main and event.kind in ("placed", "wait-ended"):
+                if run_id == main and isinstance(event.line, PlacingLine):
+                    open_wait = {"child": event.line.path, "on": event.line.on, "since": time.monotonic()}
+                elif run_id == main and isinstance(event.line, (PlacedLine, WaitEndedLine)):
                     open_wait = None
             if run_id == main and done:
                 finished = True

@@ -29,6 +29,7 @@ from jr2_actors.kube.client import KubeClient
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed import Published
+from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.run.wire import feed_doc, status_doc
 from jr2_actors.store import actor as store
 from jr2_actors.workspace import core as ws
@@ -296,7 +297,7 @@ def _kill_doc(kill: Any) -> dict[str, Any]:
             "told": list(kill.told)}
 
 
-def _line(event: run.FeedEvent) -> str:
+def _line(event: FeedEvent) -> str:
     doc = feed_doc(event)
     doc.pop("id", None)
     doc.pop("at", None)

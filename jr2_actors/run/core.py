@@ -37,6 +37,26 @@ from typing import Any, Literal
 
 from jr2_actors.agent import core as seat
 from jr2_actors.harness import briefing
+from jr2_actors.run.feedlines import (
+    AdmittedLine,
+    AfterLine,
+    EndedLine,
+    EventLine,
+    FeedEvent,
+    FeedLine,
+    MemoryKillLine,
+    PickLine,
+    RunningLine,
+    SaidLine,
+    StartedLine,
+    StateLine,
+    TurnFaultLine,
+    TurnLine,
+    UnknownLine,
+    WorkspaceFaultLine,
+    line_fields,
+    line_from,
+)
 from jr2_actors.run.notices import Entry, Ledger, Notice, mark_of, nudge_eligible
 from jr2_actors.run.notices import conversation_new as conversation_new_notice
 from jr2_actors.step import OffTable, Step
@@ -46,6 +66,7 @@ from jr2_actors.workspace import core as ws
 RunStatusName = Literal["running", "done", "failed", "cancelled", "error", "lost"]
 ReleaseWhy = ws.ReleaseWhy
 FEED_KEEP = 500  # feed lines kept in the run (and its blob) for a reader to resume from
+SAID_CHARS = 500  # of an Agent's words, said in the feed
 NUDGE_LIMIT = 1  # a Turn that ends without a pick is prompted again this often, then it is a fault
 ANSWERS_KEPT = 8  # answered picks remembered for an answer that turns out not to have reached its call
 LOST_GRACE_SECONDS = 5.0  # a lost conversation waits this long for the Workspace to say a kernel kill ended it
@@ -194,16 +215,6 @@ Action = Persist | PlaceWorkspace | ReleaseWorkspace | ToAgent | Finished
 
 # -- reports: the feed -------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class FeedEvent:
-    """One feed line (CONTRACTS.md §4): `kind` and its fields, numbered for a reader to resume from."""
-
-    id: int
-    at: float
-    kind: str
-    fields: Mapping[str, Any]
-
-
 RunStep = Step[Action, FeedEvent]
 
 
@@ -278,7 +289,7 @@ class RunCore:
         if isinstance(event, Start):
             if self.turns or self.workspaces:
                 raise OffTable(f"run {self.run_id}: started twice")
-            self._feed("started", workflow=self.workflow.name, state=self.state)
+            self._feed(StartedLine(self.workflow.name, self.state))
             self._enter(self.state)
         elif isinstance(event, Cancel):
             if self.status == "running":
@@ -318,7 +329,7 @@ class RunCore:
         self._persist = True
         self._stop_turn()
         if previous != name or not self.feed or self.feed[-1].kind != "started":
-            self._feed("state", state=name, previous=previous)
+            self._feed(StateLine(name, previous))
         if state.final is not None:
             self._end(state.final, self.fault if state.final == "failed" else None)
             return
@@ -365,7 +376,7 @@ class RunCore:
             if not record.releasing:
                 self._release(record, why)
             record.held_again = False
-        self._feed("ended", status=status, **({"fault": fault} if fault else {}))
+        self._feed(EndedLine(status, fault))
 
     def _maybe_finished(self) -> None:
         if self.status != "running" and not self._finished and not any(r.releasing for r in
@@ -383,7 +394,7 @@ class RunCore:
         if self.status == "running" and self._after_mono is not None and self._now >= self._after_mono:
             state = self.workflow.states[self.state]
             assert state.after_to is not None
-            self._feed("after", state=self.state, seconds=state.after_seconds, to=state.after_to)
+            self._feed(AfterLine(self.state, state.after_seconds or 0.0, state.after_to))
             self._enter(state.after_to)
 
     def _event(self, event: str, reason: str) -> None:
@@ -391,7 +402,7 @@ class RunCore:
         if self.status != "running":
             return
         target = self.workflow.states[self.state].on.get(event)
-        self._feed("event", event=event, reason=reason, **({"to": target} if target else {}))
+        self._feed(EventLine(event, reason, target))
         if target is None:
             self._end("failed", reason)
         else:
@@ -431,14 +442,14 @@ class RunCore:
             self._feed_line(report)
         elif isinstance(report, ws.Running):
             record.phase, record.repos, record.endpoint = "running", dict(report.repos), report.endpoint
-            self._feed("running", child=report.path)
+            self._feed(RunningLine(report.path))
             self._start_waiting_turn()
         elif isinstance(report, ws.Lost):
             record.phase = "lost"
             self._event("workspace.lost", report.reason)
         elif isinstance(report, ws.Faulted):
             record.phase = "faulted"
-            self._feed("workspace-fault", child=report.path, reason=report.reason)
+            self._feed(WorkspaceFaultLine(report.path, report.reason))
             self._end("error", f"{report.path}: {report.reason}")
         elif isinstance(report, ws.LastEndSeen):
             # ADR-0062: a kernel kill is one notice under (Workspace, the time the container ended); it
@@ -450,7 +461,7 @@ class RunCore:
         elif isinstance(report, ws.HarnessEnded):
             self._harness_ended(record, report)
         elif isinstance(report, ws.Unknown):
-            self._feed("unknown", child=report.path, message=report.message)
+            self._feed(UnknownLine(report.path, report.message))
 
     def _harness_ended(self, record: WorkspaceRecord, report: ws.HarnessEnded) -> None:
         """ADR-0063: a Harness restart ends the Turns waiting on it; a kernel kill faults the Turn as such."""
@@ -473,12 +484,7 @@ class RunCore:
         return turn.agent if self.workflow.agents[turn.agent].workspace == path else None
 
     def _feed_line(self, line: ws.FeedLine) -> None:
-        if isinstance(line, ws.PlacingLine):
-            self._feed("placing", child=line.path, on=line.on, message=line.message, since=line.since)
-        elif isinstance(line, ws.PlacedLine):
-            self._feed("placed", child=line.path, since=line.since, after_ms=line.after_ms)
-        else:
-            self._feed("wait-ended", child=line.path, since=line.since, after_ms=line.after_ms, why=line.why)
+        self._feed(line)  # the Workspace's own lines pass through as they are
 
     def _limit(self, path: str) -> str:
         definition = self.workflow.workspaces.get(path)
@@ -515,7 +521,7 @@ class RunCore:
         turn.started_wall = turn.started_wall or self._wall
         self._tell(turn, seat.StartTurn(str(turn.id), turn.conversation, endpoint, in_workspace=path is not None,
                                         abort_first=turn.resumed))
-        self._feed("turn", agent=turn.agent, turn=turn.id, state=turn.state)
+        self._feed(TurnLine(turn.agent, turn.id, turn.state))
 
     def _tell(self, turn: TurnRecord, message: seat.ToSeat) -> None:
         self._out.append(ToAgent(turn.agent, message))
@@ -560,9 +566,9 @@ class RunCore:
             kill = event.kill_id or f"stream@{turn.conversation}:{event.place}"
             if path is not None and self.ledger.stream_kill(path, kill, turn.agent, event.peak, event.limit):
                 self._persist = True
-            self._feed("memory-kill", agent=turn.agent, turn=turn.id, peak=event.peak, limit=event.limit)
+            self._feed(MemoryKillLine(turn.agent, turn.id, event.peak, event.limit))
         elif isinstance(event, Said):
-            self._feed("said", agent=turn.agent, turn=turn.id, text=event.text[:500])
+            self._feed(SaidLine(turn.agent, turn.id, event.text[:SAID_CHARS]))
         elif isinstance(event, TurnEnded):
             if turn.phase == "answered":
                 return
@@ -603,7 +609,7 @@ class RunCore:
         if event.cause == "refused":
             self._unheard(turn)
         turn.phase = "ended"
-        self._feed("turn-fault", agent=turn.agent, turn=turn.id, reason=event.reason)
+        self._feed(TurnFaultLine(turn.agent, turn.id, event.reason))
         self._event("agent.fault", event.reason)
 
     def _read_for(self, turn: TurnRecord, purpose: str) -> None:
@@ -668,8 +674,8 @@ class RunCore:
         turn.heard = False
         turn.carried = list(entries)
         turn.phase = "admitting"
-        self._feed("admitted", agent=turn.agent, turn=turn.id, kept=kept, nudge=purpose == "nudge",
-                   notices=body.get("notices", []))
+        self._feed(AdmittedLine(turn.agent, turn.id, kept, purpose == "nudge",
+                                said_once([e.notice for e in entries])))
         self._tell(turn, seat.Admit(str(turn.id), body))
 
     def _unheard(self, turn: TurnRecord) -> None:
@@ -700,14 +706,14 @@ class RunCore:
         while len(self.answers) > ANSWERS_KEPT:
             del self.answers[min(self.answers)]
         self._tell(turn, seat.AnswerPick(str(turn.id), event.call_id, True, answer))
-        self._feed("pick", agent=turn.agent, turn=turn.id, pick=event.pick, to=target)
+        self._feed(PickLine(turn.agent, turn.id, event.pick, target))
         self.turn = None  # answered: the Turn ends with the state that asked for it (ADR-0024)
         self._enter(target)
 
     # -- the feed ----------------------------------------------------------------------------------------
 
-    def _feed(self, kind: str, **fields: Any) -> None:
-        event = FeedEvent(self.feed_next, self._wall, kind, fields)
+    def _feed(self, line: FeedLine) -> None:
+        event = FeedEvent(self.feed_next, self._wall, line)
         self.feed_next += 1
         self.feed.append(event)
         self._out.append(event)
@@ -740,7 +746,7 @@ class RunCore:
                                   "heldAgain": r.held_again,
                                   "waiting": _wait_json(r.waiting)} for path, r in self.workspaces.items()},
             "ledger": self.ledger.snapshot(),
-            "feed": [{"id": e.id, "at": e.at, "kind": e.kind, "fields": dict(e.fields)} for e in self.feed],
+            "feed": [{"id": e.id, "at": e.at, "kind": e.kind, "fields": line_fields(e.line)} for e in self.feed],
             "feedNext": self.feed_next,
         }
 
@@ -762,7 +768,7 @@ class RunCore:
         core.ended_workspaces = {str(k): str(v) for k, v in dict(blob.get("endedWorkspaces") or {}).items()}
         core.feed_next = int(blob.get("feedNext", 1))
         for e in blob.get("feed") or []:
-            core.feed.append(FeedEvent(int(e["id"]), float(e["at"]), str(e["kind"]), dict(e["fields"])))
+            core.feed.append(FeedEvent(int(e["id"]), float(e["at"]), line_from(str(e["kind"]), e["fields"])))
         core._now, core._wall = now, wall
         core._out, core._persist = [], False
         after_wall = blob.get("afterWall")
@@ -793,13 +799,13 @@ class RunCore:
                           tuple(x for x in out if isinstance(x, FeedEvent)), core.deadline)
 
 
-def said_once(notices: list[Notice]) -> list[Notice]:
+def said_once(notices: list[Notice]) -> tuple[Notice, ...]:
     """ADR-0062: two notices with the same words are said once."""
     seen: list[Notice] = []
     for n in notices:
         if n not in seen:
             seen.append(n)
-    return seen
+    return tuple(seen)
 
 
 def _restored_json(r: ws.Restored) -> dict[str, Any]:

@@ -13,7 +13,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from jr2_actors.run.core import FEED_KEEP, FeedEvent
+from jr2_actors.run.core import FEED_KEEP
+from jr2_actors.run.feedlines import FeedEvent
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,10 @@ milliseconds and a Workspace's path is its `child`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from jr2_actors.run.core import FeedEvent, RunCore
+from jr2_actors.run.core import RunCore
+from jr2_actors.run.feedlines import FeedEvent, line_fields
 from jr2_actors.timefmt import rfc3339_ms
 
 _TIMES = ("since", "at")
@@ -47,8 +47,12 @@ def listing_doc(core: RunCore) -> dict[str, Any]:
 
 
 def feed_doc(event: FeedEvent) -> dict[str, Any]:
-    fields: Mapping[str, Any] = event.fields
+    """A feed line as the API serves it: `{id, at, kind, …its fields}`; absent values are left out."""
     out: dict[str, Any] = {"id": event.id, "at": rfc3339_ms(event.at), "kind": event.kind}
-    for key, value in fields.items():
-        out[key] = rfc3339_ms(value) if key in _TIMES and isinstance(value, (int, float)) else value
+    for key, value in line_fields(event.line).items():
+        if value is None:
+            continue
+        if key in _TIMES and isinstance(value, (int, float)):
+            value = rfc3339_ms(value)
+        out["child" if key == "path" else key] = value
     return out
