@@ -165,3 +165,27 @@ def test_a_name_held_by_another_runs_sandbox_is_a_named_fault_and_left_alone(wor
     after = world.client.get(SANDBOX, ours.name)
     assert after is not None and after["metadata"]["uid"] == before["metadata"]["uid"]
     assert after["metadata"]["annotations"] == before["metadata"]["annotations"]  # never renewed or adopted
+
+
+@pytest.mark.parametrize("delay", [False, True], ids=["at-once", "after-the-teardown"])
+def test_a_successor_under_the_same_key_runs_and_is_never_told_lost(world: World, delay: bool) -> None:
+    """ADR-0064: a state re-entered gives its new Workspace the same name; the old one's delete must never
+    remove what the successor holds (its preconditions: the uid and the newest version it wrote or saw)."""
+    first = Inbox()
+    spec, old = world.start("run-s", first)
+    first.wait_for(lambda ms: any(isinstance(m, Running) for m in ms), what="the first running")
+    old.tell(Release("teardown"))
+    if delay:
+        first.wait_for(lambda ms: any(isinstance(m, Released) for m in ms), what="the first released")
+    second = Inbox()
+    _, new = world.start("run-s", second)
+    second.wait_for(lambda ms: any(isinstance(m, Running) for m in ms), what="the successor running")
+    first.wait_for(lambda ms: any(isinstance(m, Released) for m in ms), what="the first released")
+    # The successor stays registered: a change of its Sandbox still reaches it, and nothing says it is lost.
+    world.client.merge_patch(SANDBOX, spec.name, {"metadata": {"annotations": {"touched": "yes"}}})
+    wait_until(lambda: world.client.get(SANDBOX, spec.name) is not None, what="the successor's Sandbox there")
+    world.cluster.evict(spec.name)
+    second.wait_for(lambda ms: any(isinstance(m, Lost) for m in ms), what="the eviction heard by the successor")
+    (lost,) = kinds(second, Lost)
+    assert lost.reason.startswith("Evicted")  # the one loss it hears is the real one, not its predecessor's delete
+    new.stop(block=True, timeout=10)

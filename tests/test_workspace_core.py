@@ -28,6 +28,7 @@ from jr2_actors.workspace.core import (
     Faulted,
     HarnessEnded,
     LastEndSeen,
+    LeaseRenewed,
     Lost,
     PlacedLine,
     PlacingLine,
@@ -561,3 +562,14 @@ def test_the_attach_branch_is_the_workflows_else_the_runs_own() -> None:
     unnamed = WorkspaceSpec("run/1", "wf", WorkspaceDef("F-1", cpu="1", memory="1Gi"), image="i")
     assert attach_branch(named) == "feat/x"
     assert attach_branch(unnamed) == "jr2/run-1"
+
+
+def test_the_delete_carries_the_newest_version_this_workspace_wrote_or_saw() -> None:
+    d = Drive()
+    d(Begin())
+    d(Applied(UID, "10"), at=0.1)
+    d(seen(scheduled=("True", "Scheduled", ""), uid=UID), at=0.2)  # the view has no version: kept as was
+    d(LeaseRenewed("14"), at=0.3)
+    d(LeaseRenewed("12"), at=0.4)  # an older answer never moves it back
+    d(Release("teardown"), at=1)
+    assert d.of(DeleteSandbox) == [DeleteSandbox(UID, "14")]

@@ -156,7 +156,7 @@ class WorkspaceActor(Shell):
             elif isinstance(action, ws.Attach):
                 self._submit(partial(self._attach, action.endpoint), "attach")
             elif isinstance(action, ws.DeleteSandbox):
-                self._kube(partial(self._delete, action.uid))
+                self._kube(partial(self._delete, action.uid, action.resource_version))
         if self._deadline is not None:
             self._deadline.arm(step.deadline)
 
@@ -196,7 +196,7 @@ class WorkspaceActor(Shell):
         try:
             if create:
                 try:
-                    return _Done(ws.Applied(_uid(self.client.create(SANDBOX, body))), "kube")
+                    return _Done(_applied(self.client.create(SANDBOX, body)), "kube")
                 except KubeError as e:
                     if e.status != 409:
                         raise
@@ -205,7 +205,7 @@ class WorkspaceActor(Shell):
                 if existing is not None and identify(existing) != spec.key:
                     return _Done(ws.WriteFailed("sandbox", f"{name} belongs to {identify(existing)}",
                                                 409, collision=True), "kube")
-            return _Done(ws.Applied(_uid(self.client.apply(SANDBOX, name, body))), "kube")
+            return _Done(_applied(self.client.apply(SANDBOX, name, body)), "kube")
         except KUBE_ERRORS as e:
             return _Done(_write_failed("sandbox", e), "kube")
 
@@ -218,10 +218,10 @@ class WorkspaceActor(Shell):
 
     def _renew(self, uid: str) -> _Done:
         try:
-            self.client.merge_patch(SANDBOX, self.spec.name, lease_patch(self.clock.wall(), uid))
+            renewed = self.client.merge_patch(SANDBOX, self.spec.name, lease_patch(self.clock.wall(), uid))
         except KUBE_ERRORS as e:
             return _Done(None, "kube", f"the Lease renewal failed (the next one retries): {e}")
-        return _Done(None, "kube")
+        return _Done(ws.LeaseRenewed(_rv(renewed)), "kube")
 
     def _attach(self, endpoint: str) -> _Done:
         harness = self._harness_factory(endpoint, harness_token(self.key, self.spec.name))
@@ -233,15 +233,16 @@ class WorkspaceActor(Shell):
             harness.close()
         return _Done(ws.Attached(repos), "attach")
 
-    def _delete(self, uid: str) -> _Done:
+    def _delete(self, uid: str, rv: str) -> _Done:
         try:
             if not uid:  # the write's answer never came: delete only what the name holds for this key
                 existing = self.client.get(SANDBOX, self.spec.name)
                 if existing is None or identify(existing) != self.spec.key:
                     return _Done(ws.Deleted(existed=False), "kube")
-                uid = _uid(existing)
-            # Its token Secret goes with it (owner reference). The uid precondition keeps a successor safe.
-            existed = self.client.delete(SANDBOX, self.spec.name, uid=uid)
+                uid, rv = _uid(existing), _rv(existing)
+            # Its token Secret goes with it (owner reference). The preconditions keep a successor safe: one
+            # that adopted this Sandbox since has written a newer version (ADR-0064's delete guard).
+            existed = self.client.delete(SANDBOX, self.spec.name, uid=uid, resource_version=rv or None)
         except KUBE_ERRORS as e:
             status = e.status if isinstance(e, KubeError) else None
             return _Done(ws.DeleteFailed(str(e), status), "kube", f"delete failed: {e}")
@@ -250,6 +251,16 @@ class WorkspaceActor(Shell):
     def _stop_when_done(self) -> None:
         if self._released and self._in_flight == 0 and not self._kube_queue:
             self.actor_ref.stop(block=False)
+
+
+def _applied(obj: dict[str, Any]) -> ws.Applied:
+    return ws.Applied(_uid(obj), _rv(obj))
+
+
+def _rv(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata")
+    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    return rv if isinstance(rv, str) else ""
 
 
 def _uid(obj: dict[str, Any]) -> str:

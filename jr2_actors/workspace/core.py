@@ -104,9 +104,17 @@ class Begin:
 
 @dataclass(frozen=True)
 class Applied:
-    """The Sandbox is written (created, adopted as ours, or applied): its uid."""
+    """The Sandbox is written (created, adopted as ours, or applied): its uid, and the version written."""
 
     uid: str
+    resource_version: str = ""
+
+
+@dataclass(frozen=True)
+class LeaseRenewed:
+    """A renewal's answer: the version it wrote (the delete's precondition must be at least as new)."""
+
+    resource_version: str
 
 
 @dataclass(frozen=True)
@@ -168,7 +176,8 @@ class Release:
 
 # The watch's deliveries are inputs as they are (SandboxSeen, SandboxGone, WatchFailed).
 WorldInput = SandboxSeen | SandboxGone | WatchFailed | WatchClosed | Tick
-ShellInput = Begin | Applied | WriteFailed | SecretWritten | Attached | AttachFailed | Deleted | DeleteFailed | Release
+ShellInput = (Begin | Applied | LeaseRenewed | WriteFailed | SecretWritten | Attached | AttachFailed | Deleted
+              | DeleteFailed | Release)
 Input = WorldInput | ShellInput
 
 
@@ -198,9 +207,12 @@ class Attach:
 
 @dataclass(frozen=True)
 class DeleteSandbox:
-    """`uid` empty: the write's answer never came; delete only what the name holds for this key."""
+    """`uid` empty: the write's answer never came; delete only what the name holds for this key. The uid and
+    the newest version this Workspace wrote or saw are the delete's preconditions: a successor that adopted
+    the name since has written a newer version, and the delete then touches nothing (409)."""
 
     uid: str
+    resource_version: str = ""
 
 
 Action = ApplySandbox | ApplySecret | RenewLease | Attach | DeleteSandbox
@@ -347,6 +359,7 @@ class WorkspaceCore:
         self.path = path
         self.state: State = "new"
         self.uid = ""
+        self.rv = ""  # the newest resourceVersion of its Sandbox this Workspace wrote or saw
         self._memory_limit = memory_limit
         self._random: Jitter = rng or NoJitter()
         self._lease_interval = lease_interval
@@ -413,7 +426,10 @@ class WorkspaceCore:
         self._out.append(ApplySandbox(create=not self.uid))  # idempotent: a restart re-enters placing
 
     def _applied(self, event: Applied, now: float, wall: float) -> None:
+        if event.uid != self.uid:
+            self.rv = ""
         self.uid = event.uid
+        self._newer(event.resource_version)
         self._write_failures = 0
         self._saved()
         self._out.append(ApplySecret(event.uid))
@@ -423,7 +439,11 @@ class WorkspaceCore:
                 self._seen(seen, now, wall)
 
     def _applied_late(self, event: Applied, now: float, wall: float) -> None:
-        self.uid = event.uid  # released meanwhile: the delete already queued finds it by name
+        self.uid = event.uid  # ended meanwhile: a delete already queued finds it by name
+        self._newer(event.resource_version)
+
+    def _renewed(self, event: LeaseRenewed, now: float, wall: float) -> None:
+        self._newer(event.resource_version)
 
     def _write_failed(self, event: WriteFailed, now: float, wall: float) -> None:
         if event.collision:
@@ -483,7 +503,7 @@ class WorkspaceCore:
         if ran and (event.why != "teardown" or state == "faulted"):
             self._out.append(Released(self.path, deleted=False))
         else:
-            self._out.append(DeleteSandbox(self.uid))
+            self._out.append(DeleteSandbox(self.uid, self.rv))
 
     def _deleted(self, event: Deleted, now: float, wall: float) -> None:
         self._out.append(Released(self.path, deleted=event.existed))
@@ -495,12 +515,13 @@ class WorkspaceCore:
             self._out.append(Released(self.path, deleted=False))
             return
         self._retry_at = now + DELETE_RETRY_BACKOFF.delay(self._delete_failures)
-        self._retry = DeleteSandbox(self.uid)
+        self._retry = DeleteSandbox(self.uid, self.rv)
 
     # -- what the watch says, in each state ------------------------------------------------------------
 
     def _seen(self, event: SandboxSeen, now: float, wall: float) -> None:
         sandbox = event.sandbox
+        self._newer(sandbox.resource_version)
         self._endpoint = sandbox.endpoint or self._endpoint
         self._note_last_end(sandbox)
         if sandbox.terminal:
@@ -657,6 +678,17 @@ class WorkspaceCore:
             self._out.append(LastEndSeen(self.path, end.reason, end.exit_code, end.finished_at, sandbox.restart_count,
                                      self._memory_fault(end.reason, end.message)))
 
+    def _newer(self, rv: str) -> None:
+        """resourceVersions are opaque, but etcd's are integers: keep the newest one known."""
+        if not rv:
+            return
+        try:
+            if self.rv and int(rv) <= int(self.rv):
+                return
+        except ValueError:
+            pass
+        self.rv = rv
+
     def _memory_fault(self, reason: str, message: str) -> str | None:
         if reason != "OOMKilled":
             return None
@@ -721,6 +753,7 @@ TABLE: tuple[tuple[tuple[State, ...], type, tuple[State, ...], Handler], ...] = 
     (ENDED, Attached, (), _ignore),
     (ENDED, AttachFailed, (), _ignore),
     ((*LIVE, "lost", "faulted"), Release, ("released",), W._release),
+    ((*LIVE, *ENDED), LeaseRenewed, (), W._renewed),
     (("released",), Deleted, (), W._deleted),
     (("released",), DeleteFailed, (), W._delete_failed),
     (("released",), Tick, (), W._tick),
