@@ -75,12 +75,13 @@ class Orchestrator:
         self._pools: list[ThreadPoolExecutor] = []
         self._timers: Timers | None = None
         self._stopping = False
+        self._broken = ""
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
     def start(self) -> Orchestrator:
-        self._store = store.StoreActor.start(self.state_dir, clock=self.clock)
-        options: dict[str, Any] = {"namespace": self.namespace, "clock": self.clock}
+        self._store = store.StoreActor.start(self.state_dir, clock=self.clock, parent=self)
+        options: dict[str, Any] = {"namespace": self.namespace, "clock": self.clock, "parent": self}
         if self._stall_bound is not None:
             options["stall_bound"] = self._stall_bound
         self._watch = WatchActor.start(self.client, **options)
@@ -201,6 +202,8 @@ class Orchestrator:
     def health(self) -> tuple[bool, str]:
         if self._watch is None or self._store is None:
             return False, "not started"
+        if self._broken:
+            return False, self._broken
         try:
             watch = self._watch.ask(WatchHealthAsk(), timeout=5.0)
             store_ok = self._store.ask(store.Healthy(), timeout=5.0)
@@ -227,6 +230,10 @@ class Orchestrator:
             with self._finished:
                 self._runs.pop(message.run_id, None)
                 self._finished.notify_all()
+        elif isinstance(message, ActorFault) and message.kind in ("WatchActor", "StoreActor"):
+            # Our bug killed one of the process's singletons: /healthz says so, so the pod is restarted.
+            self._broken = f"the {message.kind} died: {message.error}"
+            log.error("%s", self._broken)
         elif isinstance(message, ActorFault):
             log.error("run %s: its actor failed (%s); the store keeps its last row for the next start",
                       message.name, message.error)

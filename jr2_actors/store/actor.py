@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jr2_actors.actorkit import Shell, Timers, tell_quietly
+from jr2_actors.actorkit import Recipient, Shell, Timers, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import SWEEP_INTERVAL_SECONDS
 from jr2_actors.store.core import RunRecord, RunStore, StoreError
@@ -48,8 +48,9 @@ class Healthy:
 
 class StoreActor(Shell):
     def __init__(self, state_dir: str, *, clock: Clock | None = None,
-                 sweep_interval: float = SWEEP_INTERVAL_SECONDS) -> None:
+                 sweep_interval: float = SWEEP_INTERVAL_SECONDS, parent: Recipient | None = None) -> None:
         super().__init__()
+        self.parent = parent  # told an ActorFault if this actor dies of our bug (the orchestrator)
         self.clock = clock or SystemClock()
         self.store = RunStore(state_dir)
         self._interval = sweep_interval

@@ -228,8 +228,10 @@ class WatchActor(Shell):
     def __init__(self, client: KubeClient, *, namespace: str | None = None, clock: Clock | None = None,
                  stall_bound: float = STALL_BOUND_SECONDS, watch_timeout: int = WATCH_TIMEOUT_SECONDS,
                  tap: Recipient | None = None, seed: int | None = None,
-                 shutdown_budget: float = SHUTDOWN_BUDGET_SECONDS, **core_options: Any) -> None:
+                 shutdown_budget: float = SHUTDOWN_BUDGET_SECONDS, parent: Recipient | None = None,
+                 **core_options: Any) -> None:
         super().__init__()
+        self.parent = parent  # told an ActorFault if this actor dies of our bug (the orchestrator)
         self.clock = clock or SystemClock()
         self.core = core.ObserverCore(stall_bound=stall_bound, rng=jitter_source(seed), deliver_all=tap is not None,
                                       **core_options)
