@@ -3,6 +3,8 @@ loss, and delete-what-never-ran — through the real WatchActor, operator and Ha
 
 from __future__ import annotations
 
+import itertools
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -11,9 +13,11 @@ import pykka
 import pytest
 
 from jr2_actors.actorkit import Timers
+from jr2_actors.clock import VirtualClock
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.kube.kinds import SANDBOX, SECRET
+from jr2_actors.timefmt import parse_rfc3339
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
 from jr2_actors.workflow import RepoSlot, WorkspaceDef
@@ -24,6 +28,7 @@ from tests.probes import Inbox
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
+WALL0 = 1_790_000_000.0
 
 
 class World:
@@ -92,18 +97,49 @@ def test_a_workspace_waits_for_capacity_visibly_then_runs(world: World) -> None:
     b_ref.stop(block=True, timeout=10)
 
 
-def test_the_lease_is_renewed_from_the_write(world: World) -> None:
-    inbox = Inbox()
-    spec, ref = world.start("run-l", inbox, lease_interval=0.5)
+def test_the_lease_is_renewed_from_the_write_every_five_minutes_within_a_fifth() -> None:
+    """On a virtual clock, 30 minutes: the first renewal within the first fifth of the interval, then one
+    every 5 min ±20 %, each stamping the clock's time — not merely "the stamp changed once"."""
+    clock = VirtualClock(wall=WALL0)
+    with FakeCluster(clock=clock, nodes=[Node("tiny", 100, 2**30)], harness=False) as cluster:  # it waits, placing
+        client = cluster.client()
+        watch = WatchActor.start(client, clock=clock, stall_bound=10**6)
+        timers = Timers(clock, name="jr2-test-timers")
+        pool = ThreadPoolExecutor(1, thread_name_prefix="jr2-test-pool")  # one thread: FIFO, so it can be drained
+        spec = WorkspaceSpec("run-l", "wf", WorkspaceDef("F-1", cpu="1", memory="1Gi"), image="i")
+        ref = WorkspaceActor.start(spec, client=client, watch=watch, parent=Inbox(), signing_key=b"k" * 32,
+                                   kube_pool=pool, attach_pool=pool, clock=clock, timers=timers, seed=4)
 
-    def keepalive() -> str | None:
-        obj = world.client.get(SANDBOX, spec.name)
-        return obj["metadata"]["annotations"][KEEPALIVE_ANNOTATION] if obj else None
+        def settle() -> None:
+            """Whatever came due has been done: the timers fired it (a marker fires after every due timer),
+            the actor took it (an ask queues behind), and its call left (the one pool thread drained)."""
+            fired = threading.Event()
+            timers.schedule(clock.monotonic(), fired.set)
+            timers.poke()
+            assert fired.wait(10)
+            ref.ask("settle", timeout=10)  # an unknown message, answered None once all before it are done
+            pool.submit(lambda: None).result(timeout=10)
+            ref.ask("settle", timeout=10)  # the call's answer, told back, is taken too
 
-    wait_until(lambda: keepalive() is not None, what="written")
-    first = keepalive()
-    wait_until(lambda: keepalive() != first, what="renewed")
-    ref.stop(block=True, timeout=10)
+        def stamp() -> float | None:
+            obj = client.get(SANDBOX, spec.name)
+            return parse_rfc3339(obj["metadata"]["annotations"][KEEPALIVE_ANNOTATION]) if obj else None
+
+        settle()
+        stamps = [stamp()]
+        assert stamps == [WALL0]  # the Lease is written with the Sandbox
+        for _ in range(30 * 60):
+            clock.advance(1)
+            settle()
+            if stamp() != stamps[-1]:
+                stamps.append(stamp())
+        ref.stop(block=True, timeout=10)
+        watch.stop(block=True, timeout=10)
+        pool.shutdown(wait=True)
+        timers.stop()
+    gaps = [b - a for a, b in itertools.pairwise(s for s in stamps if s is not None)]
+    assert gaps[0] <= 60  # the first renewal within the first fifth of the interval
+    assert len(gaps) >= 6 and all(240 <= g <= 360 for g in gaps[1:]), gaps
 
 
 def test_an_evicted_sandbox_is_lost_with_the_operators_reason(world: World) -> None:
