@@ -72,3 +72,29 @@ SWEEP_INTERVAL_SECONDS = 3600.0
 
 # Server-side apply's field manager (CONTRACTS.md §2).
 FIELD_MANAGER = "jr2"
+
+# -- how long the shells wait: stops, asks, reads, streams (each named once, here) ------------------------
+# A stopping WatchActor waits this long for its I/O thread (a list in flight is cut).
+WATCH_SHUTDOWN_SECONDS = 2.0
+# CONTRACTS §3: the Harness answers a long-poll within ~25 s (204); the read waits above that.
+HARNESS_LONG_POLL_READ_SECONDS = 40.0
+# A stopping AgentActor waits this long for its stream reader (its long-poll is cut first).
+AGENT_STOP_SECONDS = 2.0
+# An event stream with nothing to say sends a comment this often, so a gone client is noticed.
+API_HEARTBEAT_SECONDS = 15.0
+# Each read or write of the API's sockets: a client that trickles or stops reading is dropped.
+API_SOCKET_TIMEOUT_SECONDS = 10.0
+# The API's listener lets requests in flight finish this long when it stops.
+API_SHUTDOWN_SECONDS = 5.0
+# An ask from outside the actors (the API, the CLI) gives up after this (LIBRARY-NOTES: always a timeout).
+ORCHESTRATOR_ASK_SECONDS = 10.0
+# Each actor's stop, when the orchestrator stops: serve's SIGTERM budget is 10 s in all.
+ACTOR_STOP_SECONDS = 8.0
+# ADR-0065: a persist is an ask of the StoreActor; a store that does not answer in this long fails the run's actor.
+PERSIST_ASK_SECONDS = 30.0
+# ADR-0062: a lost conversation waits this long for the Workspace to say a kernel kill ended it.
+LOST_GRACE_SECONDS = 5.0
+# The demo ends well within this; past it, something is wrong: it says so and stops.
+DEMO_SECONDS = 60.0
+# serve stops within this after SIGTERM (CONTRACTS §6); the Deployment's grace period covers it with margin.
+SERVE_STOP_SECONDS = 10.0

@@ -26,6 +26,7 @@ import pykka
 from jr2_actors import metrics
 from jr2_actors.actorkit import ActorFault, Timers
 from jr2_actors.clock import Clock, SystemClock
+from jr2_actors.constants import ACTOR_STOP_SECONDS, ORCHESTRATOR_ASK_SECONDS
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.run.actor import Cancel, Listing, RunActor, RunEnv, RunFinished, Status
 from jr2_actors.run.core import RunCore
@@ -39,8 +40,6 @@ from jr2_actors.workflow import Workflow, WorkflowError, parse_workflow
 
 log = logging.getLogger(__name__)
 
-ASK_TIMEOUT = 10.0
-STOP_TIMEOUT = 8.0  # serve's SIGTERM budget is 10 s in all
 DEFAULT_SANDBOX_IMAGE = "ghcr.io/jr2/sandbox:latest"
 
 
@@ -93,7 +92,7 @@ class Orchestrator:
                            signing_key=self._signing_key, kube_pool=kube, attach_pool=attach, agent_pool=agent,
                            timers=self._timers, clock=self.clock, sandbox_image=self._sandbox_image,
                            instance_harness=self._instance_harness, workspace_options=self._workspace_options)
-        restored: list[store.RunRecord] = self._store.ask(store.Restore(), timeout=ASK_TIMEOUT)  # type: ignore[assignment]
+        restored: list[store.RunRecord] = self._store.ask(store.Restore(), timeout=ORCHESTRATOR_ASK_SECONDS)  # type: ignore[assignment]
         for record in restored:
             self._restore(record)
         if restored:
@@ -150,7 +149,7 @@ class Orchestrator:
         ref = self._live(run_id)
         if ref is not None:
             try:
-                return cast(dict[str, Any], ref.ask(Status(), timeout=ASK_TIMEOUT))
+                return cast(dict[str, Any], ref.ask(Status(), timeout=ORCHESTRATOR_ASK_SECONDS))
             except pykka.ActorDeadError:
                 pass  # it just finished: the store has its last row
         record = self._fetch(run_id)
@@ -166,7 +165,7 @@ class Orchestrator:
         out = []
         for run_id, ref in sorted(refs):
             try:
-                out.append(cast(dict[str, Any], ref.ask(Listing(), timeout=ASK_TIMEOUT)))
+                out.append(cast(dict[str, Any], ref.ask(Listing(), timeout=ORCHESTRATOR_ASK_SECONDS)))
             except pykka.ActorDeadError:
                 log.debug("run %s ended while listed", run_id)
         return out
@@ -255,7 +254,7 @@ class Orchestrator:
     def _fetch(self, run_id: str) -> store.RunRecord | None:
         if self._store is None:
             return None
-        record = self._store.ask(store.Fetch(run_id), timeout=ASK_TIMEOUT)
+        record = self._store.ask(store.Fetch(run_id), timeout=ORCHESTRATOR_ASK_SECONDS)
         return record if isinstance(record, store.RunRecord) else None
 
     def _restore(self, record: store.RunRecord) -> None:
@@ -272,6 +271,6 @@ class Orchestrator:
 
 def _stop(ref: pykka.ActorRef[Any]) -> None:
     try:
-        ref.stop(block=True, timeout=STOP_TIMEOUT)
+        ref.stop(block=True, timeout=ACTOR_STOP_SECONDS)
     except pykka.Timeout:
-        log.error("%s did not stop within %.0fs", ref, STOP_TIMEOUT)
+        log.error("%s did not stop within %.0fs", ref, ACTOR_STOP_SECONDS)

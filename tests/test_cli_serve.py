@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from jr2_actors.constants import SERVE_STOP_SECONDS
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
 from jr2_actors.workflow import read_document
@@ -18,7 +19,6 @@ from tests.serving import KEY, Serve, jr2, serve_env
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
-GRACE_SECONDS = 10.0  # serve's SIGTERM budget (the Deployment's grace period covers it with margin)
 WORKFLOW = """
 name: served
 workspaces:
@@ -51,7 +51,7 @@ def test_sigterm_mid_run_exits_zero_and_a_restart_continues_the_run(cluster: Fak
     wait_until(lambda: (first.call("GET", f"/runs/{run_id}").json().get("turn") or {}).get("phase") == "running",
                timeout=30, what="the Turn running")
     first.proc.send_signal(signal.SIGTERM)
-    assert first.proc.wait(GRACE_SECONDS) == 0, "".join(first.lines)
+    assert first.proc.wait(SERVE_STOP_SECONDS) == 0, "".join(first.lines)
     assert not any("Traceback" in line for line in first.lines), "".join(first.lines)
     with sqlite3.connect(tmp_path / "state" / "state.db") as db:
         rows = db.execute("SELECT run_id, status FROM runs").fetchall()
@@ -65,7 +65,7 @@ def test_sigterm_mid_run_exits_zero_and_a_restart_continues_the_run(cluster: Fak
         assert len(creates) == 1  # the restart re-adopted the Sandbox it wrote
     finally:
         second.proc.send_signal(signal.SIGTERM)
-        assert second.proc.wait(GRACE_SECONDS) == 0
+        assert second.proc.wait(SERVE_STOP_SECONDS) == 0
 
 
 def test_a_busy_port_is_one_line_and_exit_2(cluster: FakeCluster, tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 import jr2_actors
-from jr2_actors.constants import WATCH_MAX_FAILURE_SECONDS
+from jr2_actors.api.app import ROUTES
+from jr2_actors.constants import SERVE_STOP_SECONDS, WATCH_MAX_FAILURE_SECONDS
 from jr2_actors.quantity import cpu_millis, memory_bytes
 from jr2_actors.rbac import Grant
 from jr2_actors.workspace.manifest import HARNESS_PORT
@@ -24,11 +25,6 @@ from tests.k8s_models import model_problems
 from tests.kubectl_stub import kubectl_stub
 from tests.manifests import MANIFESTS, UNIT, Doc, docs, files, manifest_role, one, unit_namespace
 
-# The orchestrator's HTTP surface the probes may name (CONTRACTS.md §4). The one place the probe tests
-# read the API's routes: point it at the real router once `serve` and its API exist.
-API_ROUTES = frozenset({"/healthz", "/metrics"})
-# `serve` stops cleanly within this long after SIGTERM (issue 12); the grace period must cover it twice.
-SERVE_STOP_SECONDS = 10
 # A control-plane upgrade can keep the API server away this long; liveness must not restart the pod
 # through it (issue 12). A zonal managed control plane is unavailable for minutes while it upgrades.
 CONTROL_PLANE_UPGRADE_SECONDS = 20 * 60
@@ -150,7 +146,8 @@ def test_the_probes_name_a_route_the_api_serves() -> None:
     ports = {p["name"] for p in container()["ports"]}
     for probe in ("readinessProbe", "livenessProbe"):
         get = container()[probe]["httpGet"]
-        assert get["path"] in API_ROUTES, f"{probe} asks {get['path']}, which the API does not serve"
+        assert any(r.method == "GET" and r.open and r.pattern.match(get["path"]) for r in ROUTES), \
+            f"{probe} asks {get['path']}, which the API does not serve without a token"
         assert get["port"] in ports
     assert container()["readinessProbe"]["httpGet"] == container()["livenessProbe"]["httpGet"]
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jr2_actors.agent import core as seat
+from jr2_actors.constants import LOST_GRACE_SECONDS
 from jr2_actors.harness import briefing
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
@@ -362,7 +363,7 @@ def test_a_lost_conversation_nothing_explains_stands_after_the_grace() -> None:
     e(run.KillsRead(1, ()))
     e(run.Admitted(1))
     e(run.TurnFault(1, "the conversation was lost (404)", "lost"))
-    e.now = run.LOST_GRACE_SECONDS
+    e.now = LOST_GRACE_SECONDS
     e(run.Tick())
     assert e.core.status == "failed" and e.core.fault == "the conversation was lost (404)"
 

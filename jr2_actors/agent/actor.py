@@ -52,6 +52,7 @@ from jr2_actors.actorkit import Recipient, Shell, Timers, tell_quietly
 from jr2_actors.agent import core as turn
 from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, ReadKills, StartTurn
 from jr2_actors.clock import Clock, SystemClock
+from jr2_actors.constants import AGENT_STOP_SECONDS
 from jr2_actors.harness.client import (
     ConversationNotKept,
     HarnessClient,
@@ -66,7 +67,6 @@ from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead
 log = logging.getLogger(__name__)
 HARNESS_ERRORS = (HarnessError, HarnessUnreachable, HarnessProtocolError)
 MAX_ALLOWED = 256
-JOIN_SECONDS = 2.0
 
 
 # -- from the run: the messages are the core's (`StartTurn`, `ReadKills`, `Admit`, `AnswerPick`, `AbortTurn`,
@@ -193,7 +193,7 @@ class AgentActor(Shell):
             self._stop_reading(self._turn)
         self._reads.put(None)
         if self._reader.is_alive() and threading.current_thread() is not self._reader:
-            self._reader.join(JOIN_SECONDS)
+            self._reader.join(AGENT_STOP_SECONDS)
         if self._given_harnesses is None and self._harnesses is not None:
             self._harnesses.close()
         if self._given_timers is None and self._timers is not None:

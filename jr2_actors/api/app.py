@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jr2_actors import __version__
+from jr2_actors.constants import API_HEARTBEAT_SECONDS
 from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.run.wire import feed_doc
 from jr2_actors.security import constant_time_equal
@@ -28,7 +29,6 @@ from jr2_actors.workflow import WorkflowError
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
-HEARTBEAT_SECONDS = 15.0
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -87,7 +87,7 @@ ROUTES = (
 
 
 class Api:
-    def __init__(self, backend: Backend, token: str, *, heartbeat: float = HEARTBEAT_SECONDS,
+    def __init__(self, backend: Backend, token: str, *, heartbeat: float = API_HEARTBEAT_SECONDS,
                  max_streams: int = 8) -> None:
         if not token:
             raise ValueError("the API needs an Instance token")

@@ -13,18 +13,18 @@ from typing import Any
 
 from cheroot import wsgi
 
+from jr2_actors.constants import API_SHUTDOWN_SECONDS, API_SOCKET_TIMEOUT_SECONDS
+
 log = logging.getLogger(__name__)
 
 THREADS = 16
-SOCKET_TIMEOUT_SECONDS = 10.0  # per read or write: a client that trickles or stops reading is dropped
-SHUTDOWN_SECONDS = 5.0
 
 
 class ApiServer:
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *, threads: int = THREADS,
-                 timeout: float = SOCKET_TIMEOUT_SECONDS) -> None:
+                 timeout: float = API_SOCKET_TIMEOUT_SECONDS) -> None:
         self._server = wsgi.Server((host, port), app, numthreads=threads, timeout=int(max(timeout, 1)),
-                                   shutdown_timeout=int(SHUTDOWN_SECONDS), request_queue_size=64,
+                                   shutdown_timeout=int(API_SHUTDOWN_SECONDS), request_queue_size=64,
                                    server_name="jr2-actors")
         self._thread: threading.Thread | None = None
 
@@ -55,4 +55,4 @@ class ApiServer:
         """Stop accepting, let requests in flight finish (streams end when the feed hub closes)."""
         self._server.stop()
         if self._thread is not None:
-            self._thread.join(SHUTDOWN_SECONDS + 1)
+            self._thread.join(API_SHUTDOWN_SECONDS + 1)

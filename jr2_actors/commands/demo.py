@@ -26,12 +26,12 @@ from importlib import resources
 from typing import Any, TextIO, cast
 
 from jr2_actors.commands.common import UsageError, port_number, until_signalled
+from jr2_actors.constants import DEMO_SECONDS
 from jr2_actors.run.render import duration, feed_line, status_lines
 from jr2_actors.run.wire import feed_doc
 from jr2_actors.workflow import MAX_WORKFLOW_BYTES, WorkflowError, parse_workflow, read_document
 from jr2_actors.workspace.core import PlacedLine, PlacingLine, WaitEndedLine
 
-DEMO_TIMEOUT = 60.0  # the demo ends well within this; past it, something is wrong: say so and stop
 NODE_MILLICPU = 1500  # one node: two 1-CPU Workspaces cannot share it
 
 
@@ -108,7 +108,7 @@ def _bundled(cluster: Any, orchestrator: Any, out: TextIO, stop: threading.Event
                    [Say("The fix misses an empty last field."), Pick("reject")],
                    [Say("Both cases are covered now."), Pick("approve")])
     neighbour = orchestrator.submit(_bundled_document("neighbour.yaml"))
-    deadline = time.monotonic() + DEMO_TIMEOUT
+    deadline = time.monotonic() + DEMO_SECONDS
     after = 0
     while not stop.is_set():  # the example is submitted once the neighbour holds the node
         got = orchestrator.feed(neighbour, after, 0.2)
@@ -131,13 +131,13 @@ def _follow(orchestrator: Any, runs: Mapping[str, str], out: TextIO, stop: threa
     names = {main: "", runs.get("neighbour", ""): "neighbour"}
     open_wait: dict[str, Any] | None = None
     last_progress = 0.0
-    deadline = time.monotonic() + DEMO_TIMEOUT
+    deadline = time.monotonic() + DEMO_SECONDS
     finished = False
     while not finished:
         if stop.is_set():
             return None
         if time.monotonic() > deadline:
-            print(f"the run did not end within {DEMO_TIMEOUT:.0f}s; its status follows", file=out, flush=True)
+            print(f"the run did not end within {DEMO_SECONDS:.0f}s; its status follows", file=out, flush=True)
             break
         for run_id in list(readers):
             got = orchestrator.feed(run_id, readers[run_id], 0.1)

@@ -40,6 +40,7 @@ from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import (
     ADMISSION_DRAIN_SECONDS,
     CONNECT_TIMEOUT_SECONDS,
+    HARNESS_LONG_POLL_READ_SECONDS,
     HARNESS_RETRY,
     HARNESS_RETRY_WINDOW_SECONDS,
     MEMORY_KILL_READ_SECONDS,
@@ -50,7 +51,6 @@ from jr2_actors.harness.cut import Cut, mount_cuts
 from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillListError, MemoryKillRead, parse_memory_kills
 from jr2_actors.http_body import TooLarge, caused_by, read_capped
 
-LONG_POLL_READ_TIMEOUT = 40.0  # above the Harness's ~25 s long-poll, so it answers 204 first
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 
 
@@ -174,7 +174,7 @@ class HarnessClient:
         `cut.fire()` from another thread ends it at once."""
         resp = self._send("GET", self._own_url(stream_url), None,
                           params={"offset": offset, "view": "updates", "live": "long-poll"},
-                          read_timeout=LONG_POLL_READ_TIMEOUT, absolute=True, cut=cut)
+                          read_timeout=HARNESS_LONG_POLL_READ_SECONDS, absolute=True, cut=cut)
         next_offset = resp.headers.get("stream-next-offset", offset)
         up_to_date = resp.headers.get("stream-up-to-date", "") == "true"
         if resp.status_code == 204:

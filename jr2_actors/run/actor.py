@@ -24,6 +24,7 @@ from jr2_actors.actorkit import ActorFault, Deadline, Recipient, Shell, Timers, 
 from jr2_actors.agent import actor as agent_actor
 from jr2_actors.agent import core as turn_core
 from jr2_actors.clock import Clock
+from jr2_actors.constants import PERSIST_ASK_SECONDS
 from jr2_actors.harness.tokens import INSTANCE_HARNESS, harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.run import core as run
@@ -37,7 +38,6 @@ from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec
 
 log = logging.getLogger(__name__)
-PERSIST_TIMEOUT = 30.0  # an ask of the StoreActor (LIBRARY-NOTES: always a timeout on ask)
 MAX_SAID_PROBLEMS = 256  # problems of kill lists remembered as said (a hostile list cannot grow it past this)
 
 
@@ -158,7 +158,7 @@ class RunActor(Shell):
                 # ADR-0065: the row is written before this step's next side effect leaves the actor.
                 self.env.store.ask(store.Persist(self.core.run_id, "live" if action.status == "running"
                                                  else action.status, self.core.snapshot(), action.reason),
-                                   timeout=PERSIST_TIMEOUT)
+                                   timeout=PERSIST_ASK_SECONDS)
         if step.reports:
             for event in step.reports:
                 log.info("run %s: %s", self.core.run_id, _line(event))

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from jr2_actors.agent import core as seat
+from jr2_actors.constants import LOST_GRACE_SECONDS
 from jr2_actors.harness import briefing
 from jr2_actors.run.feedlines import (
     AdmittedLine,
@@ -69,7 +70,6 @@ FEED_KEEP = 500  # feed lines kept in the run (and its blob) for a reader to res
 SAID_CHARS = 500  # of an Agent's words, said in the feed
 NUDGE_LIMIT = 1  # a Turn that ends without a pick is prompted again this often, then it is a fault
 ANSWERS_KEPT = 8  # answered picks remembered for an answer that turns out not to have reached its call
-LOST_GRACE_SECONDS = 5.0  # a lost conversation waits this long for the Workspace to say a kernel kill ended it
 BLOB_VERSION = 1
 
 # -- inputs ------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import Any
 
 from jr2_actors.actorkit import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import STALL_BOUND_SECONDS, WATCH_TIMEOUT_SECONDS
+from jr2_actors.constants import STALL_BOUND_SECONDS, WATCH_SHUTDOWN_SECONDS, WATCH_TIMEOUT_SECONDS
 from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.kube.client import KubeClient, WatchStream
 from jr2_actors.kube.kinds import SANDBOX
@@ -39,7 +39,6 @@ from jr2_actors.watch.identity import RUN_LABEL, Foreign, SandboxKey
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_BUDGET_SECONDS = 2.0
 
 
 # -- messages ----------------------------------------------------------------------------------------
@@ -228,7 +227,7 @@ class WatchActor(Shell):
     def __init__(self, client: KubeClient, *, namespace: str | None = None, clock: Clock | None = None,
                  stall_bound: float = STALL_BOUND_SECONDS, watch_timeout: int = WATCH_TIMEOUT_SECONDS,
                  tap: Recipient | None = None, seed: int | None = None,
-                 shutdown_budget: float = SHUTDOWN_BUDGET_SECONDS, parent: Recipient | None = None,
+                 shutdown_budget: float = WATCH_SHUTDOWN_SECONDS, parent: Recipient | None = None,
                  **core_options: Any) -> None:
         super().__init__()
         self.parent = parent  # told an ActorFault if this actor dies of our bug (the orchestrator)
