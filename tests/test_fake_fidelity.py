@@ -110,7 +110,8 @@ def test_kubectl_wait_waits_for_the_named_sandbox_only(kenv: dict[str, str], clu
     client.apply(SANDBOX, "ready-one", {"spec": {"port": 8080}})
     client.apply(SANDBOX, "pending-one", {"spec": {"port": 8080}})
     client.merge_patch(SANDBOX, "ready-one", {"status": {"phase": "Ready", "conditions": [
-        {"type": "Ready", "status": "True", "reason": "PodReady", "message": ""}]}}, status=True)
+        {"type": "Ready", "status": "True", "reason": "PodReady", "message": "", "observedGeneration": 1,
+         "lastTransitionTime": "2026-11-29T10:00:00Z"}]}}, status=True)
     # kubectl wait lists and watches with fieldSelector=metadata.name=<name>: on a cluster it times out
     # here, because the Sandbox it names is not Ready (another one being Ready is no answer).
     waited = kubectl(kenv, "wait", "--for=condition=Ready", "sandboxes.core.jr2.dev/pending-one", "--timeout=1s")
@@ -601,3 +602,22 @@ def test_a_patch_carrying_another_uid_is_409_and_changes_nothing(custom: k8s.Cus
     same = {"metadata": {"uid": live["metadata"]["uid"], "annotations": {"k": "v"}}}
     ok = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", same)
     assert ok["metadata"]["annotations"] == {"k": "v"}
+
+
+
+def test_a_sandbox_its_crds_schema_refuses_is_422_naming_each_field(custom: k8s.CustomObjectsApi) -> None:
+    # The fake validates against the very CRD in manifests/crds/ (issue 12: one source of truth), as a real
+    # API server does: 422 Invalid, each field named in details.causes, and nothing stored.
+    with pytest.raises(ApiException) as err:
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body("bad", spec={"port": "eighty"}))
+    assert err.value.status == 422
+    doc = json.loads(err.value.body)
+    assert doc["reason"] == "Invalid" and [c["field"] for c in doc["details"]["causes"]] == ["spec.port"]
+    create(custom, "good")
+    with pytest.raises(ApiException) as status_err:
+        custom.patch_namespaced_custom_object_status(GROUP, VERSION, NS, PLURAL, "good", {"status": {
+            "phase": "Ready", "conditions": [{"type": "Ready", "status": "True"}]}})
+    assert status_err.value.status == 422
+    fields = {c["field"] for c in json.loads(status_err.value.body)["details"]["causes"]}
+    assert {"status.conditions[0].reason", "status.conditions[0].lastTransitionTime"} <= fields
+    assert "status" not in get(custom, "good")

@@ -35,6 +35,7 @@ from typing import Any
 
 from jr2_actors.fake.apiserver import apply as ssa
 from jr2_actors.fake.apiserver import patches
+from jr2_actors.fake.apiserver.schema import schema_for
 from jr2_actors.fake.apiserver.selectors import FieldSelector, Selector
 from jr2_actors.fake.apiserver.status import MODIFIED_SINCE, StatusError, conflict, invalid, not_found, qualified
 from jr2_actors.fake.apiserver.validation import check_metadata
@@ -221,6 +222,7 @@ class ClusterState:
             obj["status"] = {"phase": "Active"}
         if options.manager:
             ssa.record_update(obj, None, options.manager, kind.api_version, now, operation="Update")
+        _validate(kind, obj)
         if options.dry_run:
             return obj  # as a real server answers a dry-run create: no resourceVersion, nothing stored
         return self._commit("ADDED", kind, namespace, obj)
@@ -455,6 +457,7 @@ class ClusterState:
             ssa.record_update(result, existing, manager, kind.api_version, now, operation="Update")
         if result == existing:
             return copy.deepcopy(existing)  # a no-op writes nothing and tells no watcher
+        _validate(kind, result)
         if options.dry_run:
             return result
         if new.get("deletionTimestamp") and not new.get("finalizers") and kind is not NAMESPACE:
@@ -624,3 +627,14 @@ def _fold_string_data(kind: Kind, obj: Obj) -> Obj:
     obj["data"] = {**(data if isinstance(data, dict) else {}), **folded}
     return obj
 
+
+def _validate(kind: Kind, obj: Obj) -> None:
+    """A jr2 custom resource is checked against its CRD's schema — the very file in manifests/crds/ (issue 12:
+    one source of truth): what it refuses is a 422 Invalid naming each field, as from a real API server."""
+    if kind.plural not in STATUS_KINDS:
+        return
+    crd = schema_for(kind.plural)
+    errors = crd.validate(obj)
+    if errors:
+        doc = crd.invalid_status(str(obj.get("metadata", {}).get("name", "")), errors)
+        raise StatusError(422, "Invalid", doc["message"], doc["details"])
