@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Mapping
 from importlib import resources
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO
 
 from jr2_actors.commands.common import UsageError, port_number, until_signalled
 from jr2_actors.constants import DEMO_SECONDS
@@ -31,6 +31,10 @@ from jr2_actors.run.render import duration, feed_line, status_lines
 from jr2_actors.run.wire import feed_doc
 from jr2_actors.workflow import MAX_WORKFLOW_BYTES, WorkflowError, parse_workflow, read_document
 from jr2_actors.workspace.core import PlacedLine, PlacingLine, WaitEndedLine
+
+if TYPE_CHECKING:  # the fake cluster and the orchestrator load when the demo runs, not with every command
+    from jr2_actors.fake.cluster import FakeCluster
+    from jr2_actors.orchestrator import Orchestrator
 
 NODE_MILLICPU = 1500  # one node: two 1-CPU Workspaces cannot share it
 
@@ -47,15 +51,11 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, stop: threading.Event) -> int:
-    from jr2_actors.fake.cluster import FakeCluster
-    from jr2_actors.fake.operator.core import Node
     from jr2_actors.orchestrator import Orchestrator
 
     own = _load(args.workflow) if args.workflow else None
     out = sys.stdout
-    with tempfile.TemporaryDirectory(prefix="jr2-demo-") as tmp, \
-            FakeCluster(namespace="jr2", nodes=[Node("demo-node", NODE_MILLICPU, 8 * 2**30)], start_seconds=0.3,
-                        bookmark_interval=None, long_poll=2.0) as cluster:
+    with tempfile.TemporaryDirectory(prefix="jr2-demo-") as tmp, demo_cluster() as cluster:
         if stop.is_set():
             return 130
         client = cluster.client()
@@ -67,13 +67,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
             if args.metrics_port is not None:
                 server = _serve_metrics(orchestrator, args.metrics_port)
                 print(f"metrics: {server.url}/metrics", file=out, flush=True)
-            if own is not None:
-                cluster.harness(lambda core: core.pick_first_allowed(True))
-                runs = {"": orchestrator.submit(own)}
-            else:
-                runs = _bundled(cluster, orchestrator, out, stop)
-            main = runs[""]
-            status = _follow(orchestrator, runs, out, stop)
+            status = play(cluster, orchestrator, out, stop, own)
             if status is None:
                 print("interrupted: stopping the orchestrator and the fake cluster", file=out, flush=True)
                 return 130
@@ -84,7 +78,6 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
                 print(f"the fake cluster stays up: KUBECONFIG={path} kubectl get sandboxes.core.jr2.dev "
                       f"(Ctrl-C ends it)", file=out, flush=True)
                 until_signalled(stop)
-            _ = main
             return 0 if status.get("status") == "done" else 1
         finally:
             if server is not None:
@@ -93,9 +86,31 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
             client.close()
 
 
-def _bundled(cluster: Any, orchestrator: Any, out: TextIO, stop: threading.Event) -> dict[str, str]:
-    """The neighbour takes the node first; the example waits for it, then runs with a guard kill and one
-    rejected review."""
+def demo_cluster() -> FakeCluster:
+    """The demo's fake cluster: one node, which two 1-CPU Workspaces cannot share."""
+    from jr2_actors.fake.cluster import FakeCluster
+    from jr2_actors.fake.operator.core import Node
+
+    return FakeCluster(namespace="jr2", nodes=[Node("demo-node", NODE_MILLICPU, 8 * 2**30)], start_seconds=0.3,
+                       bookmark_interval=None, long_poll=2.0)
+
+
+def play(cluster: FakeCluster, orchestrator: Orchestrator, out: TextIO, stop: threading.Event,
+         own: Any = None) -> dict[str, Any] | None:
+    """The demo's runs on `cluster`, their feeds printed to `out` as they come; the example's final
+    RunStatus, or None when stopped. `own`: a workflow document to run instead (its agents pick the first
+    Allowed pick)."""
+    if own is not None:
+        cluster.harness(lambda core: core.pick_first_allowed(True))
+        return _follow(orchestrator, orchestrator.submit(own), {}, out, stop)
+    neighbour, after = _neighbour_first(cluster, orchestrator, out, stop)
+    main = orchestrator.submit(_bundled_document("fix-and-review.yaml"))
+    return _follow(orchestrator, main, {neighbour: after}, out, stop)
+
+
+def _neighbour_first(cluster: FakeCluster, orchestrator: Orchestrator, out: TextIO,
+                     stop: threading.Event) -> tuple[str, int]:
+    """The scripted model's Turns, and the neighbour run holding the node: its id and the feed line read."""
     from jr2_actors.fake.harness.core import GuardKill, Pick, Say
 
     cluster.script("builder", [Say("Building the neighbour's service."), Pick("built")])
@@ -118,17 +133,13 @@ def _bundled(cluster: Any, orchestrator: Any, out: TextIO, stop: threading.Event
             print(_line("neighbour", feed_doc(event)), file=out, flush=True)
         if any(e.kind == "running" for e in events) or time.monotonic() > deadline:
             break
-    main = orchestrator.submit(_bundled_document("fix-and-review.yaml"))
-    return {"": main, "neighbour": neighbour, "neighbour-after": str(after)}
+    return neighbour, after
 
 
-def _follow(orchestrator: Any, runs: Mapping[str, str], out: TextIO, stop: threading.Event) -> dict[str, Any] | None:
-    """Print both runs' feeds as they come, a progress line while the example waits; its final status."""
-    main = runs[""]
-    readers = {main: 0}
-    if "neighbour" in runs:
-        readers[runs["neighbour"]] = int(runs["neighbour-after"])
-    names = {main: "", runs.get("neighbour", ""): "neighbour"}
+def _follow(orchestrator: Orchestrator, main: str, others: Mapping[str, int], out: TextIO,
+            stop: threading.Event) -> dict[str, Any] | None:
+    """Print the runs' feeds as they come (the others named), a progress line while the example waits."""
+    readers = {main: 0, **others}
     open_wait: dict[str, Any] | None = None
     last_progress = 0.0
     deadline = time.monotonic() + DEMO_SECONDS
@@ -146,8 +157,7 @@ def _follow(orchestrator: Any, runs: Mapping[str, str], out: TextIO, stop: threa
             events, done = got
             for event in events:
                 readers[run_id] = event.id
-                doc = feed_doc(event)
-                print(_line(names.get(run_id, run_id), doc), file=out, flush=True)
+                print(_line("" if run_id == main else "neighbour", feed_doc(event)), file=out, flush=True)
                 if run_id == main and isinstance(event.line, PlacingLine):
                     open_wait = {"child": event.line.path, "on": event.line.on, "since": time.monotonic()}
                 elif run_id == main and isinstance(event.line, (PlacedLine, WaitEndedLine)):
@@ -159,7 +169,7 @@ def _follow(orchestrator: Any, runs: Mapping[str, str], out: TextIO, stop: threa
             waited = duration(time.monotonic() - open_wait["since"])
             print(f"          … {open_wait['child']} still waiting for a {open_wait['on']} ({waited})", file=out,
                   flush=True)
-    return cast(dict[str, Any] | None, orchestrator.status(main))
+    return orchestrator.status(main)
 
 
 def _line(run_name: str, doc: Mapping[str, Any]) -> str:

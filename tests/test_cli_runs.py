@@ -1,0 +1,201 @@
+"""The commands a person runs: `demo` (the README's promise), and the client commands against a real
+orchestrator's API — each as a process, with good input and bad."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jr2_actors.api.app import Api
+from jr2_actors.api.server import ApiServer
+from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.fake.harness.core import Hang, Pick
+from jr2_actors.orchestrator import Orchestrator
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.slow
+TOKEN = "cli-test-token-0123456789abcdef"
+WORKFLOW = """
+name: cli
+workspaces:
+  W: {size: {cpu: "1", memory: "1Gi"}}
+agents:
+  worker: {instructions: "You work.", workspace: W, access: write}
+start: work
+states:
+  work:
+    holds: [W]
+    turn: {agent: worker, prompt: "Work."}
+    on: {finish: done}
+  done: {final: done}
+"""
+
+
+def jr2(*args: str, token: str | None = TOKEN, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
+    if token is not None:
+        env["JR2_INSTANCE_TOKEN"] = token
+    return subprocess.run([sys.executable, "-m", "jr2_actors", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, check=False)
+
+
+def one_line_exit_2(out: subprocess.CompletedProcess[str], says: str) -> None:
+    assert out.returncode == 2, out
+    assert says in out.stderr and out.stderr.strip().count("\n") == 0 and "Traceback" not in out.stderr, out.stderr
+
+
+# -- demo ----------------------------------------------------------------------------------------------
+
+def test_the_demo_runs_the_bundled_example_to_done() -> None:
+    out = jr2("demo")
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout
+    for line in ("placing F-1: waiting for a node — 0/1 nodes are available: 1 Insufficient cpu.",
+                 "memory kill during coder's Turn (peak 1.9Gi of 2Gi)",
+                 "reviewer admitted; told: memory limit in coder's Turn (peak 1.9Gi of 2Gi)",
+                 "reviewer picked reject → code", "reviewer picked approve → done", "ended done",
+                 "still waiting for a node"):
+        assert line in text, line
+    assert "placed F-1 after" in text and text.count("placing F-1:") == 1
+    assert text.rstrip().endswith("F-1: deleted")  # the final RunStatus comes last
+
+
+def test_the_demo_runs_your_own_workflow(tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text(WORKFLOW)
+    out = jr2("demo", "--workflow", str(path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "worker picked finish → done" in out.stdout and "ended done" in out.stdout
+
+
+@pytest.mark.parametrize(("content", "says"), [(None, "No such file"), ("name: [", "not valid YAML"),
+                                               ("name: x\nstart: a\nstates: {a: {final: maybe}}",
+                                                "states.a.final")])
+def test_a_bad_workflow_for_the_demo_is_one_line_and_exit_2(tmp_path: Path, content: str | None,
+                                                            says: str) -> None:
+    path = tmp_path / "bad.yaml"
+    if content is not None:
+        path.write_text(content)
+    one_line_exit_2(jr2("demo", "--workflow", str(path)), says)
+
+
+def test_demo_keep_stays_up_until_ctrl_c_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
+    env["TMPDIR"] = str(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", "demo", "--keep"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    kubeconfig = ""
+    for line in proc.stdout:
+        if "the fake cluster stays up" in line:
+            kubeconfig = line.split("KUBECONFIG=")[1].split()[0]
+            break
+    assert kubeconfig and Path(kubeconfig).exists()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) == 0
+    assert not Path(kubeconfig).exists() and list(tmp_path.iterdir()) == []  # its temp folder is gone
+
+
+# -- the client commands ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, FakeCluster, Orchestrator]]:
+    with FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=None) as cluster:
+        client = cluster.client()
+        with Orchestrator(client, state_dir=str(tmp_path / "state"), signing_key=cluster.signing_key) as orch:
+            api = ApiServer(Api(orch, TOKEN))
+            api.start()
+            try:
+                yield api.url, cluster, orch
+            finally:
+                api.stop()
+        client.close()
+
+
+def test_submit_runs_status_events_and_cancel(server: tuple[str, FakeCluster, Orchestrator], tmp_path: Path) -> None:
+    url, cluster, orch = server
+    path = tmp_path / "wf.yaml"
+    path.write_text(WORKFLOW)
+    cluster.script("worker", [Hang()], [Pick("finish")])
+    submitted = jr2("submit", str(path), "--server", url, "--json")
+    assert submitted.returncode == 0, submitted.stderr
+    run_id = json.loads(submitted.stdout)["runId"]
+    wait_until(lambda: (orch.status(run_id) or {}).get("turn", {}).get("phase") == "running", what="running")
+    runs = jr2("runs", "--server", url)
+    assert runs.returncode == 0 and run_id in runs.stdout and "running" in runs.stdout
+    status = jr2("status", run_id, "--server", url)
+    assert status.returncode == 0 and f"run {run_id} (cli): running, state work" in status.stdout
+    assert "W: running" in status.stdout
+    follower = subprocess.Popen([sys.executable, "-m", "jr2_actors", "events", run_id, "--server", url],
+                                stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "JR2_INSTANCE_TOKEN": TOKEN})
+    cancelled = jr2("cancel", run_id, "--server", url)
+    assert cancelled.returncode == 0 and f"cancelling {run_id}" in cancelled.stdout
+    out, _ = follower.communicate(timeout=30)
+    assert follower.returncode == 0 and "started cli in state work" in out and "ended cancelled" in out
+    gone = jr2("status", run_id, "--server", url, "--json")
+    assert json.loads(gone.stdout)["status"] == "cancelled"  # a finished run, from the store
+
+
+def test_a_run_waiting_for_capacity_is_marked_in_runs(tmp_path: Path) -> None:
+    from jr2_actors.fake.operator.core import Node
+
+    with FakeCluster(nodes=[Node("tiny", 100, 2**30)], harness=False, bookmark_interval=None) as cluster:
+        client = cluster.client()
+        with Orchestrator(client, state_dir=str(tmp_path / "state"), signing_key=cluster.signing_key) as orch:
+            api = ApiServer(Api(orch, TOKEN))
+            api.start()
+            try:
+                path = tmp_path / "wf.yaml"
+                path.write_text(WORKFLOW)
+                run_id = json.loads(jr2("submit", str(path), "--server", api.url, "--json").stdout)["runId"]
+                wait_until(lambda: bool(orch.status(run_id)["waiting"]), what="waiting")  # type: ignore[index]
+                runs = jr2("runs", "--server", api.url)
+                assert f"{run_id}" in runs.stdout and "placing W" in runs.stdout
+                status = jr2("status", run_id, "--server", api.url)
+                assert "W waiting for a node: 0/1 nodes are available: 1 Insufficient cpu. (since " in status.stdout
+            finally:
+                api.stop()
+        client.close()
+
+
+def test_a_refused_token_is_one_line_and_exit_2(server: tuple[str, FakeCluster, Orchestrator]) -> None:
+    url, _, _ = server
+    one_line_exit_2(jr2("runs", "--server", url, token="not-the-token-at-all-000"), "refused the token")
+
+
+def test_a_missing_token_is_one_line_and_exit_2(server: tuple[str, FakeCluster, Orchestrator]) -> None:
+    url, _, _ = server
+    one_line_exit_2(jr2("runs", "--server", url, token=None), "JR2_INSTANCE_TOKEN")
+
+
+def test_an_unreachable_server_is_one_line_and_exit_2() -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    one_line_exit_2(jr2("runs", "--server", f"http://127.0.0.1:{port}"), "cannot reach")
+
+
+def test_an_unknown_run_is_one_line_and_exit_2(server: tuple[str, FakeCluster, Orchestrator]) -> None:
+    url, _, _ = server
+    one_line_exit_2(jr2("status", "r-nope", "--server", url), "answered 404")
+
+
+def test_a_bad_workflow_file_is_one_line_and_exit_2(server: tuple[str, FakeCluster, Orchestrator],
+                                                     tmp_path: Path) -> None:
+    url, _, _ = server
+    path = tmp_path / "bad.yaml"
+    path.write_text(WORKFLOW.replace("on: {finish: done}", "on: {finish: nowhere}"))
+    one_line_exit_2(jr2("submit", str(path), "--server", url), "states.work.on.finish")
+    one_line_exit_2(jr2("submit", str(tmp_path / "absent.yaml"), "--server", url), "No such file")
+
+
