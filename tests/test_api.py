@@ -3,7 +3,6 @@ every route, every error code, the token checks, the body cap, the event stream 
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 from collections.abc import Iterator, Mapping
@@ -15,29 +14,18 @@ import requests
 
 from jr2_actors.api.app import MAX_BODY_BYTES, Api
 from jr2_actors.api.server import ApiServer
+from jr2_actors.api.sse import decode
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.workflow import read_document
 from tests.waiting import wait_until
+from tests.workflows import one_state
 
 pytestmark = pytest.mark.slow
 TOKEN = "t0ken-for-the-api-tests-0123456789"
-WORKFLOW = """
-name: api
-workspaces:
-  W: {size: {cpu: "1", memory: "1Gi"}}
-agents:
-  worker: {instructions: "You work.", workspace: W, access: write}
-start: work
-states:
-  work:
-    holds: [W]
-    turn: {agent: worker, prompt: "Work."}
-    on: {finish: done}
-  done: {final: done}
-"""
+WORKFLOW = one_state("api")
 
 
 class Served:
@@ -74,14 +62,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
 
 
 def sse(resp: requests.Response) -> Iterator[dict[str, Any]]:
-    data = ""
-    for raw in resp.iter_lines(decode_unicode=True):
-        line = raw or ""
-        if line.startswith("data:"):
-            data += line[5:].strip()
-        elif not line and data:
-            yield json.loads(data)
-            data = ""
+    return decode(raw or "" for raw in resp.iter_lines(decode_unicode=True))
 
 
 def test_healthz_and_metrics_are_open(served: Served) -> None:

@@ -3,11 +3,13 @@ orchestrator's API — each as a process, with good input and bad."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,23 +21,11 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick
 from jr2_actors.orchestrator import Orchestrator
 from tests.waiting import wait_until
+from tests.workflows import one_state
 
 pytestmark = pytest.mark.slow
 TOKEN = "cli-test-token-0123456789abcdef"
-WORKFLOW = """
-name: cli
-workspaces:
-  W: {size: {cpu: "1", memory: "1Gi"}}
-agents:
-  worker: {instructions: "You work.", workspace: W, access: write}
-start: work
-states:
-  work:
-    holds: [W]
-    turn: {agent: worker, prompt: "Work."}
-    on: {finish: done}
-  done: {final: done}
-"""
+WORKFLOW = one_state("cli")
 
 
 def jr2(*args: str, token: str | None = TOKEN, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -183,6 +173,31 @@ def test_an_unreachable_server_is_one_line_and_exit_2() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     one_line_exit_2(jr2("runs", "--server", f"http://127.0.0.1:{port}"), "cannot reach")
+
+
+class NotOurFeed(http.server.BaseHTTPRequestHandler):
+    """A server that answers every events request with a stream whose frame is not a jr2 feed event."""
+
+    def do_GET(self) -> None:
+        body = b": hi\n\ndata: <html>not json</html>\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_feed_that_is_not_ours_is_one_line_and_exit_2() -> None:
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotOurFeed) as peer:
+        threading.Thread(target=peer.serve_forever, daemon=True).start()
+        try:
+            out = jr2("events", "r-x", "--server", f"http://127.0.0.1:{peer.server_address[1]}")
+        finally:
+            peer.shutdown()
+    one_line_exit_2(out, "is not a jr2 feed: an event whose data is not JSON")
 
 
 def test_an_unknown_run_is_one_line_and_exit_2(server: tuple[str, FakeCluster, Orchestrator]) -> None:

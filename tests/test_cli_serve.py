@@ -17,22 +17,10 @@ from jr2_actors.fake.harness.core import Hang, Pick, Say
 from jr2_actors.workflow import read_document
 from tests.serving import KEY, Serve, jr2, serve_env
 from tests.waiting import wait_until
+from tests.workflows import one_state
 
 pytestmark = pytest.mark.slow
-WORKFLOW = """
-name: served
-workspaces:
-  W: {size: {cpu: "1", memory: "1Gi"}}
-agents:
-  worker: {instructions: "You work.", workspace: W, access: write}
-start: work
-states:
-  work:
-    holds: [W]
-    turn: {agent: worker, prompt: "Work."}
-    on: {finish: done}
-  done: {final: done}
-"""
+WORKFLOW = one_state("served")
 
 
 @pytest.fixture

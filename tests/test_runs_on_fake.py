@@ -18,23 +18,11 @@ from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.watch.identity import sandbox_name
 from jr2_actors.workflow import read_document
 from tests.waiting import wait_until
+from tests.workflows import one_state
 
 pytestmark = pytest.mark.slow
 
-ONE_STATE = """
-name: one
-workspaces:
-  W: {size: {cpu: "1", memory: "1Gi"}}
-agents:
-  worker: {instructions: "You work.", workspace: W, access: write}
-start: work
-states:
-  work:
-    holds: [W]
-    turn: {agent: worker, prompt: "Work."}
-    on: {finish: done}
-  done: {final: done}
-"""
+ONE_STATE = one_state("one")
 
 HOLDER = """
 name: holder

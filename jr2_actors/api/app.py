@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jr2_actors import __version__
+from jr2_actors.api import sse
 from jr2_actors.constants import API_HEARTBEAT_SECONDS
 from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.run.wire import feed_doc
@@ -218,7 +219,7 @@ class _Stream:
             events, finished = batch
             for event in events:
                 self._after = event.id
-                yield _sse(event)
+                yield sse.encode(event.id, event.kind, feed_doc(event))
             if finished and not events:
                 return
             if not events:
@@ -228,11 +229,6 @@ class _Stream:
         if not self._closed:
             self._closed = True
             self._api._streams.release()
-
-
-def _sse(event: FeedEvent) -> bytes:
-    data = json.dumps(feed_doc(event), separators=(",", ":"))
-    return f"id: {event.id}\nevent: {event.kind}\ndata: {data}\n\n".encode()
 
 
 def _last_event_id(environ: Mapping[str, Any]) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 
 import requests
 
+from jr2_actors.api import sse
 from jr2_actors.commands.common import UsageError, secret_from
 from jr2_actors.run.render import feed_line, status_lines
 from jr2_actors.workflow import MAX_WORKFLOW_BYTES, WorkflowError, read_document
@@ -78,17 +79,12 @@ class Client:
 
     def events(self, run: str) -> Iterator[dict[str, Any]]:
         resp = self.call("GET", f"/runs/{run}/events", stream=True)
-        data = ""
         try:
-            for raw in resp.iter_lines(decode_unicode=True):
-                line = raw or ""
-                if line.startswith("data:"):
-                    data += line[5:].strip()
-                elif not line and data:
-                    yield json.loads(data)
-                    data = ""
+            yield from sse.decode(raw or "" for raw in resp.iter_lines(decode_unicode=True))
         except requests.exceptions.RequestException as e:
             raise UsageError(f"the feed from {self.server} broke off: {_one_line(e)}") from None
+        except ValueError as e:
+            raise UsageError(f"the feed from {self.server} is not a jr2 feed: {e}") from None
         finally:
             resp.close()
 
