@@ -48,6 +48,9 @@ MAX_KUBECONFIG_BYTES = 1024 * 1024
 WRITE_RETRY_BACKOFF = Backoff(initial=0.5, cap=30.0, jitter=0.2)
 # A delete that met a transient answer is tried this many times before the idle GC is left to reap it.
 DELETE_ATTEMPTS = 5
+# A delete refused only because the Sandbox's version moved (the operator's status, a late watch) is read
+# again and retried while it is still ours, this many times in one attempt (ADR-0064: deleted at once).
+DELETE_VERSION_REREADS = 3
 DELETE_RETRY_BACKOFF = Backoff(initial=0.5, cap=10.0)
 
 # ADR-0063 / ADR-0064: the Lease renewal interval and its jitter.

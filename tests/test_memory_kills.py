@@ -73,9 +73,11 @@ def test_the_largest_list_within_the_bounds_is_read_whole(char: str) -> None:
 @pytest.mark.parametrize(("field", "value", "kept"), [
     ("id", "k" * 65, False), ("at", AT_64[:-6] + "1+00:00", False), ("agent", "a" * 129, False),
     ("instanceId", "i" * 129, False), ("agent", "", True), ("agent", None, True), ("agent", 7, False),
-    ("at", "2026-09-30", False), ("id", "", False), ("instanceId", None, False),
+    ("at", "2026-09-30", False), ("id", "", False), ("id", None, False), ("at", None, False),
+    ("instanceId", None, True), ("instanceId", 7, False),
 ])
-def test_one_past_a_bound_drops_the_kill_and_no_agent_keeps_it(field: str, value: object, kept: bool) -> None:
+def test_out_of_bounds_or_no_id_or_time_drops_a_kill_no_agent_or_instance_keeps_it(field: str, value: object,
+                                                                                  kept: bool) -> None:
     kill = largest_kill("a", 0)
     if value is None:
         del kill[field]
@@ -85,7 +87,8 @@ def test_one_past_a_bound_drops_the_kill_and_no_agent_keeps_it(field: str, value
     assert (len(read.kills) == 1) is kept
     assert (read.problems == ()) is kept
     if kept:
-        assert read.kills[0].agent == ""  # a kill while no Turn ran
+        (got,) = read.kills
+        assert getattr(got, "instance_id" if field == "instanceId" else field) == ""  # kept, and read as none
 
 
 def test_a_told_entry_past_its_bound_is_left_out_and_the_kill_kept() -> None:

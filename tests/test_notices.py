@@ -310,7 +310,7 @@ def test_notices_of_an_admission_the_harness_read_count_as_heard() -> None:
     assert e.core.ledger.pending == []
 
 
-def test_kept_on_every_admission_to_a_held_conversation_and_a_404_kept_false_readmits_with_the_task() -> None:
+def test_kept_on_every_admission_to_a_held_conversation_and_a_404_kept_false_admits_the_task_alone() -> None:
     e = Engine(FIX.replace("on: {approve: done}", "on: {approve: done, redo: code}"))
     e.running()
     e(run.KillsRead(1, ()))
@@ -327,7 +327,7 @@ def test_kept_on_every_admission_to_a_held_conversation_and_a_404_kept_false_rea
     e(run.NotKept(3))  # the Harness lost it (a new container)
     fourth = e.admissions()[3]
     assert "kept" not in fourth
-    assert fourth["message"] == briefing.readmit("Fix it.")
+    assert fourth["message"] == "Fix it."  # a continued Turn: nothing was cut, so no re-admit text
     assert {"kind": "conversation-new", "reason": "the Harness no longer holds the conversation"} in fourth["notices"]
     assert {"kind": "memory-limit", "scope": "workspace", "peak": "1.9Gi", "limit": "2Gi"} in fourth["notices"]
 
@@ -381,6 +381,76 @@ def test_a_restart_delivers_no_notice_twice_and_loses_none() -> None:
     again(run.KillsRead(1, (kill("k-1"),)))  # the restored Turn is admitted again (kept), reading the same list
     resumed = again.admissions()[-1]
     assert resumed["message"] == briefing.readmit("Fix it.") and "notices" not in resumed
+
+
+def test_a_refused_nudge_is_admitted_again_as_a_turn_with_the_task_alone() -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, ()))
+    e(run.Admitted(1))
+    e(run.TurnEnded(1, picked=False))  # settled without a pick: nudged
+    e(run.KillsRead(1, ()))
+    assert e.admissions()[1]["message"] == briefing.NUDGE
+    e(run.NotKept(1))  # the Instance Harness restarted: the nudge's refusal is how it learns
+    again = e.admissions()[2]
+    assert again["message"] == "Fix it." and "kept" not in again
+    assert {"kind": "conversation-new", "reason": "the Harness no longer holds the conversation"} in again["notices"]
+
+
+def restored_engine(e: Engine) -> Engine:
+    blob = json.loads(json.dumps(e.core.snapshot()))
+    core, step = RunCore.restore(blob, e.now, WALL0 + e.now)
+    again = Engine()
+    again.core = core
+    again.actions.extend(step.actions)
+    return again
+
+
+def test_a_refused_readmission_keeps_the_readmit_text_before_the_task() -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, ()))
+    e(run.Admitted(1))
+    again = restored_engine(e)  # the Orchestrator restarted mid-Turn: the Turn was cut
+    again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
+    again(run.KillsRead(1, ()))
+    assert again.admissions()[-1]["message"] == briefing.readmit("Fix it.")
+    again(run.NotKept(1))
+    assert again.admissions()[-1]["message"] == briefing.readmit("Fix it.")
+
+
+def test_a_restore_just_after_an_admission_still_says_kept() -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, ()))
+    saves = e.saves
+    e(run.Admitted(1))
+    assert e.saves == saves + 1  # the accepted admission is saved: `kept` is computed from it
+    again = restored_engine(e)
+    again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
+    again(run.KillsRead(1, ()))
+    assert again.admissions()[-1]["kept"] is True
+
+
+def test_a_second_kernel_kill_without_a_time_is_a_second_notice() -> None:
+    e = Engine()
+    e.running()
+    for restarts in (1, 2):
+        e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "", restarts, "memory limit …")))
+    kernel = [p.source for p in e.core.ledger.pending if "|kernel|" in p.source]
+    assert kernel == ["F-1|kernel|restart-1", "F-1|kernel|restart-2"]
+
+
+def test_a_kernel_kill_while_the_turn_still_reads_the_list_names_no_agent() -> None:
+    e = Engine()
+    e.running()  # the coder's Turn is reading the list: nothing of it ran in the Harness yet
+    e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T10:00:00Z", 1, "memory limit …")))
+    kernel = [p for p in e.core.ledger.pending if "|kernel|" in p.source]
+    assert kernel[0].notice.fields.get("agent") is None
+    e(run.KillsRead(1, ()))
+    e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T10:01:00Z", 2, "memory limit …")))
+    named = [p for p in e.core.ledger.pending if p.source == "F-1|kernel|2026-11-29T10:01:00Z"]
+    assert named[0].notice.fields["agent"] == "coder"  # admitting: the Turn is the Harness's now
 
 
 def test_a_picks_answer_that_never_reached_its_call_is_told_to_the_next_turn_of_that_conversation() -> None:

@@ -372,6 +372,42 @@ def test_the_row_stays_live_until_every_teardown_is_over_and_a_crash_between_fin
     assert persisted == []  # the row stays live: a restart must finish the deletes
     core, step = RunCore.restore(d.saved[-1], 0.0, WALL0)
     assert run.ReleaseWorkspace("F-1", "run-faulted") in step.actions
+    (place,) = [a for a in step.actions if isinstance(a, run.PlaceWorkspace)]
+    assert place.restored is not None and place.restored.releasing  # it writes nothing but the delete
     core.step(run.FromWorkspace(ws.Released("F-1", deleted=False)), 0.0, WALL0)
     assert core.finished
 
+
+
+def test_a_released_workspace_is_saved_at_once() -> None:
+    d = Drive(world=World(lose={"F-1": "Evicted: x"}, answer_releases=False))
+    d.run()
+    before = len(d.persists)
+    d.step(run.FromWorkspace(ws.Released("F-1", deleted=True)))
+    assert len(d.persists) == before + 1 and "F-1" not in d.saved[-1]["workspaces"]
+
+
+def test_a_state_that_holds_a_lost_workspace_again_places_it_again() -> None:
+    """ADR-0064: re-entering a state that holds a Workspace gives it a new one under the same name — the lost
+    one is torn down first, then placed again, and the state's Turn runs in it."""
+    text = EXAMPLE.replace("on: {finish: review, dispute: failed}",
+                           "on: {finish: review, dispute: failed, workspace.lost: review}")
+    core = RunCore("r", load_workflow(text), {}, instance_harness="")
+    out: list[Any] = []
+
+    def step(e: run.Input) -> None:
+        out.extend(core.step(e, 0.0, WALL0).actions)
+
+    step(run.Start())
+    step(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
+    step(run.KillsRead(1, ()))
+    step(run.Admitted(1))
+    out.clear()
+    step(run.FromWorkspace(ws.Lost("F-1", "Evicted: x")))
+    assert core.state == "review" and run.ReleaseWorkspace("F-1", "teardown") in out
+    assert not [a for a in out if isinstance(a, run.PlaceWorkspace)]  # not before the lost one is gone
+    step(run.FromWorkspace(ws.Released("F-1", deleted=True)))
+    assert run.PlaceWorkspace("F-1", None) in out
+    step(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
+    assert any(isinstance(a, run.ToAgent) and isinstance(a.message, seat.StartTurn) and a.agent == "reviewer"
+               for a in out)

@@ -165,6 +165,39 @@ def test_a_sandbox_that_never_ran_is_deleted_when_its_run_stops(world: World) ->
     holder.stop(block=True, timeout=10)
 
 
+def test_a_never_ran_sandbox_whose_version_moved_unseen_is_still_deleted(world: World) -> None:
+    """ADR-0064: what never ran is deleted at once — even when its version moved since the Workspace last
+    looked (the operator's status writes, a watch that is late): the delete reads it again and retries while
+    it is still the one this Workspace wrote."""
+    first, waiting = Inbox(), Inbox()
+    _, holder = world.start("run-h", first)
+    first.wait_for(lambda ms: any(isinstance(m, Running) for m in ms), what="holder running")
+    spec, ref = world.start("run-w", waiting)
+    waiting.wait_for(lambda ms: any(isinstance(m, PlacingLine) for m in ms), what="waiting")
+    world.cluster.stall_watches(True)  # nothing the server writes from here reaches the Workspace
+    world.client.merge_patch(SANDBOX, spec.name, {"metadata": {"labels": {"someone": "else"}}})
+    ref.tell(Release("run-stopped"))
+    waiting.wait_for(lambda ms: any(isinstance(m, Released) for m in ms), what="released")
+    assert Released("F-1", deleted=True) in waiting.snapshot()
+    assert world.client.get(SANDBOX, spec.name) is None
+    world.cluster.stall_watches(False)
+    holder.stop(block=True, timeout=10)
+
+
+def test_a_restored_teardown_of_a_sandbox_deleted_before_the_restart_writes_nothing(world: World) -> None:
+    """A run saved while its teardown was under way, and whose delete went through before the crash: the
+    restore finishes the teardown without writing the Sandbox again (ADR-0064: what never ran is deleted)."""
+    inbox = Inbox()
+    world.cluster.requests(clear=True)
+    spec, ref = world.start("run-d", inbox, restored=Restored(placed=False, uid="uid-deleted-before-the-crash",
+                                                                releasing=True))
+    ref.tell(Release("run-stopped"))
+    inbox.wait_for(lambda ms: any(isinstance(m, Released) for m in ms), what="released")
+    writes = [r for r in world.cluster.requests() if r["method"] in ("POST", "PATCH", "PUT")]
+    assert writes == [] and world.client.get(SANDBOX, spec.name) is None
+    assert Released("F-1", deleted=False) in inbox.snapshot()
+
+
 def test_a_restored_workspace_whose_sandbox_is_gone_is_lost_and_never_written_again(world: World) -> None:
     inbox = Inbox()
     world.cluster.requests(clear=True)

@@ -573,3 +573,27 @@ def test_the_delete_carries_the_newest_version_this_workspace_wrote_or_saw() -> 
     d(LeaseRenewed("12"), at=0.4)  # an older answer never moves it back
     d(Release("teardown"), at=1)
     assert d.of(DeleteSandbox) == [DeleteSandbox(UID, "14")]
+
+
+def test_the_delete_guard_takes_only_the_sandbox_this_workspace_stamped() -> None:
+    from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
+    from jr2_actors.workspace.manifest import written_by
+
+    def obj(uid: str, stamp: str) -> dict[str, Any]:
+        return {"metadata": {"uid": uid, "annotations": {KEEPALIVE_ANNOTATION: stamp}}}
+
+    ours = ["2026-11-29T10:00:00.000Z", "2026-11-29T10:05:00.000Z"]
+    assert written_by(obj(UID, ours[1]), UID, ours)
+    assert not written_by(obj(UID, "2026-11-29T10:05:00.001Z"), UID, ours)  # a successor stamped it since
+    assert not written_by(obj("another-uid", ours[0]), UID, ours)
+    assert not written_by({"metadata": "garbage"}, UID, ours)
+    assert written_by(obj(UID, "anything"), UID, [])  # restored, nothing written yet: the uid decides
+    assert not written_by(obj("another-uid", "anything"), UID, [])
+
+
+def test_a_restored_teardown_writes_nothing_but_its_delete() -> None:
+    d = Drive()
+    step = d(Begin(Restored(placed=False, uid=UID, releasing=True)))
+    assert step.actions == ()
+    step = d(Release("run-stopped"), at=0.1)
+    assert step.actions == (DeleteSandbox(UID),)

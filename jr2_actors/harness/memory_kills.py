@@ -78,13 +78,16 @@ def _kill(entry: object, i: int, problems: list[str]) -> MemoryKill | None:
     agent = entry.get("agent")
     if agent is None:  # ADR-0062: a kill while no Turn ran names no agent; it is kept
         agent = ""
-    for field, value, bound in (("id", kill_id, MAX_ID), ("at", at, MAX_AT), ("instanceId", instance, MAX_NAME)):
+    if instance is None:  # ADR-0062: only a kill with no id or no time (or out of bounds) is dropped
+        instance = ""
+    for field, value, bound in (("id", kill_id, MAX_ID), ("at", at, MAX_AT)):
         if not isinstance(value, str) or not value or len(value) > bound:
             problems.append(f"kill {i} dropped: {field} missing, not a string, or over {bound} characters")
             return None
-    if not isinstance(agent, str) or len(agent) > MAX_NAME:
-        problems.append(f"kill {i} dropped: agent not a string of at most {MAX_NAME} characters")
-        return None
+    for field, value in (("agent", agent), ("instanceId", instance)):
+        if not isinstance(value, str) or len(value) > MAX_NAME:
+            problems.append(f"kill {i} dropped: {field} not a string of at most {MAX_NAME} characters")
+            return None
     assert isinstance(kill_id, str) and isinstance(at, str) and isinstance(agent, str) and isinstance(instance, str)
     if not _is_time(at):
         problems.append(f"kill {kill_id!r} dropped: at {at!r} is not a time")

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from jr2_actors.agent import core as seat
@@ -246,6 +246,7 @@ class TurnRecord:
     started_wall: float = 0.0
     mark: str | None = None  # ADR-0062: the newest kill its first read saw ("none"), or its start less 1 s
     reading: str = ""  # what the pending read is for: turn | nudge | resume
+    admitted_as: str = ""  # what the newest admission was: turn | nudge | resume (memory alone)
     carried: list[Entry] = field(default_factory=list)  # what the newest admission carried (memory alone)
     heard: bool = False  # the Harness read the newest admission's surface (the Submission spoke)
     lost_reason: str = ""  # a lost conversation, held back a moment in case a kernel kill explains it
@@ -352,6 +353,12 @@ class RunCore:
         if record is not None and record.releasing:
             record.held_again = True  # placed again once its predecessor's teardown is over
             return
+        if record is not None and record.phase in ("lost", "faulted"):
+            # ADR-0064: a state that holds a lost Workspace again gets a new one under the same name: the old
+            # one is torn down first, then placed again (as a successor is).
+            self._release(record, "teardown")
+            record.held_again = True
+            return
         if record is not None:
             return  # kept across states that hold it again
         self.workspaces[path] = WorkspaceRecord(path, restored=restored or ws.Restored())
@@ -420,6 +427,7 @@ class RunCore:
             again = record.held_again
             del self.workspaces[report.path]
             self.ended_workspaces[report.path] = "deleted" if report.deleted else "kept"
+            self._persist = True  # a restore must not tear down (or write) again what is gone
             if again and self.status == "running":
                 self._hold(report.path)
             return
@@ -455,7 +463,7 @@ class RunCore:
             # ADR-0062: a kernel kill is one notice under (Workspace, the time the container ended); it
             # names the Turn's Agent when a Turn ran in that Workspace, else no one.
             agent = self._running_agent(report.path)
-            if self.ledger.kernel_kill(report.path, report.finished_at, report.reason, self._limit(report.path),
+            if self.ledger.kernel_kill(report.path, report.moment, report.reason, self._limit(report.path),
                                        agent):
                 self._persist = True
         elif isinstance(report, ws.HarnessEnded):
@@ -478,8 +486,10 @@ class RunCore:
         self._event("agent.fault", reason)
 
     def _running_agent(self, path: str) -> str | None:
+        """CONTRACTS.md §3: the Agent whose Turn the kill happened in — admitted (or being admitted), not one
+        still waiting for its Workspace or reading the kill list."""
         turn = self.turn
-        if turn is None or turn.phase in ("waiting", "ended"):
+        if turn is None or turn.phase not in ("admitting", "running", "answered"):
             return None
         return turn.agent if self.workflow.agents[turn.agent].workspace == path else None
 
@@ -546,14 +556,19 @@ class RunCore:
             return
         if isinstance(event, Admitted):
             turn.phase = "running"
+            # ADR-0062: `kept` is computed from this count, so it is saved: a restore that lost it would
+            # re-admit a held conversation without `kept: true`.
             self.conversations[turn.agent] = self.conversations.get(turn.agent, 0) + 1
+            self._persist = True
             return
         if isinstance(event, NotKept):
             # ADR-0062: the Harness holds no such conversation. What the refused admission carried is
             # pending again, and the Turn is admitted as a new conversation with its task.
             turn.kept = False
             self._unheard(turn)
-            self._admit(turn, "turn", conversation_new="the Harness no longer holds the conversation")
+            refused = turn.admitted_as
+            self._admit(turn, "turn", conversation_new="the Harness no longer holds the conversation",
+                        readmit=refused == "resume")
             return
         if isinstance(event, (Picked, GuardKill, Said, TurnEnded)) or (isinstance(event, TurnFault)
                                                                        and event.cause == "settled"):
@@ -634,8 +649,9 @@ class RunCore:
         self._admit(turn, purpose, eligible=eligible)
 
     def _admit(self, turn: TurnRecord, purpose: str, *, eligible: set[str] | None = None,
-               conversation_new: str = "") -> None:
-        """A Turn's admission (`turn`), a nudge (`nudge`) or the re-admission of a restored Turn (`resume`)."""
+               conversation_new: str = "", readmit: bool = False) -> None:
+        """A Turn's admission (`turn`), a nudge (`nudge`) or the re-admission of a restored Turn (`resume`);
+        `readmit`: a refused re-admission, admitted again as a Turn with the re-admit text first."""
         agent = self.workflow.agents[turn.agent]
         path = agent.workspace
         kept = self.conversations.get(turn.agent, 0) > 0 and not conversation_new
@@ -659,7 +675,7 @@ class RunCore:
         body: dict[str, Any] = {
             "definition": {"agent": agent.name, "instructions": agent.instructions, "access": agent.access,
                            "menu": list(self.workflow.menu(agent.name))},
-            "message": self._message(turn, purpose, conversation_new=bool(conversation_new)),
+            "message": self._message(turn, purpose, readmit=readmit),
             "allowed": list(self.workflow.states[turn.state].allowed),
         }
         if path is not None:
@@ -671,6 +687,7 @@ class RunCore:
         if kept:
             body["kept"] = True
         turn.kept = kept
+        turn.admitted_as = purpose if not readmit else "resume"
         turn.heard = False
         turn.carried = list(entries)
         turn.phase = "admitting"
@@ -686,12 +703,15 @@ class RunCore:
             self._persist = True
         turn.carried = []
 
-    def _message(self, turn: TurnRecord, purpose: str, *, conversation_new: bool = False) -> str:
+    def _message(self, turn: TurnRecord, purpose: str, *, readmit: bool = False) -> str:
+        """ADR-0062: the re-admit text goes before the task only where something was cut (a restored
+        Turn, or its refused re-admission); a Turn, a continued Turn, and a refused nudge or wake send the
+        task alone, because nothing was cut."""
         state = self.workflow.states[turn.state]
         assert state.turn is not None
-        if purpose == "nudge" and not conversation_new:
+        if purpose == "nudge":
             return briefing.NUDGE
-        if purpose == "resume" or conversation_new:
+        if purpose == "resume" or readmit:
             return briefing.readmit(state.turn.prompt)
         return state.turn.prompt
 
@@ -781,6 +801,8 @@ class RunCore:
                                      releasing=bool(w.get("releasing")),
                                      held_again=bool(w.get("heldAgain")), waiting=_wait_from(w.get("waiting")))
             core.workspaces[path] = record
+            if record.releasing:  # ADR-0064: a teardown under way writes nothing but its delete
+                restored = replace(restored, releasing=True)
             core._out.append(PlaceWorkspace(path, restored))
             if record.releasing:  # its teardown was under way: finish it
                 why: ReleaseWhy = "teardown" if core.status in ("running", "done") else "run-faulted"

@@ -118,11 +118,12 @@ class Ledger:
         changed |= self._raise(f"{path}|{newest['id']}", workspace_scope(path), notice)
         return changed
 
-    def kernel_kill(self, path: str, finished_at: str, reason: str, limit: str, agent: str | None = None) -> bool:
-        """A kernel kill read from the Sandbox's last end: the limit, no peak (ADR-0062)."""
+    def kernel_kill(self, path: str, moment: str, reason: str, limit: str, agent: str | None = None) -> bool:
+        """A kernel kill read from the Sandbox's last end (`moment`: which end): the limit, no peak
+        (ADR-0062)."""
         if reason != "OOMKilled":
             return False
-        return self._raise(f"{path}|kernel|{finished_at}", workspace_scope(path),
+        return self._raise(f"{path}|kernel|{moment}", workspace_scope(path),
                            memory_notice(agent=agent, limit=_size(limit)))
 
     def conversation(self, conversation: str, notice: Notice, source: str = "") -> bool:

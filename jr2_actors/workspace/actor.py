@@ -25,6 +25,7 @@ import pykka
 
 from jr2_actors.actorkit import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
+from jr2_actors.constants import DELETE_VERSION_REREADS
 from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.harness.client import HarnessClient, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.tokens import harness_token
@@ -39,9 +40,11 @@ from jr2_actors.workspace.manifest import (
     WorkspaceSpec,
     attach_branch,
     attach_slots,
+    keepalive,
     lease_patch,
     sandbox_body,
     token_secret,
+    written_by,
 )
 
 log = logging.getLogger(__name__)
@@ -99,6 +102,8 @@ class WorkspaceActor(Shell):
         self._in_flight = 0
         self._released = False
         self._kube_queue: deque[Callable[[], _Done]] = deque()
+        # The Lease stamps this Workspace wrote: only the kube lane's calls touch it, one call at a time.
+        self._stamps: deque[str] = deque(maxlen=16)
         self._kube_busy = False
 
     def started(self) -> None:
@@ -190,9 +195,15 @@ class WorkspaceActor(Shell):
 
     # -- the calls (on a pool thread: they touch no attribute that changes, they return the core's input) --
 
+    def _stamp(self) -> float:
+        """The Lease stamp of a write about to leave, remembered for the delete guard (`written_by`)."""
+        wall = self.clock.wall()
+        self._stamps.append(keepalive(wall))
+        return wall
+
     def _apply(self, create: bool) -> _Done:
         spec, name = self.spec, self.spec.name
-        body = sandbox_body(spec, self.key, self.clock.wall())
+        body = sandbox_body(spec, self.key, self._stamp())
         try:
             if create:
                 try:
@@ -218,7 +229,7 @@ class WorkspaceActor(Shell):
 
     def _renew(self, uid: str) -> _Done:
         try:
-            renewed = self.client.merge_patch(SANDBOX, self.spec.name, lease_patch(self.clock.wall(), uid))
+            renewed = self.client.merge_patch(SANDBOX, self.spec.name, lease_patch(self._stamp(), uid))
         except KUBE_ERRORS as e:
             return _Done(None, "kube", f"the Lease renewal failed (the next one retries): {e}")
         return _Done(ws.LeaseRenewed(_rv(renewed)), "kube")
@@ -241,8 +252,22 @@ class WorkspaceActor(Shell):
                     return _Done(ws.Deleted(existed=False), "kube")
                 uid, rv = _uid(existing), _rv(existing)
             # Its token Secret goes with it (owner reference). The preconditions keep a successor safe: one
-            # that adopted this Sandbox since has written a newer version (ADR-0064's delete guard).
-            existed = self.client.delete(SANDBOX, self.spec.name, uid=uid, resource_version=rv or None)
+            # that adopted this Sandbox since has written a newer version (ADR-0064's delete guard). A version
+            # moved by anyone else (the operator's status, a renewal the watch has not shown yet) is read again
+            # and the delete retried while the Sandbox is still the one this Workspace wrote.
+            for reread in range(DELETE_VERSION_REREADS + 1):
+                try:
+                    existed = self.client.delete(SANDBOX, self.spec.name, uid=uid, resource_version=rv or None)
+                    break
+                except KubeError as e:
+                    if e.status != 409 or not rv or reread == DELETE_VERSION_REREADS:
+                        raise
+                    current = self.client.get(SANDBOX, self.spec.name)
+                    if current is None:
+                        return _Done(ws.Deleted(existed=False), "kube")
+                    if not written_by(current, uid, self._stamps):
+                        raise
+                    rv = _rv(current)
         except KUBE_ERRORS as e:
             status = e.status if isinstance(e, KubeError) else None
             return _Done(ws.DeleteFailed(str(e), status), "kube", f"delete failed: {e}")

@@ -95,6 +95,7 @@ class Restored:
     placed: bool = False
     uid: str = ""
     wait: RestoredWait | None = None
+    releasing: bool = False  # its teardown was under way: it writes nothing but the delete that follows
 
 
 @dataclass(frozen=True)
@@ -309,6 +310,12 @@ class LastEndSeen:
     restart_count: int
     memory_fault: str | None  # `memory limit (OOMKilled, limit …): …` for a kernel kill
 
+    @property
+    def moment(self) -> str:
+        """Which end this is: its `finishedAt`, or (the contract makes that optional) the restart it caused —
+        so a second kernel kill without a time is still a second end (ADR-0062: each one is told)."""
+        return self.finished_at or f"restart-{self.restart_count}"
+
 
 @dataclass(frozen=True)
 class HarnessEnded:
@@ -423,7 +430,8 @@ class WorkspaceCore:
             w = restored.wait
             self._wait = WaitEntry(w.on, w.message, w.since_wall)
         self._go("placing")
-        self._out.append(ApplySandbox(create=not self.uid))  # idempotent: a restart re-enters placing
+        if not restored.releasing:  # a Sandbox deleted before the restart is never written again
+            self._out.append(ApplySandbox(create=not self.uid))  # idempotent: a restart re-enters placing
 
     def _applied(self, event: Applied, now: float, wall: float) -> None:
         if event.uid != self.uid:
@@ -672,11 +680,12 @@ class WorkspaceCore:
         end = sandbox.last_terminated
         if end is None:
             return
-        key = (end.reason, end.exit_code, end.finished_at)
+        seen = LastEndSeen(self.path, end.reason, end.exit_code, end.finished_at, sandbox.restart_count,
+                           self._memory_fault(end.reason, end.message))
+        key = (end.reason, end.exit_code, seen.moment)
         if key != self._last_end:
             self._last_end = key
-            self._out.append(LastEndSeen(self.path, end.reason, end.exit_code, end.finished_at, sandbox.restart_count,
-                                     self._memory_fault(end.reason, end.message)))
+            self._out.append(seen)
 
     def _newer(self, rv: str) -> None:
         """resourceVersions are opaque, but etcd's are integers: keep the newest one known."""

@@ -10,7 +10,7 @@ import base64
 import hashlib
 import hmac
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +120,21 @@ def token_secret(spec: WorkspaceSpec, signing_key: bytes, sandbox_uid: str) -> d
         "type": "Opaque",
         "data": {SANDBOX_TOKEN_KEY: base64.b64encode(token.encode()).decode()},
     }
+
+
+def written_by(obj: Mapping[str, Any], uid: str, stamps: Collection[str]) -> bool:
+    """Whether `obj` is still the Sandbox this Workspace wrote: its uid, and a Lease stamp this Workspace
+    wrote itself. A successor that adopted the name has stamped it since (its apply and its renewals), so
+    its Sandbox is never taken for ours (ADR-0064's delete guard). A Workspace restored after a restart that
+    wrote nothing yet has no stamp to compare: its uid decides (no successor can exist in the process yet)."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or meta.get("uid") != uid:
+        return False
+    if not stamps:
+        return True
+    annotations = meta.get("annotations")
+    stamp = annotations.get(KEEPALIVE_ANNOTATION) if isinstance(annotations, Mapping) else None
+    return stamp in stamps
 
 
 def lease_patch(wall: float, uid: str) -> dict[str, Any]:
