@@ -48,6 +48,10 @@ MAX_KUBECONFIG_BYTES = 1024 * 1024
 WRITE_RETRY_BACKOFF = Backoff(initial=0.5, cap=30.0, jitter=0.2)
 # A delete that met a transient answer is tried this many times before the idle GC is left to reap it.
 DELETE_ATTEMPTS = 5
+# A run's actor that dies (our bug, or a persist the store could not take) is restored from its last row
+# this many times in one process; past that its row is ended `error`, so one poisoned run cannot crash-loop
+# the pod, and its Sandboxes are left to the idle GC (their Leases stop).
+RUN_REVIVALS = 3
 # A delete refused only because the Sandbox's version moved (the operator's status, a late watch) is read
 # again and retried while it is still ours, this many times in one attempt (ADR-0064: deleted at once).
 DELETE_VERSION_REREADS = 3

@@ -26,7 +26,7 @@ import pykka
 from jr2_actors import metrics
 from jr2_actors.actorkit import ActorFault, Timers
 from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import ACTOR_STOP_SECONDS, ORCHESTRATOR_ASK_SECONDS
+from jr2_actors.constants import ACTOR_STOP_SECONDS, ORCHESTRATOR_ASK_SECONDS, RUN_REVIVALS
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.run.actor import Cancel, Listing, RunActor, RunEnv, RunFinished, Status
 from jr2_actors.run.core import RunCore
@@ -75,6 +75,9 @@ class Orchestrator:
         self._timers: Timers | None = None
         self._stopping = False
         self._broken = ""
+        self._deaths: dict[str, int] = {}  # run id → how often its actor died in this process
+        self._cancels: set[str] = set()  # runs cancelled while their actor was being restored
+        self._revivers: list[threading.Thread] = []
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -105,6 +108,8 @@ class Orchestrator:
             refs = list(self._runs.values())
         for ref in refs:  # their children stop with them: Turns' readers end, Leases stop (a stop is no cancel)
             _stop(ref)
+        for thread in self._revivers:
+            thread.join(ORCHESTRATOR_ASK_SECONDS)
         if self._store is not None:
             _stop(self._store)  # a poison pill: every persist asked before it is written first
         if self._watch is not None:
@@ -173,7 +178,11 @@ class Orchestrator:
     def cancel(self, run_id: str) -> dict[str, Any] | None:
         ref = self._live(run_id)
         if ref is not None:
-            ref.tell(Cancel())
+            try:
+                ref.tell(Cancel())
+            except pykka.ActorDeadError:  # its actor died and is being restored: the restored one is told
+                with self._lock:
+                    self._cancels.add(run_id)
         return self.status(run_id)
 
     def feed(self, run_id: str, after: int, wait: float) -> tuple[list[FeedEvent], bool] | None:
@@ -234,11 +243,7 @@ class Orchestrator:
             self._broken = f"the {message.kind} died: {message.error}"
             log.error("%s", self._broken)
         elif isinstance(message, ActorFault):
-            log.error("run %s: its actor failed (%s); the store keeps its last row for the next start",
-                      message.name, message.error)
-            with self._finished:
-                self._runs.pop(message.name, None)
-                self._finished.notify_all()
+            self._run_died(message)
 
     # -- internals -----------------------------------------------------------------------------------
 
@@ -257,16 +262,66 @@ class Orchestrator:
         record = self._store.ask(store.Fetch(run_id), timeout=ORCHESTRATOR_ASK_SECONDS)
         return record if isinstance(record, store.RunRecord) else None
 
-    def _restore(self, record: store.RunRecord) -> None:
+    def _restore(self, record: store.RunRecord) -> bool:
         env = self._ready()
         try:
             core, step = RunCore.restore(record.blob, self.clock.monotonic(), self.clock.wall(),
                                          instance_harness=self._instance_harness)
         except (KeyError, ValueError, TypeError, WorkflowError) as e:
             log.error("run %s cannot be restored from its row (%s); it is left as it is", record.run_id, e)
-            return
+            return False
         with self._lock:
-            self._runs[core.run_id] = RunActor.start(core, env, self, restored=True, restore_step=step)
+            if self._stopping:
+                return False
+            ref = RunActor.start(core, env, self, restored=True, restore_step=step)
+            self._runs[core.run_id] = ref
+            cancelled = core.run_id in self._cancels
+            self._cancels.discard(core.run_id)
+        if cancelled:
+            ref.tell(Cancel())
+        return True
+
+    # -- a run whose actor died ------------------------------------------------------------------------
+
+    def _run_died(self, fault: ActorFault) -> None:
+        """Supervision: the dead run is restored from its last row on a thread of its own (this is the dying
+        actor's thread), as a restart would restore it — its Workspaces reconcile with the watch, its Turn is
+        admitted again (ADR-0063). Its dead ref stays listed meanwhile, so nobody takes it for finished."""
+        with self._lock:
+            if self._stopping:
+                self._runs.pop(fault.name, None)
+                self._finished.notify_all()
+                return
+            deaths = self._deaths[fault.name] = self._deaths.get(fault.name, 0) + 1
+            thread = threading.Thread(target=self._revive, args=(fault.name, deaths, fault.error),
+                                      name=f"jr2-revive-{fault.name}", daemon=True)
+            self._revivers = [t for t in self._revivers if t.is_alive()] + [thread]
+        thread.start()
+
+    def _revive(self, run_id: str, deaths: int, error: str) -> None:
+        try:
+            record = self._fetch(run_id)
+            if record is None or record.status != "live":
+                log.error("run %s: its actor died (%s) and its row is not live; nothing to restore", run_id, error)
+            elif deaths <= RUN_REVIVALS:
+                log.error("run %s: its actor died (%s); restored from its last row (%d of %d)", run_id, error,
+                          deaths, RUN_REVIVALS)
+                if self._restore(record):
+                    return
+            else:
+                reason = (f"the run's actor died {deaths} times, last: {error}; its Sandboxes are left to the "
+                          "idle GC")
+                log.error("run %s: %s", run_id, reason)
+                blob = {**record.blob, "status": "error", "fault": reason}
+                assert self._store is not None
+                self._store.ask(store.Persist(run_id, "error", blob, reason), timeout=ORCHESTRATOR_ASK_SECONDS)
+        except Exception as e:  # the store itself cannot answer: the pod must restart (it restores the row)
+            self._broken = f"run {run_id} died ({error}) and could not be restored: {type(e).__name__}: {e}"
+            log.error("%s", self._broken)
+        with self._finished:
+            self._runs.pop(run_id, None)
+            self._finished.notify_all()
+        self.feed_hub.publish(run_id, (), finished=True)
 
 
 def _stop(ref: pykka.ActorRef[Any]) -> None:

@@ -8,13 +8,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pykka
 import pytest
 
+from jr2_actors.constants import RUN_REVIVALS
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
 from jr2_actors.fake.operator.core import Node
+from jr2_actors.harness import briefing
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.orchestrator import Orchestrator
+from jr2_actors.run.actor import RunActor
 from jr2_actors.watch.identity import sandbox_name
 from jr2_actors.workflow import read_document
 from tests.waiting import wait_until
@@ -158,3 +162,66 @@ def test_the_jr2_orchestrator_fixture_runs_a_workflow_in_two_lines(jr2_orchestra
     assert jr2_orchestrator.wait_finished(run_id, 30)
     status = jr2_orchestrator.status(run_id)
     assert status is not None and status["status"] == "done"
+
+
+def crash_on(cls: type[RunActor]) -> type[RunActor]:
+    """`RunActor`, raising on one message only a test sends — the failure path is the real one (our bug)."""
+
+    class Crashing(cls):  # type: ignore[misc, valid-type]
+        def on_receive(self, message: Any) -> Any:
+            if message == CRASH:
+                raise RuntimeError("our bug, mid-message")
+            return super().on_receive(message)
+
+    Crashing.__name__ = cls.__name__
+    return Crashing
+
+
+CRASH = "crash now"
+
+
+def crash(orch: Orchestrator, run_id: str) -> pykka.ActorRef[Any]:
+    """Kill the run's actor; answer the one that replaces it."""
+    old = orch._live(run_id)
+    assert old is not None
+    old.tell(CRASH)
+    wait_until(lambda: (ref := orch._live(run_id)) is None or (ref is not old and ref.is_alive()),
+               what="the run's actor replaced")
+    new = orch._live(run_id)
+    assert new is not None
+    return new
+
+
+def test_a_run_whose_actor_dies_is_restored_from_its_row_and_finishes(cluster: FakeCluster, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("jr2_actors.orchestrator.RunActor", crash_on(RunActor))
+    cluster.script("worker", [Hang()], [Pick("finish")])  # two Turns: the first hangs
+    with orchestrator(cluster, tmp_path) as orch:
+        run_id = orch.submit(doc(ONE_STATE))
+        wait_until(lambda: len(cluster.admissions()) == 1, what="the Turn admitted")
+        crash(orch, run_id)
+        assert orch.wait_finished(run_id, 30)
+        final = orch.status(run_id)
+        assert final is not None and final["status"] == "done"
+        assert orch.health() == (True, "")
+    again = cluster.admissions()[1]["body"]
+    assert again["message"] == briefing.readmit("Work.") and again["kept"] is True  # the same Turn, re-admitted
+    assert len(sandboxes_created(cluster)) == 1  # its Workspace reconciled: no second Sandbox
+
+
+def test_a_run_whose_actor_keeps_dying_is_ended_in_error_and_the_orchestrator_stays_healthy(
+        cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("jr2_actors.orchestrator.RunActor", crash_on(RunActor))
+    cluster.script("worker", [Hang()])
+    with orchestrator(cluster, tmp_path) as orch:
+        run_id = orch.submit(doc(ONE_STATE))
+        wait_until(lambda: len(cluster.admissions()) == 1, what="the Turn admitted")
+        for _ in range(RUN_REVIVALS):
+            crash(orch, run_id)
+        orch._live(run_id).tell(CRASH)  # type: ignore[union-attr]
+        assert orch.wait_finished(run_id, 30)
+        final = orch.status(run_id)
+        assert final is not None and final["status"] == "error"
+        assert final["fault"].startswith(f"the run's actor died {RUN_REVIVALS + 1} times, last: RuntimeError")
+        assert orch.health() == (True, "")
+        assert orch.runs() == []
