@@ -72,3 +72,7 @@ SWEEP_INTERVAL_SECONDS = 3600.0
 
 # Server-side apply's field manager (CONTRACTS.md §2).
 FIELD_MANAGER = "jr2"
+
+# Issue 11: the busiest few actors are named in the metrics (by mailbox depth); never more than this many,
+# so a thousand Workspaces still make a bounded number of series.
+METRICS_BUSIEST_ACTORS = 5

@@ -1,66 +1,275 @@
-"""Actor mailbox metrics in the Prometheus text format: how the pod is observed (DESIGN.md).
+"""The orchestrator's metrics: one `Telemetry` per orchestrator, exposed in the Prometheus text format.
 
-A mailbox's depth is the number of messages waiting in an actor's inbox (pykka's `actor_inbox`, an
-unbounded `queue.Queue`): a deep one is an actor falling behind. Depths are summed and maxed per actor
-class, so a thousand WorkspaceActors make two series, not two thousand.
+Why one object and no global: an embedding test harness runs several orchestrators in one process, so
+each has its own `CollectorRegistry` (never prometheus_client's global one) and hands its `Telemetry` to
+what records. An actor made outside an orchestrator (a test, the fake cluster) gets `OFF`, which records
+nothing anywhere.
+
+Every metric name is defined here, once, and nowhere else (docs/operations.md says what each means and
+which alert to set). Labels are bounded: by actor kind (the class), by a fixed set of values (an HTTP
+verb, an event type, a cause), and never by run, Workspace or request path; the few instances named
+(the busiest mailboxes) are capped at `METRICS_BUSIEST_ACTORS`.
+
+Actors, once, in the shell base (`actorkit.Shell`): each actor's inbox is a `Mailbox`, which stamps every
+message with the time it was queued and counts it; the shell's receive loop times each message on the
+same clock. Both are plain numbers on the actor's own objects — no lock and no prometheus_client call on
+a message's path (bench/actor_overhead.py measures the cost) — and `ActorMetrics` reads them at scrape
+time over the orchestrator's live actors, adding what stopped actors had counted.
 """
 
 from __future__ import annotations
 
 import queue
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, cast
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-import pykka
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from jr2_actors.clock import Clock
+from jr2_actors.constants import METRICS_BUSIEST_ACTORS
 
-@dataclass(frozen=True)
-class MailboxSample:
-    actor: str
-    actors: int
-    depth_total: int
-    depth_max: int
-
-
-def mailbox_samples(refs: Iterable[pykka.ActorRef[Any]] | None = None) -> list[MailboxSample]:
-    groups: dict[str, list[int]] = {}
-    for ref in pykka.ActorRegistry.get_all() if refs is None else refs:
-        if not ref.is_alive():
-            continue
-        depth = cast(queue.Queue[Any], ref.actor_inbox).qsize()
-        groups.setdefault(ref.actor_class.__name__, []).append(depth)
-    return [MailboxSample(name, len(d), sum(d), max(d)) for name, d in sorted(groups.items())]
+# The processing time of one message, in seconds: from a trivial message (tens of µs) to one that blocks.
+PROCESSING_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                      2.5, 5.0, 10.0)
 
 
-def render(samples: Iterable[MailboxSample], gauges: Mapping[str, tuple[str, float]] | None = None) -> str:
-    """Prometheus text exposition. `gauges` adds plain gauges: name → (help, value)."""
-    samples = list(samples)
-    lines: list[str] = []
+# -- the actors' mailboxes -----------------------------------------------------------------------------
 
-    def family(name: str, help_text: str, rows: list[tuple[str, float]]) -> None:
-        lines.append(f"# HELP {name} {help_text}")
-        lines.append(f"# TYPE {name} gauge")
-        lines.extend(f"{name}{labels} {_number(value)}" for labels, value in rows)
+class Mailbox(queue.Queue[Any]):
+    """pykka's inbox (an unbounded `queue.Queue`) that knows when each waiting message was queued.
 
-    family("jr2_actor_mailbox_depth", "Messages waiting in the inboxes of the actors of a class.",
-           [(_labels(actor=s.actor), s.depth_total) for s in samples])
-    family("jr2_actor_mailbox_depth_max", "The deepest single inbox among the actors of a class.",
-           [(_labels(actor=s.actor), s.depth_max) for s in samples])
-    family("jr2_actors", "Live actors of a class.", [(_labels(actor=s.actor), s.actors) for s in samples])
-    for name, (help_text, value) in sorted((gauges or {}).items()):
-        family(name, help_text, [("", value)])
-    return "\n".join(lines) + "\n"
+    `put` and `get` are `queue.Queue`'s for an unbounded queue without its task accounting (pykka calls
+    neither `join` nor `task_done`): leaner than the general ones, which pays for the stamp and the count.
+    Both run under the queue's own mutex, so the counts need no lock of their own. What the actor's
+    thread records as it handles messages (`high_water`, `seconds`, `buckets`, `failures`) lives here too:
+    one object holds what went through one actor.
+    """
+
+    def _init(self, maxsize: int) -> None:
+        self.queue: deque[Any] = deque()
+        self.stamps: deque[float] = deque()  # floats, not (time, message) tuples: nothing for the GC to scan
+        self.now: Callable[[], float] = time.monotonic
+        self.received = 0
+        self.high_water = 0  # kept by the shell's loop: the deepest a mailbox gets is just before a take
+        self.failures = 0
+        self.seconds = 0.0
+        self.buckets = [0] * (len(PROCESSING_BUCKETS) + 1)  # the last one is +Inf
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        with self.not_empty:
+            self.queue.append(item)
+            self.stamps.append(self.now())
+            self.received += 1
+            self.not_empty.notify()
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        with self.not_empty:
+            if not self.queue:
+                if not block:
+                    raise queue.Empty
+                if timeout is None:
+                    while not self.queue:
+                        self.not_empty.wait()
+                else:
+                    deadline = time.monotonic() + timeout
+                    while not self.queue:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0.0:
+                            raise queue.Empty
+                        self.not_empty.wait(remaining)
+            self.stamps.popleft()
+            return self.queue.popleft()
+
+    def oldest_age(self, now: float) -> float:
+        """Seconds the oldest waiting message has waited (0 when none waits)."""
+        with self.mutex:
+            return max(now - self.stamps[0], 0.0) if self.stamps else 0.0
 
 
-def _labels(**labels: str) -> str:
-    body = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-    return "{" + body + "}"
+class Metered(Protocol):
+    """What `ActorMetrics` reads of an actor: its mailbox and its name (`actorkit.Shell` is one)."""
+
+    mailbox: Mailbox
+    name: str
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+@dataclass
+class _Totals:
+    """What the stopped actors of one kind had counted, so counters never go back when actors stop."""
+
+    received: int = 0
+    failures: int = 0
+    seconds: float = 0.0
+    high_water: int = 0
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(PROCESSING_BUCKETS) + 1))
+
+    def add(self, box: Mailbox) -> None:
+        self.received += box.received
+        self.failures += box.failures
+        self.seconds += box.seconds
+        self.high_water = max(self.high_water, box.high_water, box.qsize())
+        for i, n in enumerate(box.buckets):
+            self.buckets[i] += n
 
 
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+@dataclass
+class _Kind:
+    """One kind's figures in one scrape."""
+
+    instances: int = 0
+    depth: int = 0
+    depth_max: int = 0
+    oldest: float = 0.0
+    totals: _Totals = field(default_factory=_Totals)
+
+
+class ActorMetrics:
+    """The shell base's metrics, read at scrape time over one orchestrator's live actors, by kind."""
+
+    def __init__(self, telemetry: Telemetry) -> None:
+        self._telemetry = telemetry
+        self._lock = threading.Lock()
+        self._live: dict[int, Metered] = {}
+        self._retired: dict[str, _Totals] = {}
+
+    def register(self, actor: Metered) -> None:
+        """The actor started (on its own thread, before anything else it does)."""
+        if self._telemetry.enabled:
+            with self._lock:
+                self._live[id(actor)] = actor
+
+    def retire(self, actor: Metered) -> None:
+        """The actor's loop has ended: fold its counts into its kind's totals."""
+        if self._telemetry.enabled:
+            with self._lock:
+                if self._live.pop(id(actor), None) is not None:
+                    self._retired.setdefault(type(actor).__name__, _Totals()).add(actor.mailbox)
+
+    def collect(self) -> Iterator[Metric]:
+        now = self._telemetry.monotonic()
+        with self._lock:
+            live = list(self._live.values())
+            kinds = {kind: _Kind(totals=_Totals(t.received, t.failures, t.seconds, t.high_water, list(t.buckets)))
+                     for kind, t in self._retired.items()}
+        busiest: list[tuple[int, float, str, str]] = []
+        for actor in live:
+            box = actor.mailbox
+            kind = kinds.setdefault(type(actor).__name__, _Kind())
+            waiting, age = box.qsize(), box.oldest_age(now)
+            kind.instances += 1
+            kind.depth += waiting
+            kind.depth_max = max(kind.depth_max, waiting)
+            kind.oldest = max(kind.oldest, age)
+            kind.totals.add(box)
+            if waiting:
+                busiest.append((waiting, age, type(actor).__name__, actor.name))
+        label = ["kind"]
+        instances = GaugeMetricFamily(ACTOR_INSTANCES, "Live actors of a kind.", labels=label)
+        depth = GaugeMetricFamily(ACTOR_MAILBOX_DEPTH, "Messages waiting in the mailboxes of a kind's actors, "
+                                                       "summed.", labels=label)
+        depth_max = GaugeMetricFamily(ACTOR_MAILBOX_DEPTH_MAX, "The deepest single mailbox of a kind now.",
+                                      labels=label)
+        high_water = GaugeMetricFamily(ACTOR_MAILBOX_HIGH_WATER, "The deepest any mailbox of a kind has been "
+                                                                 "since the orchestrator started.", labels=label)
+        oldest = GaugeMetricFamily(ACTOR_OLDEST_MESSAGE_AGE, "How long the oldest waiting message of a kind's "
+                                                             "actors has waited.", labels=label)
+        received = CounterMetricFamily(ACTOR_MESSAGES_RECEIVED, "Messages put in a kind's mailboxes.", labels=label)
+        processed = CounterMetricFamily(ACTOR_MESSAGES_PROCESSED, "Messages a kind's actors have handled (failed "
+                                                                  "ones too).", labels=label)
+        failures = CounterMetricFamily(ACTOR_MESSAGE_FAILURES, "Messages whose handling raised (an ask's caller "
+                                                               "got the error; a tell's actor died), and starts "
+                                                               "that raised.", labels=label)
+        seconds = HistogramMetricFamily(ACTOR_PROCESSING_SECONDS, "Time to handle one message.", labels=label)
+        for name, kind in sorted(kinds.items()):
+            t = kind.totals
+            instances.add_metric([name], kind.instances)
+            depth.add_metric([name], kind.depth)
+            depth_max.add_metric([name], kind.depth_max)
+            high_water.add_metric([name], t.high_water)
+            oldest.add_metric([name], kind.oldest)
+            received.add_metric([name], t.received)
+            processed.add_metric([name], sum(t.buckets))
+            failures.add_metric([name], t.failures)
+            seconds.add_metric([name], _cumulative(PROCESSING_BUCKETS, t.buckets), t.seconds)
+        yield from (instances, depth, depth_max, high_water, oldest, received, processed, failures, seconds)
+        depth_family = GaugeMetricFamily(ACTOR_BUSIEST_DEPTH, "Mailbox depth of the busiest few actors (at "
+                                         f"most {METRICS_BUSIEST_ACTORS}, by depth).", labels=["kind", "name"])
+        age_family = GaugeMetricFamily(ACTOR_BUSIEST_AGE, "Oldest waiting message of the busiest few actors.",
+                                       labels=["kind", "name"])
+        for waiting, age, kind_name, name in sorted(busiest, reverse=True)[:METRICS_BUSIEST_ACTORS]:
+            depth_family.add_metric([kind_name, name], waiting)
+            age_family.add_metric([kind_name, name], age)
+        yield depth_family
+        yield age_family
+
+
+def _cumulative(bounds: tuple[float, ...], counts: list[int]) -> list[tuple[str, float]]:
+    out: list[tuple[str, float]] = []
+    running = 0
+    for bound, n in zip((*bounds, float("inf")), counts, strict=True):
+        running += n
+        out.append(("+Inf" if bound == float("inf") else repr(bound), running))
+    return out
+
+
+# -- the orchestrator's Telemetry ----------------------------------------------------------------------
+
+class Telemetry:
+    """One orchestrator's metrics: its own registry, and a recorder for each part that records.
+
+    `clock`: what the mailboxes stamp and ages are read on (the real monotonic clock by default; a test
+    injects a `VirtualClock` to age a message without waiting). `enabled=False` is `OFF`.
+    """
+
+    def __init__(self, *, clock: Clock | None = None, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.monotonic: Callable[[], float] = time.monotonic if clock is None else clock.monotonic
+        self.wall: Callable[[], float] = time.time if clock is None else clock.wall
+        self.registry = CollectorRegistry()
+        self.actors = ActorMetrics(self)
+        self._gauges: dict[str, tuple[str, Callable[[], float]]] = {}
+        if enabled:
+            self.registry.register(self.actors)
+            self.registry.register(_Gauges(self._gauges))
+
+    def gauge(self, name: str, help_text: str, read: Callable[[], float]) -> None:
+        """A plain gauge read at scrape time."""
+        self._gauges[name] = (help_text, read)
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format 0.0.4, as `/metrics` serves it."""
+        return generate_latest(self.registry)
+
+
+class _Gauges:
+    def __init__(self, gauges: dict[str, tuple[str, Callable[[], float]]]) -> None:
+        self._gauges = gauges
+
+    def collect(self) -> Iterator[Metric]:
+        for name, (help_text, read) in sorted(self._gauges.items()):
+            yield GaugeMetricFamily(name, help_text, value=read())
+
+
+OFF = Telemetry(enabled=False)
+"""For what runs outside an orchestrator: records nothing, registers nothing."""
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# -- metric names (the one place each is spelled) --------------------------------------------------------
+
+ACTOR_INSTANCES = "jr2_actor_instances"
+ACTOR_MAILBOX_DEPTH = "jr2_actor_mailbox_depth"
+ACTOR_MAILBOX_DEPTH_MAX = "jr2_actor_mailbox_depth_max"
+ACTOR_MAILBOX_HIGH_WATER = "jr2_actor_mailbox_depth_high_water"
+ACTOR_OLDEST_MESSAGE_AGE = "jr2_actor_oldest_message_age_seconds"
+ACTOR_MESSAGES_RECEIVED = "jr2_actor_messages_received_total"
+ACTOR_MESSAGES_PROCESSED = "jr2_actor_messages_processed_total"
+ACTOR_MESSAGE_FAILURES = "jr2_actor_message_failures_total"
+ACTOR_PROCESSING_SECONDS = "jr2_actor_processing_seconds"
+ACTOR_BUSIEST_DEPTH = "jr2_actor_busiest_mailbox_depth"
+ACTOR_BUSIEST_AGE = "jr2_actor_busiest_oldest_message_age_seconds"

@@ -61,6 +61,7 @@ from jr2_actors.harness.client import (
 )
 from jr2_actors.harness.cut import Cut
 from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead
+from jr2_actors.metrics import Telemetry
 
 log = logging.getLogger(__name__)
 HARNESS_ERRORS = (HarnessError, HarnessUnreachable, HarnessProtocolError)
@@ -199,8 +200,9 @@ class _Turn:
 
 class AgentActor(Shell):
     def __init__(self, agent: str, *, parent: Recipient, pool: Executor, harnesses: HarnessClients | None = None,
-                 clock: Clock | None = None, timers: Timers | None = None) -> None:
-        super().__init__()
+                 clock: Clock | None = None, timers: Timers | None = None,
+                 telemetry: Telemetry | None = None) -> None:
+        super().__init__(telemetry=telemetry)
         self.agent = agent
         self.parent = parent
         self.name = agent

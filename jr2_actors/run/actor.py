@@ -26,6 +26,7 @@ from jr2_actors.agent import core as turn_core
 from jr2_actors.clock import Clock
 from jr2_actors.harness.tokens import INSTANCE_HARNESS, harness_token
 from jr2_actors.kube.client import KubeClient
+from jr2_actors.metrics import OFF, Telemetry
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed import Published
@@ -57,6 +58,7 @@ class RunEnv:
     instance_harness: str = ""
     idle_timeout: str = "30m"
     workspace_options: dict[str, Any] = field(default_factory=dict)
+    telemetry: Telemetry = field(default=OFF, repr=False)  # the orchestrator's metrics (issue 11)
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ class _Tick:
 class RunActor(Shell):
     def __init__(self, core: RunCore, env: RunEnv, parent: Recipient, *, restored: bool = False,
                  restore_step: run.RunStep | None = None) -> None:
-        super().__init__()
+        super().__init__(telemetry=env.telemetry)
         self.core = core
         self.env = env
         self.parent = parent
@@ -195,13 +197,15 @@ class RunActor(Shell):
         self._workspaces[action.path] = WorkspaceActor.start(
             spec, client=self.env.client, watch=self.env.watch, parent=self.actor_ref,
             signing_key=self.env.signing_key, kube_pool=self.env.kube_pool, attach_pool=self.env.attach_pool,
-            clock=self.env.clock, restored=action.restored, timers=self.env.timers, **self.env.workspace_options)
+            clock=self.env.clock, restored=action.restored, timers=self.env.timers, telemetry=self.env.telemetry,
+            **self.env.workspace_options)
 
     def _agent(self, name: str) -> pykka.ActorRef[Any]:
         ref = self._agents.get(name)
         if ref is None or not ref.is_alive():
             ref = agent_actor.AgentActor.start(name, parent=self.actor_ref, pool=self.env.agent_pool,
-                                               clock=self.env.clock, timers=self.env.timers)
+                                               clock=self.env.clock, timers=self.env.timers,
+                                               telemetry=self.env.telemetry)
             self._agents[name] = ref
         return ref
 

@@ -13,6 +13,7 @@ from typing import Any
 from jr2_actors.actorkit import Shell, Timers, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import SWEEP_INTERVAL_SECONDS
+from jr2_actors.metrics import Telemetry
 from jr2_actors.store.core import RunRecord, RunStore, StoreError
 
 log = logging.getLogger(__name__)
@@ -48,8 +49,8 @@ class Healthy:
 
 class StoreActor(Shell):
     def __init__(self, state_dir: str, *, clock: Clock | None = None,
-                 sweep_interval: float = SWEEP_INTERVAL_SECONDS) -> None:
-        super().__init__()
+                 sweep_interval: float = SWEEP_INTERVAL_SECONDS, telemetry: Telemetry | None = None) -> None:
+        super().__init__(telemetry=telemetry)
         self.clock = clock or SystemClock()
         self.store = RunStore(state_dir)
         self._interval = sweep_interval

@@ -33,6 +33,7 @@ from jr2_actors.constants import STALL_BOUND_SECONDS, WATCH_TIMEOUT_SECONDS
 from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.kube.client import KubeClient, WatchStream
 from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.metrics import Telemetry
 from jr2_actors.watch import core
 from jr2_actors.watch.core import Failure, SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import RUN_LABEL, Foreign, SandboxKey
@@ -228,8 +229,9 @@ class WatchActor(Shell):
     def __init__(self, client: KubeClient, *, namespace: str | None = None, clock: Clock | None = None,
                  stall_bound: float = STALL_BOUND_SECONDS, watch_timeout: int = WATCH_TIMEOUT_SECONDS,
                  tap: Recipient | None = None, seed: int | None = None,
-                 shutdown_budget: float = SHUTDOWN_BUDGET_SECONDS, **core_options: Any) -> None:
-        super().__init__()
+                 shutdown_budget: float = SHUTDOWN_BUDGET_SECONDS, telemetry: Telemetry | None = None,
+                 **core_options: Any) -> None:
+        super().__init__(telemetry=telemetry)
         self.clock = clock or SystemClock()
         self.core = core.ObserverCore(stall_bound=stall_bound, rng=jitter_source(seed), deliver_all=tap is not None,
                                       **core_options)

@@ -30,6 +30,7 @@ from jr2_actors.harness.client import HarnessClient, HarnessError, HarnessProtoc
 from jr2_actors.harness.tokens import harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX, SECRET
+from jr2_actors.metrics import Telemetry
 from jr2_actors.watch import actor as watch
 from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import identify
@@ -76,10 +77,11 @@ class WorkspaceActor(Shell):
     def __init__(self, spec: WorkspaceSpec, *, client: KubeClient, watch: pykka.ActorRef[Any], parent: Recipient,
                  signing_key: bytes, kube_pool: Executor, attach_pool: Executor, clock: Clock | None = None,
                  harness_factory: HarnessFactory | None = None, restored: ws.Restored | None = None,
-                 timers: Timers | None = None, seed: int | None = None, **core_options: Any) -> None:
+                 timers: Timers | None = None, seed: int | None = None, telemetry: Telemetry | None = None,
+                 **core_options: Any) -> None:
         """`timers`: a run's Workspaces share one timer thread (on the same clock); by default the actor
         keeps its own."""
-        super().__init__()
+        super().__init__(telemetry=telemetry)
         self.spec = spec
         self.client = client
         self.watch = watch
