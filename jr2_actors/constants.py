@@ -72,6 +72,11 @@ SWEEP_INTERVAL_SECONDS = 3600.0
 
 # Server-side apply's field manager (CONTRACTS.md §2).
 FIELD_MANAGER = "jr2"
+# Issue 11: the fake API server stamps each watch event it sends for a write with the write's wall time, in
+# this top-level field of the event (beside "type" and "object", never inside the object): a real API
+# server sends none, a real client ignores it, and our frame decoder reads it when present, so the watch's
+# delivery latency can be measured from the write to the Workspace's receipt.
+WATCH_WRITTEN_AT_FIELD = "jr2.dev/writtenAt"
 
 # Issue 11: the busiest few actors are named in the metrics (by mailbox depth); never more than this many,
 # so a thousand Workspaces still make a bounded number of series.

@@ -27,11 +27,39 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from jr2_actors.clock import Clock
 from jr2_actors.constants import METRICS_BUSIEST_ACTORS
+from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, FrameError, WatchEvent
+from jr2_actors.watch import core as watch_core
+
+# -- metric names (the one place each is spelled) --------------------------------------------------------
+
+ACTOR_INSTANCES = "jr2_actor_instances"
+ACTOR_MAILBOX_DEPTH = "jr2_actor_mailbox_depth"
+ACTOR_MAILBOX_DEPTH_MAX = "jr2_actor_mailbox_depth_max"
+ACTOR_MAILBOX_HIGH_WATER = "jr2_actor_mailbox_depth_high_water"
+ACTOR_OLDEST_MESSAGE_AGE = "jr2_actor_oldest_message_age_seconds"
+ACTOR_MESSAGES_RECEIVED = "jr2_actor_messages_received_total"
+ACTOR_MESSAGES_PROCESSED = "jr2_actor_messages_processed_total"
+ACTOR_MESSAGE_FAILURES = "jr2_actor_message_failures_total"
+ACTOR_PROCESSING_SECONDS = "jr2_actor_processing_seconds"
+ACTOR_BUSIEST_DEPTH = "jr2_actor_busiest_mailbox_depth"
+ACTOR_BUSIEST_AGE = "jr2_actor_busiest_oldest_message_age_seconds"
+WATCH_EVENTS = "jr2_watch_events_total"
+WATCH_RELISTS = "jr2_watch_relists_total"
+WATCH_RECONNECTS = "jr2_watch_reconnects_total"
+WATCH_DELIVERY_LATENCY = "jr2_watch_delivery_latency_seconds"
+WATCH_UP = "jr2_watch_up"
+WATCH_DEGRADED = "jr2_watch_degraded"
+WATCH_PHASE = "jr2_watch_phase"
+WATCH_FAILURES = "jr2_watch_failures"
+WATCH_WAITERS = "jr2_watch_waiters"
+WATCH_TRACKED = "jr2_watch_tracked_objects"
+WATCH_LAST_FRAME_AGE = "jr2_watch_last_frame_age_seconds"
+WATCH_VERSION_AGE = "jr2_watch_resource_version_age_seconds"
 
 # The processing time of one message, in seconds: from a trivial message (tens of µs) to one that blocks.
 PROCESSING_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -217,6 +245,140 @@ def _cumulative(bounds: tuple[float, ...], counts: list[int]) -> list[tuple[str,
     return out
 
 
+# -- the watch ---------------------------------------------------------------------------------------------
+
+WATCH_EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR", "unusable")
+RELIST_CAUSES = ("expired", "silence", "error_frame", "degraded", "unusable_frame", "list_failed", "other")
+WATCH_PHASES = ("idle", "listing", "watching", "waiting", "stopped")
+# From the server's write to the Workspace's receipt: about a millisecond on loopback, tens on a cluster.
+DELIVERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+def frame_type(frame: Decoded) -> str:
+    """A watch frame's `type` label: the event's type, BOOKMARK, ERROR, or `unusable`."""
+    if isinstance(frame, WatchEvent):
+        return frame.type
+    if isinstance(frame, Bookmark):
+        return "BOOKMARK"
+    if isinstance(frame, ErrorFrame):
+        return "ERROR"
+    return "unusable"
+
+
+def relist_cause(event: watch_core.Input, report: watch_core.Terminated, degraded: bool) -> str:
+    """Why the watch re-lists, from the input that ended the stream and the keeper's report of it. A
+    re-list while degraded (or the one that declares it) is `degraded`, whatever failed this time."""
+    if report.action == "degraded" or degraded:
+        return "degraded"
+    if report.termination is watch_core.Termination.EXPIRED:
+        return "expired"
+    if report.termination is watch_core.Termination.SILENCE:
+        return "silence"
+    if isinstance(event, watch_core.FrameReceived):
+        if isinstance(event.frame, ErrorFrame):
+            return "error_frame"
+        if isinstance(event.frame, FrameError):
+            return "unusable_frame"
+    if isinstance(event, watch_core.ListFailed | watch_core.Tick):  # a failed list, or one out of time
+        return "list_failed"
+    return "other"
+
+
+@dataclass(frozen=True)
+class WatchState:
+    """What the WatchActor publishes after each step, read at scrape time."""
+
+    phase: str
+    degraded: bool
+    failures: int
+    waiters: int
+    tracked: int
+    resource_version: str | None
+
+
+class WatchMetrics:
+    """The one Sandbox watch: events by type, re-lists by cause, reconnects, delivery latency (counted as
+    they happen), and its state — phase, degraded, the age of the resume version, seconds since the last
+    frame — published by the WatchActor after each step and read at scrape time."""
+
+    def __init__(self, telemetry: Telemetry) -> None:
+        self._telemetry = telemetry
+        self._on = telemetry.enabled
+        registry = telemetry.registry if self._on else None
+        events = Counter(WATCH_EVENTS, "Watch frames received, by type (an unusable line is `unusable`).",
+                         ["type"], registry=registry)
+        self._events = {t: events.labels(t) for t in WATCH_EVENT_TYPES}
+        relists = Counter(WATCH_RELISTS, "Re-lists decided, by cause (every one while degraded is `degraded`).",
+                          ["cause"], registry=registry)
+        self._relists = {c: relists.labels(c) for c in RELIST_CAUSES}
+        self._reconnects = Counter(WATCH_RECONNECTS, "Watches opened after the first one (a resume or after a "
+                                                     "re-list).", registry=registry)
+        self._delivery = Histogram(WATCH_DELIVERY_LATENCY, "From the API server's write to the WorkspaceActor's "
+                                                           "receipt of the delivery (only where the server "
+                                                           "stamps its writes: the fake cluster).",
+                                   buckets=DELIVERY_BUCKETS, registry=registry)
+        self._state: WatchState | None = None
+        self._version_since = 0.0
+        self._frame_at = 0.0
+        self._opened = False
+        if self._on:
+            telemetry.registry.register(self)
+
+    def frame(self, frame: Decoded) -> None:
+        if self._on:
+            self._frame_at = self._telemetry.monotonic()
+            self._events[frame_type(frame)].inc()
+
+    def relist(self, cause: str) -> None:
+        if self._on:
+            self._relists[cause if cause in self._relists else "other"].inc()
+
+    def watch_opened(self) -> None:
+        if self._on:
+            if self._opened:
+                self._reconnects.inc()
+            self._opened = True
+
+    def delivered(self, written_at: float) -> None:
+        """A WorkspaceActor received a delivery of a write the server stamped at `written_at` (wall)."""
+        if self._on:
+            self._delivery.observe(max(self._telemetry.wall() - written_at, 0.0))
+
+    def publish(self, state: WatchState) -> None:
+        if self._on:
+            now = self._telemetry.monotonic()
+            previous = self._state
+            if previous is None:
+                self._frame_at = now  # "seconds since the last frame, or since the watch started"
+            if previous is None or previous.resource_version != state.resource_version:
+                self._version_since = now
+            self._state = state
+
+    def collect(self) -> Iterator[Metric]:
+        state = self._state
+        if state is None:
+            return
+        now = self._telemetry.monotonic()
+        yield GaugeMetricFamily(WATCH_UP, "1 while the watch is not degraded (nor stopped).",
+                                value=0.0 if state.degraded or state.phase == "stopped" else 1.0)
+        yield GaugeMetricFamily(WATCH_DEGRADED, "1 while the watch is blind past its failure bound, re-listing.",
+                                value=1.0 if state.degraded else 0.0)
+        phase = GaugeMetricFamily(WATCH_PHASE, "The watch's phase: 1 for the current one.", labels=["phase"])
+        for name in WATCH_PHASES:
+            phase.add_metric([name], 1.0 if state.phase == name else 0.0)
+        yield phase
+        yield GaugeMetricFamily(WATCH_FAILURES, "Failures in a row (the bound turns the watch degraded).",
+                                value=state.failures)
+        yield GaugeMetricFamily(WATCH_WAITERS, "Sandboxes with a registered recipient.", value=state.waiters)
+        yield GaugeMetricFamily(WATCH_TRACKED, "Sandboxes the watch follows now.", value=state.tracked)
+        yield GaugeMetricFamily(WATCH_LAST_FRAME_AGE, "Seconds since the last frame (or since the watch started).",
+                                value=max(now - self._frame_at, 0.0))
+        if state.resource_version is not None:
+            yield GaugeMetricFamily(WATCH_VERSION_AGE, "Seconds since the resume version last moved (absent while "
+                                                       "re-listing, when there is none).",
+                                    value=max(now - self._version_since, 0.0))
+
+
 # -- the orchestrator's Telemetry ----------------------------------------------------------------------
 
 class Telemetry:
@@ -232,6 +394,7 @@ class Telemetry:
         self.wall: Callable[[], float] = time.time if clock is None else clock.wall
         self.registry = CollectorRegistry()
         self.actors = ActorMetrics(self)
+        self.watch = WatchMetrics(self)
         self._gauges: dict[str, tuple[str, Callable[[], float]]] = {}
         if enabled:
             self.registry.register(self.actors)
@@ -259,17 +422,3 @@ OFF = Telemetry(enabled=False)
 """For what runs outside an orchestrator: records nothing, registers nothing."""
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-# -- metric names (the one place each is spelled) --------------------------------------------------------
-
-ACTOR_INSTANCES = "jr2_actor_instances"
-ACTOR_MAILBOX_DEPTH = "jr2_actor_mailbox_depth"
-ACTOR_MAILBOX_DEPTH_MAX = "jr2_actor_mailbox_depth_max"
-ACTOR_MAILBOX_HIGH_WATER = "jr2_actor_mailbox_depth_high_water"
-ACTOR_OLDEST_MESSAGE_AGE = "jr2_actor_oldest_message_age_seconds"
-ACTOR_MESSAGES_RECEIVED = "jr2_actor_messages_received_total"
-ACTOR_MESSAGES_PROCESSED = "jr2_actor_messages_processed_total"
-ACTOR_MESSAGE_FAILURES = "jr2_actor_message_failures_total"
-ACTOR_PROCESSING_SECONDS = "jr2_actor_processing_seconds"
-ACTOR_BUSIEST_DEPTH = "jr2_actor_busiest_mailbox_depth"
-ACTOR_BUSIEST_AGE = "jr2_actor_busiest_oldest_message_age_seconds"

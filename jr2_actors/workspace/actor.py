@@ -118,6 +118,8 @@ class WorkspaceActor(Shell):
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, (SandboxSeen, SandboxGone, WatchFailed)):
+            if not isinstance(message, WatchFailed) and message.written_at is not None:
+                self.telemetry.watch.delivered(message.written_at)  # the server's write → this receipt
             self._step(message)  # the watch's deliveries are the core's inputs as they are
         elif isinstance(message, watch.WatchClosed):
             self._step(ws.WatchClosed())
