@@ -69,6 +69,8 @@ STREAM_READ_PAUSE_SECONDS = 1.0
 RETENTION_SECONDS = 7 * 24 * 3600.0
 # ADR-0065: the sweep runs at boot and this often.
 SWEEP_INTERVAL_SECONDS = 3600.0
+# Issue 11: the store's rows by status are recounted at most this often, after writes (one GROUP BY).
+STORE_ROWS_RECOUNT_SECONDS = 1.0
 
 # Server-side apply's field manager (CONTRACTS.md §2).
 FIELD_MANAGER = "jr2"

@@ -33,6 +33,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from jr2_actors.clock import Clock
 from jr2_actors.constants import METRICS_BUSIEST_ACTORS
 from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, FrameError, WatchEvent
+from jr2_actors.store.core import STATUSES as STORE_STATUSES
 from jr2_actors.watch import core as watch_core
 
 # -- metric names (the one place each is spelled) --------------------------------------------------------
@@ -60,6 +61,17 @@ WATCH_WAITERS = "jr2_watch_waiters"
 WATCH_TRACKED = "jr2_watch_tracked_objects"
 WATCH_LAST_FRAME_AGE = "jr2_watch_last_frame_age_seconds"
 WATCH_VERSION_AGE = "jr2_watch_resource_version_age_seconds"
+STORE_PERSIST_SECONDS = "jr2_store_persist_seconds"
+STORE_PERSIST_FAILURES = "jr2_store_persist_failures_total"
+STORE_BLOB_BYTES = "jr2_store_blob_bytes"
+STORE_ROWS = "jr2_store_rows"
+STORE_SWEEPS = "jr2_store_sweeps_total"
+STORE_SWEPT_ROWS = "jr2_store_swept_rows_total"
+KUBE_REQUESTS = "jr2_kube_requests_total"
+KUBE_UNAUTHORIZED_RETRIES = "jr2_kube_unauthorized_retries_total"
+KUBE_WRITES_IN_FLIGHT = "jr2_kube_writes_in_flight"
+KUBE_WRITES_WAITING = "jr2_kube_writes_waiting"
+KUBE_WRITE_CAP = "jr2_kube_write_cap"
 
 # The processing time of one message, in seconds: from a trivial message (tens of µs) to one that blocks.
 PROCESSING_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -379,6 +391,133 @@ class WatchMetrics:
                                     value=max(now - self._version_since, 0.0))
 
 
+# -- the store -----------------------------------------------------------------------------------------
+
+# A 1 KB persist takes about 0.03 ms, a 100 KB one about 0.5 ms (docs/benchmarks.md); the alert is a p99
+# over 50 ms, so the buckets are fine below it and coarse above.
+PERSIST_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+# A run's blob is about 1 KB, a Pool of 40 about 100 KB (ADR-0065).
+BLOB_BUCKETS = (1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0)
+
+
+class StoreMetrics:
+    """The run store: persist latency and blob size (each persist), rows by status (recounted by the
+    StoreActor at most once a second after writes), sweeps."""
+
+    def __init__(self, telemetry: Telemetry, statuses: tuple[str, ...]) -> None:
+        self._on = telemetry.enabled
+        registry = telemetry.registry if self._on else None
+        self._persist = Histogram(STORE_PERSIST_SECONDS, "Time to write one run's row (the StoreActor's "
+                                                         "upsert, JSON encoding included).",
+                                  buckets=PERSIST_BUCKETS, registry=registry)
+        self._failures = Counter(STORE_PERSIST_FAILURES, "Persists that raised (the disk, or our bug).",
+                                 registry=registry)
+        self._blob = Histogram(STORE_BLOB_BYTES, "Size of the blob written by one persist.", buckets=BLOB_BUCKETS,
+                               registry=registry)
+        sweeps = Counter(STORE_SWEEPS, "Sweeps of finished rows older than 7 days, by outcome.", ["outcome"],
+                         registry=registry)
+        self._sweeps = {o: sweeps.labels(o) for o in ("ok", "failed")}
+        self._swept = Counter(STORE_SWEPT_ROWS, "Rows the sweeps removed.", registry=registry)
+        self._statuses = statuses
+        self._rows: dict[str, int] | None = None
+        if self._on:
+            telemetry.registry.register(self)
+
+    def persisted(self, seconds: float, size: int) -> None:
+        if self._on:
+            self._persist.observe(seconds)
+            self._blob.observe(size)
+
+    def persist_failed(self) -> None:
+        if self._on:
+            self._failures.inc()
+
+    def swept(self, removed: int | None) -> None:
+        """A sweep ended: `removed` rows, or None when it failed."""
+        if self._on:
+            self._sweeps["ok" if removed is not None else "failed"].inc()
+            if removed:
+                self._swept.inc(removed)
+
+    def rows(self, counts: dict[str, int]) -> None:
+        if self._on:
+            self._rows = dict(counts)
+
+    def collect(self) -> Iterator[Metric]:
+        rows = self._rows
+        if rows is None:
+            return
+        family = GaugeMetricFamily(STORE_ROWS, "Rows in state.db by status (recounted at most once a second).",
+                                   labels=["status"])
+        for status in self._statuses:
+            family.add_metric([status], rows.get(status, 0))
+        yield family
+
+
+# -- the Kubernetes client ------------------------------------------------------------------------------
+
+KUBE_VERBS = ("get", "list", "watch", "create", "apply", "patch", "delete")
+
+
+class WriteGate(Protocol):
+    capacity: int
+
+    @property
+    def in_flight(self) -> int: ...
+
+    @property
+    def waiting(self) -> int: ...
+
+
+class KubeClientLike(Protocol):
+    """What `KubeMetrics.attach` needs of `kube.client.KubeClient` (which imports this module)."""
+
+    metrics: KubeMetrics
+
+    @property
+    def writes(self) -> WriteGate: ...
+
+
+class KubeMetrics:
+    """The one in-process Kubernetes client: requests by verb and answer code (`none`: no answer), 401s
+    retried with a re-read token, and the write gate read at scrape time."""
+
+    def __init__(self, telemetry: Telemetry) -> None:
+        self._on = telemetry.enabled
+        registry = telemetry.registry if self._on else None
+        self._requests = Counter(KUBE_REQUESTS, "Requests to the API server, by verb and answer code (`none`: "
+                                                "no answer came).", ["verb", "code"], registry=registry)
+        self._retries = Counter(KUBE_UNAUTHORIZED_RETRIES, "Requests answered 401 and sent again once with the "
+                                                           "token file re-read.", registry=registry)
+        self._gate: WriteGate | None = None
+        if self._on:
+            telemetry.registry.register(self)
+
+    def request(self, verb: str, code: int | None) -> None:
+        if self._on:
+            self._requests.labels(verb if verb in KUBE_VERBS else "other",
+                                  "none" if code is None else str(code)).inc()
+
+    def unauthorized_retry(self) -> None:
+        if self._on:
+            self._retries.inc()
+
+    def attach(self, client: KubeClientLike) -> None:
+        """Record `client`'s requests here, and read its write gate at scrape time."""
+        client.metrics = self
+        self._gate = client.writes
+
+    def collect(self) -> Iterator[Metric]:
+        gate = self._gate
+        if gate is None:
+            return
+        yield GaugeMetricFamily(KUBE_WRITES_IN_FLIGHT, "Kubernetes writes in flight.", value=gate.in_flight)
+        yield GaugeMetricFamily(KUBE_WRITES_WAITING, "Kubernetes writes waiting for a slot of the cap.",
+                                value=gate.waiting)
+        yield GaugeMetricFamily(KUBE_WRITE_CAP, "The cap on Kubernetes writes in flight (8-16).",
+                                value=gate.capacity)
+
+
 # -- the orchestrator's Telemetry ----------------------------------------------------------------------
 
 class Telemetry:
@@ -395,6 +534,8 @@ class Telemetry:
         self.registry = CollectorRegistry()
         self.actors = ActorMetrics(self)
         self.watch = WatchMetrics(self)
+        self.store = StoreMetrics(self, STORE_STATUSES)
+        self.kube = KubeMetrics(self)
         self._gauges: dict[str, tuple[str, Callable[[], float]]] = {}
         if enabled:
             self.registry.register(self.actors)

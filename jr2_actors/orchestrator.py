@@ -77,11 +77,8 @@ class Orchestrator:
         self._timers: Timers | None = None
         self._stopping = False
         self.telemetry = telemetry or Telemetry()
+        self.telemetry.kube.attach(client)
         self.telemetry.gauge("jr2_runs_live", "Live runs.", lambda: float(len(self._runs)))
-        self.telemetry.gauge("jr2_kube_writes_in_flight", "Kubernetes writes in flight.",
-                             lambda: float(self.client.writes.in_flight))
-        self.telemetry.gauge("jr2_kube_writes_waiting", "Kubernetes writes waiting for the cap.",
-                             lambda: float(self.client.writes.waiting))
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
