@@ -83,3 +83,6 @@ WATCH_WRITTEN_AT_FIELD = "jr2.dev/writtenAt"
 # Issue 11: the busiest few actors are named in the metrics (by mailbox depth); never more than this many,
 # so a thousand Workspaces still make a bounded number of series.
 METRICS_BUSIEST_ACTORS = 5
+# Issue 11: live runs are counted by workflow state; the states are the workflows' own words, so at most this
+# many are named (the most common) and the rest counted as `other`.
+METRICS_STATE_LABELS = 20

@@ -22,8 +22,9 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import typing
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,10 +32,12 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from jr2_actors.clock import Clock
-from jr2_actors.constants import METRICS_BUSIEST_ACTORS
+from jr2_actors.constants import METRICS_BUSIEST_ACTORS, METRICS_STATE_LABELS
 from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, FrameError, WatchEvent
 from jr2_actors.store.core import STATUSES as STORE_STATUSES
 from jr2_actors.watch import core as watch_core
+from jr2_actors.workspace.core import State as WorkspaceState
+from jr2_actors.workspace.core import WaitOn
 
 # -- metric names (the one place each is spelled) --------------------------------------------------------
 
@@ -72,6 +75,13 @@ KUBE_UNAUTHORIZED_RETRIES = "jr2_kube_unauthorized_retries_total"
 KUBE_WRITES_IN_FLIGHT = "jr2_kube_writes_in_flight"
 KUBE_WRITES_WAITING = "jr2_kube_writes_waiting"
 KUBE_WRITE_CAP = "jr2_kube_write_cap"
+HARNESS_ADMISSIONS = "jr2_harness_admissions_total"
+HARNESS_MEMORY_KILL_READS = "jr2_harness_memory_kill_reads_total"
+HARNESS_NOTICES = "jr2_harness_notices_total"
+RUNS_LIVE = "jr2_runs_live"
+WORKSPACES = "jr2_workspaces"
+RUN_WAITS_OPEN = "jr2_run_waits_open"
+RUN_WAIT_OLDEST = "jr2_run_wait_oldest_seconds"
 
 # The processing time of one message, in seconds: from a trivial message (tens of µs) to one that blocks.
 PROCESSING_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -518,6 +528,162 @@ class KubeMetrics:
                                 value=gate.capacity)
 
 
+# -- the Harness -----------------------------------------------------------------------------------------
+
+ADMISSION_OUTCOMES = ("admitted", "not_kept", "error", "unreachable", "protocol", "crashed")
+MEMORY_KILL_READ_OUTCOMES = ("read", "error", "unreachable", "protocol", "malformed", "crashed")
+NOTICE_KINDS = ("memory-limit", "conversation-new", "pick-answer")
+
+
+class HarnessMetrics:
+    """The Harness as the Orchestrator calls it: admissions and memory-kill reads by outcome (the
+    AgentActors), and the notices told to Agents by kind (read off the runs' feed on its way to the hub)."""
+
+    def __init__(self, telemetry: Telemetry) -> None:
+        self._on = telemetry.enabled
+        registry = telemetry.registry if self._on else None
+        admissions = Counter(HARNESS_ADMISSIONS, "Admissions posted to a Harness, by outcome (`error`: the "
+                                                 "Harness answered with an error; `crashed`: our bug).",
+                             ["outcome"], registry=registry)
+        self._admissions = {o: admissions.labels(o) for o in ADMISSION_OUTCOMES}
+        reads = Counter(HARNESS_MEMORY_KILL_READS, "Reads of a Harness's /memory-kills before an admission, by "
+                                                   "outcome (`malformed`: the list was refused as untrusted "
+                                                   "input).", ["outcome"], registry=registry)
+        self._reads = {o: reads.labels(o) for o in MEMORY_KILL_READ_OUTCOMES}
+        notices = Counter(HARNESS_NOTICES, "Notices told to Agents in admissions, by kind (each notice the "
+                                           "ledger raises is told once, at the next admission in its scope).",
+                          ["kind"], registry=registry)
+        self._notices = {k: notices.labels(k) for k in (*NOTICE_KINDS, "other")}
+
+    def admission(self, outcome: str) -> None:
+        if self._on:
+            self._admissions.get(outcome, self._admissions["crashed"]).inc()
+
+    def memory_kill_read(self, outcome: str) -> None:
+        if self._on:
+            self._reads.get(outcome, self._reads["crashed"]).inc()
+
+    def feed_tap(self, hub: Recipient) -> Recipient:
+        """A recipient for the runs' feed that counts the notices of each admission, then hands it on."""
+        return _NoticeTap(self, hub) if self._on else hub
+
+    def _noticed(self, kind: object) -> None:
+        self._notices.get(kind if isinstance(kind, str) else "", self._notices["other"]).inc()
+
+
+class Recipient(Protocol):
+    def tell(self, message: Any) -> None: ...
+
+
+class _NoticeTap:
+    def __init__(self, metrics: HarnessMetrics, hub: Recipient) -> None:
+        self._metrics = metrics
+        self._hub = hub
+
+    def tell(self, message: Any) -> None:
+        """`run.feed.Published`, read by shape: its `admitted` lines carry the notices told."""
+        for event in getattr(message, "events", ()):
+            if getattr(event, "kind", None) == "admitted":
+                for notice in getattr(event, "fields", {}).get("notices") or ():
+                    self._metrics._noticed(notice.get("kind") if isinstance(notice, dict) else None)
+        self._hub.tell(message)
+
+
+# -- runs ----------------------------------------------------------------------------------------------
+
+WORKSPACE_PHASES = (*typing.get_args(WorkspaceState), "releasing")
+WAIT_ONS = typing.get_args(WaitOn)
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What the scrape needs of one live run, published by its RunActor after each step."""
+
+    state: str
+    phases: tuple[str, ...]  # its Workspaces' phases
+    waits: tuple[tuple[str, float], ...]  # (on, since wall) of each open wait
+
+
+class RunLike(Protocol):
+    """What `RunMetrics.update` reads of `run.core.RunCore` (read on the RunActor's thread)."""
+
+    run_id: str
+    state: str
+
+    @property
+    def workspaces(self) -> Mapping[str, Any]: ...
+
+    def waiting(self) -> list[tuple[str, Any]]: ...
+
+
+class RunMetrics:
+    """Live runs by workflow state (the most common `METRICS_STATE_LABELS` states named, the rest `other`:
+    state names come from workflows, not from us), their Workspaces by phase, open waits by `on` and the
+    oldest of each."""
+
+    def __init__(self, telemetry: Telemetry) -> None:
+        self._telemetry = telemetry
+        self._on = telemetry.enabled
+        self._lock = threading.Lock()
+        self._runs: dict[str, RunView] = {}
+        if self._on:
+            telemetry.registry.register(self)
+
+    def update(self, run: RunLike) -> None:
+        if self._on:
+            view = RunView(run.state,
+                           tuple("releasing" if r.releasing else r.phase for r in run.workspaces.values()),
+                           tuple((w.on, w.since) for _, w in run.waiting()))
+            with self._lock:
+                self._runs[run.run_id] = view
+
+    def forget(self, run_id: str) -> None:
+        if self._on:
+            with self._lock:
+                self._runs.pop(run_id, None)
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            views = list(self._runs.values())
+        now = self._telemetry.wall()
+        states: dict[str, int] = {}
+        phases = dict.fromkeys(WORKSPACE_PHASES, 0)
+        waits = dict.fromkeys(WAIT_ONS, 0)
+        oldest = dict.fromkeys(WAIT_ONS, 0.0)
+        for view in views:
+            states[view.state] = states.get(view.state, 0) + 1
+            for phase in view.phases:
+                key = phase if phase in phases else "other"
+                phases[key] = phases.get(key, 0) + 1
+            for on, since in view.waits:
+                key = on if on in waits else "other"
+                waits[key] = waits.get(key, 0) + 1
+                oldest[key] = max(oldest.get(key, 0.0), now - since)
+        ranked = sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))
+        named = dict(ranked[:METRICS_STATE_LABELS])
+        rest = sum(n for _, n in ranked[METRICS_STATE_LABELS:])
+        if rest:
+            named["other"] = named.get("other", 0) + rest
+        runs = GaugeMetricFamily(RUNS_LIVE, "Live runs by workflow state (the most common ones named, the rest "
+                                            "`other`).", labels=["state"])
+        for state, n in sorted(named.items()):
+            runs.add_metric([state], n)
+        yield runs
+        workspaces = GaugeMetricFamily(WORKSPACES, "Workspaces of live runs by phase.", labels=["phase"])
+        for phase, n in phases.items():
+            workspaces.add_metric([phase], n)
+        yield workspaces
+        open_waits = GaugeMetricFamily(RUN_WAITS_OPEN, "Open waits of Workspaces by what they wait on (a node "
+                                                       "with room, or quota).", labels=["on"])
+        oldest_wait = GaugeMetricFamily(RUN_WAIT_OLDEST, "How long the oldest open wait on each has lasted.",
+                                        labels=["on"])
+        for on, n in waits.items():
+            open_waits.add_metric([on], n)
+            oldest_wait.add_metric([on], max(oldest[on], 0.0))
+        yield open_waits
+        yield oldest_wait
+
+
 # -- the orchestrator's Telemetry ----------------------------------------------------------------------
 
 class Telemetry:
@@ -536,30 +702,18 @@ class Telemetry:
         self.watch = WatchMetrics(self)
         self.store = StoreMetrics(self, STORE_STATUSES)
         self.kube = KubeMetrics(self)
-        self._gauges: dict[str, tuple[str, Callable[[], float]]] = {}
+        self.harness = HarnessMetrics(self)
+        self.runs = RunMetrics(self)
         if enabled:
             self.registry.register(self.actors)
-            self.registry.register(_Gauges(self._gauges))
-
-    def gauge(self, name: str, help_text: str, read: Callable[[], float]) -> None:
-        """A plain gauge read at scrape time."""
-        self._gauges[name] = (help_text, read)
 
     def exposition(self) -> bytes:
         """The Prometheus text format 0.0.4, as `/metrics` serves it."""
         return generate_latest(self.registry)
 
 
-class _Gauges:
-    def __init__(self, gauges: dict[str, tuple[str, Callable[[], float]]]) -> None:
-        self._gauges = gauges
-
-    def collect(self) -> Iterator[Metric]:
-        for name, (help_text, read) in sorted(self._gauges.items()):
-            yield GaugeMetricFamily(name, help_text, value=read())
-
-
 OFF = Telemetry(enabled=False)
 """For what runs outside an orchestrator: records nothing, registers nothing."""
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""What `/metrics` is served as: the Prometheus text format `generate_latest` writes."""

@@ -78,7 +78,6 @@ class Orchestrator:
         self._stopping = False
         self.telemetry = telemetry or Telemetry()
         self.telemetry.kube.attach(client)
-        self.telemetry.gauge("jr2_runs_live", "Live runs.", lambda: float(len(self._runs)))
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -92,7 +91,8 @@ class Orchestrator:
                                for n, name in zip(self._threads, ("kube", "attach", "agent"), strict=True))
         self._pools = [kube, attach, agent]
         self._timers = Timers(self.clock, name="jr2-run-timers")
-        self._env = RunEnv(client=self.client, watch=self._watch, store=self._store, feed=self.feed_hub,
+        self._env = RunEnv(client=self.client, watch=self._watch, store=self._store,
+                           feed=self.telemetry.harness.feed_tap(self.feed_hub),
                            signing_key=self._signing_key, kube_pool=kube, attach_pool=attach, agent_pool=agent,
                            timers=self._timers, clock=self.clock, sandbox_image=self._sandbox_image,
                            instance_harness=self._instance_harness, workspace_options=self._workspace_options,

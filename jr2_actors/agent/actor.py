@@ -32,6 +32,9 @@ report names the agent and the Turn, so the run drops what a Turn it has left st
 - A pick's answer from the run (`AnswerPick`) is posted only for a pick of that Turn still waiting;
   one that fails is `AnswerFailed`. A stopped seat reports nothing.
 
+Metrics (issue 11): every memory-kill read and every admission is counted by outcome in the run's
+`Telemetry` as its result comes back to the seat (a Turn the seat has left included).
+
 The long-poll blocks, so it runs on a reader thread of the seat's own; every other call runs on the
 shared pool, and a job that fails unexpectedly is reported like a failed call, never left in an unread
 future. Harness clients come from `HarnessClients` (one `requests.Session` per Harness) and use the
@@ -137,6 +140,7 @@ class _KillsDone:
     turn_id: str
     read: MemoryKillRead | None
     problem: str
+    outcome: str = "crashed"  # for the metrics: read | error | unreachable | protocol | malformed | crashed
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,7 @@ class _AdmitDone:
     turn_id: str
     result: turn.Admitted | turn.AdmitRefused | turn.AdmitNotKept
     stream_url: str = ""
+    outcome: str = "crashed"  # for the metrics: admitted | not_kept | error | unreachable | protocol | crashed
 
 
 @dataclass(frozen=True)
@@ -272,10 +277,10 @@ class AgentActor(Shell):
         def read() -> None:
             try:
                 kills: MemoryKillRead | None = harness.memory_kills()
-                problem = ""
+                problem, outcome = "", "read"
             except (*HARNESS_ERRORS, MemoryKillListError) as e:
-                kills, problem = None, str(e)
-            tell_quietly(ref, _KillsDone(turn_id, kills, problem))
+                kills, problem, outcome = None, str(e), _outcome(e)
+            tell_quietly(ref, _KillsDone(turn_id, kills, problem, outcome))
 
         self._submit("the memory-kill read", read, lambda problem: _KillsDone(turn_id, None, problem))
 
@@ -295,12 +300,12 @@ class AgentActor(Shell):
             try:
                 admission = harness.admit(agent, core.conversation_id, body)
             except ConversationNotKept as e:
-                tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitNotKept(e.error)))
+                tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitNotKept(e.error), outcome="not_kept"))
             except HARNESS_ERRORS as e:
-                tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitRefused(str(e))))
+                tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitRefused(str(e)), outcome=_outcome(e)))
             else:
                 tell_quietly(ref, _AdmitDone(turn_id, turn.Admitted(admission.submission_id, admission.offset),
-                                             admission.stream_url))
+                                             admission.stream_url, outcome="admitted"))
 
         self._submit("the admission", post, lambda problem: _AdmitDone(turn_id, turn.AdmitRefused(problem)))
 
@@ -333,6 +338,10 @@ class AgentActor(Shell):
     # -- results from the pool and the reader --------------------------------------------------------
 
     def _internal(self, message: Any) -> None:
+        if isinstance(message, _KillsDone):
+            self.telemetry.harness.memory_kill_read(message.outcome)
+        elif isinstance(message, _AdmitDone):
+            self.telemetry.harness.admission(message.outcome)
         t = self._turn
         if t is None or getattr(message, "turn_id", None) != t.turn_id:
             return  # a result of a Turn the seat has left
@@ -460,6 +469,17 @@ def _allowed(body: Mapping[str, Any]) -> tuple[str, ...]:
     if not isinstance(allowed, list):
         return ()
     return tuple(p for p in allowed[:MAX_ALLOWED] if isinstance(p, str))
+
+
+def _outcome(e: Exception) -> str:
+    """A failed Harness call's outcome label: what kind of failure, never its words."""
+    if isinstance(e, MemoryKillListError):
+        return "malformed"
+    if isinstance(e, HarnessUnreachable):
+        return "unreachable"
+    if isinstance(e, HarnessProtocolError):
+        return "protocol"
+    return "error"  # the Harness answered with an error
 
 
 def _log_escaped(future: Future[None]) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jr2_actors import __version__
+from jr2_actors.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from jr2_actors.run.core import FeedEvent
 from jr2_actors.run.wire import feed_doc
 from jr2_actors.security import constant_time_equal
@@ -147,8 +148,7 @@ class Api:
 
     def _metrics(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         body = self.backend.metrics().encode()
-        start_response("200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
-                                  ("Content-Length", str(len(body)))])
+        start_response("200 OK", [("Content-Type", METRICS_CONTENT_TYPE), ("Content-Length", str(len(body)))])
         return [body]
 
     def _submit(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:

@@ -113,6 +113,7 @@ class RunActor(Shell):
             self._step(run.Start())
 
     def cleanup(self) -> None:
+        self.env.telemetry.runs.forget(self.core.run_id)
         if self._deadline is not None:
             self._deadline.cancel()
         for ref in [*self._agents.values(), *self._workspaces.values()]:
@@ -163,6 +164,7 @@ class RunActor(Shell):
             self._act(action)
         if self._deadline is not None:
             self._deadline.arm(step.deadline)
+        self.env.telemetry.runs.update(self.core)  # the run's state, Workspaces and waits, for the scrape
 
     def _act(self, action: run.Action) -> None:
         if isinstance(action, run.Persist):
