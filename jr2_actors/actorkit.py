@@ -6,7 +6,8 @@
   `ActorFault`: no actor dies silently, and no thread of its outlives it (DESIGN.md "Messages"). It is
   also where every actor is measured, once: its inbox is a `metrics.Mailbox` (depth, high-water mark,
   the age of the oldest message) and its receive loop times each message, for the `Telemetry` it is
-  handed (`metrics.OFF` when none).
+  handed (`metrics.OFF` when none). And its thread's log context is bound as it starts (`logs`): its
+  kind, its name under `log_key`, over what the actor that created it had bound.
 - `Timers`: one thread holds every timeout of its owner, on an injected clock (DESIGN.md: TimerActor). A
   due timer runs its callback on the timer thread; callbacks only `tell`, so they are quick, and one that
   raises is logged and never ends the thread. With a `VirtualClock`, advance the clock and `poke()`.
@@ -24,10 +25,11 @@ import threading
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, ClassVar, Protocol, cast
 
 import pykka
 
+from jr2_actors import logs
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.metrics import OFF, PROCESSING_BUCKETS, Mailbox, Telemetry
 
@@ -70,17 +72,20 @@ class Shell(pykka.ThreadingActor):
 
     Subclasses put what `on_stop` would do in `cleanup()` (it runs once, on a stop or a failure), what
     `on_start` would do in `started()`, and set `parent` and `name` when they have them. `telemetry` is
-    the orchestrator's; the actor is counted there from its start to the end of its loop.
+    the orchestrator's; the actor is counted there from its start to the end of its loop. `log_key` names
+    the log field its `name` is logged under (`run`, `workspace`, `agent`), if any.
     """
 
     parent: Recipient | None = None
     name: str = ""
+    log_key: ClassVar[str] = ""
 
     def __init__(self, *, telemetry: Telemetry | None = None) -> None:
         super().__init__()
         self.telemetry = telemetry or OFF
         self.mailbox = cast(Mailbox, self.actor_inbox)
         self.mailbox.now = self.telemetry.monotonic  # set before anyone holds the ref: nothing is queued yet
+        self.log_context = logs.context()  # the creator's (a RunActor's, for its Workspaces); ours at start
 
     @staticmethod
     def _create_actor_inbox() -> Mailbox:
@@ -93,6 +98,9 @@ class Shell(pykka.ThreadingActor):
         """Release what the actor holds (threads, timers, registrations); runs once."""
 
     def on_start(self) -> None:
+        own = {self.log_key: self.name} if self.log_key and self.name else {}
+        self.log_context = {**self.log_context, "actor": type(self).__name__, **own}
+        logs.bind(self.log_context)  # this thread is the actor's for its whole life
         self.telemetry.actors.register(self)
         try:
             self.started()

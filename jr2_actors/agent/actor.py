@@ -51,6 +51,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from jr2_actors import logs
 from jr2_actors.actorkit import Recipient, Shell, Timers, tell_quietly
 from jr2_actors.agent import core as turn
 from jr2_actors.clock import Clock, SystemClock
@@ -204,6 +205,8 @@ class _Turn:
 
 
 class AgentActor(Shell):
+    log_key = "agent"
+
     def __init__(self, agent: str, *, parent: Recipient, pool: Executor, harnesses: HarnessClients | None = None,
                  clock: Clock | None = None, timers: Timers | None = None,
                  telemetry: Telemetry | None = None) -> None:
@@ -438,10 +441,11 @@ class AgentActor(Shell):
                 log.exception("agent %s: %s failed unexpectedly", agent, what)
                 tell_quietly(ref, on_crash(f"{what} failed unexpectedly: {type(e).__name__}: {e}"))
 
-        self.pool.submit(run).add_done_callback(_log_escaped)
+        self.pool.submit(logs.carry(run)).add_done_callback(_log_escaped)
 
     def _read_loop(self) -> None:
         """The long-poll reader: one read at a time, each result told to the actor."""
+        logs.bind(self.log_context)  # started by the actor once its context is bound
         ref = self.actor_ref
         while True:
             job = self._reads.get()

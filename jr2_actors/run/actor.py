@@ -91,6 +91,8 @@ class _Tick:
 
 
 class RunActor(Shell):
+    log_key = "run"  # its name is the run id: every line its thread (and its children's) logs carries it
+
     def __init__(self, core: RunCore, env: RunEnv, parent: Recipient, *, restored: bool = False,
                  restore_step: run.RunStep | None = None) -> None:
         super().__init__(telemetry=env.telemetry)

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import pykka
 
+from jr2_actors import logs
 from jr2_actors.actorkit import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
@@ -74,6 +75,8 @@ class _Tick:
 
 
 class WorkspaceActor(Shell):
+    log_key = "workspace"
+
     def __init__(self, spec: WorkspaceSpec, *, client: KubeClient, watch: pykka.ActorRef[Any], parent: Recipient,
                  signing_key: bytes, kube_pool: Executor, attach_pool: Executor, clock: Clock | None = None,
                  harness_factory: HarnessFactory | None = None, restored: ws.Restored | None = None,
@@ -190,7 +193,7 @@ class WorkspaceActor(Shell):
                 return
             tell_quietly(ref, _Done(done.event, lane, done.note))
 
-        pool.submit(work)
+        pool.submit(logs.carry(work))
 
     # -- the calls (on a pool thread: they touch no attribute that changes, they return the core's input) --
 
