@@ -64,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="where to write a kubeconfig for kubectl and clients (required)")
     fake.add_argument("--bookmark-seconds", type=positive_seconds, default=60.0,
                       help="the interval of watch bookmarks (default: 60)")
+    for command in sub.choices.values():  # also after the command: the image's entry point is `jr2-actors serve`
+        command.add_argument("--log-level", default=argparse.SUPPRESS, type=str.lower, choices=LOG_LEVELS,
+                             help="as --log-level before the command (default: that one's)")
+        command.add_argument("--log-format", default=argparse.SUPPRESS, type=str.lower, choices=logs.FORMATS,
+                             help="as --log-format before the command (default: that one's)")
     return parser
 
 

@@ -128,3 +128,16 @@ def test_install_refuses_an_unknown_format_and_uninstall_restores_the_level() ->
     assert root.level == logging.DEBUG
     logs.uninstall(installed)
     assert root.level == before and installed[0] not in root.handlers
+
+
+def test_the_logging_options_also_follow_the_command_as_the_images_entry_point_needs() -> None:
+    from jr2_actors.cli import build_parser
+
+    parser = build_parser()
+    serve = ["serve", "--namespace", "jr2", "--state-dir", "/tmp/x"]  # ENTRYPOINT ["jr2-actors", "serve"]
+    after = parser.parse_args([*serve, "--log-format", "json", "--log-level", "INFO"])
+    assert (after.log_format, after.log_level) == ("json", "info")
+    before = parser.parse_args(["--log-format", "json", *serve])
+    assert (before.log_format, before.log_level) == ("json", "warning")
+    neither = parser.parse_args(serve)
+    assert (neither.log_format, neither.log_level) == ("text", "warning")
