@@ -4,6 +4,7 @@ kind, read at scrape time from one orchestrator's own registry; bounded with a t
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +12,9 @@ import pytest
 from jr2_actors.actorkit import ActorFault, Shell
 from jr2_actors.clock import VirtualClock
 from jr2_actors.constants import METRICS_BUSIEST_ACTORS
+from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.metrics import OFF, Telemetry
+from jr2_actors.orchestrator import Orchestrator
 from tests.metrics_text import samples, series, value
 from tests.probes import Inbox
 from tests.waiting import wait_until
@@ -164,3 +167,35 @@ def test_an_actor_made_outside_an_orchestrator_records_nowhere() -> None:
     assert ref.ask("0.1", timeout=10) == "0.1"
     assert "jr2_actor" not in OFF.exposition().decode()
     ref.stop(block=True, timeout=10)
+
+
+def test_two_orchestrators_in_one_process_serve_their_own_series_and_a_slow_actor_in_one_shows(
+        tmp_path: Path) -> None:
+    clock = VirtualClock()
+    with FakeCluster(namespace="jr2", operator=False, harness=False) as one, \
+            FakeCluster(namespace="jr2", operator=False, harness=False) as two:
+        first = Orchestrator(one.client(), state_dir=str(tmp_path / "a"), signing_key=one.signing_key,
+                             telemetry=Telemetry(clock=clock)).start()
+        second = Orchestrator(two.client(), state_dir=str(tmp_path / "b"), signing_key=two.signing_key).start()
+        gate, taken = threading.Event(), threading.Event()
+        slow = Gated.start(gate, taken, first.telemetry, name="slow-one")
+        try:
+            slow.tell("first")
+            assert taken.wait(10)
+            for i in range(3):
+                slow.tell(i)
+            clock.advance(12.0)
+            a, b = samples(first.metrics()), samples(second.metrics())
+            assert value(a, "jr2_actor_instances", kind="StoreActor") == 1  # not 2: only its own
+            assert value(b, "jr2_actor_instances", kind="StoreActor") == 1
+            assert value(a, "jr2_actor_mailbox_depth", kind="Gated") == 3
+            assert value(a, "jr2_actor_oldest_message_age_seconds", kind="Gated") == 12.0
+            assert value(b, "jr2_actor_instances", kind="Gated") is None
+            assert value(a, "jr2_kube_write_cap") == value(b, "jr2_kube_write_cap") == 12
+        finally:
+            gate.set()
+            slow.stop(block=True, timeout=10)
+            first.stop()
+            second.stop()
+            first.client.close()
+            second.client.close()
