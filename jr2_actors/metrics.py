@@ -572,6 +572,8 @@ class HarnessMetrics:
 
 
 class Recipient(Protocol):
+    """`actorkit.Recipient` (which imports this module, so it cannot be imported here)."""
+
     def tell(self, message: Any) -> None: ...
 
 

@@ -3,6 +3,7 @@ kind, read at scrape time from one orchestrator's own registry; bounded with a t
 
 from __future__ import annotations
 
+import queue
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from jr2_actors.actorkit import ActorFault, Shell
 from jr2_actors.clock import VirtualClock
 from jr2_actors.constants import METRICS_BUSIEST_ACTORS
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.metrics import OFF, Telemetry
+from jr2_actors.metrics import OFF, Mailbox, Telemetry
 from jr2_actors.orchestrator import Orchestrator
 from tests.metrics_text import samples, series, value
 from tests.probes import Inbox
@@ -199,3 +200,23 @@ def test_two_orchestrators_in_one_process_serve_their_own_series_and_a_slow_acto
             second.stop()
             first.client.close()
             second.client.close()
+
+
+def test_the_mailbox_is_a_fifo_queue_that_knows_how_long_its_head_has_waited() -> None:
+    clock = VirtualClock()
+    box = Mailbox()
+    box.now = clock.monotonic
+    assert box.empty() and box.oldest_age(clock.monotonic()) == 0.0
+    with pytest.raises(queue.Empty):
+        box.get_nowait()
+    with pytest.raises(queue.Empty):
+        box.get(timeout=0.01)
+    box.put("a")
+    clock.advance(2.0)
+    box.put("b")
+    clock.advance(1.0)
+    assert box.qsize() == 2 and box.received == 2
+    assert box.oldest_age(clock.monotonic()) == 3.0
+    assert box.get() == "a"
+    assert box.oldest_age(clock.monotonic()) == 1.0  # "b" is the head now
+    assert box.get(timeout=1.0) == "b" and box.empty()
