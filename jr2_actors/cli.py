@@ -12,8 +12,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from jr2_actors import __version__
-from jr2_actors.commands import client, demo, serve
+from jr2_actors import __version__, logs
+from jr2_actors.commands import client, demo, serve, top
 from jr2_actors.commands.common import (
     Parser,
     UsageError,
@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"jr2-actors {__version__}")
     parser.add_argument("--log-level", default="warning", type=str.lower, choices=LOG_LEVELS,
                         help="how much to log on stderr (default: warning)")
+    parser.add_argument("--log-format", default="text", type=str.lower, choices=logs.FORMATS,
+                        help="text for people, or json: one object per line with the run, Workspace, agent and "
+                             "actor it is about (default: text)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     watch = sub.add_parser("watch", help="the WatchActor alone: one JSON line per delivery and per termination")
@@ -49,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve.add_parser(sub)
     demo.add_parser(sub)
+    top.add_parser(sub)
     client.add_parsers(sub)
 
     fake = sub.add_parser("fake-cluster", help="the fake cluster alone, on loopback, until interrupted")
@@ -60,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="where to write a kubeconfig for kubectl and clients (required)")
     fake.add_argument("--bookmark-seconds", type=positive_seconds, default=60.0,
                       help="the interval of watch bookmarks (default: 60)")
+    for command in sub.choices.values():  # also after the command: the image's entry point is `jr2-actors serve`
+        command.add_argument("--log-level", default=argparse.SUPPRESS, type=str.lower, choices=LOG_LEVELS,
+                             help="as --log-level before the command (default: that one's)")
+        command.add_argument("--log-format", default=argparse.SUPPRESS, type=str.lower, choices=logs.FORMATS,
+                             help="as --log-format before the command (default: that one's)")
     return parser
 
 
@@ -70,11 +79,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():  # Python takes signals on the main thread only
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    installed: tuple[logging.Handler, int] | None = None
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
-        logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        installed = logs.install(sys.stderr, level=args.log_level, fmt=args.log_format)
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
@@ -86,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return serve.run(args, stop)
         if args.command == "demo":
             return demo.run(args, stop)
+        if args.command == "top":
+            return top.run(args, stop)
         if args.command in CLIENT_COMMANDS:
             return client.run(args, stop)
         parser.error(f"unknown command {args.command}")
@@ -93,6 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jr2-actors: {e}", file=sys.stderr)
         return 2
     finally:
+        if installed is not None:
+            logs.uninstall(installed)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

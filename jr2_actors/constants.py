@@ -76,6 +76,8 @@ STREAM_READ_PAUSE_SECONDS = 1.0
 RETENTION_SECONDS = 7 * 24 * 3600.0
 # ADR-0065: the sweep runs at boot and this often.
 SWEEP_INTERVAL_SECONDS = 3600.0
+# Issue 11: the store's rows by status are recounted at most this often, after writes (one GROUP BY).
+STORE_ROWS_RECOUNT_SECONDS = 1.0
 
 # Server-side apply's field manager (CONTRACTS.md §2).
 FIELD_MANAGER = "jr2"
@@ -105,3 +107,16 @@ LOST_GRACE_SECONDS = 5.0
 DEMO_SECONDS = 60.0
 # serve stops within this after SIGTERM (CONTRACTS §6); the Deployment's grace period covers it with margin.
 SERVE_STOP_SECONDS = 10.0
+
+# Issue 11: the fake API server stamps each watch event it sends for a write with the write's wall time, in
+# this top-level field of the event (beside "type" and "object", never inside the object): a real API
+# server sends none, a real client ignores it, and our frame decoder reads it when present, so the watch's
+# delivery latency can be measured from the write to the Workspace's receipt.
+WATCH_WRITTEN_AT_FIELD = "jr2.dev/writtenAt"
+
+# Issue 11: the busiest few actors are named in the metrics (by mailbox depth); never more than this many,
+# so a thousand Workspaces still make a bounded number of series.
+METRICS_BUSIEST_ACTORS = 5
+# Issue 11: live runs are counted by workflow state; the states are the workflows' own words, so at most this
+# many are named (the most common) and the rest counted as `other`.
+METRICS_STATE_LABELS = 20

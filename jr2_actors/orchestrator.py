@@ -8,7 +8,8 @@
 each comes back with what its Workspaces knew, and the watch's first list reconciles them. `stop()` stops
 the runs' actors (their Turns' readers stop; their Sandboxes are left for the next start to re-adopt —
 a stop is not a cancel), lets the store finish every persist already asked, then stops the watch.
-It is also the API's `Backend` and the `jr2_orchestrator` pytest fixture's object.
+It is also the API's `Backend` and the `jr2_orchestrator` pytest fixture's object. Its metrics are its
+own (`self.telemetry`, one registry per orchestrator), so two orchestrators in one process never mix.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from typing import Any, cast
 
 import pykka
 
-from jr2_actors import metrics
 from jr2_actors.actorkit import ActorFault, Timers
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import ACTOR_STOP_SECONDS, ORCHESTRATOR_ASK_SECONDS, RUN_REVIVALS
 from jr2_actors.kube.client import KubeClient
+from jr2_actors.metrics import Telemetry
 from jr2_actors.run.actor import Cancel, Listing, RunActor, RunEnv, RunFinished, Status
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed import FeedHub
@@ -51,7 +52,8 @@ class Orchestrator:
     def __init__(self, client: KubeClient, *, state_dir: str, signing_key: bytes, namespace: str | None = None,
                  clock: Clock | None = None, sandbox_image: str = DEFAULT_SANDBOX_IMAGE, instance_harness: str = "",
                  stall_bound: float | None = None, workspace_options: Mapping[str, Any] | None = None,
-                 kube_threads: int = 12, attach_threads: int = 8, agent_threads: int = 8) -> None:
+                 kube_threads: int = 12, attach_threads: int = 8, agent_threads: int = 8,
+                 telemetry: Telemetry | None = None) -> None:
         if not signing_key:
             raise ValueError("the orchestrator needs a signing key")
         self.client = client
@@ -78,12 +80,15 @@ class Orchestrator:
         self._deaths: dict[str, int] = {}  # run id → how often its actor died in this process
         self._cancels: set[str] = set()  # runs cancelled while their actor was being restored
         self._revivers: list[threading.Thread] = []
+        self.telemetry = telemetry or Telemetry()
+        self.telemetry.kube.attach(client)
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
     def start(self) -> Orchestrator:
-        self._store = store.StoreActor.start(self.state_dir, clock=self.clock, parent=self)
-        options: dict[str, Any] = {"namespace": self.namespace, "clock": self.clock, "parent": self}
+        self._store = store.StoreActor.start(self.state_dir, clock=self.clock, parent=self, telemetry=self.telemetry)
+        options: dict[str, Any] = {"namespace": self.namespace, "clock": self.clock, "parent": self,
+                                   "telemetry": self.telemetry}
         if self._stall_bound is not None:
             options["stall_bound"] = self._stall_bound
         self._watch = WatchActor.start(self.client, **options)
@@ -91,10 +96,12 @@ class Orchestrator:
                                for n, name in zip(self._threads, ("kube", "attach", "agent"), strict=True))
         self._pools = [kube, attach, agent]
         self._timers = Timers(self.clock, name="jr2-run-timers")
-        self._env = RunEnv(client=self.client, watch=self._watch, store=self._store, feed=self.feed_hub,
+        self._env = RunEnv(client=self.client, watch=self._watch, store=self._store,
+                           feed=self.telemetry.harness.feed_tap(self.feed_hub),
                            signing_key=self._signing_key, kube_pool=kube, attach_pool=attach, agent_pool=agent,
                            timers=self._timers, clock=self.clock, sandbox_image=self._sandbox_image,
-                           instance_harness=self._instance_harness, workspace_options=self._workspace_options)
+                           instance_harness=self._instance_harness, workspace_options=self._workspace_options,
+                           telemetry=self.telemetry)
         restored: list[store.RunRecord] = self._store.ask(store.Restore(), timeout=ORCHESTRATOR_ASK_SECONDS)  # type: ignore[assignment]
         for record in restored:
             self._restore(record)
@@ -225,11 +232,8 @@ class Orchestrator:
         return True, ""
 
     def metrics(self) -> str:
-        gauges = {"jr2_runs_live": ("Live runs.", float(len(self._runs))),
-                  "jr2_kube_writes_in_flight": ("Kubernetes writes in flight.", float(self.client.writes.in_flight)),
-                  "jr2_kube_writes_waiting": ("Kubernetes writes waiting for the cap.",
-                                              float(self.client.writes.waiting))}
-        return metrics.render(metrics.mailbox_samples(), gauges)
+        """`GET /metrics`: this orchestrator's registry in the Prometheus text format 0.0.4."""
+        return self.telemetry.exposition().decode()
 
     # -- what the RunActors tell -----------------------------------------------------------------------
 

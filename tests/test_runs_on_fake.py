@@ -198,7 +198,9 @@ def test_a_run_whose_actor_dies_is_restored_from_its_row_and_finishes(cluster: F
     cluster.script("worker", [Hang()], [Pick("finish")])  # two Turns: the first hangs
     with orchestrator(cluster, tmp_path) as orch:
         run_id = orch.submit(doc(ONE_STATE))
-        wait_until(lambda: len(cluster.admissions()) == 1, what="the Turn admitted")
+        # The run took the Harness's answer to the admission (and saved it): the conversation is kept.
+        wait_until(lambda: (orch.status(run_id) or {}).get("turn", {}).get("phase") == "running",
+                   what="the Turn admitted")
         crash(orch, run_id)
         assert orch.wait_finished(run_id, 30)
         final = orch.status(run_id)

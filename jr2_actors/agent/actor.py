@@ -32,6 +32,9 @@ report names the agent and the Turn, so the run drops what a Turn it has left st
 - A pick's answer from the run (`AnswerPick`) is posted only for a pick of that Turn still waiting;
   one that fails is `AnswerFailed`. A stopped seat reports nothing.
 
+Metrics (issue 11): every memory-kill read and every admission is counted by outcome in the run's
+`Telemetry` as its result comes back to the seat (a Turn the seat has left included).
+
 The long-poll blocks, so it runs on a reader thread of the seat's own; every other call runs on the
 shared pool, and a job that fails unexpectedly is reported like a failed call, never left in an unread
 future. Harness clients come from `HarnessClients` (one `requests.Session` per Harness) and use the
@@ -48,6 +51,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
 
+from jr2_actors import logs
 from jr2_actors.actorkit import Recipient, Shell, Timers, tell_quietly
 from jr2_actors.agent import core as turn
 from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, ReadKills, StartTurn
@@ -63,6 +67,7 @@ from jr2_actors.harness.client import (
 )
 from jr2_actors.harness.cut import Cut
 from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead
+from jr2_actors.metrics import Telemetry
 
 log = logging.getLogger(__name__)
 HARNESS_ERRORS = (HarnessError, HarnessUnreachable, HarnessProtocolError)
@@ -105,6 +110,7 @@ class _KillsDone:
     read: MemoryKillRead | None
     problem: str
     asked: bool = True
+    outcome: str = "crashed"  # for the metrics: read | error | unreachable | protocol | malformed | crashed
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,7 @@ class _AdmitDone:
     turn_id: str
     result: turn.Admitted | turn.AdmitRefused | turn.AdmitNotKept
     stream_url: str = ""
+    outcome: str = "crashed"  # for the metrics: admitted | not_kept | error | unreachable | protocol | crashed
 
 
 @dataclass(frozen=True)
@@ -167,9 +174,12 @@ class _Turn:
 
 
 class AgentActor(Shell):
+    log_key = "agent"
+
     def __init__(self, agent: str, *, parent: Recipient, pool: Executor, harnesses: HarnessClients | None = None,
-                 clock: Clock | None = None, timers: Timers | None = None) -> None:
-        super().__init__()
+                 clock: Clock | None = None, timers: Timers | None = None,
+                 telemetry: Telemetry | None = None) -> None:
+        super().__init__(telemetry=telemetry)
         self.agent = agent
         self.parent = parent
         self.name = agent
@@ -266,10 +276,10 @@ class AgentActor(Shell):
                 before()
             try:
                 kills: MemoryKillRead | None = harness.memory_kills()
-                problem = ""
+                problem, outcome = "", "read"
             except (*HARNESS_ERRORS, MemoryKillListError) as e:
-                kills, problem = None, str(e)
-            tell_quietly(ref, _KillsDone(turn_id, kills, problem))
+                kills, problem, outcome = None, str(e), _outcome(e)
+            tell_quietly(ref, _KillsDone(turn_id, kills, problem, outcome=outcome))
 
         self._submit("the memory-kill read", read, lambda problem: _KillsDone(turn_id, None, problem))
 
@@ -289,12 +299,12 @@ class AgentActor(Shell):
             try:
                 admission = harness.admit(agent, core.conversation_id, body)
             except ConversationNotKept as e:
-                tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitNotKept(e.error)))
+                tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitNotKept(e.error), outcome="not_kept"))
             except HARNESS_ERRORS as e:
-                tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitRefused(str(e))))
+                tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitRefused(str(e)), outcome=_outcome(e)))
             else:
                 tell_quietly(ref, _AdmitDone(turn_id, turn.Admitted(admission.submission_id, admission.offset),
-                                             admission.stream_url))
+                                             admission.stream_url, outcome="admitted"))
 
         self._submit("the admission", post, lambda problem: _AdmitDone(turn_id, turn.AdmitRefused(problem)))
 
@@ -327,6 +337,10 @@ class AgentActor(Shell):
     # -- results from the pool and the reader --------------------------------------------------------
 
     def _internal(self, message: Any) -> None:
+        if isinstance(message, _KillsDone) and message.asked:  # a seat with no kill list read none
+            self.telemetry.harness.memory_kill_read(message.outcome)
+        elif isinstance(message, _AdmitDone):
+            self.telemetry.harness.admission(message.outcome)
         t = self._turn
         if t is None or getattr(message, "turn_id", None) != t.turn_id:
             return  # a result of a Turn the seat has left
@@ -423,10 +437,11 @@ class AgentActor(Shell):
                 log.exception("agent %s: %s failed unexpectedly", agent, what)
                 tell_quietly(ref, on_crash(f"{what} failed unexpectedly: {type(e).__name__}: {e}"))
 
-        self.pool.submit(run).add_done_callback(_log_escaped)
+        self.pool.submit(logs.carry(run)).add_done_callback(_log_escaped)
 
     def _read_loop(self) -> None:
         """The long-poll reader: one read at a time, each result told to the actor."""
+        logs.bind(self.log_context)  # started by the actor once its context is bound
         ref = self.actor_ref
         while True:
             job = self._reads.get()
@@ -454,6 +469,17 @@ def _allowed(body: Mapping[str, Any]) -> tuple[str, ...]:
     if not isinstance(allowed, list):
         return ()
     return tuple(p for p in allowed[:MAX_ALLOWED] if isinstance(p, str))
+
+
+def _outcome(e: Exception) -> str:
+    """A failed Harness call's outcome label: what kind of failure, never its words."""
+    if isinstance(e, MemoryKillListError):
+        return "malformed"
+    if isinstance(e, HarnessUnreachable):
+        return "unreachable"
+    if isinstance(e, HarnessProtocolError):
+        return "protocol"
+    return "error"  # the Harness answered with an error
 
 
 def _log_escaped(future: Future[None]) -> None:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from jr2_actors import __version__
 from jr2_actors.api import sse
 from jr2_actors.constants import API_HEARTBEAT_SECONDS
+from jr2_actors.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.run.wire import feed_doc
 from jr2_actors.security import constant_time_equal
@@ -148,8 +149,7 @@ class Api:
 
     def _metrics(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         body = self.backend.metrics().encode()
-        start_response("200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
-                                  ("Content-Length", str(len(body)))])
+        start_response("200 OK", [("Content-Type", METRICS_CONTENT_TYPE), ("Content-Length", str(len(body)))])
         return [body]
 
     def _submit(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:

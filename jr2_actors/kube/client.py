@@ -11,6 +11,8 @@ Theory of operation: one instance, shared by every actor of the process, safe to
 - Every call has connect and read timeouts. The watch's read timeout sits above `timeoutSeconds`, so
   the server closes a healthy watch first; the stall bound above this client catches a silent one.
 - Answers are read with a size cap; a failure answer becomes a `KubeError` carrying the Status.
+- Metrics (issue 11): every request is counted by verb and answer code, every 401 retried, in the
+  `metrics` an orchestrator attaches (`KubeMetrics.attach`); a client alone records nothing.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from jr2_actors.http_body import TooLarge, caused_by, read_capped
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.frames import Decoded, FrameDecoder
 from jr2_actors.kube.kinds import Kind
+from jr2_actors.metrics import OFF, KubeMetrics
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +152,7 @@ class KubeClient:
         self._connect_timeout = connect_timeout
         self._max_body = max_body_bytes
         self.writes = FifoGate(write_cap)
+        self.metrics: KubeMetrics = OFF.kube
         self.pool_size = write_cap + READ_POOL_SIZE + 1  # + the one watch
         self._tmpdir: str | None = None
 
@@ -168,7 +172,7 @@ class KubeClient:
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""
         try:
-            return self._json("GET", kind.path(self._ns(kind, namespace), name))
+            return self._json("GET", kind.path(self._ns(kind, namespace), name), verb="get")
         except KubeError as e:
             if e.status == 404:
                 return None
@@ -176,7 +180,7 @@ class KubeClient:
 
     def list(self, kind: Kind, namespace: str | None = None, *, label_selector: str | None = None) -> ListResult:
         params = {"labelSelector": label_selector} if label_selector else None
-        doc = self._json("GET", kind.path(self._ns(kind, namespace)), params=params)
+        doc = self._json("GET", kind.path(self._ns(kind, namespace)), params=params, verb="list")
         items = doc.get("items")
         meta = doc.get("metadata")
         if not isinstance(items, list) or not isinstance(meta, dict):
@@ -202,7 +206,7 @@ class KubeClient:
         path = kind.path(self._ns(kind, namespace))
         # The answer's headers get the ordinary read timeout, so a server that accepts and never answers
         # cannot hold the opener (and a shutdown waiting for it) for minutes; the body gets the long one.
-        resp = self._send("GET", path, params=params, stream=True, timeout=self._timeout)
+        resp = self._send("GET", path, params=params, stream=True, timeout=self._timeout, verb="watch")
         if resp.status_code != 200:
             self._raise_for(resp, "GET", path)
         _set_read_timeout(resp, timeout_seconds + WATCH_READ_MARGIN_SECONDS)
@@ -213,7 +217,7 @@ class KubeClient:
     def create(self, kind: Kind, body: Mapping[str, Any], namespace: str | None = None) -> dict[str, Any]:
         with self.writes:
             return self._json("POST", kind.path(self._ns(kind, namespace)), body=_typed(kind, body),
-                              content_type=JSON_CONTENT_TYPE)
+                              content_type=JSON_CONTENT_TYPE, verb="create")
 
     def apply(self, kind: Kind, name: str, body: Mapping[str, Any], namespace: str | None = None) -> dict[str, Any]:
         """Server-side apply as field manager `jr2`, forcing conflicts (JSON is YAML)."""
@@ -223,14 +227,14 @@ class KubeClient:
         with self.writes:
             return self._json("PATCH", kind.path(self._ns(kind, namespace), name), body=doc,
                               params={"fieldManager": FIELD_MANAGER, "force": "true"},
-                              content_type=APPLY_CONTENT_TYPE)
+                              content_type=APPLY_CONTENT_TYPE, verb="apply")
 
     def merge_patch(self, kind: Kind, name: str, patch: Mapping[str, Any], namespace: str | None = None,
                     *, status: bool = False) -> dict[str, Any]:
         """A JSON merge patch of the main resource, or of `/status` when `status` is set."""
         path = kind.path(self._ns(kind, namespace), name, "status" if status else None)
         with self.writes:
-            return self._json("PATCH", path, body=dict(patch), content_type=MERGE_PATCH_CONTENT_TYPE)
+            return self._json("PATCH", path, body=dict(patch), content_type=MERGE_PATCH_CONTENT_TYPE, verb="patch")
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None,
                resource_version: str | None = None) -> bool:
@@ -247,7 +251,7 @@ class KubeClient:
         with self.writes:
             try:
                 self._json("DELETE", kind.path(self._ns(kind, namespace), name), body=body,
-                           content_type=JSON_CONTENT_TYPE)
+                           content_type=JSON_CONTENT_TYPE, verb="delete")
             except KubeError as e:
                 if e.status == 404:
                     return False
@@ -262,11 +266,11 @@ class KubeClient:
     def _ns(self, kind: Kind, namespace: str | None) -> str | None:
         return (namespace or self.namespace) if kind.namespaced else None
 
-    def _json(self, method: str, path: str, *, body: Mapping[str, Any] | None = None,
+    def _json(self, method: str, path: str, *, verb: str, body: Mapping[str, Any] | None = None,
               params: Mapping[str, str] | None = None, content_type: str | None = None) -> dict[str, Any]:
         data = json.dumps(body).encode() if body is not None else None
         resp = self._send(method, path, params=params, data=data, content_type=content_type, stream=True,
-                          timeout=self._timeout)
+                          timeout=self._timeout, verb=verb)
         if resp.status_code >= 400:
             self._raise_for(resp, method, path)
         raw = _read_capped(resp, method, path, self._max_body)
@@ -279,7 +283,8 @@ class KubeClient:
         return doc
 
     def _send(self, method: str, path: str, *, params: Mapping[str, str] | None = None, data: bytes | None = None,
-              content_type: str | None = None, stream: bool, timeout: tuple[float, float]) -> requests.Response:
+              content_type: str | None = None, stream: bool, timeout: tuple[float, float],
+              verb: str) -> requests.Response:
         url = self._base + path
         for attempt in (1, 2):
             headers: dict[str, str] = {}
@@ -292,9 +297,12 @@ class KubeClient:
                 resp = self._session.request(method, url, params=params, data=data, headers=headers,
                                              stream=stream, timeout=timeout)
             except requests.exceptions.RequestException as e:
+                self.metrics.request(verb, None)
                 raise transport_error(e, method, path) from e
+            self.metrics.request(verb, resp.status_code)
             if resp.status_code == 401 and attempt == 1 and self._credentials.refreshable:
                 resp.close()
+                self.metrics.unauthorized_retry()
                 log.info("401 on %s %s: re-reading the token file and retrying once", method, path)
                 continue
             return resp

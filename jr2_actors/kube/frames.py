@@ -11,17 +11,20 @@ buffered: the decoder drops bytes until the next newline and reports the line's 
 
 A BOOKMARK's object carries only `metadata.resourceVersion`, so bookmarks are decoded on their own
 terms, never through the typed view of a Sandbox. An `ERROR` frame carries a `Status` inside an
-HTTP 200: that is how an expired resume arrives (CONTRACTS.md §2).
+HTTP 200: that is how an expired resume arrives (CONTRACTS.md §2). An event the fake API server sent for
+a write carries the write's wall time beside its object (`WATCH_WRITTEN_AT_FIELD`): it is read into
+`WatchEvent.written_at` when it is a finite number, and ignored otherwise (a real server sends none).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jr2_actors.constants import MAX_FRAME_BYTES
+from jr2_actors.constants import MAX_FRAME_BYTES, WATCH_WRITTEN_AT_FIELD
 from jr2_actors.errors import ApiStatus
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -33,6 +36,7 @@ class WatchEvent:
     type: EventType
     object: Mapping[str, Any] = field(repr=False)
     resource_version: str | None
+    written_at: float | None = field(default=None, compare=False)  # the fake server's write time, if sent
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,7 @@ def decode_line(line: bytes) -> Decoded:
         if rv is None and meta.get("resourceVersion") not in (None, ""):
             return FrameError("malformed", f"{kind} with a non-string resourceVersion", size, _excerpt(line))
         event_type: EventType = kind  # type: ignore[assignment]
-        return WatchEvent(event_type, obj, rv)
+        return WatchEvent(event_type, obj, rv, _written_at(doc.get(WATCH_WRITTEN_AT_FIELD)))
     return FrameError("unknown-type", f"event type {_short(kind)!r}", size, _excerpt(line))
 
 
@@ -149,6 +153,12 @@ def _resource_version(obj: Mapping[str, Any]) -> str | None:
         return None
     rv = meta.get("resourceVersion")
     return rv if isinstance(rv, str) and rv else None
+
+
+def _written_at(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def _excerpt(line: bytes) -> str:

@@ -27,6 +27,7 @@ from jr2_actors.clock import Clock
 from jr2_actors.constants import PERSIST_ASK_SECONDS
 from jr2_actors.harness.tokens import INSTANCE_HARNESS, harness_token
 from jr2_actors.kube.client import KubeClient
+from jr2_actors.metrics import OFF, Telemetry
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed import Published
@@ -59,6 +60,7 @@ class RunEnv:
     instance_harness: str = ""
     idle_timeout: str = "30m"
     workspace_options: dict[str, Any] = field(default_factory=dict)
+    telemetry: Telemetry = field(default=OFF, repr=False)  # the orchestrator's metrics (issue 11)
 
 
 @dataclass(frozen=True)
@@ -91,9 +93,11 @@ class _Tick:
 
 
 class RunActor(Shell):
+    log_key = "run"  # its name is the run id: every line its thread (and its children's) logs carries it
+
     def __init__(self, core: RunCore, env: RunEnv, parent: Recipient, *, restored: bool = False,
                  restore_step: run.RunStep | None = None) -> None:
-        super().__init__()
+        super().__init__(telemetry=env.telemetry)
         self.core = core
         self.env = env
         self.parent = parent
@@ -117,6 +121,7 @@ class RunActor(Shell):
             self._step(run.Start())
 
     def cleanup(self) -> None:
+        self.env.telemetry.runs.forget(self.core.run_id)
         if self._deadline is not None:
             self._deadline.cancel()
         for ref in [*self._agents.values(), *self._workspaces.values()]:
@@ -167,6 +172,7 @@ class RunActor(Shell):
             self._act(action)
         if self._deadline is not None:
             self._deadline.arm(step.deadline)
+        self.env.telemetry.runs.update(self.core)  # the run's state, Workspaces and waits, for the scrape
 
     def _act(self, action: run.Action) -> None:
         if isinstance(action, run.Persist):
@@ -203,13 +209,15 @@ class RunActor(Shell):
         self._workspaces[action.path] = WorkspaceActor.start(
             spec, client=self.env.client, watch=self.env.watch, parent=self.actor_ref,
             signing_key=self.env.signing_key, kube_pool=self.env.kube_pool, attach_pool=self.env.attach_pool,
-            clock=self.env.clock, restored=action.restored, timers=self.env.timers, **self.env.workspace_options)
+            clock=self.env.clock, restored=action.restored, timers=self.env.timers, telemetry=self.env.telemetry,
+            **self.env.workspace_options)
 
     def _agent(self, name: str) -> pykka.ActorRef[Any]:
         ref = self._agents.get(name)
         if ref is None or not ref.is_alive():
             ref = agent_actor.AgentActor.start(name, parent=self.actor_ref, pool=self.env.agent_pool,
-                                               clock=self.env.clock, timers=self.env.timers)
+                                               clock=self.env.clock, timers=self.env.timers,
+                                               telemetry=self.env.telemetry)
             self._agents[name] = ref
         return ref
 

@@ -1,6 +1,9 @@
 """StoreActor: the only writer of `state.db` (ADR-0065). Every persist is an `ask`, so the row is on
 disk (in WAL, handed to the OS) before the caller's next side effect — the ordering ADR-0065 keeps the
 write synchronous for. The actor owns its one connection; it sweeps finished rows at boot and hourly.
+
+Metrics (issue 11): each persist's latency and blob size, each sweep, and the rows by status — recounted
+at boot, after a sweep, and one second after writes (however many), so a burst costs one count.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from typing import Any
 
 from jr2_actors.actorkit import Recipient, Shell, Timers, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import SWEEP_INTERVAL_SECONDS
+from jr2_actors.constants import STORE_ROWS_RECOUNT_SECONDS, SWEEP_INTERVAL_SECONDS
+from jr2_actors.metrics import Telemetry
 from jr2_actors.store.core import RunRecord, RunStore, StoreError
 
 log = logging.getLogger(__name__)
@@ -46,21 +50,29 @@ class Healthy:
     """Ask: True when the store can write, else why not (`/healthz` reports it)."""
 
 
+@dataclass(frozen=True)
+class _Recount:
+    pass
+
+
 class StoreActor(Shell):
     def __init__(self, state_dir: str, *, clock: Clock | None = None,
-                 sweep_interval: float = SWEEP_INTERVAL_SECONDS, parent: Recipient | None = None) -> None:
-        super().__init__()
+                 sweep_interval: float = SWEEP_INTERVAL_SECONDS, parent: Recipient | None = None,
+                 telemetry: Telemetry | None = None) -> None:
+        super().__init__(telemetry=telemetry)
         self.parent = parent  # told an ActorFault if this actor dies of our bug (the orchestrator)
         self.clock = clock or SystemClock()
         self.store = RunStore(state_dir)
         self._interval = sweep_interval
         self._timers = Timers(self.clock, name="jr2-store-timers")
         self._next_sweep: int | None = None
+        self._recount_due = False
         self._write_error = ""
 
     def started(self) -> None:
         self.store.open()  # the connection belongs to this actor's thread
         self._sweep()
+        self._recount()
 
     def cleanup(self) -> None:
         self._timers.stop()
@@ -68,14 +80,25 @@ class StoreActor(Shell):
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Persist):
+            metrics = self.telemetry.store
+            began = self.telemetry.monotonic()
             try:
-                self.store.persist(message.run_id, message.status, message.blob, message.reason, self.clock.wall())
+                size = self.store.persist(message.run_id, message.status, message.blob, message.reason,
+                                          self.clock.wall())
             except StoreError:
+                metrics.persist_failed()
                 raise  # our bug, answered to the asker; the store itself is fine
             except Exception as e:
+                metrics.persist_failed()
                 self._write_error = f"{type(e).__name__}: {e}"
                 raise
+            metrics.persisted(self.telemetry.monotonic() - began, size)
             self._write_error = ""
+            self._recount_soon()
+            return None
+        if isinstance(message, _Recount):
+            self._recount_due = False
+            self._recount()
             return None
         if isinstance(message, Healthy):
             return self._healthy()
@@ -107,10 +130,28 @@ class StoreActor(Shell):
             removed = self.store.sweep(self.clock.wall())
         except Exception:
             log.exception("the sweep of finished runs failed; the next one is in %.0fs", self._interval)
+            self.telemetry.store.swept(None)
             return 0
+        self.telemetry.store.swept(removed)
         if removed:
             log.info("swept %d finished runs older than 7 days", removed)
+            self._recount_soon()
         return removed
+
+    def _recount_soon(self) -> None:
+        """One recount a second at most, whatever the number of writes before it."""
+        if self.telemetry.enabled and not self._recount_due:
+            self._recount_due = True
+            ref = self.actor_ref
+            self._timers.schedule(self.clock.monotonic() + STORE_ROWS_RECOUNT_SECONDS,
+                                  lambda: tell_quietly(ref, _Recount()))
+
+    def _recount(self) -> None:
+        if self.telemetry.enabled:
+            try:
+                self.telemetry.store.rows(self.store.count_by_status())
+            except Exception:
+                log.exception("counting the store's rows failed (only the metrics miss it)")
 
 
 

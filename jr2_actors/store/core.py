@@ -92,8 +92,9 @@ class RunStore:
     def synchronous(self) -> int:
         return int(self.db.synchronous)
 
-    def persist(self, run_id: str, status: str, blob: Mapping[str, Any], reason: str | None, now: float) -> None:
-        """Upsert the run's one row; on return the row is in the OS's hands (WAL, NORMAL)."""
+    def persist(self, run_id: str, status: str, blob: Mapping[str, Any], reason: str | None, now: float) -> int:
+        """Upsert the run's one row; on return the row is in the OS's hands (WAL, NORMAL). Returns the blob's
+        size in bytes (as stored: JSON text)."""
         if status not in STATUSES:
             raise StoreError(f"status {status!r} is not one of {', '.join(STATUSES)}")
         if not run_id:
@@ -107,6 +108,7 @@ class RunStore:
         cursor = self.db.execute_sql(_UPSERT, (run_id, status, text, reason, now))
         if cursor.rowcount == 0:
             raise StoreError(f"run {run_id} has finished: it cannot be live again")
+        return len(text.encode())
 
     def can_write(self) -> None:
         """Take the write lock and give it back: raises when the database cannot be written."""
@@ -121,6 +123,11 @@ class RunStore:
     def get(self, run_id: str) -> RunRecord | None:
         row = self._run.get_or_none(self._run.run_id == run_id)
         return _record(row) if row is not None else None
+
+    def count_by_status(self) -> dict[str, int]:
+        """Rows by status (one indexed scan: the StoreActor runs it at most once a second)."""
+        cursor = self.db.execute_sql("SELECT status, COUNT(*) FROM runs GROUP BY status")
+        return {str(status): int(n) for status, n in cursor.fetchall()}
 
     def sweep(self, now: float) -> int:
         """Delete every non-live row whose terminal write is older than the retention (7 days)."""

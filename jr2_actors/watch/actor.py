@@ -13,6 +13,10 @@ takes the next command. A key has one recipient at a time: a `Register` for a ke
 holds hands the key over (a Workspace's successor, ADR-0064), and an `Unregister` from anyone but the
 holder is ignored, so a predecessor's cleanup never silences its successor.
 
+Metrics (issue 11): every frame, re-list and watch opened is counted in the orchestrator's `Telemetry`,
+and the watch's state is published after each step; a delivery of an event the server stamped with its
+write time carries that time (`written_at`), so its recipient can measure the delivery latency.
+
 Nothing else in the process lists or polls Sandboxes. Shutdown closes the stream, joins the I/O
 thread within a budget, tells every registered recipient `WatchClosed`, and — the actor being dead —
 later registrations are refused by pykka with `ActorDeadError`.
@@ -24,7 +28,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jr2_actors.actorkit import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
@@ -32,7 +36,9 @@ from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import STALL_BOUND_SECONDS, WATCH_SHUTDOWN_SECONDS, WATCH_TIMEOUT_SECONDS
 from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.kube.client import KubeClient, WatchStream
+from jr2_actors.kube.frames import WatchEvent
 from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.metrics import Telemetry, WatchState, relist_cause
 from jr2_actors.watch import core
 from jr2_actors.watch.core import Failure, SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import RUN_LABEL, Foreign, SandboxKey
@@ -228,8 +234,8 @@ class WatchActor(Shell):
                  stall_bound: float = STALL_BOUND_SECONDS, watch_timeout: int = WATCH_TIMEOUT_SECONDS,
                  tap: Recipient | None = None, seed: int | None = None,
                  shutdown_budget: float = WATCH_SHUTDOWN_SECONDS, parent: Recipient | None = None,
-                 **core_options: Any) -> None:
-        super().__init__()
+                 telemetry: Telemetry | None = None, **core_options: Any) -> None:
+        super().__init__(telemetry=telemetry)
         self.parent = parent  # told an ActorFault if this actor dies of our bug (the orchestrator)
         self.clock = clock or SystemClock()
         self.core = core.ObserverCore(stall_bound=stall_bound, rng=jitter_source(seed), deliver_all=tap is not None,
@@ -280,24 +286,39 @@ class WatchActor(Shell):
 
     def _step(self, event: core.Input) -> None:
         step = self.core.step(event, self.clock.monotonic())
+        metrics = self.telemetry.watch
+        written_at = None
+        if isinstance(event, core.FrameReceived):
+            metrics.frame(event.frame)
+            if isinstance(event.frame, WatchEvent):
+                written_at = event.frame.written_at
         for report in step.reports:
             if isinstance(report, core.DELIVERIES):  # the core's deliveries are the messages themselves
-                recipient = self._recipients.get(report.key)
+                delivery = report
+                if written_at is not None and not isinstance(delivery, WatchFailed):
+                    delivery = replace(delivery, written_at=written_at)
+                recipient = self._recipients.get(delivery.key)
                 if recipient is not None:
-                    tell_quietly(recipient, report)
-                tell_quietly(self._tap, report)
+                    tell_quietly(recipient, delivery)
+                tell_quietly(self._tap, delivery)
             else:
                 _log(report)
+                if isinstance(report, core.Terminated) and report.action != "resume":
+                    metrics.relist(relist_cause(event, report, self.core.keeper.degraded))
                 tell_quietly(self._tap, WatchReport(report))
         for action in step.actions:
             if isinstance(action, core.ListNow):
                 self._io.list()
             elif isinstance(action, core.WatchFrom):
+                metrics.watch_opened()
                 self._io.watch(action.resource_version, action.stream)
             elif isinstance(action, core.CloseStream):
                 self._io.close(action.stream)
         if self._deadline is not None:
             self._deadline.arm(step.deadline)
+        c = self.core
+        metrics.publish(WatchState(c.phase, c.keeper.degraded, c.failures, len(c.cache.waiters), c.tracked,
+                                   c.resource_version))
 
 
 def _same(a: Recipient, b: Recipient) -> bool:

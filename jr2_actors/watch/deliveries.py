@@ -44,6 +44,7 @@ class SandboxSeen:
     key: SandboxKey
     sandbox: SandboxView
     object: Mapping[str, Any] = field(repr=False, compare=False)
+    written_at: float | None = field(default=None, compare=False)  # set by the shell: see `WatchEvent`
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class SandboxGone:
     name: str
     uid: str
     reason: Literal["deleted", "absent", "replaced"]
+    written_at: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import pykka
 
+from jr2_actors import logs
 from jr2_actors.actorkit import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import DELETE_VERSION_REREADS
@@ -31,6 +32,7 @@ from jr2_actors.harness.client import HarnessClient, HarnessError, HarnessProtoc
 from jr2_actors.harness.tokens import harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX, SECRET
+from jr2_actors.metrics import Telemetry
 from jr2_actors.watch import actor as watch
 from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import identify
@@ -76,13 +78,16 @@ class _Tick:
 
 
 class WorkspaceActor(Shell):
+    log_key = "workspace"
+
     def __init__(self, spec: WorkspaceSpec, *, client: KubeClient, watch: pykka.ActorRef[Any], parent: Recipient,
                  signing_key: bytes, kube_pool: Executor, attach_pool: Executor, clock: Clock | None = None,
                  harness_factory: HarnessFactory | None = None, restored: ws.Restored | None = None,
-                 timers: Timers | None = None, seed: int | None = None, **core_options: Any) -> None:
+                 timers: Timers | None = None, seed: int | None = None, telemetry: Telemetry | None = None,
+                 **core_options: Any) -> None:
         """`timers`: a run's Workspaces share one timer thread (on the same clock); by default the actor
         keeps its own."""
-        super().__init__()
+        super().__init__(telemetry=telemetry)
         self.spec = spec
         self.client = client
         self.watch = watch
@@ -121,6 +126,8 @@ class WorkspaceActor(Shell):
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, (SandboxSeen, SandboxGone, WatchFailed)):
+            if not isinstance(message, WatchFailed) and message.written_at is not None:
+                self.telemetry.watch.delivered(message.written_at)  # the server's write → this receipt
             self._step(message)  # the watch's deliveries are the core's inputs as they are
         elif isinstance(message, watch.WatchClosed):
             self._step(ws.WatchClosed())
@@ -191,7 +198,7 @@ class WorkspaceActor(Shell):
                 return
             tell_quietly(ref, _Done(done.event, lane, done.note))
 
-        pool.submit(work)
+        pool.submit(logs.carry(work))
 
     # -- the calls (on a pool thread: they touch no attribute that changes, they return the core's input) --
 

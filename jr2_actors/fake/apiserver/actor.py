@@ -4,7 +4,8 @@ Theory of operation: HTTP connection threads (outside the actor system) read a r
 `ApiServerActor`, which alone touches the store, the fault knobs, the token and the request log — so there
 is no lock around any of them. The actor checks the token, spends an injected fault, and hands the request
 to the pure routes (rest.py). A watch is answered with its initial frames and a queue; the store's
-sink puts each later frame on that queue and the connection thread streams it as one chunked line,
+sink puts each later frame on that queue, stamped with the write's time beside its object (issue 11:
+`WATCH_WRITTEN_AT_FIELD`, which real clients ignore), and the connection thread streams it as one chunked line,
 adding bookmarks (of the watched kind) on the configured interval and ending at `timeoutSeconds` (with a
 last bookmark just before, as a real server does). A stalled watch sends nothing at all, bookmarks
 included, and keeps its socket open.
@@ -32,6 +33,7 @@ import pykka
 
 from jr2_actors.actorkit import Shell
 from jr2_actors.clock import Clock, SystemClock
+from jr2_actors.constants import WATCH_WRITTEN_AT_FIELD
 from jr2_actors.fake.apiserver import discovery, rest
 from jr2_actors.fake.apiserver.rest import ApiAnswer, ApiRequest, WatchSpec, status_answer
 from jr2_actors.fake.apiserver.state import ClusterState
@@ -336,8 +338,12 @@ class ApiServerActor(Shell):
 
     def _open_watch(self, spec: WatchSpec) -> Opened:
         ticket = WatchTicket(spec)
-        initial, wid = self.state.subscribe(spec.kind, spec.namespace, spec.labels, spec.since, ticket.queue.put,
-                                            spec.fields)
+        wall, put = self.clock.wall, ticket.queue.put
+
+        def sink(frame: dict[str, Any]) -> None:  # called during the write: its time is the write's
+            put({**frame, WATCH_WRITTEN_AT_FIELD: wall()})
+
+        initial, wid = self.state.subscribe(spec.kind, spec.namespace, spec.labels, spec.since, sink, spec.fields)
         for frame in initial:
             ticket.queue.put(frame)
         if wid is None:

@@ -1,0 +1,25 @@
+"""Reading an exposition back in tests: every sample by name and labels, with prometheus_client's parser."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def samples(text: str) -> Samples:
+    out: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(text: str | Samples, metric: str, /, **labels: str) -> float | None:
+    table = samples(text) if isinstance(text, str) else text
+    return table.get((metric, tuple(sorted(labels.items()))))
+
+
+def series(text: str) -> int:
+    """How many time series the exposition holds."""
+    return len(samples(text))
