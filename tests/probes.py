@@ -1,10 +1,11 @@
-"""Recipients for actor tests: an inbox that records every message, and a pykka actor feeding it."""
+"""Recipients for actor tests: an inbox that records every message, and a pykka actor feeding it; and a way
+to make any actor die of "our bug" on cue."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pykka
 
@@ -42,3 +43,21 @@ class Probe(pykka.ThreadingActor):
 
     def on_receive(self, message: Any) -> None:
         self.inbox.tell(message)
+
+
+CRASH = "crash now"  # a message only `crashing` subclasses take: each raises on it, as our bug would
+
+A = TypeVar("A", bound=pykka.ThreadingActor)
+
+
+def crashing(cls: type[A]) -> type[A]:
+    """`cls`, raising in the middle of one message — the base's failure path is the real one."""
+
+    class Crashing(cls):  # type: ignore[valid-type, misc]
+        def on_receive(self, message: Any) -> Any:
+            if message == CRASH:
+                raise RuntimeError("our bug, mid-message")
+            return super().on_receive(message)
+
+    Crashing.__name__ = cls.__name__
+    return Crashing

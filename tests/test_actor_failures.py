@@ -27,26 +27,10 @@ from jr2_actors.workflow import WorkspaceDef, load_workflow, read_document
 from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.core import PlacingLine
 from jr2_actors.workspace.manifest import WorkspaceSpec
-from tests.probes import Inbox
+from tests.probes import CRASH, Inbox, crashing
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
-CRASH = "crash now"  # a message only the test's subclasses take: each raises on it, as our bug would
-
-
-def crashing(cls: type[pykka.ThreadingActor]) -> type[pykka.ThreadingActor]:
-    """`cls`, raising in the middle of a message — the base's failure path is the real one."""
-
-    class Crashing(cls):  # type: ignore[misc, valid-type]
-        def on_receive(self, message: Any) -> Any:
-            if message == CRASH:
-                raise RuntimeError("our bug, mid-message")
-            return super().on_receive(message)
-
-    Crashing.__name__ = cls.__name__
-    return Crashing
-
-
 def jr2_threads() -> set[str]:
     """The threads our actors start (a test's own pools are the test's)."""
     return {t.name for t in threading.enumerate() if t.name.startswith("jr2-") and not t.name.startswith("jr2-test-")}

@@ -21,6 +21,7 @@ from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.actor import RunActor
 from jr2_actors.watch.identity import sandbox_name
 from jr2_actors.workflow import read_document
+from tests.probes import CRASH, crashing
 from tests.waiting import wait_until
 from tests.workflows import one_state
 
@@ -164,22 +165,6 @@ def test_the_jr2_orchestrator_fixture_runs_a_workflow_in_two_lines(jr2_orchestra
     assert status is not None and status["status"] == "done"
 
 
-def crash_on(cls: type[RunActor]) -> type[RunActor]:
-    """`RunActor`, raising on one message only a test sends — the failure path is the real one (our bug)."""
-
-    class Crashing(cls):  # type: ignore[misc, valid-type]
-        def on_receive(self, message: Any) -> Any:
-            if message == CRASH:
-                raise RuntimeError("our bug, mid-message")
-            return super().on_receive(message)
-
-    Crashing.__name__ = cls.__name__
-    return Crashing
-
-
-CRASH = "crash now"
-
-
 def crash(orch: Orchestrator, run_id: str) -> pykka.ActorRef[Any]:
     """Kill the run's actor; answer the one that replaces it."""
     old = orch._live(run_id)
@@ -194,7 +179,7 @@ def crash(orch: Orchestrator, run_id: str) -> pykka.ActorRef[Any]:
 
 def test_a_run_whose_actor_dies_is_restored_from_its_row_and_finishes(cluster: FakeCluster, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("jr2_actors.orchestrator.RunActor", crash_on(RunActor))
+    monkeypatch.setattr("jr2_actors.orchestrator.RunActor", crashing(RunActor))
     cluster.script("worker", [Hang()], [Pick("finish")])  # two Turns: the first hangs
     with orchestrator(cluster, tmp_path) as orch:
         run_id = orch.submit(doc(ONE_STATE))
@@ -213,7 +198,7 @@ def test_a_run_whose_actor_dies_is_restored_from_its_row_and_finishes(cluster: F
 
 def test_a_run_whose_actor_keeps_dying_is_ended_in_error_and_the_orchestrator_stays_healthy(
         cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("jr2_actors.orchestrator.RunActor", crash_on(RunActor))
+    monkeypatch.setattr("jr2_actors.orchestrator.RunActor", crashing(RunActor))
     cluster.script("worker", [Hang()])
     with orchestrator(cluster, tmp_path) as orch:
         run_id = orch.submit(doc(ONE_STATE))
