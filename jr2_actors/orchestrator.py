@@ -214,6 +214,9 @@ class Orchestrator:
     def run_status(self, run_id: str) -> dict[str, Any] | None:
         return self.status(run_id)
 
+    def interrupt_feeds(self) -> None:
+        self.feed_hub.interrupt()
+
     def health(self) -> tuple[bool, str]:
         if self._watch is None or self._store is None:
             return False, "not started"

@@ -35,7 +35,7 @@ class Serve:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jr2_actors", "--log-level", "info", "serve", "--namespace", "jr2",
              "--state-dir", str(state), "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0", *extra],
-            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=serve_env())
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=serve_env(TMPDIR=str(_tmp(state))))
         self.lines: list[str] = []
         self.url = ""
         self._ready = threading.Event()
@@ -57,3 +57,11 @@ class Serve:
     def call(self, method: str, path: str, **kw: Any) -> requests.Response:
         return requests.request(method, self.url + path, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10,
                                 **kw)
+
+
+def _tmp(state: Path) -> Path:
+    """The process's temp folder, beside its state in the test's own: even a SIGKILLed `serve` (which
+    cannot remove its TLS files) leaves nothing outside the test's folder."""
+    folder = state.parent / f"{state.name}-tmp"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

@@ -239,6 +239,9 @@ class _Degraded:
     def metrics(self) -> str:
         return ""
 
+    def interrupt_feeds(self) -> None:
+        pass
+
 
 def test_healthz_is_503_with_the_reason_when_the_orchestrator_is_not_healthy() -> None:
     server = ApiServer(Api(_Degraded(), TOKEN))

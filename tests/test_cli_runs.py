@@ -20,6 +20,7 @@ from jr2_actors.api.server import ApiServer
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick
 from jr2_actors.orchestrator import Orchestrator
+from jr2_actors.workflow import read_document
 from tests.waiting import wait_until
 from tests.workflows import one_state
 
@@ -132,6 +133,23 @@ def test_submit_runs_status_events_and_cancel(server: tuple[str, FakeCluster, Or
     assert follower.returncode == 0 and "started cli in state work" in out and "ended cancelled" in out
     gone = jr2("status", run_id, "--server", url, "--json")
     assert json.loads(gone.stdout)["status"] == "cancelled"  # a finished run, from the store
+
+
+def test_events_on_a_quiet_run_leaves_at_once_on_ctrl_c(server: tuple[str, FakeCluster, Orchestrator]) -> None:
+    url, cluster, orch = server
+    cluster.script("worker", [Hang()])
+    run_id = orch.submit(read_document(WORKFLOW))
+    wait_until(lambda: (orch.status(run_id) or {}).get("turn", {}).get("phase") == "running", what="running")
+    follower = subprocess.Popen([sys.executable, "-m", "jr2_actors", "events", run_id, "--server", url],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "JR2_INSTANCE_TOKEN": TOKEN})
+    assert follower.stdout is not None
+    for line in follower.stdout:  # the feed so far; then the run says nothing (its Turn hangs)
+        if "admitted" in line:
+            break
+    follower.send_signal(signal.SIGINT)
+    _, err = follower.communicate(timeout=10)  # not the next heartbeat, nor the next event: now
+    assert follower.returncode == 0 and "Traceback" not in err, err
 
 
 def test_a_run_waiting_for_capacity_is_marked_in_runs(tmp_path: Path) -> None:

@@ -56,6 +56,22 @@ def test_sigterm_mid_run_exits_zero_and_a_restart_continues_the_run(cluster: Fak
         assert second.proc.wait(SERVE_STOP_SECONDS) == 0
 
 
+def test_sigterm_with_an_event_stream_open_still_exits_zero_in_time(cluster: FakeCluster, tmp_path: Path) -> None:
+    kubeconfig = cluster.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    cluster.script("worker", [Hang()])
+    served = Serve(kubeconfig, tmp_path / "state")
+    run_id = served.call("POST", "/runs", json={"workflow": read_document(WORKFLOW)}).json()["runId"]
+    stream = served.call("GET", f"/runs/{run_id}/events", stream=True)
+    assert stream.status_code == 200
+    lines = stream.iter_lines(decode_unicode=True)
+    assert next(lines).startswith(": jr2 feed of")  # a follower is attached, its worker busy for good
+    served.proc.send_signal(signal.SIGTERM)
+    assert served.proc.wait(SERVE_STOP_SECONDS) == 0, "".join(served.lines)
+    rest = list(lines)  # the stream ended with the server (a hang here is the bug), whole frames only
+    assert all(not line or line.startswith((":", "id:", "event:", "data:")) for line in rest), rest
+    stream.close()
+
+
 def test_a_busy_port_is_one_line_and_exit_2(cluster: FakeCluster, tmp_path: Path) -> None:
     import socket
 

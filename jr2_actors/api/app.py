@@ -55,6 +55,9 @@ class Backend(Protocol):
 
     def metrics(self) -> str: ...
 
+    def interrupt_feeds(self) -> None:
+        """Wake every `feed` wait now (the API is stopping)."""
+
 
 class HttpError(Exception):
     def __init__(self, status: int, error: str, **extra: Any) -> None:
@@ -97,6 +100,12 @@ class Api:
         self._token = token
         self._heartbeat = heartbeat
         self._streams = threading.BoundedSemaphore(max_streams)
+        self._closing = threading.Event()
+
+    def close(self) -> None:
+        """End every event stream now: the listener can stop without waiting out a follower."""
+        self._closing.set()
+        self.backend.interrupt_feeds()
 
     def __call__(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         method = str(environ.get("REQUEST_METHOD", "GET")).upper()
@@ -208,12 +217,12 @@ class _Stream:
 
     def __iter__(self) -> Iterator[bytes]:
         yield b": jr2 feed of " + self._run.encode() + b"\n\n"
-        while not self._closed:
+        while not self._closed and not self._api._closing.is_set():
             if self._first is not None:
                 batch, self._first = self._first, None
             else:
                 got = self._api.backend.feed(self._run, self._after, self._api._heartbeat)
-                if got is None:
+                if got is None or self._api._closing.is_set():
                     return
                 batch = got
             events, finished = batch

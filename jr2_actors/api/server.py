@@ -27,6 +27,7 @@ class ApiServer:
                                    shutdown_timeout=int(API_SHUTDOWN_SECONDS), request_queue_size=64,
                                    server_name="jr2-actors")
         self._thread: threading.Thread | None = None
+        self._app = app
 
     def start(self) -> None:
         """Bind and listen now (an address in use raises OSError here), then serve on a thread."""
@@ -52,7 +53,10 @@ class ApiServer:
         return f"http://{shown}:{port}"
 
     def stop(self) -> None:
-        """Stop accepting, let requests in flight finish (streams end when the feed hub closes)."""
+        """End the event streams (an app with `close()`), stop accepting, let requests in flight finish."""
+        close = getattr(self._app, "close", None)
+        if callable(close):
+            close()
         self._server.stop()
         if self._thread is not None:
             self._thread.join(API_SHUTDOWN_SECONDS + 1)

@@ -17,7 +17,7 @@ from typing import Any
 import requests
 
 from jr2_actors.api import sse
-from jr2_actors.commands.common import UsageError, secret_from
+from jr2_actors.commands.common import UsageError, secret_from, until_stopped
 from jr2_actors.run.render import feed_line, status_lines
 from jr2_actors.workflow import MAX_WORKFLOW_BYTES, WorkflowError, read_document
 
@@ -116,9 +116,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
         doc = client.json("POST", f"/runs/{args.run}/cancel")
         print(json.dumps(doc) if args.json else f"cancelling {args.run}: {doc.get('status')}", file=out)
     elif args.command == "events":
-        for event in client.events(args.run):
-            if stop.is_set():
-                break
+        for event in until_stopped(client.events(args.run), stop):
             print(json.dumps(event) if args.json else f"{event.get('at', '')[11:19]} {feed_line(event)}", file=out,
                   flush=True)
     return 0

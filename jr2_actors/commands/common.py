@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import queue
 import re
 import threading
-from typing import NoReturn
+from collections.abc import Iterable, Iterator
+from typing import NoReturn, TypeVar
+
+T = TypeVar("T")
 
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 MAX_SECRET_BYTES = 64 * 1024
@@ -77,3 +81,35 @@ def until_signalled(stop: threading.Event) -> None:
     """Block until SIGINT or SIGTERM (noted in `stop`); both are a clean stop."""
     while not stop.wait(1.0):
         pass
+
+
+_END = object()
+STOP_POLL_SECONDS = 0.2  # how soon a command reading a quiet stream notices Ctrl-C
+
+
+def until_stopped(items: Iterable[T], stop: threading.Event) -> Iterator[T]:
+    """`items`, read on a daemon thread, until they end or `stop` is set: a command following a stream that
+    is quiet for minutes (a feed between heartbeats) still leaves at once on Ctrl-C or SIGTERM. What the
+    reader raises is raised here."""
+    handoff: queue.Queue[object] = queue.Queue(maxsize=64)
+
+    def read() -> None:
+        try:
+            for item in items:
+                handoff.put(item)
+        except BaseException as e:  # handed over whole: the command reports it as its own
+            handoff.put(e)
+            return
+        handoff.put(_END)
+
+    threading.Thread(target=read, name="jr2-stream-reader", daemon=True).start()
+    while not stop.is_set():
+        try:
+            got = handoff.get(timeout=STOP_POLL_SECONDS)
+        except queue.Empty:
+            continue
+        if got is _END:
+            return
+        if isinstance(got, BaseException):
+            raise got
+        yield got  # type: ignore[misc]

@@ -93,7 +93,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
         until_signalled(stop)
         log.warning("stopping: no new requests; the runs' actors stop, their Sandboxes stay for the next start")
     finally:
-        server.stop()
+        server.stop()  # its event streams end first, so a follower cannot hold a worker
         orchestrator.stop()
         client.close()
     return 0

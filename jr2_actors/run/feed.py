@@ -32,6 +32,7 @@ class FeedHub:
         self._feeds: dict[str, deque[FeedEvent]] = {}
         self._finished: set[str] = set()
         self._closed = False
+        self._interrupts = 0  # bumped to wake every reader without closing the hub
 
     def tell(self, message: object) -> None:
         """How actors publish: a `Published` message, like a tell to an actor (never blocks long)."""
@@ -55,10 +56,17 @@ class FeedHub:
         """The lines after id `after`, waiting up to `wait` seconds for one; and whether the run finished
         (then no more will come)."""
         with self._cond:
-            self._cond.wait_for(lambda: self._closed or run_id in self._finished or any(
-                e.id > after for e in self._feeds.get(run_id, ())), timeout=wait)
+            interrupts = self._interrupts
+            self._cond.wait_for(lambda: self._closed or run_id in self._finished or interrupts != self._interrupts
+                                or any(e.id > after for e in self._feeds.get(run_id, ())), timeout=wait)
             events = [e for e in self._feeds.get(run_id, ()) if e.id > after]
             return events, run_id in self._finished or self._closed
+
+    def interrupt(self) -> None:
+        """Wake every reader now, each with what it has (the API is stopping); the hub stays open."""
+        with self._cond:
+            self._interrupts += 1
+            self._cond.notify_all()
 
     def forget(self, run_id: str) -> None:
         with self._cond:

@@ -1,0 +1,67 @@
+"""Leaving a quiet stream at once: `until_stopped` for the commands that follow one, and `FeedHub.interrupt`
+for the API that stops while followers wait."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from jr2_actors.commands.common import until_stopped
+from jr2_actors.run.feed import FeedHub
+from jr2_actors.run.feedlines import FeedEvent, SaidLine
+
+WAIT = 10.0
+
+
+def quiet(first: list[int], release: threading.Event) -> Iterator[int]:
+    """Yields `first`, then blocks as a stream between heartbeats does."""
+    yield from first
+    release.wait(WAIT)
+
+
+def test_items_pass_through_in_order_and_the_end_ends_it() -> None:
+    assert list(until_stopped(iter([1, 2, 3]), threading.Event())) == [1, 2, 3]
+
+
+def test_a_stop_leaves_a_blocked_stream_without_waiting_for_its_next_item() -> None:
+    stop, release = threading.Event(), threading.Event()
+    got = until_stopped(quiet([7], release), stop)
+    assert next(got) == 7
+    stop.set()
+    assert list(got) == []  # returned although the source is still blocked
+    assert not release.is_set()
+    release.set()
+
+
+def test_what_the_source_raises_is_raised_to_the_reader() -> None:
+    def broken() -> Iterator[int]:
+        yield 1
+        raise ValueError("the feed broke off")
+
+    got = until_stopped(broken(), threading.Event())
+    assert next(got) == 1
+    with pytest.raises(ValueError, match="broke off"):
+        next(got)
+
+
+def test_an_interrupt_wakes_every_reader_and_the_hub_stays_open() -> None:
+    hub = FeedHub()
+    hub.publish("r-1", [FeedEvent(1, 0.0, SaidLine("coder", 1, "hi"))])
+    woke = threading.Event()
+    answers: list[tuple[list[FeedEvent], bool]] = []
+
+    def reader() -> None:
+        answers.append(hub.read("r-1", 1, WAIT))  # nothing after id 1: it waits
+        woke.set()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    hub.interrupt()  # a reader that has not started waiting yet waits its full `wait`: retry until woken
+    while not woke.wait(0.05):
+        hub.interrupt()
+    thread.join(WAIT)
+    assert answers == [([], False)]  # woken with what it has, and not told the run finished
+    hub.publish("r-1", [FeedEvent(2, 0.0, SaidLine("coder", 1, "more"))])
+    assert [e.id for e in hub.read("r-1", 1, 0.0)[0]] == [2]  # still open
