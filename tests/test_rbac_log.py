@@ -18,11 +18,17 @@ from tests.manifests import manifest_role
 
 # The one place a grant the demo's requests do not use may stay, each with its reason: a request the code
 # makes on a path the demo does not take, or a kind issue 12 grants for what the contract describes.
-KEPT_UNUSED: dict[Grant, str] = {
+# Used on paths whose timing the demo does not fix: the demo may or may not take them.
+MAY_GO_UNUSED: dict[Grant, str] = {
     Grant("core.jr2.dev", "sandboxes", "patch"): "the Lease's renewal (ADR-0064: the first within a minute of the "
-                                                 "write; the demo is over sooner) and the apply of a restored run",
+                                                 "write, at random; the demo may be over sooner) and the apply of a "
+                                                 "restored run",
     Grant("core.jr2.dev", "sandboxes", "get"): "workspace/actor.py reads one by name when its create meets a name "
-                                               "already taken, and before a delete whose write's answer was lost",
+                                               "already taken, before a delete whose write's answer was lost, and "
+                                               "when a delete's version moved unseen",
+}
+# Granted for what the contract describes, used by no code yet: used, they must leave this list.
+KEPT_UNUSED: dict[Grant, str] = {
     Grant("core.jr2.dev", "repos", "get"): "issue 12: Repo CRs for fetch asks (ADR-0053); no code reads a Repo yet",
     Grant("core.jr2.dev", "repos", "list"): "issue 12: as repos get",
     Grant("core.jr2.dev", "repos", "watch"): "issue 12: as repos get",
@@ -46,6 +52,7 @@ def test_every_request_of_the_demo_is_allowed_and_every_grant_is_used_or_named(t
     assert any(r["watch"] for r in log) and any(r["method"] == "DELETE" for r in log)
     result = audit(manifest_role(), log)
     assert not result.denied, "requests the Role refuses:\n" + describe(result.denied)
-    assert result.unused == set(KEPT_UNUSED), (
-        f"grants nothing used, not named in KEPT_UNUSED: {sorted(map(str, result.unused - set(KEPT_UNUSED)))}; "
-        f"named but now used (drop them from KEPT_UNUSED): {sorted(map(str, set(KEPT_UNUSED) - result.unused))}")
+    unexplained = result.unused - set(KEPT_UNUSED) - set(MAY_GO_UNUSED)
+    assert not unexplained, f"grants nothing used, named nowhere here: {sorted(map(str, unexplained))}"
+    used_now = set(KEPT_UNUSED) - result.unused
+    assert not used_now, f"named unused but now used (drop them from KEPT_UNUSED): {sorted(map(str, used_now))}"
