@@ -230,6 +230,8 @@ class Orchestrator:
         assert isinstance(watch, WatchHealth)
         if not watch.up:
             return False, f"the Sandbox watch is degraded ({watch.failures} failures in a row)"
+        if not watch.listed:  # not ready before the cluster has answered once (a wrong token, no route)
+            return False, f"the Sandbox watch has not listed yet ({watch.failures} failures so far; see the log)"
         if store_ok is not True:
             return False, f"the store cannot write: {store_ok}"
         return True, ""

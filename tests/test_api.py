@@ -66,6 +66,7 @@ def sse(resp: requests.Response) -> Iterator[dict[str, Any]]:
 
 
 def test_healthz_and_metrics_are_open(served: Served) -> None:
+    wait_until(lambda: served.call("GET", "/healthz", token=None).status_code == 200, what="ready: the watch listed")
     health = served.call("GET", "/healthz", token=None)
     assert health.status_code == 200 and health.json()["ok"] is True and health.json()["version"]
     metrics = served.call("GET", "/metrics", token=None)

@@ -72,6 +72,27 @@ def test_sigterm_with_an_event_stream_open_still_exits_zero_in_time(cluster: Fak
     stream.close()
 
 
+def test_a_cluster_that_refuses_the_token_is_not_ready_and_says_why(cluster: FakeCluster, tmp_path: Path) -> None:
+    import yaml
+
+    config = cluster.kubeconfig()
+    wrong = tmp_path / "wrong-token"
+    wrong.write_text("not-the-clusters-token")
+    config["users"][0]["user"]["tokenFile"] = str(wrong)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    served = Serve(str(kubeconfig), tmp_path / "state")
+    try:
+        health = served.call("GET", "/healthz")
+        assert health.status_code == 503 and "has not listed yet" in health.json()["reason"]
+        wait_until(lambda: any("WARNING" in line and "401" in line for line in served.lines),
+                   what="the refusal logged at the default level")
+        assert not any("not-the-clusters-token" in line for line in served.lines)  # never the token itself
+    finally:
+        served.proc.send_signal(signal.SIGTERM)
+        assert served.proc.wait(SERVE_STOP_SECONDS) == 0
+
+
 def test_a_busy_port_is_one_line_and_exit_2(cluster: FakeCluster, tmp_path: Path) -> None:
     import socket
 

@@ -40,7 +40,7 @@ from jr2_actors.kube.frames import WatchEvent
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.metrics import Telemetry, WatchState, relist_cause
 from jr2_actors.watch import core
-from jr2_actors.watch.core import Failure, SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.watch.core import Failure, SandboxGone, SandboxSeen, Termination, WatchFailed
 from jr2_actors.watch.identity import RUN_LABEL, Foreign, SandboxKey
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,7 @@ class WatchHealth:
     failures: int
     waiters: int
     tracked: int = 0  # objects followed now
+    listed: bool = False  # a list has answered since start (readiness waits for it)
 
 
 @dataclass(frozen=True)
@@ -269,7 +270,7 @@ class WatchActor(Shell):
                 self._step(core.Unregistered(message.key))
         elif isinstance(message, Health):
             c = self.core
-            return WatchHealth(c.phase, c.up, c.resource_version, c.failures, len(c.waiters), c.tracked)
+            return WatchHealth(c.phase, c.up, c.resource_version, c.failures, len(c.waiters), c.tracked, c.listed)
         return None
 
     def cleanup(self) -> None:
@@ -329,7 +330,10 @@ def _same(a: Recipient, b: Recipient) -> bool:
 
 def _log(report: core.Report) -> None:
     if isinstance(report, core.Terminated):
-        level = logging.ERROR if report.action == "degraded" else logging.INFO
+        # A failed call (no answer, a refusal, a 5xx) is a warning an operator must see at the default level:
+        # a wrong token or an unreachable API server says so at once. An expiry or a silence is routine.
+        failed = report.termination in (Termination.TRANSPORT, Termination.TRANSIENT)
+        level = logging.ERROR if report.action == "degraded" else logging.WARNING if failed else logging.INFO
         log.log(level, "watch %s → %s from %s: %s", report.termination.value, report.action,
                 report.resource_version or "a re-list", report.detail)
     elif isinstance(report, Foreign):

@@ -145,6 +145,10 @@ class ObserverCore:
     def tracked(self) -> int:
         return self.cache.tracked
 
+    @property
+    def listed(self) -> bool:
+        return self.cache.listed_once
+
 
 __all__ = [
     "Action",

@@ -90,6 +90,11 @@ class DeliveryCache:
         self._blind: Blind | None = None
 
     @property
+    def listed_once(self) -> bool:
+        """A list has answered since start: until then nothing the watch says is the cluster's word."""
+        return self._listed_once
+
+    @property
     def tracked(self) -> int:
         """Objects the cache follows now: bounded by what the cluster holds."""
         return len(self._signature)
