@@ -133,6 +133,8 @@ def test_submit_runs_status_events_and_cancel(server: tuple[str, FakeCluster, Or
     assert follower.returncode == 0 and "started cli in state work" in out and "ended cancelled" in out
     gone = jr2("status", run_id, "--server", url, "--json")
     assert json.loads(gone.stdout)["status"] == "cancelled"  # a finished run, from the store
+    again = jr2("cancel", run_id, "--server", url)
+    assert again.returncode == 0 and again.stdout.strip() == f"{run_id} had already ended: cancelled"
 
 
 def test_events_on_a_quiet_run_leaves_at_once_on_ctrl_c(server: tuple[str, FakeCluster, Orchestrator]) -> None:
@@ -190,7 +192,7 @@ def test_an_unreachable_server_is_one_line_and_exit_2() -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    one_line_exit_2(jr2("runs", "--server", f"http://127.0.0.1:{port}"), "cannot reach")
+    one_line_exit_2(jr2("runs", "--server", f"http://127.0.0.1:{port}"), ": connection refused")
 
 
 class NotOurFeed(http.server.BaseHTTPRequestHandler):
@@ -221,6 +223,18 @@ def test_a_feed_that_is_not_ours_is_one_line_and_exit_2() -> None:
 def test_an_unknown_run_is_one_line_and_exit_2(server: tuple[str, FakeCluster, Orchestrator]) -> None:
     url, _, _ = server
     one_line_exit_2(jr2("status", "r-nope", "--server", url), "answered 404")
+    odd = jr2("status", "bogus/../x", "--server", url)  # asked about as itself, never as run `x`
+    one_line_exit_2(odd, "answered 404")
+    assert "no run x" not in odd.stderr
+
+
+def test_a_refused_token_from_a_file_names_the_file(server: tuple[str, FakeCluster, Orchestrator],
+                                                    tmp_path: Path) -> None:
+    url, _, _ = server
+    token_file = tmp_path / "token"
+    token_file.write_text("not-the-token-at-all-000")
+    one_line_exit_2(jr2("runs", "--server", url, "--token-file", str(token_file), token=None),
+                    f"refused the token (check the token in {token_file})")
 
 
 def test_a_bad_workflow_file_is_one_line_and_exit_2(server: tuple[str, FakeCluster, Orchestrator],

@@ -105,6 +105,7 @@ def test_a_busy_port_is_one_line_and_exit_2(cluster: FakeCluster, tmp_path: Path
                   "--listen", f"127.0.0.1:{port}")
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "cannot listen there" in out.stderr, out.stderr
+    assert not (tmp_path / "s").exists()  # a start refused leaves nothing behind
 
 
 @pytest.mark.parametrize(
@@ -119,6 +120,10 @@ def test_a_busy_port_is_one_line_and_exit_2(cluster: FakeCluster, tmp_path: Path
         (("--listen", "127.0.0.1:70000"), {}, "is not HOST:PORT"),
         (("--namespace", "Not_A_Namespace"), {}, "is not a valid namespace"),
         (("--kubeconfig", "/nonexistent/kubeconfig"), {}, "/nonexistent/kubeconfig"),
+        (("--instance-harness", "notaurl"), {}, "is not an http(s) URL"),
+        (("--instance-harness", "http://h:99999"), {}, "is not an http(s) URL"),
+        (("--sandbox-image", ""), {}, "is not an image reference"),
+        (("--sandbox-image", "ghcr.io/jr2/sandbox latest"), {}, "is not an image reference"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...], env: dict[str, str],
@@ -139,7 +144,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...],
 def test_an_unwritable_state_dir_is_one_line_and_exit_2(tmp_path: Path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("not a folder")
-    out = jr2("serve", "--namespace", "jr2", "--state-dir", str(blocked / "state"))
+    kubeconfig = tmp_path / "kubeconfig"  # read, never reached: the state dir is refused first
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: k, cluster: "
+                          "{server: 'http://127.0.0.1:9'}}]\nusers: [{name: u, user: {token: t}}]\n"
+                          "contexts: [{name: c, context: {cluster: k, user: u}}]\n")
+    out = jr2("serve", "--namespace", "jr2", "--state-dir", str(blocked / "state"), "--kubeconfig", str(kubeconfig),
+              "--listen", "127.0.0.1:0")
     assert out.returncode == 2 and "--state-dir" in out.stderr and out.stderr.strip().count("\n") == 0
 
 

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import requests
 
@@ -50,11 +51,12 @@ def add_parsers(sub: Any) -> None:
 
 
 class Client:
-    def __init__(self, server: str, token: str) -> None:
+    def __init__(self, server: str, token: str, *, token_source: str = "JR2_INSTANCE_TOKEN") -> None:  # noqa: S107 - a name, not a secret
         if not server.startswith(("http://", "https://")):
             raise UsageError(f"--server {server}: not an http(s) URL")
         self.server = server.rstrip("/")
         self._token = token
+        self._token_source = token_source
         self._session = requests.Session()
         self._session.trust_env = False
 
@@ -63,9 +65,9 @@ class Client:
             resp = self._session.request(method, self.server + path, json=body, stream=stream, timeout=TIMEOUT,
                                          headers={"Authorization": f"Bearer {self._token}"})
         except requests.exceptions.RequestException as e:
-            raise UsageError(f"cannot reach {self.server}: {_one_line(e)}") from None
+            raise UsageError(f"cannot reach {self.server}: {_why_unreachable(e)}") from None
         if resp.status_code == 401:
-            raise UsageError(f"{self.server} refused the token (check JR2_INSTANCE_TOKEN)")
+            raise UsageError(f"{self.server} refused the token (check {self._token_source})")
         if resp.status_code >= 400:
             raise UsageError(f"{self.server} answered {resp.status_code}: {_error(resp)}")
         return resp
@@ -78,7 +80,7 @@ class Client:
             raise UsageError(f"{self.server} answered something that is not JSON") from None
 
     def events(self, run: str) -> Iterator[dict[str, Any]]:
-        resp = self.call("GET", f"/runs/{run}/events", stream=True)
+        resp = self.call("GET", f"/runs/{_segment(run)}/events", stream=True)
         try:
             yield from sse.decode(raw or "" for raw in resp.iter_lines(decode_unicode=True))
         except requests.exceptions.RequestException as e:
@@ -91,7 +93,8 @@ class Client:
 
 def run(args: argparse.Namespace, stop: threading.Event) -> int:
     token = secret_from("JR2_INSTANCE_TOKEN", args.token_file, "the Instance token").decode("utf-8", "replace")
-    client = Client(args.server, token)
+    client = Client(args.server, token,
+                    token_source=f"the token in {args.token_file}" if args.token_file else "JR2_INSTANCE_TOKEN")
     out = sys.stdout
     if args.command == "submit":
         document = _workflow(args.workflow)
@@ -110,10 +113,15 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
             if not runs:
                 print("no live runs", file=out)
     elif args.command == "status":
-        doc = client.json("GET", f"/runs/{args.run}")
+        doc = client.json("GET", f"/runs/{_segment(args.run)}")
         print(json.dumps(doc) if args.json else "\n".join(status_lines(doc, time.time())), file=out)
     elif args.command == "cancel":
-        doc = client.json("POST", f"/runs/{args.run}/cancel")
+        before = client.json("GET", f"/runs/{_segment(args.run)}")
+        if isinstance(before, dict) and before.get("status") not in (None, "running"):
+            print(json.dumps(before) if args.json else f"{args.run} had already ended: {before.get('status')}",
+                  file=out)
+            return 0
+        doc = client.json("POST", f"/runs/{_segment(args.run)}/cancel")
         print(json.dumps(doc) if args.json else f"cancelling {args.run}: {doc.get('status')}", file=out)
     elif args.command == "events":
         for event in until_stopped(client.events(args.run), stop):
@@ -140,6 +148,25 @@ def _error(resp: requests.Response) -> str:
     except ValueError:
         return resp.text[:200].strip() or resp.reason
     return str(doc.get("error", doc)) if isinstance(doc, dict) else str(doc)
+
+
+def _segment(run: str) -> str:
+    """A run id as one path segment: `a/../b` is asked about as itself, never as another path."""
+    return quote(run, safe="")
+
+
+def _why_unreachable(e: requests.exceptions.RequestException) -> str:
+    """The cause in a few words, not urllib3's whole chain."""
+    if isinstance(e, requests.exceptions.ConnectTimeout | requests.exceptions.ReadTimeout):
+        return "no answer in time"
+    if isinstance(e, requests.exceptions.SSLError):
+        return "TLS failed (is it http, not https?)"
+    text = str(e)
+    for cause in ("Connection refused", "Name or service not known", "No route to host",
+                  "Temporary failure in name resolution", "Connection reset by peer", "Network is unreachable"):
+        if cause in text:
+            return cause.lower()
+    return _one_line(e)
 
 
 def _one_line(e: BaseException) -> str:

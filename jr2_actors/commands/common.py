@@ -36,6 +36,27 @@ def namespace_name(text: str) -> str:
     return text
 
 
+def http_url(text: str) -> str:
+    """An http(s) URL with a host: what a service's address must be (a typo would only fail much later)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - a bad port raises here
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL (like http://jr2-harness:8080)")
+    return text
+
+
+def image_reference(text: str) -> str:
+    """A container image reference: not empty, no whitespace (the kubelet would refuse it only at pull)."""
+    if not text or any(c.isspace() for c in text) or len(text) > 512:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an image reference (like ghcr.io/jr2/sandbox:1.4)")
+    return text
+
+
 def positive_seconds(text: str) -> float:
     """A duration in seconds: finite and above zero (zero would spin, a negative one means nothing)."""
     try:

@@ -19,7 +19,14 @@ import os
 import threading
 from typing import Any
 
-from jr2_actors.commands.common import UsageError, namespace_name, secret_from, until_signalled
+from jr2_actors.commands.common import (
+    UsageError,
+    http_url,
+    image_reference,
+    namespace_name,
+    secret_from,
+    until_signalled,
+)
 
 log = logging.getLogger("jr2_actors.serve")
 
@@ -39,10 +46,10 @@ def add_parser(sub: Any) -> None:
     serve.add_argument("--context", help="the kubeconfig context (default: its current-context)")
     serve.add_argument("--listen", default=DEFAULT_LISTEN, type=listen_address,
                        help=f"HOST:PORT the API listens on (default: {DEFAULT_LISTEN}; in a pod 0.0.0.0:8080)")
-    serve.add_argument("--sandbox-image", default=None,
+    serve.add_argument("--sandbox-image", default=None, type=image_reference,
                        help="the Sandbox image for Workspaces whose workflow names none "
                             "(default: ghcr.io/jr2/sandbox:latest)")
-    serve.add_argument("--instance-harness", default="",
+    serve.add_argument("--instance-harness", default=None, type=http_url,
                        help="the Instance Harness's URL, for Menu-only agents (default: none)")
     serve.add_argument("--token-file", help="a file holding the Instance token (default: $JR2_INSTANCE_TOKEN)")
     serve.add_argument("--signing-key-file", help="a file holding the signing key (default: $JR2_SIGNING_KEY)")
@@ -71,13 +78,12 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
     if len(key) < MIN_KEY_BYTES:
         raise UsageError(f"the signing key is shorter than {MIN_KEY_BYTES} bytes")
     state_dir = os.path.abspath(args.state_dir)
-    _writable_dir(state_dir)
     access = resolve(os.environ, LocalFiles(), home=os.environ.get("HOME"), explicit_path=args.kubeconfig,
                      context=args.context)
     client = KubeClient(access)
     orchestrator = Orchestrator(client, state_dir=state_dir, signing_key=key, namespace=args.namespace,
                                 sandbox_image=args.sandbox_image or DEFAULT_SANDBOX_IMAGE,
-                                instance_harness=args.instance_harness)
+                                instance_harness=args.instance_harness or "")
     server = ApiServer(Api(orchestrator, token), *args.listen)
     try:
         try:
@@ -85,6 +91,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
         except OSError as e:
             raise UsageError(f"--listen {args.listen[0]}:{args.listen[1]}: cannot listen there: "
                              f"{e.strerror or e}") from None
+        _writable_dir(state_dir)  # only now: a start refused before this leaves nothing behind
         if stop.is_set():
             return 0
         orchestrator.start()
