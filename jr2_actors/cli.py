@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="where to write a kubeconfig for kubectl and clients (required)")
     fake.add_argument("--bookmark-seconds", type=positive_seconds, default=60.0,
                       help="the interval of watch bookmarks (default: 60)")
+    fake.add_argument("--pick-first", action="store_true",
+                      help="the fake Harness's agents pick the first Allowed pick, so a workflow served against it "
+                           "walks to an end (default: they say 'Done.' and settle without a pick)")
     for command in sub.choices.values():  # also after the command: the image's entry point is `jr2-actors serve`
         command.add_argument("--log-level", default=argparse.SUPPRESS, type=str.lower, choices=LOG_LEVELS,
                              help="as --log-level before the command (default: that one's)")
@@ -172,6 +175,8 @@ def run_fake_cluster(args: argparse.Namespace, stop: threading.Event) -> int:
     with FakeCluster(namespace=args.namespace, port=args.port, bookmark_interval=args.bookmark_seconds) as cluster:
         if stop.is_set():
             return 0
+        if args.pick_first:
+            cluster.harness(lambda core: core.pick_first_allowed(True))
         try:
             cluster.write_kubeconfig(out)
         except OSError as e:

@@ -156,3 +156,30 @@ def test_an_unwritable_state_dir_is_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_a_missing_namespace_is_one_line_and_exit_2(tmp_path: Path) -> None:
     out = jr2("serve", "--state-dir", str(tmp_path))
     assert out.returncode == 2 and "--namespace" in out.stderr and out.stderr.strip().count("\n") == 0
+
+
+def test_the_readmes_serve_on_the_fake_cluster_recipe_runs_the_example_to_done(tmp_path: Path) -> None:
+    """README, "To try serve without a cluster": `fake-cluster --pick-first`, then `serve` against it."""
+    import subprocess
+    import sys
+    from importlib import resources
+
+    kubeconfig = tmp_path / "kubeconfig"
+    fake = subprocess.Popen([sys.executable, "-m", "jr2_actors", "fake-cluster", "--pick-first", "--kubeconfig-out",
+                             str(kubeconfig)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=serve_env(TMPDIR=str(tmp_path)))
+    try:
+        wait_until(lambda: kubeconfig.exists() and kubeconfig.stat().st_size > 0, timeout=30, what="its kubeconfig")
+        served = Serve(str(kubeconfig), tmp_path / "state")
+        try:
+            example = resources.files("jr2_actors").joinpath("examples/fix-and-review.yaml").read_text()
+            run_id = served.call("POST", "/runs", json={"workflow": read_document(example)}).json()["runId"]
+            wait_until(lambda: served.call("GET", f"/runs/{run_id}").json().get("status") != "running", timeout=60,
+                       what="the example run to end")
+            assert served.call("GET", f"/runs/{run_id}").json()["status"] == "done"
+        finally:
+            served.proc.send_signal(signal.SIGTERM)
+            assert served.proc.wait(SERVE_STOP_SECONDS) == 0
+    finally:
+        fake.send_signal(signal.SIGINT)
+        assert fake.wait(15) == 0
