@@ -28,6 +28,7 @@ from jr2_actors.errors import Jr2Error
 log = logging.getLogger("jr2_actors")
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+FIRST_LIST_POLL_SECONDS = 0.2  # `watch` asks its actor this often until the first list has answered
 CLIENT_COMMANDS = ("submit", "runs", "status", "events", "cancel")
 
 
@@ -157,13 +158,27 @@ def run_watch(args: argparse.Namespace, stop: threading.Event) -> int:
             return 0
         stall = args.stall_seconds if args.stall_seconds is not None else STALL_BOUND_SECONDS
         ref = WatchActor.start(client, namespace=args.namespace, stall_bound=stall, tap=JsonLines(sys.stdout))
+        log.warning("watching Sandboxes in namespace %s of %s (%s)", args.namespace, access.server, access.source)
         try:
+            _announce_first_list(ref, stop)
             until_signalled(stop)
         finally:
             ref.stop(block=True, timeout=10)
     finally:
         client.close()
     return 0
+
+
+def _announce_first_list(ref: Any, stop: threading.Event) -> None:
+    """One line when the first list answers (a wrong token or no route shows as the watch's warnings)."""
+    from jr2_actors.watch.actor import Health, WatchHealth
+
+    while not stop.wait(FIRST_LIST_POLL_SECONDS):
+        health = ref.ask(Health(), timeout=10)
+        if isinstance(health, WatchHealth) and health.listed:
+            log.warning("the first list answered with %d Sandbox(es), at resourceVersion %s", health.tracked,
+                        health.resource_version)
+            return
 
 
 def run_fake_cluster(args: argparse.Namespace, stop: threading.Event) -> int:

@@ -122,3 +122,33 @@ states:
     for p in pools:
         p.shutdown(wait=True)
     timers.stop()
+
+
+def test_a_timer_callback_that_raises_never_ends_the_shared_timer_thread() -> None:
+    timers = Timers(name="jr2-test-timer-survives")
+    later = threading.Event()
+    try:
+        timers.schedule(timers.clock.monotonic(), lambda: 1 / 0)  # our bug, in one owner's timeout
+        timers.schedule(timers.clock.monotonic(), later.set)  # another owner's timeout, due as well
+        timers.poke()
+        assert later.wait(10), "the timer thread died with the first callback"
+    finally:
+        timers.stop()
+
+
+def test_a_store_whose_sweep_fails_keeps_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jr2_actors.store import actor as store
+    from jr2_actors.store.core import RunRecord
+
+    ref = StoreActor.start(str(tmp_path))
+    try:
+        def broken(*_: object) -> int:
+            raise OSError("disk I/O error")
+
+        monkeypatch.setattr(ref.proxy().store.get(timeout=10), "sweep", broken)
+        assert ref.ask(store.Sweep(), timeout=10) == 0  # logged, not raised: the writer lives on
+        ref.ask(store.Persist("r-1", "live", {"runId": "r-1"}), timeout=10)
+        record = ref.ask(store.Fetch("r-1"), timeout=10)
+        assert isinstance(record, RunRecord) and record.status == "live"
+    finally:
+        ref.stop(block=True, timeout=10)

@@ -172,3 +172,16 @@ def test_past_the_failure_bound_a_degraded_line_is_printed_and_the_watch_goes_on
     back = next(i for i, d in enumerate(lines) if seen("run-a", "Ready")(d))
     blind = lines[lines.index(degraded) + 1:back]
     assert {d.get("action") for d in blind if "termination" in d} <= {"relist"}  # never a resume while blind
+
+
+def test_watch_says_where_it_watches_and_when_its_first_list_answers(cluster: FakeCluster, tmp_path: Path) -> None:
+    apply(cluster, "run-a", "Pending")
+    cfg = cluster.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", "watch", "--namespace", "jr2", "--kubeconfig", cfg],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines = [proc.stderr.readline(), proc.stderr.readline()]
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(10) == 0
+    assert f"watching Sandboxes in namespace jr2 of {cluster.url} (--kubeconfig={cfg})" in lines[0], lines
+    assert "the first list answered with 1 Sandbox(es)" in lines[1], lines

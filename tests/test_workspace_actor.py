@@ -258,3 +258,32 @@ def test_a_successor_under_the_same_key_runs_and_is_never_told_lost(world: World
     (lost,) = kinds(second, Lost)
     assert lost.reason.startswith("Evicted")  # the one loss it hears is the real one, not its predecessor's delete
     new.stop(block=True, timeout=10)
+
+
+class _HangingAttach:
+    """A Harness whose attach does not answer until the test lets it: a slow clone."""
+
+    def __init__(self, entered: threading.Event, release: threading.Event) -> None:
+        self._entered, self._release = entered, release
+
+    def attach(self, slots: Any, branch: str) -> dict[str, str]:
+        self._entered.set()
+        self._release.wait(60)
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_slow_attach_never_holds_the_workspaces_cluster_calls(world: World) -> None:
+    """Issue 7, item 9: the attach has its own lane. While one hangs, the Workspace's release still
+    deletes its Sandbox at once (the kube lane is free), and nothing waits for the attach to end."""
+    entered, release = threading.Event(), threading.Event()
+    inbox = Inbox()
+    spec, ref = world.start("run-slow", inbox, harness_factory=lambda url, token: _HangingAttach(entered, release))
+    assert entered.wait(30), "the attach never started"
+    ref.tell(Release("teardown"))  # a normal teardown deletes, attached or not
+    wait_until(lambda: world.client.get(SANDBOX, spec.name) is None, what="deleted while the attach hangs")
+    assert not release.is_set()  # the attach is still hanging: the delete did not wait for it
+    release.set()
+    inbox.wait_for(lambda ms: any(isinstance(m, Released) for m in ms), what="released")
