@@ -91,6 +91,8 @@ HARNESS_LONG_POLL_READ_SECONDS = 40.0
 AGENT_STOP_SECONDS = 2.0
 # An event stream with nothing to say sends a comment this often, so a gone client is noticed.
 API_HEARTBEAT_SECONDS = 15.0
+# An event stream waits for the feed in slices this long, so the API's stop is seen within one slice.
+API_STREAM_SLICE_SECONDS = 1.0
 # Each read or write of the API's sockets: a client that trickles or stops reading is dropped.
 API_SOCKET_TIMEOUT_SECONDS = 10.0
 # The API's listener lets requests in flight finish this long when it stops.

@@ -24,10 +24,12 @@ from typing import Any, cast
 
 import pykka
 
-from jr2_actors.actorkit import ActorFault, Timers
+from jr2_actors.actorkit import ActorFault, Timers, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import ACTOR_STOP_SECONDS, ORCHESTRATOR_ASK_SECONDS, RUN_REVIVALS
+from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.kube.client import KubeClient
+from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.metrics import Telemetry
 from jr2_actors.run.actor import Cancel, Listing, RunActor, RunEnv, RunFinished, Status
 from jr2_actors.run.core import RunCore
@@ -37,6 +39,7 @@ from jr2_actors.run.wire import status_doc
 from jr2_actors.store import actor as store
 from jr2_actors.watch.actor import Health as WatchHealthAsk
 from jr2_actors.watch.actor import WatchActor, WatchHealth
+from jr2_actors.watch.identity import sandbox_name
 from jr2_actors.workflow import Workflow, WorkflowError, parse_workflow
 
 log = logging.getLogger(__name__)
@@ -115,7 +118,9 @@ class Orchestrator:
             refs = list(self._runs.values())
         for ref in refs:  # their children stop with them: Turns' readers end, Leases stop (a stop is no cancel)
             _stop(ref)
-        for thread in self._revivers:
+        with self._lock:
+            revivers = list(self._revivers)
+        for thread in revivers:
             thread.join(ORCHESTRATOR_ASK_SECONDS)
         if self._store is not None:
             _stop(self._store)  # a poison pill: every persist asked before it is written first
@@ -183,13 +188,12 @@ class Orchestrator:
         return out
 
     def cancel(self, run_id: str) -> dict[str, Any] | None:
-        ref = self._live(run_id)
+        with self._lock:
+            ref = self._runs.get(run_id)
+            if ref is not None:  # kept until the run finishes: an actor revived meanwhile is told again
+                self._cancels.add(run_id)
         if ref is not None:
-            try:
-                ref.tell(Cancel())
-            except pykka.ActorDeadError:  # its actor died and is being restored: the restored one is told
-                with self._lock:
-                    self._cancels.add(run_id)
+            tell_quietly(ref, Cancel())  # a dead actor's inbox is dropped: its revival carries the cancel
         return self.status(run_id)
 
     def feed(self, run_id: str, after: int, wait: float) -> tuple[list[FeedEvent], bool] | None:
@@ -246,6 +250,7 @@ class Orchestrator:
         if isinstance(message, RunFinished):
             with self._finished:
                 self._runs.pop(message.run_id, None)
+                self._cancels.discard(message.run_id)
                 self._finished.notify_all()
         elif isinstance(message, ActorFault) and message.kind in ("WatchActor", "StoreActor"):
             # Our bug killed one of the process's singletons: /healthz says so, so the pod is restarted.
@@ -275,7 +280,8 @@ class Orchestrator:
         env = self._ready()
         try:
             core, step = RunCore.restore(record.blob, self.clock.monotonic(), self.clock.wall(),
-                                         instance_harness=self._instance_harness)
+                                         instance_harness=self._instance_harness,
+                                         feed_after=self.feed_hub.last_id(record.run_id))
         except (KeyError, ValueError, TypeError, WorkflowError) as e:
             log.error("run %s cannot be restored from its row (%s); it is left as it is", record.run_id, e)
             return False
@@ -285,9 +291,8 @@ class Orchestrator:
             ref = RunActor.start(core, env, self, restored=True, restore_step=step)
             self._runs[core.run_id] = ref
             cancelled = core.run_id in self._cancels
-            self._cancels.discard(core.run_id)
         if cancelled:
-            ref.tell(Cancel())
+            tell_quietly(ref, Cancel())
         return True
 
     # -- a run whose actor died ------------------------------------------------------------------------
@@ -304,8 +309,8 @@ class Orchestrator:
             deaths = self._deaths[fault.name] = self._deaths.get(fault.name, 0) + 1
             thread = threading.Thread(target=self._revive, args=(fault.name, deaths, fault.error),
                                       name=f"jr2-revive-{fault.name}", daemon=True)
+            thread.start()  # under the lock: `stop()` never sees a thread it cannot join
             self._revivers = [t for t in self._revivers if t.is_alive()] + [thread]
-        thread.start()
 
     def _revive(self, run_id: str, deaths: int, error: str) -> None:
         try:
@@ -318,19 +323,33 @@ class Orchestrator:
                 if self._restore(record):
                     return
             else:
-                reason = (f"the run's actor died {deaths} times, last: {error}; its Sandboxes are left to the "
-                          "idle GC")
-                log.error("run %s: %s", run_id, reason)
-                blob = {**record.blob, "status": "error", "fault": reason}
-                assert self._store is not None
-                self._store.ask(store.Persist(run_id, "error", blob, reason), timeout=ORCHESTRATOR_ASK_SECONDS)
+                self._abandon(record, f"the run's actor died {deaths} times, last: {error}")
         except Exception as e:  # the store itself cannot answer: the pod must restart (it restores the row)
             self._broken = f"run {run_id} died ({error}) and could not be restored: {type(e).__name__}: {e}"
             log.error("%s", self._broken)
         with self._finished:
             self._runs.pop(run_id, None)
+            self._cancels.discard(run_id)
             self._finished.notify_all()
         self.feed_hub.publish(run_id, (), finished=True)
+
+    def _abandon(self, record: store.RunRecord, reason: str) -> None:
+        """Past `RUN_REVIVALS`: the row ends `error` with its `ended` line, and what never ran is deleted
+        here (ADR-0064: by the uid each Workspace wrote); what ran is left to the idle GC, its Lease stopped."""
+        core, _ = RunCore.restore(record.blob, self.clock.monotonic(), self.clock.wall(),
+                                  feed_after=self.feed_hub.last_id(record.run_id))
+        for path, uid in core.never_ran():
+            try:
+                self.client.delete(SANDBOX, sandbox_name(record.run_id, path), uid=uid)
+            except (KubeError, KubeTransportError, KubeProtocolError, ClusterAccessError) as e:
+                log.error("run %s: the Sandbox of %s that never ran could not be deleted (%s); the idle GC "
+                          "will", record.run_id, path, e)
+        lines = core.abandon(f"{reason}; what ran is left to the idle GC")
+        log.error("run %s: %s", record.run_id, core.fault)
+        assert self._store is not None
+        self._store.ask(store.Persist(record.run_id, "error", core.snapshot(), core.fault),
+                        timeout=ORCHESTRATOR_ASK_SECONDS)
+        self.feed_hub.publish(record.run_id, lines)
 
 
 def _stop(ref: pykka.ActorRef[Any]) -> None:

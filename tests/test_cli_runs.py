@@ -154,6 +154,26 @@ def test_events_on_a_quiet_run_leaves_at_once_on_ctrl_c(server: tuple[str, FakeC
     assert follower.returncode == 0 and "Traceback" not in err, err
 
 
+def test_events_whose_server_stops_mid_run_says_so_and_exits_2(server: tuple[str, FakeCluster, Orchestrator]) -> None:
+    _, cluster, orch = server
+    cluster.script("worker", [Hang()])
+    run_id = orch.submit(read_document(WORKFLOW))
+    wait_until(lambda: (orch.status(run_id) or {}).get("turn", {}).get("phase") == "running", what="running")
+    own = ApiServer(Api(orch, TOKEN))
+    own.start()
+    follower = subprocess.Popen([sys.executable, "-m", "jr2_actors", "events", run_id, "--server", own.url],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "JR2_INSTANCE_TOKEN": TOKEN})
+    assert follower.stdout is not None
+    for line in follower.stdout:
+        if "admitted" in line:
+            break
+    own.stop()  # as serve's SIGTERM does: the stream ends though the run goes on
+    _, err = follower.communicate(timeout=10)
+    assert follower.returncode == 2, err
+    assert err.strip().count("\n") == 0 and "ended before the run did" in err, err
+
+
 def test_a_run_waiting_for_capacity_is_marked_in_runs(tmp_path: Path) -> None:
     from jr2_actors.fake.operator.core import Node
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from jr2_actors import __version__
 from jr2_actors.api import sse
-from jr2_actors.constants import API_HEARTBEAT_SECONDS
+from jr2_actors.constants import API_HEARTBEAT_SECONDS, API_STREAM_SLICE_SECONDS
 from jr2_actors.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.run.wire import feed_doc
@@ -217,21 +217,29 @@ class _Stream:
 
     def __iter__(self) -> Iterator[bytes]:
         yield b": jr2 feed of " + self._run.encode() + b"\n\n"
+        quiet = 0.0  # seconds waited since the stream last sent anything
         while not self._closed and not self._api._closing.is_set():
             if self._first is not None:
                 batch, self._first = self._first, None
             else:
-                got = self._api.backend.feed(self._run, self._after, self._api._heartbeat)
+                # Waits in slices, so a stop that lands between the check above and the wait is seen
+                # within one slice even if its wake-up was missed; the keepalive still goes once a heartbeat.
+                wait = min(API_STREAM_SLICE_SECONDS, self._api._heartbeat)
+                got = self._api.backend.feed(self._run, self._after, wait)
                 if got is None or self._api._closing.is_set():
                     return
                 batch = got
+                quiet += wait
             events, finished = batch
             for event in events:
                 self._after = event.id
                 yield sse.encode(event.id, event.kind, feed_doc(event))
+            if events:
+                quiet = 0.0
             if finished and not events:
                 return
-            if not events:
+            if not events and quiet >= self._api._heartbeat:
+                quiet = 0.0
                 yield b": keepalive\n\n"
 
     def close(self) -> None:

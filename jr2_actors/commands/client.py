@@ -124,9 +124,13 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
         doc = client.json("POST", f"/runs/{_segment(args.run)}/cancel")
         print(json.dumps(doc) if args.json else f"cancelling {args.run}: {doc.get('status')}", file=out)
     elif args.command == "events":
+        last = ""
         for event in until_stopped(client.events(args.run), stop):
+            last = str(event.get("kind", ""))
             print(json.dumps(event) if args.json else f"{event.get('at', '')[11:19]} {feed_line(event)}", file=out,
                   flush=True)
+        if last != "ended" and not stop.is_set():  # the server stopped, or the connection went
+            raise UsageError(f"the feed from {client.server} ended before the run did (follow it again to resume)")
     return 0
 
 

@@ -738,6 +738,20 @@ class RunCore:
         self.feed.append(event)
         self._out.append(event)
 
+    def abandon(self, reason: str) -> list[FeedEvent]:
+        """The run's actor died too often to go on (the orchestrator's supervision): the run ends `error`
+        with `reason`, here, with no actor of it left to tear anything down. Answers its new feed lines."""
+        self._out = []
+        self.status, self.fault, self.turn = "error", reason, None
+        self._feed(EndedLine("error", reason))
+        out, self._out = self._out, []
+        return [e for e in out if isinstance(e, FeedEvent)]
+
+    def never_ran(self) -> list[tuple[str, str]]:
+        """(path, uid) of each Workspace whose Sandbox was written but never placed: ADR-0064 deletes those."""
+        return [(path, r.restored.uid) for path, r in sorted(self.workspaces.items())
+                if not r.restored.placed and r.restored.uid]
+
     # -- what is shown -----------------------------------------------------------------------------------
 
     def waiting(self) -> list[tuple[str, ws.WaitEntry]]:
@@ -772,9 +786,11 @@ class RunCore:
 
     @classmethod
     def restore(cls, blob: Mapping[str, Any], now: float, wall: float, *,
-                instance_harness: str = "") -> tuple[RunCore, RunStep]:
+                instance_harness: str = "", feed_after: int = 0) -> tuple[RunCore, RunStep]:
         """The run as its blob left it, and the step that re-creates its children (the watch's first list
-        reconciles each: lost, still placing, or running again)."""
+        reconciles each: lost, still placing, or running again). `feed_after`: the newest feed id readers
+        may already hold (a run revived in the same process published lines its last row lacks): new lines
+        are numbered after it, never reusing an id."""
         if blob.get("version") != BLOB_VERSION:
             raise ValueError(f"run blob version {blob.get('version')!r} is not {BLOB_VERSION}")
         document = blob["document"]
@@ -786,7 +802,7 @@ class RunCore:
         core.conversations = {str(k): int(v) for k, v in dict(blob.get("conversations") or {}).items()}
         core.ledger = Ledger.restore(blob.get("ledger") or {})
         core.ended_workspaces = {str(k): str(v) for k, v in dict(blob.get("endedWorkspaces") or {}).items()}
-        core.feed_next = int(blob.get("feedNext", 1))
+        core.feed_next = max(int(blob.get("feedNext", 1)), feed_after + 1)
         for e in blob.get("feed") or []:
             core.feed.append(FeedEvent(int(e["id"]), float(e["at"]), line_from(str(e["kind"]), e["fields"])))
         core._now, core._wall = now, wall

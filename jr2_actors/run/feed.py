@@ -48,6 +48,12 @@ class FeedHub:
                 self._finished.add(run_id)
             self._cond.notify_all()
 
+    def last_id(self, run_id: str) -> int:
+        """The newest id published for the run (0: none)."""
+        with self._cond:
+            feed = self._feeds.get(run_id)
+            return feed[-1].id if feed else 0
+
     def known(self, run_id: str) -> bool:
         with self._cond:
             return run_id in self._feeds

@@ -107,8 +107,10 @@ class WorkspaceActor(Shell):
         self._in_flight = 0
         self._released = False
         self._kube_queue: deque[Callable[[], _Done]] = deque()
-        # The Lease stamps this Workspace wrote: only the kube lane's calls touch it, one call at a time.
-        self._stamps: deque[str] = deque(maxlen=16)
+        # The Lease stamps this Workspace sent (a write that timed out may still have landed), and whether
+        # one of its writes is known to have landed: only the kube lane's calls touch them, one at a time.
+        self._stamps: deque[str] = deque(maxlen=64)  # 64 renewals: over five hours of failed ones
+        self._landed = False
         self._kube_busy = False
 
     def started(self) -> None:
@@ -214,7 +216,9 @@ class WorkspaceActor(Shell):
         try:
             if create:
                 try:
-                    return _Done(_applied(self.client.create(SANDBOX, body)), "kube")
+                    created = _Done(_applied(self.client.create(SANDBOX, body)), "kube")
+                    self._landed = True
+                    return created
                 except KubeError as e:
                     if e.status != 409:
                         raise
@@ -223,9 +227,11 @@ class WorkspaceActor(Shell):
                 if existing is not None and identify(existing) != spec.key:
                     return _Done(ws.WriteFailed("sandbox", f"{name} belongs to {identify(existing)}",
                                                 409, collision=True), "kube")
-            return _Done(_applied(self.client.apply(SANDBOX, name, body)), "kube")
+            done = _Done(_applied(self.client.apply(SANDBOX, name, body)), "kube")
         except KUBE_ERRORS as e:
             return _Done(_write_failed("sandbox", e), "kube")
+        self._landed = True
+        return done
 
     def _apply_secret(self, uid: str) -> _Done:
         try:
@@ -239,6 +245,7 @@ class WorkspaceActor(Shell):
             renewed = self.client.merge_patch(SANDBOX, self.spec.name, lease_patch(self._stamp(), uid))
         except KUBE_ERRORS as e:
             return _Done(None, "kube", f"the Lease renewal failed (the next one retries): {e}")
+        self._landed = True
         return _Done(ws.LeaseRenewed(_rv(renewed)), "kube")
 
     def _attach(self, endpoint: str) -> _Done:
@@ -267,13 +274,18 @@ class WorkspaceActor(Shell):
                     existed = self.client.delete(SANDBOX, self.spec.name, uid=uid, resource_version=rv or None)
                     break
                 except KubeError as e:
-                    if e.status != 409 or not rv or reread == DELETE_VERSION_REREADS:
+                    if e.status != 409 or not rv:
                         raise
                     current = self.client.get(SANDBOX, self.spec.name)
                     if current is None:
                         return _Done(ws.Deleted(existed=False), "kube")
-                    if not written_by(current, uid, self._stamps):
+                    # A restored Workspace none of whose writes has landed yet knows no stamp on it: its uid
+                    # decides (no successor exists in this process before its teardown is over).
+                    if not written_by(current, uid, self._stamps if self._landed else ()):
                         raise
+                    if reread == DELETE_VERSION_REREADS:  # still ours, still moving: retried with backoff
+                        return _Done(ws.DeleteFailed(f"its version kept moving: {e}", None), "kube",
+                                     f"delete retried later: {e}")
                     rv = _rv(current)
         except KUBE_ERRORS as e:
             status = e.status if isinstance(e, KubeError) else None
