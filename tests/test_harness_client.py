@@ -240,6 +240,32 @@ def test_an_admission_draining_for_thirty_seconds_fails(client_with_clock: Any) 
 
 
 @responses.activate
+def test_a_client_closed_while_it_waits_to_retry_gives_up_at_once(clients: list[HarnessClient]) -> None:
+    """A seat that stops (its run ended) closes its client: an admission waiting out a draining Harness
+    must not hold its pool thread — and the orchestrator's stop — for the rest of its 30 s."""
+    clock = VirtualClock()  # never advanced: only the close can end the wait
+    harness = HarnessClient(BASE, "t0k3n", clock=clock)
+    clients.append(harness)
+    responses.post(f"{BASE}/agents/coder/c-1", status=503, json={"error": "draining"})
+    failed: list[HarnessUnreachable] = []
+    done = threading.Event()
+
+    def admit() -> None:
+        try:
+            harness.admit("coder", "c-1", body())
+        except HarnessUnreachable as e:
+            failed.append(e)
+        done.set()
+
+    threading.Thread(target=admit, daemon=True).start()
+    wait_until(lambda: len(responses.calls) == 1, what="the first admission answered 503")
+    harness.close()
+    assert done.wait(10), "the retry kept waiting after the close"
+    assert len(failed) == 1 and "closed before its retry" in str(failed[0]) and not failed[0].reached
+    assert len(responses.calls) == 1  # nothing sent after the close
+
+
+@responses.activate
 @pytest.mark.parametrize(("answer", "not_kept"), [
     ({"error": "conversation c-1 is not held here", "kept": False}, True),
     ({"error": "no route"}, False),

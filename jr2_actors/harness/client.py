@@ -108,6 +108,7 @@ class HarnessClient:
         self._session = session or requests.Session()
         self._session.trust_env = False
         mount_cuts(self._session)
+        self._closed = threading.Event()  # set by close(): a retry waiting to go again gives up at once
 
     def __repr__(self) -> str:  # the token stays out of every log line
         return f"HarnessClient({self.base_url!r})"
@@ -116,7 +117,9 @@ class HarnessClient:
         return hmac.compare_digest(self._token.encode(), token.encode())
 
     def close(self) -> None:
-        """Close the session's connections (and the client's own timer thread, if it made one)."""
+        """Close the session's connections (and the client's own timer thread, if it made one); a call
+        waiting to retry (a draining Harness, a request never reached) ends now, unreached."""
+        self._closed.set()
         self._session.close()
         with self._timers_lock:
             own, self._own_timers = self._own_timers, None
@@ -156,7 +159,7 @@ class HarnessClient:
                 delay = HARNESS_RETRY.delay(attempt)
                 if self.clock.monotonic() + delay <= deadline:
                     resp.close()
-                    self._wait(delay)
+                    self._pause(delay, path)
                     continue
             if resp.status_code >= 300:
                 self._raise_for(resp)
@@ -223,7 +226,7 @@ class HarnessClient:
                 delay = HARNESS_RETRY.delay(attempt)
                 if self.clock.monotonic() + delay < deadline:
                     resp.close()
-                    self._wait(delay)
+                    self._pause(delay, "/memory-kills")
                     continue
             if resp.status_code >= 300:
                 self._raise_for(resp)
@@ -269,7 +272,7 @@ class HarnessClient:
                 if self.clock.monotonic() - started + delay > window:
                     raise HarnessUnreachable(f"{method} {shown}: not reached in {window:.0f}s: {_one_line(e)}",
                                              reached=False) from e
-                self._wait(delay)
+                self._pause(delay, shown)
                 continue
             if raise_status and resp.status_code >= 300:
                 self._raise_for(resp)
@@ -318,12 +321,19 @@ class HarnessClient:
                 self._own_timers = Timers(self.clock, name="jr2-harness-timers")
             return self._own_timers
 
+    def _pause(self, seconds: float, what: str) -> None:
+        """Wait before a retry; a client closed meanwhile (its seat stopped) retries nothing more."""
+        if not self._closed.is_set():
+            self._wait(seconds)
+        if self._closed.is_set():
+            raise HarnessUnreachable(f"{what}: the client was closed before its retry", reached=False)
+
     def _wait_on_clock(self, seconds: float) -> None:
         """Wait `seconds` on the client's clock (a VirtualClock's wait ends when a test advances it)."""
         done = threading.Event()
         timers = self._timer_thread()
         handle = timers.schedule(self.clock.monotonic() + seconds, done.set)
-        while not done.wait(0.25) and timers.alive:
+        while not done.wait(0.25) and timers.alive and not self._closed.is_set():
             pass
         timers.cancel(handle)
 
