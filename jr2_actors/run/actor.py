@@ -32,6 +32,7 @@ from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed import Published
 from jr2_actors.run.feedlines import FeedEvent
+from jr2_actors.run.readlog import ReadLog
 from jr2_actors.run.wire import feed_doc, status_doc
 from jr2_actors.store import actor as store
 from jr2_actors.workspace import core as ws
@@ -39,7 +40,6 @@ from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec
 
 log = logging.getLogger(__name__)
-MAX_SAID_PROBLEMS = 256  # problems of kill lists remembered as said (a hostile list cannot grow it past this)
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,7 @@ class RunActor(Shell):
         self._agents: dict[str, pykka.ActorRef[Any]] = {}
         self._deadline: Deadline | None = None
         self._done = False
-        self._failing_reads: set[str] = set()
-        self._said_problems: set[tuple[str, str]] = set()
+        self._read_log = ReadLog()
 
     def started(self) -> None:
         self._deadline = Deadline(self.env.timers, self.actor_ref, _Tick())
@@ -264,23 +263,15 @@ class RunActor(Shell):
         return None
 
     def _log_read(self, message: agent_actor.KillsRead) -> None:
-        """ADR-0062: one line when a Harness's reads start to fail — per Harness, not per seat — none when
-        they work again, and again only after a read that worked; each problem of a list said once."""
+        """ADR-0062's logging of the reads before admissions (`run/readlog.py` holds the rules)."""
         if not message.asked:
             return
-        source = message.source
         if message.read is None:
-            if source not in self._failing_reads:
-                self._failing_reads.add(source)
-                log.warning("run %s: memory-kill reads from %s fail: %s", self.core.run_id, source, message.problem)
-            return
-        self._failing_reads.discard(source)
-        for problem in message.read.problems:
-            said = (source, problem)
-            if said not in self._said_problems:
-                if len(self._said_problems) < MAX_SAID_PROBLEMS:
-                    self._said_problems.add(said)
-                log.warning("run %s: memory-kill list from %s: %s", self.core.run_id, source, problem)
+            lines = [line] if (line := self._read_log.failed(message.source, message.problem)) else []
+        else:
+            lines = self._read_log.read(message.source, message.read.problems)
+        for line in lines:
+            log.warning("run %s: %s", self.core.run_id, line)
 
     def _child_failed(self, fault: ActorFault) -> None:
         log.error("run %s: %s %s failed: %s", self.core.run_id, fault.kind, fault.name, fault.error)
