@@ -275,7 +275,6 @@ class RunCore:
         self.feed_next = 1
         self.after_wall: float | None = None
         self._after_mono: float | None = None
-        self._ending = False
         self._finished = False
         self._out: list[Action | FeedEvent] = []
         self._persist = False
@@ -348,7 +347,7 @@ class RunCore:
         if state.turn is not None:
             self._new_turn(state)
 
-    def _hold(self, path: str, restored: ws.Restored | None = None) -> None:
+    def _hold(self, path: str) -> None:
         record = self.workspaces.get(path)
         if record is not None and record.releasing:
             record.held_again = True  # placed again once its predecessor's teardown is over
@@ -361,8 +360,8 @@ class RunCore:
             return
         if record is not None:
             return  # kept across states that hold it again
-        self.workspaces[path] = WorkspaceRecord(path, restored=restored or ws.Restored())
-        self._out.append(PlaceWorkspace(path, restored))
+        self.workspaces[path] = WorkspaceRecord(path)
+        self._out.append(PlaceWorkspace(path))
 
     def _release(self, record: WorkspaceRecord, why: ReleaseWhy) -> None:
         record.releasing = True
@@ -438,7 +437,7 @@ class RunCore:
             return
         if record.releasing:
             if isinstance(report, (ws.PlacingLine, ws.PlacedLine, ws.WaitEndedLine)):
-                self._feed_line(report)
+                self._feed(report)  # the Workspace's own lines pass through as they are
             elif isinstance(report, ws.Phase):
                 record.phase = report.state
             return
@@ -447,7 +446,7 @@ class RunCore:
         elif isinstance(report, ws.Waiting):
             record.waiting = report.entry  # a changed reason updates `waiting`, adds no feed line
         elif isinstance(report, (ws.PlacingLine, ws.PlacedLine, ws.WaitEndedLine)):
-            self._feed_line(report)
+            self._feed(report)  # the Workspace's own lines pass through as they are
         elif isinstance(report, ws.Running):
             record.phase, record.repos, record.endpoint = "running", dict(report.repos), report.endpoint
             self._feed(RunningLine(report.path))
@@ -492,9 +491,6 @@ class RunCore:
         if turn is None or turn.phase not in ("admitting", "running", "answered"):
             return None
         return turn.agent if self.workflow.agents[turn.agent].workspace == path else None
-
-    def _feed_line(self, line: ws.FeedLine) -> None:
-        self._feed(line)  # the Workspace's own lines pass through as they are
 
     def _limit(self, path: str) -> str:
         definition = self.workflow.workspaces.get(path)
@@ -672,6 +668,7 @@ class RunCore:
                 entries = self.ledger.take(path, turn.conversation)
         if entries or conversation_new:
             self._persist = True  # ledgered before it is sent: a notice counts delivered from here
+        notices = said_once([e.notice for e in entries])
         body: dict[str, Any] = {
             "definition": {"agent": agent.name, "instructions": agent.instructions, "access": agent.access,
                            "menu": list(self.workflow.menu(agent.name))},
@@ -682,8 +679,8 @@ class RunCore:
             record = self.workspaces.get(path)
             repos = record.repos if record is not None else {}
             body["cwd"] = next(iter(repos.values()), "/work")
-        if entries:
-            body["notices"] = [n.wire() for n in said_once([e.notice for e in entries])]
+        if notices:
+            body["notices"] = [n.wire() for n in notices]
         if kept:
             body["kept"] = True
         turn.kept = kept
@@ -691,8 +688,7 @@ class RunCore:
         turn.heard = False
         turn.carried = list(entries)
         turn.phase = "admitting"
-        self._feed(AdmittedLine(turn.agent, turn.id, kept, purpose == "nudge",
-                                said_once([e.notice for e in entries])))
+        self._feed(AdmittedLine(turn.agent, turn.id, kept, purpose == "nudge", notices))
         self._tell(turn, seat.Admit(str(turn.id), body))
 
     def _unheard(self, turn: TurnRecord) -> None:

@@ -20,8 +20,8 @@ a timer) with no edge is ignored.
   named fault, never adopted, renewed or deleted. Transient API answers (5xx, 429, 409, no answer) are
   retried on a capped backoff and never fault; only a refusal of our own request (400, 403, 422) does.
   The token Secret is written after the Sandbox, owned by its uid, and retried the same way.
-- A Workspace restored after it had placed (`Restored(placed=True)`) writes nothing before the watch's
-  first list answers (`reconciling`): its Sandbox present with the uid it applied continues where it is;
+- A Workspace restored after it had placed (`Restored(placed=True)`) writes nothing but its Lease before
+  the watch's first list answers (`reconciling`): its Sandbox present with the uid it applied continues where it is;
   absent, or another uid under its name, is `workspace.lost` — never a fresh Sandbox reported running.
 - `provisioning` waits for `Ready` under a 120 s budget from scheduling (image pull, Harness start,
   Repos); an image that cannot be pulled *yet* waits inside it. A crash loop, a name that is no image, a
@@ -39,7 +39,9 @@ a timer) with no edge is ignored.
 - Release: delete what never ran (a Sandbox released before it placed is deleted at once: nothing on it
   can be inspected, and it could take a node later); keep what ran when the run stopped or faulted, and
   what faulted after it placed (inspectable; the idle GC ages it out); a normal teardown deletes. A delete
-  carries the uid this Workspace applied, so it can never remove a successor's Sandbox.
+  carries the uid this Workspace applied and the newest version it knows, so it can never remove a
+  successor's Sandbox (the shell re-reads one whose version moved, `manifest.written_by`). A restored
+  teardown (`Restored.releasing`) writes nothing but its delete.
 """
 
 from __future__ import annotations
@@ -65,10 +67,8 @@ State = Literal["new", "placing", "reconciling", "provisioning", "attaching", "r
                 "released"]
 WaitOn = Literal["node", "quota"]
 ReleaseWhy = Literal["teardown", "run-stopped", "run-faulted"]
-LIVE_STATES: frozenset[State] = frozenset({"placing", "reconciling", "provisioning", "attaching", "running"})
-# The Lease is renewed from the write to the teardown, in every state (ADR-0064) — a restored Workspace
-# still waiting for the first list too: each renewal carries the uid it wrote, so it can only renew that.
-LEASED_STATES: frozenset[State] = LIVE_STATES
+LIVE: tuple[State, ...] = ("placing", "reconciling", "provisioning", "attaching", "running")
+ENDED: tuple[State, ...] = ("lost", "faulted", "released")
 
 # Waiting reasons that end a provision at once: nothing jr2 waits for will change them.
 FAST_FAULTS = frozenset({"CrashLoopBackOff", "CreateContainerConfigError", "InvalidImageName", "ErrImageNeverPull",
@@ -411,7 +411,7 @@ class WorkspaceCore:
 
     @property
     def deadline(self) -> float | None:
-        due = [self._lease_due if self.state in LEASED_STATES and self.uid else None,
+        due = [self._lease_due if self._leased() else None,
                self._budget_ends if self.state == "provisioning" else None,
                self._retry_at]
         return min((t for t in due if t is not None), default=None)
@@ -424,7 +424,7 @@ class WorkspaceCore:
         self._placed = restored.placed
         self._lease_due = now + self._random.uniform(0, self._lease_interval / 5)
         if restored.placed:
-            self._go("reconciling")  # ADR-0063: the first list answers; nothing is written before it
+            self._go("reconciling")  # ADR-0063: the first list answers; nothing but the Lease is written before it
             return
         if restored.wait is not None:
             w = restored.wait
@@ -468,9 +468,6 @@ class WorkspaceCore:
             delay = max(delay, event.retry_after)
         self._retry_at = now + delay
         self._retry = ApplySandbox(create=not self.uid) if event.what == "sandbox" else ApplySecret(self.uid)
-
-    def _write_failed_late(self, event: WriteFailed, now: float, wall: float) -> None:
-        pass  # released meanwhile: nothing to retry
 
     def _secret_written(self, event: SecretWritten, now: float, wall: float) -> None:
         self._write_failures = 0
@@ -615,12 +612,18 @@ class WorkspaceCore:
         if self.state == "provisioning" and self._budget_ends is not None and now >= self._budget_ends:
             self._fault(f"provisioning: the Sandbox was not Ready {self._budget:.0f}s after it was scheduled")
             return
-        if self.state in LEASED_STATES and self.uid and self._lease_due is not None and now >= self._lease_due:
+        if self._leased() and self._lease_due is not None and now >= self._lease_due:
             self._out.append(RenewLease(self.uid))
             jitter = self._random.uniform(1 - LEASE_JITTER, 1 + LEASE_JITTER)
             self._lease_due = now + self._lease_interval * jitter
 
     # -- helpers ---------------------------------------------------------------------------------------
+
+    def _leased(self) -> bool:
+        """ADR-0064: the Lease is renewed from the write to the teardown, in every live state — a restored
+        Workspace waiting for the first list too: each renewal carries the uid it wrote, so it renews only
+        that Sandbox."""
+        return self.state in LIVE and bool(self.uid)
 
     def _go(self, state: State) -> None:
         if self._edge is not None:
@@ -734,9 +737,6 @@ def _ignore(core: WorkspaceCore, event: Any, now: float, wall: float) -> None:
 
 
 W = WorkspaceCore
-LIVE: tuple[State, ...] = ("placing", "reconciling", "provisioning", "attaching", "running")
-ENDED: tuple[State, ...] = ("lost", "faulted", "released")
-
 # One table holds the machine: (from states, input, where the edge may lead, who takes it). Every edge
 # not listed is off the table. docs/architecture.md prints it (`transitions_markdown`); a test keeps the
 # copy true.
