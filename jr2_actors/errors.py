@@ -95,3 +95,8 @@ class KubeTransportError(Jr2Error):
 
 class KubeProtocolError(Jr2Error):
     """An answer that is not Kubernetes: not JSON, not the expected shape, or too large to hold."""
+
+
+# Everything a call to the API server can raise that is not our bug: an answer, no answer, a wrong answer,
+# or no way to ask (the token file gone).
+KUBE_ERRORS = (KubeError, KubeTransportError, KubeProtocolError, ClusterAccessError)

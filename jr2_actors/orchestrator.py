@@ -27,7 +27,7 @@ import pykka
 from jr2_actors.actorkit import ActorFault, Timers, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import ACTOR_STOP_SECONDS, ORCHESTRATOR_ASK_SECONDS, RUN_REVIVALS
-from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
+from jr2_actors.errors import KUBE_ERRORS
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.metrics import Telemetry
@@ -169,11 +169,8 @@ class Orchestrator:
                 return cast(dict[str, Any], ref.ask(Status(), timeout=ORCHESTRATOR_ASK_SECONDS))
             except pykka.ActorDeadError:
                 pass  # it just finished: the store has its last row
-        record = self._fetch(run_id)
-        if record is None:
-            return None
-        core, _ = RunCore.restore(record.blob, self.clock.monotonic(), self.clock.wall())
-        return status_doc(core)
+        stored = self._stored(run_id)
+        return None if stored is None else status_doc(stored[0])
 
     def runs(self) -> list[dict[str, Any]]:
         """`GET /runs`: live runs only (ADR-0065)."""
@@ -199,11 +196,11 @@ class Orchestrator:
     def feed(self, run_id: str, after: int, wait: float) -> tuple[list[FeedEvent], bool] | None:
         if self.feed_hub.known(run_id):
             return self.feed_hub.read(run_id, after, wait)
-        record = self._fetch(run_id)
-        if record is None:
+        stored = self._stored(run_id)
+        if stored is None:
             return None
-        core, _ = RunCore.restore(record.blob, self.clock.monotonic(), self.clock.wall())
-        return [e for e in core.feed if e.id > after], record.status != "live"
+        core, live = stored
+        return [e for e in core.feed if e.id > after], not live
 
     def wait_finished(self, run_id: str, timeout: float) -> bool:
         """Block until the run has finished (for embedding tests and the demo)."""
@@ -276,6 +273,14 @@ class Orchestrator:
         record = self._store.ask(store.Fetch(run_id), timeout=ORCHESTRATOR_ASK_SECONDS)
         return record if isinstance(record, store.RunRecord) else None
 
+    def _stored(self, run_id: str) -> tuple[RunCore, bool] | None:
+        """The run as its row keeps it (read only, nothing started), and whether the row is live."""
+        record = self._fetch(run_id)
+        if record is None:
+            return None
+        core, _ = RunCore.restore(record.blob, self.clock.monotonic(), self.clock.wall())
+        return core, record.status == "live"
+
     def _restore(self, record: store.RunRecord) -> bool:
         env = self._ready()
         try:
@@ -341,7 +346,7 @@ class Orchestrator:
         for path, uid in core.never_ran():
             try:
                 self.client.delete(SANDBOX, sandbox_name(record.run_id, path), uid=uid)
-            except (KubeError, KubeTransportError, KubeProtocolError, ClusterAccessError) as e:
+            except KUBE_ERRORS as e:
                 log.error("run %s: the Sandbox of %s that never ran could not be deleted (%s); the idle GC "
                           "will", record.run_id, path, e)
         lines = core.abandon(f"{reason}; what ran is left to the idle GC")

@@ -58,6 +58,7 @@ from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, ReadKil
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import AGENT_STOP_SECONDS
 from jr2_actors.harness.client import (
+    HARNESS_ERRORS,
     ConversationNotKept,
     HarnessClient,
     HarnessClients,
@@ -70,7 +71,6 @@ from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead
 from jr2_actors.metrics import Telemetry
 
 log = logging.getLogger(__name__)
-HARNESS_ERRORS = (HarnessError, HarnessUnreachable, HarnessProtocolError)
 MAX_ALLOWED = 256
 
 

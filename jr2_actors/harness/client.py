@@ -81,6 +81,10 @@ class HarnessProtocolError(Jr2Error):
     """An answer that is not what the contract says (not JSON, a wrong shape, too large, a foreign URL)."""
 
 
+# Everything a Harness call can raise that is not our bug.
+HARNESS_ERRORS = (HarnessError, HarnessUnreachable, HarnessProtocolError)
+
+
 @dataclass(frozen=True)
 class Admission:
     stream_url: str

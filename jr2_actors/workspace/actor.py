@@ -3,12 +3,12 @@
 It registers with the WatchActor for its Sandbox's key and performs what the core asks: write the Sandbox
 (the first write creates; a name already taken is adopted only when its annotations name this very
 Workspace), then its token Secret owned by the Sandbox's uid; renew the Lease (a merge patch of
-`jr2.dev/keepalive`); attach through the Harness; delete with the uid it wrote as a precondition. Cluster
-writes run one at a time, in order, on the kube pool (a delete never overtakes the write before it); the
-attach runs on a pool of its own, so a slow Harness never delays any Workspace's Lease, write or delete.
-Every report goes to the parent; `Release(why)` ends it, and it stops itself once `Released` is told and
-its last call is back. A call that raises what nobody expected is our bug: it fails the actor (its parent
-hears an `ActorFault`), never vanishes into an unread future.
+`jr2.dev/keepalive`); attach through the Harness; delete with the uid it wrote and the newest version it
+knows as preconditions. Cluster writes run one at a time, in order, on the kube pool (a delete never
+overtakes the write before it); the attach runs on a pool of its own, so a slow Harness never delays any
+Workspace's Lease, write or delete. Every report goes to the parent; `Release(why)` ends it, and it stops
+itself once `Released` is told and its last call is back. A call that raises what nobody expected is our
+bug: it fails the actor (its parent hears an `ActorFault`), never vanishes into an unread future.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from jr2_actors import logs
 from jr2_actors.actorkit import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import DELETE_VERSION_REREADS
-from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
-from jr2_actors.harness.client import HarnessClient, HarnessError, HarnessProtocolError, HarnessUnreachable
+from jr2_actors.errors import KUBE_ERRORS, KubeError, KubeProtocolError
+from jr2_actors.harness.client import HARNESS_ERRORS, HarnessClient
 from jr2_actors.harness.tokens import harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX, SECRET
@@ -50,8 +50,6 @@ from jr2_actors.workspace.manifest import (
 )
 
 log = logging.getLogger(__name__)
-KUBE_ERRORS = (KubeError, KubeTransportError, KubeProtocolError, ClusterAccessError)
-HARNESS_ERRORS = (HarnessError, HarnessUnreachable, HarnessProtocolError)
 
 HarnessFactory = Callable[[str, str], HarnessClient]
 
