@@ -31,8 +31,8 @@ from jr2_actors.errors import KUBE_ERRORS
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.metrics import Telemetry
-from jr2_actors.run.actor import Cancel, Listing, RunActor, RunEnv, RunFinished, Status
-from jr2_actors.run.core import RunCore
+from jr2_actors.run.actor import Listing, RunActor, RunEnv, RunFinished, Status
+from jr2_actors.run.core import Cancel, RunCore
 from jr2_actors.run.feed import FeedHub
 from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.run.wire import status_doc

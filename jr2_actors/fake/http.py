@@ -12,7 +12,6 @@ that cannot be had is a `ListenError` naming it, never a hang.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import select
@@ -207,9 +206,3 @@ def json_args(body: bytes) -> Mapping[str, Any]:
     if not isinstance(doc, dict):
         raise ValueError("the body must be a JSON object")
     return doc
-
-
-def close_quietly(server: HttpServer | None) -> None:
-    if server is not None:
-        with contextlib.suppress(OSError):
-            server.stop()

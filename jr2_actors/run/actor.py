@@ -29,12 +29,13 @@ from jr2_actors.harness.tokens import INSTANCE_HARNESS, harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.metrics import OFF, Telemetry
 from jr2_actors.run import core as run
-from jr2_actors.run.core import RunCore
+from jr2_actors.run.core import Cancel, RunCore
 from jr2_actors.run.feed import Published
 from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.run.readlog import ReadLog
-from jr2_actors.run.wire import feed_doc, status_doc
+from jr2_actors.run.wire import feed_doc, listing_doc, status_doc
 from jr2_actors.store import actor as store
+from jr2_actors.watch.identity import sandbox_name
 from jr2_actors.workspace import core as ws
 from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec
@@ -61,11 +62,6 @@ class RunEnv:
     idle_timeout: str = "30m"
     workspace_options: dict[str, Any] = field(default_factory=dict)
     telemetry: Telemetry = field(default=OFF, repr=False)  # the orchestrator's metrics (issue 11)
-
-
-@dataclass(frozen=True)
-class Cancel:
-    reason: str = "cancelled"
 
 
 @dataclass(frozen=True)
@@ -130,15 +126,13 @@ class RunActor(Shell):
         if isinstance(message, Status):
             return status_doc(self.core)
         if isinstance(message, Listing):
-            from jr2_actors.run.wire import listing_doc
-
             return listing_doc(self.core)
         if isinstance(message, _Tick):
             if self._deadline is not None:
                 self._deadline.fired()
             self._step(run.Tick())
         elif isinstance(message, Cancel):
-            self._step(run.Cancel(message.reason))
+            self._step(message)  # the core's input as it is
         elif isinstance(message, ws.Report):
             if isinstance(message, ws.Released):
                 self._workspaces.pop(message.path, None)
@@ -194,7 +188,8 @@ class RunActor(Shell):
         if isinstance(message, turn_core.StartTurn):
             # The token is the shell's to make: the signing key never enters the core or the blob.
             path = self.core.workflow.agents[action.agent].workspace
-            token = harness_token(self.env.signing_key, self._sandbox_name(path) if path else INSTANCE_HARNESS)
+            holder = sandbox_name(self.core.run_id, path) if path else INSTANCE_HARNESS
+            token = harness_token(self.env.signing_key, holder)
             self._agent(action.agent).tell(replace(message, token=token))
         elif isinstance(message, (turn_core.AbortTurn, turn_core.ReadKills)):
             tell_quietly(self._agents.get(action.agent), message)  # only a seat that exists has a Turn to stop
@@ -219,11 +214,6 @@ class RunActor(Shell):
                                                telemetry=self.env.telemetry)
             self._agents[name] = ref
         return ref
-
-    def _sandbox_name(self, path: str) -> str:
-        from jr2_actors.watch.identity import sandbox_name
-
-        return sandbox_name(self.core.run_id, path)
 
     def _finish(self, action: run.Finished) -> None:
         if self._done:

@@ -47,7 +47,6 @@ STATUS_KINDS = frozenset({"sandboxes", "repos"})  # the CRDs with a status subre
 SERVER_META = ("uid", "creationTimestamp", "resourceVersion", "generation", "managedFields", "deletionTimestamp",
                "deletionGracePeriodSeconds", "selfLink")
 FOREGROUND = "foregroundDeletion"
-ORPHAN = "orphan"
 
 Obj = dict[str, Any]
 Sink = Callable[[Obj], None]  # receives one watch event: {"type", "object"}
