@@ -81,8 +81,8 @@ class Route:
 
 
 ROUTES = (
-    Route("GET", re.compile(r"^/healthz$"), "healthz", open=True),
-    Route("GET", re.compile(r"^/metrics$"), "metrics", open=True),
+    Route("GET", re.compile(f"^{HEALTH_PATH}$"), "healthz", open=True),
+    Route("GET", re.compile(f"^{METRICS_PATH}$"), "metrics", open=True),
     Route("POST", re.compile(r"^/runs$"), "submit"),
     Route("GET", re.compile(r"^/runs$"), "runs"),
     Route("GET", re.compile(r"^/runs/(?P<run>[^/]+)$"), "status"),

@@ -51,6 +51,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, stop: threading.Event) -> int:
+    from jr2_actors.api.app import METRICS_PATH
     from jr2_actors.orchestrator import Orchestrator
 
     own = _load(args.workflow) if args.workflow else None
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
             orchestrator.start()
             if args.metrics_port is not None:
                 server = _serve_metrics(orchestrator, args.metrics_port)
-                print(f"metrics: {server.url}/metrics", file=out, flush=True)
+                print(f"metrics: {server.url}{METRICS_PATH}", file=out, flush=True)
             status = play(cluster, orchestrator, out, stop, own)
             if status is None:
                 print("interrupted: stopping the orchestrator and the fake cluster", file=out, flush=True)

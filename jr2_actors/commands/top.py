@@ -29,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jr2_actors import metrics as m
+from jr2_actors.api.app import METRICS_PATH
 from jr2_actors.commands.common import UsageError, positive_seconds
 from jr2_actors.run.render import duration
 
@@ -266,7 +267,7 @@ def _nonzero(values: Mapping[str, float]) -> str:
 def metrics_url(server: str) -> str:
     if not server.startswith(("http://", "https://")):
         raise UsageError(f"--server {server}: not an http(s) URL")
-    return server.rstrip("/") + "/metrics"
+    return server.rstrip("/") + METRICS_PATH
 
 
 def run(args: argparse.Namespace, stop: threading.Event) -> int:
