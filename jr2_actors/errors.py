@@ -100,3 +100,8 @@ class KubeProtocolError(Jr2Error):
 # Everything a call to the API server can raise that is not our bug: an answer, no answer, a wrong answer,
 # or no way to ask (the token file gone).
 KUBE_ERRORS = (KubeError, KubeTransportError, KubeProtocolError, ClusterAccessError)
+
+
+def one_line(what: object, cap: int = 300) -> str:
+    """An error's words on one line, capped: what a log line or a one-line CLI error shows."""
+    return " ".join(str(what).split())[:cap]

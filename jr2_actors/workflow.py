@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import yaml
 
-from jr2_actors.errors import Jr2Error
+from jr2_actors.errors import Jr2Error, one_line
 from jr2_actors.quantity import QuantityError, cpu_millis, memory_bytes
 
 MAX_WORKFLOW_BYTES = 256 * 1024
@@ -122,9 +122,19 @@ def read_document(text: str | bytes) -> object:
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
-        raise WorkflowError("", f"not valid YAML: {' '.join(str(e).split())[:200]}") from e
+        raise WorkflowError("", f"not valid YAML: {one_line(e, 200)}") from e
     except RecursionError as e:
         raise WorkflowError("", "nested too deeply") from e
+
+
+def read_file(path: str) -> object:
+    """A workflow file's document, read capped: a larger file is refused, never read whole."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(MAX_WORKFLOW_BYTES + 1)
+    except OSError as e:
+        raise WorkflowError("", e.strerror or str(e)) from None
+    return read_document(text)
 
 
 def load_workflow(text: str | bytes) -> Workflow:

@@ -19,8 +19,9 @@ import requests
 
 from jr2_actors.api import sse
 from jr2_actors.commands.common import UsageError, secret_from, until_stopped
+from jr2_actors.errors import one_line
 from jr2_actors.run.render import feed_line, status_lines
-from jr2_actors.workflow import MAX_WORKFLOW_BYTES, WorkflowError, read_document
+from jr2_actors.workflow import WorkflowError, read_file
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 TIMEOUT = (5.0, 30.0)
@@ -84,7 +85,7 @@ class Client:
         try:
             yield from sse.decode(raw or "" for raw in resp.iter_lines(decode_unicode=True))
         except requests.exceptions.RequestException as e:
-            raise UsageError(f"the feed from {self.server} broke off: {_one_line(e)}") from None
+            raise UsageError(f"the feed from {self.server} broke off: {one_line(e)}") from None
         except ValueError as e:
             raise UsageError(f"the feed from {self.server} is not a jr2 feed: {e}") from None
         finally:
@@ -136,12 +137,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
 
 def _workflow(path: str) -> object:
     try:
-        with open(path, "rb") as f:
-            text = f.read(MAX_WORKFLOW_BYTES + 1)
-    except OSError as e:
-        raise UsageError(f"{path}: {e.strerror or e}") from None
-    try:
-        return read_document(text)
+        return read_file(path)
     except WorkflowError as e:
         raise UsageError(f"{path}: {e}") from None
 
@@ -170,9 +166,7 @@ def _why_unreachable(e: requests.exceptions.RequestException) -> str:
                   "Temporary failure in name resolution", "Connection reset by peer", "Network is unreachable"):
         if cause in text:
             return cause.lower()
-    return _one_line(e)
+    return one_line(e)
 
 
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())[:200]
 

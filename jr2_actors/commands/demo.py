@@ -29,7 +29,7 @@ from jr2_actors.commands.common import UsageError, port_number, until_signalled
 from jr2_actors.constants import DEMO_SECONDS
 from jr2_actors.run.render import duration, feed_line, status_lines
 from jr2_actors.run.wire import feed_doc
-from jr2_actors.workflow import MAX_WORKFLOW_BYTES, WorkflowError, parse_workflow, read_document
+from jr2_actors.workflow import WorkflowError, parse_workflow, read_document, read_file
 from jr2_actors.workspace.core import PlacedLine, PlacingLine, WaitEndedLine
 
 if TYPE_CHECKING:  # the fake cluster and the orchestrator load when the demo runs, not with every command
@@ -185,12 +185,7 @@ def _bundled_document(name: str) -> Any:
 
 def _load(path: str) -> Any:
     try:
-        with open(path, "rb") as f:
-            text = f.read(MAX_WORKFLOW_BYTES + 1)
-    except OSError as e:
-        raise UsageError(f"--workflow {path}: {e.strerror or e}") from None
-    try:
-        document = read_document(text)
+        document = read_file(path)
         parse_workflow(document)
     except WorkflowError as e:
         raise UsageError(f"--workflow {path}: {e}") from None

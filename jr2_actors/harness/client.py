@@ -46,7 +46,7 @@ from jr2_actors.constants import (
     MEMORY_KILL_READ_SECONDS,
     READ_TIMEOUT_SECONDS,
 )
-from jr2_actors.errors import Jr2Error
+from jr2_actors.errors import Jr2Error, one_line
 from jr2_actors.harness.cut import Cut, mount_cuts
 from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillListError, MemoryKillRead, parse_memory_kills
 from jr2_actors.http_body import TooLarge, caused_by, read_capped
@@ -270,11 +270,11 @@ class HarnessClient:
                                                           max(read_timeout, 0.1)))
             except requests.exceptions.RequestException as e:
                 if not _never_reached(e) or (cut is not None and cut.fired):
-                    raise HarnessUnreachable(f"{method} {shown}: {_one_line(e)}", reached=True) from e
+                    raise HarnessUnreachable(f"{method} {shown}: {one_line(e)}", reached=True) from e
                 attempt += 1
                 delay = HARNESS_RETRY.delay(attempt)
                 if self.clock.monotonic() - started + delay > window:
-                    raise HarnessUnreachable(f"{method} {shown}: not reached in {window:.0f}s: {_one_line(e)}",
+                    raise HarnessUnreachable(f"{method} {shown}: not reached in {window:.0f}s: {one_line(e)}",
                                              reached=False) from e
                 self._pause(delay, shown)
                 continue
@@ -389,12 +389,10 @@ def _read_capped(resp: requests.Response, cap: int, *, strict: bool = True) -> b
     except TooLarge as e:
         raise HarnessProtocolError(f"the Harness's answer is over {cap} bytes") from e
     except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError) as e:
-        raise HarnessUnreachable(f"reading the answer: {_one_line(e)}", reached=True) from e
+        raise HarnessUnreachable(f"reading the answer: {one_line(e)}", reached=True) from e
 
 
 def _seg(text: str) -> str:
     return quote(text, safe="")
 
 
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())[:300]

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import yaml
 
 from jr2_actors.constants import MAX_KUBECONFIG_BYTES
-from jr2_actors.errors import ClusterAccessError, KubeconfigError
+from jr2_actors.errors import ClusterAccessError, KubeconfigError, one_line
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 HOST_VAR = "KUBERNETES_SERVICE_HOST"
@@ -168,7 +168,7 @@ def load_kubeconfig(path: str, files: Files, *, context: str | None = None, sour
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise KubeconfigError(path, "(file)", f"is not valid YAML: {_one_line(e)}") from e
+        raise KubeconfigError(path, "(file)", f"is not valid YAML: {one_line(e)}") from e
     except RecursionError as e:
         raise KubeconfigError(path, "(file)", "is nested too deeply") from e
     return parse_kubeconfig(doc, path=path, context=context, source=source or path)
@@ -283,5 +283,3 @@ def _b64(obj: dict[str, Any], path: str, key: str, field_name: str) -> bytes | N
         raise KubeconfigError(path, key, "is not valid base64") from e
 
 
-def _one_line(e: Exception) -> str:
-    return " ".join(str(e).split())[:300]

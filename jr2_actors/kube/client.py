@@ -54,6 +54,7 @@ from jr2_actors.errors import (
     KubeProtocolError,
     KubeTransportError,
     TransportKind,
+    one_line,
 )
 from jr2_actors.http_body import TooLarge, caused_by, read_capped
 from jr2_actors.kube.access import ClusterAccess
@@ -411,7 +412,7 @@ class WatchStream:
 
 def transport_error(e: BaseException, method: str, path: str) -> KubeTransportError:
     """Name a transport failure. requests reports a stream's read timeout as a ConnectionError."""
-    text = " ".join(str(e).split())[:300]
+    text = one_line(e)
     kind: TransportKind
     if isinstance(e, requests.exceptions.ConnectTimeout):
         kind = "connect"
