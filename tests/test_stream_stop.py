@@ -12,13 +12,14 @@ from jr2_actors.commands.common import until_stopped
 from jr2_actors.run.feed import FeedHub
 from jr2_actors.run.feedlines import FeedEvent, SaidLine
 
-WAIT = 10.0
+BLOCKED = 600.0  # far longer than any test: only the behaviour under test can end the wait
+WAIT = 10.0  # how long a test waits for that behaviour before it fails
 
 
 def quiet(first: list[int], release: threading.Event) -> Iterator[int]:
     """Yields `first`, then blocks as a stream between heartbeats does."""
     yield from first
-    release.wait(WAIT)
+    release.wait(BLOCKED)
 
 
 def test_items_pass_through_in_order_and_the_end_ends_it() -> None:
@@ -29,9 +30,17 @@ def test_a_stop_leaves_a_blocked_stream_without_waiting_for_its_next_item() -> N
     stop, release = threading.Event(), threading.Event()
     got = until_stopped(quiet([7], release), stop)
     assert next(got) == 7
+    rest: list[int] = []
+    done = threading.Event()
+
+    def drain() -> None:
+        rest.extend(got)
+        done.set()
+
+    threading.Thread(target=drain, daemon=True).start()
     stop.set()
-    assert list(got) == []  # returned although the source is still blocked
-    assert not release.is_set()
+    assert done.wait(WAIT), "the reader waited for the blocked source instead of leaving on the stop"
+    assert rest == [] and not release.is_set()  # left although the source is still blocked
     release.set()
 
 
@@ -53,15 +62,21 @@ def test_an_interrupt_wakes_every_reader_and_the_hub_stays_open() -> None:
     answers: list[tuple[list[FeedEvent], bool]] = []
 
     def reader() -> None:
-        answers.append(hub.read("r-1", 1, WAIT))  # nothing after id 1: it waits
+        answers.append(hub.read("r-1", 1, BLOCKED))  # nothing after id 1: only an interrupt ends this wait
         woke.set()
 
-    thread = threading.Thread(target=reader)
+    thread = threading.Thread(target=reader, daemon=True)
     thread.start()
-    hub.interrupt()  # a reader that has not started waiting yet waits its full `wait`: retry until woken
-    while not woke.wait(0.05):
+    # A reader that has not started waiting when an interrupt comes misses it: interrupt until it wakes,
+    # for at most WAIT seconds in all.
+    deadline = threading.Event()
+    timer = threading.Timer(WAIT, deadline.set)
+    timer.start()
+    hub.interrupt()
+    while not woke.wait(0.05) and not deadline.is_set():
         hub.interrupt()
-    thread.join(WAIT)
+    timer.cancel()
+    assert woke.is_set(), "no interrupt woke the reader"
     assert answers == [([], False)]  # woken with what it has, and not told the run finished
     hub.publish("r-1", [FeedEvent(2, 0.0, SaidLine("coder", 1, "more"))])
     assert [e.id for e in hub.read("r-1", 1, 0.0)[0]] == [2]  # still open
