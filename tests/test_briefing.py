@@ -93,8 +93,10 @@ def test_a_restatement_is_appended_never_a_rewrite() -> None:
     again = briefing.restatement(["finish"], ["finish", "dispute"], {"finish": "Pass `summary`.",
                                                                     "dispute": "Say what is wrong, in one line."})
     assert again == golden("restatement.txt")
-    conversation = f"{first}\n\n{again}"
-    assert conversation.startswith(first)  # the first Turn part stays as it was, for the prompt cache
+    # Appended as a block of its own: it repeats neither the task nor the first Turn part, so what the
+    # model read before stays as it was (the prompt cache holds).
+    assert "Fix the failing test." in first and "Fix the failing test." not in again
+    assert again.startswith("<jr2-turn>\n") and again.count("<jr2-turn>") == 1
     assert "memory limit" not in again  # no notice: notices are for the next Turn in their scope
     assert "`finish`: Pass" not in again  # only the briefing of a pick it opens
 

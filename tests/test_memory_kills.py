@@ -140,5 +140,5 @@ def test_adr_0062s_bounds_seventeen_kills_thirty_three_told_and_a_300_kib_body()
 def test_adr_0062s_bounds_a_65_character_id_and_an_unparseable_at_drop_the_kill_a_peak_of_lots_keeps_it() -> None:
     read = parse_memory_kills(json.dumps({"kills": [_kill(id="k" * 65), _kill(1, at="yesterday"),
                                                     _kill(2, peak="lots")]}).encode())
-    assert [(k.id, k.peak, k.limit) for k in read.kills] == [("k-2", None, "2Gi")]  # sizes said no more
+    assert [(k.id, k.peak, k.limit) for k in read.kills] == [("k-2", None, None)]  # ADR-0062: "says no sizes"
     assert any("peak left out" in p for p in read.problems)

@@ -108,7 +108,7 @@ def test_a_size_not_in_the_guards_form_is_left_out_and_the_kill_kept() -> None:
     ledger = Ledger()
     ledger.list_read("F-1", [kill("k-1", peak="lots", limit="2Gi")])
     (entry,) = ledger.take("F-1", "c")
-    assert entry.notice.wire() == {"kind": "memory-limit", "scope": "workspace", "limit": "2Gi"}
+    assert entry.notice.wire() == {"kind": "memory-limit", "scope": "workspace"}  # ADR-0062: "says no sizes"
     ledger.kernel_kill("F-2", "t", "OOMKilled", "2147483648")  # a Workspace's memory in bytes: said as a size
     assert ledger.take("F-2", "c")[0].notice.fields["limit"] == "2Gi"
 

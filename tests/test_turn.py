@@ -91,7 +91,7 @@ def test_a_stream_kill_with_no_id_is_kept_and_its_place_is_its_source() -> None:
 
 @pytest.mark.parametrize(("peak", "limit", "kept", "problems"), [
     ("1.9Gi", "2Gi", ("1.9Gi", "2Gi"), 0),
-    ("2147483648", "2Gi", (None, "2Gi"), 1),  # a bare number is not a size
+    ("2147483648", "2Gi", (None, None), 1),  # a bare number is not a size: no sizes are said (ADR-0062)
     ("1.9Gi", None, (None, None), 1),  # a peak comes only with a limit
     ("lots", "2Gi; rm -rf /", (None, None), 2),
     (None, "2Gi", (None, "2Gi"), 0),

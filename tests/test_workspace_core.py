@@ -536,13 +536,19 @@ def test_a_shell_input_off_the_table_is_our_bug_and_a_world_input_is_ignored() -
         d(Begin(), at=4)
 
 
-def test_every_edge_leads_only_where_the_table_says() -> None:
+def test_every_edge_leads_only_where_the_table_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handler that moves off its edge is our bug, caught as it happens: narrow one edge of the table
+    and the very move the handler makes on it raises."""
+    from jr2_actors.workspace import core as workspace_core
+
+    narrowed = dict(TRANSITIONS)
+    edge = narrowed[("placing", SandboxSeen)]
+    narrowed[("placing", SandboxSeen)] = workspace_core.Edge(frozenset({"lost", "faulted"}), edge.handler)
+    monkeypatch.setattr(workspace_core, "TRANSITIONS", narrowed)
     d = Drive()
-    d(Begin())
-    edge = TRANSITIONS.get(("placing", Attached), None)
-    assert edge is None
-    assert TRANSITIONS[("attaching", Attached)].to == frozenset({"running"})
-    assert TRANSITIONS[("new", Begin)].to == frozenset({"placing", "reconciling"})
+    d.written()
+    with pytest.raises(OffTable, match="SandboxSeen in placing cannot lead to provisioning"):
+        d(SCHEDULED, at=1)
 
 
 def test_the_architecture_doc_carries_the_transition_table_as_the_code_has_it() -> None:

@@ -35,8 +35,7 @@ from typing import Any, Literal
 
 from jr2_actors.constants import STREAM_READ_ATTEMPTS, STREAM_READ_PAUSE_SECONDS
 from jr2_actors.harness import briefing
-from jr2_actors.harness.memory_kills import MAX_ID
-from jr2_actors.quantity import is_size
+from jr2_actors.harness.memory_kills import MAX_ID, guard_sizes
 from jr2_actors.step import Step
 
 PROVIDER_LIMIT = "provider limit"
@@ -398,18 +397,11 @@ class TurnCore:
         elif raw_id is not None:
             problems.append(f"a guard kill's id {_short(raw_id)} is not an id of at most {MAX_ID} characters: "
                             "kept, with its place on the stream as its source")
-        # ADR-0062: sizes are untrusted like the kill list's; one not in the guard's form is left out.
-        sizes: dict[str, str | None] = {}
-        for name in ("peak", "limit"):
-            value = e.get(name)
-            sizes[name] = value if is_size(value) else None
-            if value is not None and sizes[name] is None:
-                problems.append(f"a guard kill's {name} {_short(value)} is not a size like 1.9Gi or 512Mi: left out")
-        if sizes["peak"] is not None and sizes["limit"] is None:
-            sizes["peak"] = None  # CONTRACTS.md §3: a peak comes only with a limit
-            problems.append("a guard kill's peak came without a limit: left out")
+        # ADR-0062: sizes are untrusted like the kill list's, and read by the same rule.
+        peak, limit, size_problems = guard_sizes(e.get("peak"), e.get("limit"))
+        problems.extend(f"a guard kill's {p}" for p in size_problems)
         return GuardKill(self.agent, self.turn_id, self.conversation_id, kill_id, _place(e.get("position"), start, i),
-                         sizes["peak"], sizes["limit"], tuple(problems))
+                         peak, limit, tuple(problems))
 
     def _end(self, cause: FaultCause, reason: str) -> TurnFault:
         self.state = "ended"

@@ -70,6 +70,19 @@ def parse_memory_kills(raw: bytes) -> MemoryKillRead:
     return MemoryKillRead(tuple(kills), tuple(problems))
 
 
+def guard_sizes(peak: object, limit: object) -> tuple[str | None, str | None, list[str]]:
+    """A guard kill's sizes as ADR-0062 lets them be said, from the list or a stream alike: a size not in
+    the guard's form (or long) is left out and said in the problems, and then the notice says no sizes at
+    all — a limit alone would read as the kernel's kill. A peak comes only with a limit (CONTRACTS.md §3)."""
+    problems = [f"{name} left out ({str(value)[:40]!r} is not a size like 1.9Gi or 512Mi)"
+                for name, value in (("peak", peak), ("limit", limit)) if value is not None and not is_size(value)]
+    if problems:
+        return None, None, problems
+    if peak is not None and limit is None:
+        return None, None, ["a peak without a limit left out"]
+    return (peak if isinstance(peak, str) else None), (limit if isinstance(limit, str) else None), []
+
+
 def _kill(entry: object, i: int, problems: list[str]) -> MemoryKill | None:
     if not isinstance(entry, dict):
         problems.append(f"kill {i} dropped: not an object")
@@ -92,16 +105,8 @@ def _kill(entry: object, i: int, problems: list[str]) -> MemoryKill | None:
     if not _is_time(at):
         problems.append(f"kill {kill_id!r} dropped: at {at!r} is not a time")
         return None
-    sizes: dict[str, str | None] = {}
-    for field in ("peak", "limit"):
-        value = entry.get(field)
-        if value is None:
-            sizes[field] = None
-        elif is_size(value):
-            sizes[field] = value
-        else:
-            sizes[field] = None
-            problems.append(f"kill {kill_id!r}: {field} left out (not a size like 1.9Gi or 512Mi)")
+    peak, limit, size_problems = guard_sizes(entry.get("peak"), entry.get("limit"))
+    problems.extend(f"kill {kill_id!r}: {p}" for p in size_problems)
     told_raw = entry.get("told", [])
     told: list[str] = []
     if not isinstance(told_raw, list):
@@ -115,7 +120,7 @@ def _kill(entry: object, i: int, problems: list[str]) -> MemoryKill | None:
     if len(told) > MAX_TOLD:
         problems.append(f"kill {kill_id!r}: {len(told) - MAX_TOLD} told entries over {MAX_TOLD} left out")
         told = told[-MAX_TOLD:]
-    return MemoryKill(kill_id, at, agent, instance, sizes["peak"], sizes["limit"], tuple(told))
+    return MemoryKill(kill_id, at, agent, instance, peak, limit, tuple(told))
 
 
 def _is_time(text: str) -> bool:

@@ -74,9 +74,10 @@ class Entry:
 
 
 def memory_notice(*, agent: str | None = None, peak: str | None = None, limit: str | None = None) -> Notice:
-    """ADR-0062: sizes only in the guard's form, and `peak` only with `limit`."""
-    limit = limit if is_size(limit) else None
-    peak = peak if is_size(peak) and limit else None
+    """ADR-0062: sizes only in the guard's form, and `peak` only with `limit`; one that is not a size leaves
+    out both (a limit alone is the kernel kill's form)."""
+    if (peak is not None and not is_size(peak)) or not is_size(limit):
+        peak = limit = None
     return Notice("memory-limit", {"scope": "workspace", "agent": agent, "peak": peak, "limit": limit})
 
 
