@@ -33,7 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jr2_actors.quantity import format_size, is_size
+from jr2_actors.harness.memory_kills import guard_sizes
+from jr2_actors.quantity import format_size
 
 SEAT_OPEN, SEAT_CLOSE = "<jr2-seat>", "</jr2-seat>"
 TURN_OPEN, TURN_CLOSE = "<jr2-turn>", "</jr2-turn>"
@@ -183,13 +184,10 @@ def _memory_limit(notice: Mapping[str, Any]) -> tuple[str, str | None]:
     if scope not in ("conversation", "workspace"):
         problems.append(f"scope {_repr(scope)} is not conversation or workspace")
     agent, peak, limit = notice.get("agent"), notice.get("peak"), notice.get("limit")
-    bad_sizes = [f"{name} {_repr(value)} is not a size like 1.9Gi or 512Mi"
-                 for name, value in (("peak", peak), ("limit", limit)) if value is not None and not is_size(value)]
-    if peak is not None and limit is None:
-        bad_sizes.append("a peak without a limit")
+    peak, limit, bad_sizes = guard_sizes(peak, limit)  # ADR-0062: no sizes when a size was not valid
     problems.extend(bad_sizes)
-    sizes = ""  # ADR-0062: no sizes when a size was not valid
-    if not bad_sizes and limit is not None:
+    sizes = ""
+    if limit is not None:
         sizes = f" of {limit}" if peak is None else f" (peak {peak} of {limit})"  # a kernel kill has no peak
     during = ""
     if isinstance(agent, str) and 0 < len(agent) <= MAX_NAME:
