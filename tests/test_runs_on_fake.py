@@ -3,6 +3,7 @@ run, a stop and a restart mid-placing, a cancel, an eviction — with the real w
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -262,3 +263,21 @@ def test_a_cancel_that_meets_a_dying_actor_reaches_its_revival(cluster: FakeClus
         assert orch.wait_finished(run_id, 30)
         final = orch.status(run_id)
         assert final is not None and final["status"] == "cancelled"
+
+
+def test_failing_kill_list_reads_are_one_warning_per_harness(cluster: FakeCluster, tmp_path: Path,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    """ADR-0062 through the run: the Turn's read and its nudge's read both fail (the list is garbage, as the
+    agent's uid may write it); the run logs one line for that Harness, not one per read."""
+    run_id = "r-reads-fail"
+    cluster.harness(lambda core: core.set_raw_memory_kills(sandbox_name(run_id, "W"), b"\x00not json"))
+    cluster.script("worker", [Say("no pick")], [Say("still no pick")])  # a Turn, then its nudge
+    with caplog.at_level(logging.WARNING, logger="jr2_actors.run"), orchestrator(cluster, tmp_path) as orch:
+        orch.submit(doc(ONE_STATE), run_id=run_id)
+        assert orch.wait_finished(run_id, 30)
+        final = orch.status(run_id)
+        assert final is not None and final["status"] == "failed"  # ended without a pick after its nudge
+    admissions = [a for a in cluster.admissions() if a["agent"] == "worker"]
+    assert len(admissions) == 2  # two admissions, so two reads before them
+    lines = [r.getMessage() for r in caplog.records if "memory-kill reads from" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith(f"run {run_id}: memory-kill reads from http") and "fail" in lines[0]
