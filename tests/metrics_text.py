@@ -1,8 +1,13 @@
-"""Reading an exposition back in tests: every sample by name and labels, with prometheus_client's parser."""
+"""Reading an exposition back in tests: every sample by name and labels, with prometheus_client's parser; and
+the plain data RunMetrics reads of a run, for tests that feed it without an engine."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from prometheus_client.parser import text_string_to_metric_families
+
+from jr2_actors.workspace.core import WaitEntry
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -23,3 +28,22 @@ def value(text: str | Samples, metric: str, /, **labels: str) -> float | None:
 def series(text: str) -> int:
     """How many time series the exposition holds."""
     return len(samples(text))
+
+
+@dataclass
+class Record:
+    phase: str
+    releasing: bool = False
+
+
+@dataclass
+class FakeRun:
+    """What RunMetrics reads of a RunCore, as plain data."""
+
+    run_id: str
+    state: str
+    workspaces: dict[str, Record] = field(default_factory=dict)
+    waits: list[tuple[str, WaitEntry]] = field(default_factory=list)
+
+    def waiting(self) -> list[tuple[str, WaitEntry]]:
+        return self.waits

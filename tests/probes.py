@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 
 import pykka
 
+from jr2_actors.actorkit import Shell
+from jr2_actors.metrics import Telemetry
 from tests.waiting import WAIT
 
 
@@ -61,3 +63,19 @@ def crashing(cls: type[A]) -> type[A]:
 
     Crashing.__name__ = cls.__name__
     return Crashing
+
+
+class Gated(Shell):
+    """Blocks on `gate` while it handles its first message: everything told after that waits."""
+
+    def __init__(self, gate: threading.Event, telemetry: Telemetry, name: str = "",
+                 taken: threading.Event | None = None) -> None:
+        super().__init__(telemetry=telemetry)
+        self.gate = gate
+        self.taken = taken or threading.Event()
+        self.name = name
+
+    def on_receive(self, message: Any) -> Any:
+        self.taken.set()
+        self.gate.wait(30)
+        return message

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ from jr2_actors.run.feed import Published
 from jr2_actors.run.feedlines import AdmittedLine, FeedEvent, SaidLine
 from jr2_actors.run.notices import Notice
 from jr2_actors.workspace.core import WaitEntry
-from tests.metrics_text import samples, series, value
+from tests.metrics_text import FakeRun, Record, samples, series, value
 from tests.probes import Inbox
 from tests.sandboxes import ready_sandbox
 from tests.test_agent_actor import NAME, body
@@ -92,25 +91,6 @@ def test_notices_told_in_admissions_are_counted_by_kind_on_the_way_to_the_hub() 
     assert value(got, "jr2_harness_notices_total", kind="conversation-new") == 1
     assert value(got, "jr2_harness_notices_total", kind="other") == 1
     assert value(got, "jr2_harness_notices_total", kind="pick-answer") == 0
-
-
-@dataclass
-class Record:
-    phase: str
-    releasing: bool = False
-
-
-@dataclass
-class FakeRun:
-    """What RunMetrics reads of a RunCore, as plain data."""
-
-    run_id: str
-    state: str
-    workspaces: dict[str, Record] = field(default_factory=dict)
-    waits: list[tuple[str, WaitEntry]] = field(default_factory=list)
-
-    def waiting(self) -> list[tuple[str, WaitEntry]]:
-        return self.waits
 
 
 def test_runs_by_state_workspaces_by_phase_and_open_waits() -> None:

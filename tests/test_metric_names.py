@@ -7,33 +7,22 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
-from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from jr2_actors import metrics
-from jr2_actors.actorkit import Shell
 from jr2_actors.clock import VirtualClock
 from jr2_actors.kube.client import FifoGate
 from jr2_actors.kube.frames import Bookmark
 from jr2_actors.metrics import KubeMetrics, Telemetry, WatchState
 from jr2_actors.workspace.core import WaitEntry
-from tests.test_harness_run_metrics import FakeRun, Record
+from tests.metrics_text import FakeRun, Record
+from tests.probes import Gated
 from tests.waiting import wait_until
 
 OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
 NAMES = {value for name, value in vars(metrics).items()
          if name.isupper() and isinstance(value, str) and value.startswith("jr2_")}
-
-
-class Held(Shell):
-    def __init__(self, gate: threading.Event, telemetry: Telemetry) -> None:
-        super().__init__(telemetry=telemetry)
-        self.gate = gate
-        self.name = "held"
-
-    def on_receive(self, message: Any) -> None:
-        self.gate.wait(30)
 
 
 class Client:
@@ -47,7 +36,7 @@ def everything() -> str:
     clock = VirtualClock(wall=1_790_000_000.0)
     telemetry = Telemetry(clock=clock)
     gate = threading.Event()
-    ref = Held.start(gate, telemetry)
+    ref = Gated.start(gate, telemetry, name="held")
     try:
         ref.tell(1)
         ref.tell(2)

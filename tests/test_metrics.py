@@ -17,23 +17,8 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.metrics import OFF, Mailbox, Telemetry
 from jr2_actors.orchestrator import Orchestrator
 from tests.metrics_text import samples, series, value
-from tests.probes import Inbox
+from tests.probes import Gated, Inbox
 from tests.waiting import wait_until
-
-
-class Gated(Shell):
-    """Blocks on `gate` while it handles its first message: everything told after that waits."""
-
-    def __init__(self, gate: threading.Event, taken: threading.Event, telemetry: Telemetry, name: str = "") -> None:
-        super().__init__(telemetry=telemetry)
-        self.gate = gate
-        self.taken = taken
-        self.name = name
-
-    def on_receive(self, message: Any) -> Any:
-        self.taken.set()
-        self.gate.wait(30)
-        return message
 
 
 class Worker(Shell):
@@ -60,7 +45,7 @@ def test_a_slow_actor_shows_a_growing_depth_and_oldest_message_age() -> None:
     clock = VirtualClock()
     telemetry = Telemetry(clock=clock)
     gate, taken = threading.Event(), threading.Event()
-    ref = Gated.start(gate, taken, telemetry, name="slow-one")
+    ref = Gated.start(gate, telemetry, name="slow-one", taken=taken)
     ref.tell("first")
     assert taken.wait(10)  # the actor is inside its first message now, blocked
     for i in range(5):
@@ -125,7 +110,7 @@ def test_label_cardinality_stays_bounded_with_a_thousand_workspaces() -> None:
         gate = threading.Event()
         takens = [threading.Event() for _ in range(count)]
         names = [f"ws-{i:04d}" for i in range(count)]
-        refs = [Gated.start(gate, taken, telemetry, name=name) for taken, name in zip(takens, names, strict=True)]
+        refs = [Gated.start(gate, telemetry, name=name, taken=taken) for taken, name in zip(takens, names, strict=True)]
         try:
             for ref in refs:
                 ref.tell("first")
@@ -151,7 +136,7 @@ def test_two_orchestrators_telemetries_do_not_mix() -> None:
     clock = VirtualClock()
     first, second = Telemetry(clock=clock), Telemetry(clock=clock)
     a = Worker.start(clock, first)
-    b = Gated.start(threading.Event(), threading.Event(), second, name="b")
+    b = Gated.start(threading.Event(), second, name="b")
     a.ask("0", timeout=10)
     one, two = text(first), text(second)
     assert value(one, "jr2_actor_instances", kind="Worker") == 1
@@ -179,7 +164,7 @@ def test_two_orchestrators_in_one_process_serve_their_own_series_and_a_slow_acto
                              telemetry=Telemetry(clock=clock)).start()
         second = Orchestrator(two.client(), state_dir=str(tmp_path / "b"), signing_key=two.signing_key).start()
         gate, taken = threading.Event(), threading.Event()
-        slow = Gated.start(gate, taken, first.telemetry, name="slow-one")
+        slow = Gated.start(gate, first.telemetry, name="slow-one", taken=taken)
         try:
             slow.tell("first")
             assert taken.wait(10)

@@ -14,23 +14,13 @@ import pytest
 from rich.console import Console
 
 from jr2_actors import cli
-from jr2_actors.actorkit import Shell
 from jr2_actors.clock import VirtualClock
 from jr2_actors.commands.top import Scrape, quantile, render
 from jr2_actors.metrics import Telemetry, WatchState
 from jr2_actors.workspace.core import WaitEntry
-from tests.test_harness_run_metrics import FakeRun, Record
+from tests.metrics_text import FakeRun, Record
+from tests.probes import Gated
 from tests.waiting import wait_until
-
-
-class Stuck(Shell):
-    def __init__(self, gate: threading.Event, telemetry: Telemetry) -> None:
-        super().__init__(telemetry=telemetry)
-        self.gate = gate
-        self.name = "F-9"
-
-    def on_receive(self, message: Any) -> None:
-        self.gate.wait(30)
 
 
 def shown(scrape: Scrape) -> str:
@@ -45,7 +35,7 @@ def test_the_view_shows_the_actor_falling_behind_the_watch_and_the_waits() -> No
     clock = VirtualClock(wall=1_790_000_000.0)
     telemetry = Telemetry(clock=clock)
     gate = threading.Event()
-    ref = Stuck.start(gate, telemetry)
+    ref = Gated.start(gate, telemetry, name="F-9")
     try:
         for i in range(4):
             ref.tell(i)
@@ -58,7 +48,7 @@ def test_the_view_shows_the_actor_falling_behind_the_watch_and_the_waits() -> No
     finally:
         gate.set()
         ref.stop(block=True, timeout=10)
-    stuck = next(line for line in text.splitlines() if "Stuck" in line and "F-9" not in line)
+    stuck = next(line for line in text.splitlines() if "Gated" in line and "F-9" not in line)
     assert " 3 " in stuck and "1m15s" in stuck  # three waiting, the oldest for 75 s
     assert "F-9" in text  # named among the busiest
     assert "watching, up" in text and "3 followed, 1 with a recipient" in text
@@ -70,7 +60,7 @@ def test_live_refreshes_show_rates_from_two_scrapes() -> None:
     telemetry = Telemetry(clock=VirtualClock())
     gate = threading.Event()
     gate.set()
-    ref = Stuck.start(gate, telemetry)
+    ref = Gated.start(gate, telemetry, name="F-9")
     ref.ask("one", timeout=10)
     before = Scrape.parse(telemetry.exposition().decode(), 10.0)
     for _ in range(8):
