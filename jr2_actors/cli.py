@@ -17,6 +17,7 @@ from jr2_actors.commands import client, demo, serve, top
 from jr2_actors.commands.common import (
     Parser,
     UsageError,
+    cluster_access,
     namespace_name,
     port_number,
     positive_seconds,
@@ -146,12 +147,10 @@ class JsonLines:
 
 
 def run_watch(args: argparse.Namespace, stop: threading.Event) -> int:
-    from jr2_actors.kube.access import LocalFiles, resolve
     from jr2_actors.kube.client import KubeClient
     from jr2_actors.watch.actor import WatchActor
 
-    access = resolve(os.environ, LocalFiles(), home=os.environ.get("HOME"), explicit_path=args.kubeconfig,
-                     context=args.context)
+    access = cluster_access(args)
     client = KubeClient(access)
     try:
         if stop.is_set():

@@ -9,7 +9,10 @@ import queue
 import re
 import threading
 from collections.abc import Iterable, Iterator
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
+
+if TYPE_CHECKING:
+    from jr2_actors.kube.access import ClusterAccess
 
 T = TypeVar("T")
 
@@ -96,6 +99,15 @@ def secret_from(env: str, path: str | None, what: str) -> bytes:
         source = f"the file {path}" if path else f"${env}"
         raise UsageError(f"{what} is missing: set {env} or name a file (it is empty in {source})")
     return value
+
+
+def cluster_access(args: argparse.Namespace) -> ClusterAccess:
+    """This process's way to the API server, by T107's precedence (`--kubeconfig` > `KUBECONFIG` > in cluster >
+    `~/.kube/config`); what cannot be used raises `ClusterAccessError`, one line naming what was tried."""
+    from jr2_actors.kube.access import LocalFiles, resolve
+
+    return resolve(os.environ, LocalFiles(), home=os.environ.get("HOME"), explicit_path=args.kubeconfig,
+                   context=args.context)
 
 
 def until_signalled(stop: threading.Event) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from jr2_actors.commands.common import (
     UsageError,
+    cluster_access,
     http_url,
     image_reference,
     namespace_name,
@@ -67,7 +68,6 @@ def listen_address(text: str) -> tuple[str, int]:
 def run(args: argparse.Namespace, stop: threading.Event) -> int:
     from jr2_actors.api.app import Api
     from jr2_actors.api.server import ApiServer
-    from jr2_actors.kube.access import LocalFiles, resolve
     from jr2_actors.kube.client import KubeClient
     from jr2_actors.orchestrator import DEFAULT_SANDBOX_IMAGE, Orchestrator
 
@@ -78,8 +78,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
     if len(key) < MIN_KEY_BYTES:
         raise UsageError(f"the signing key is shorter than {MIN_KEY_BYTES} bytes")
     state_dir = os.path.abspath(args.state_dir)
-    access = resolve(os.environ, LocalFiles(), home=os.environ.get("HOME"), explicit_path=args.kubeconfig,
-                     context=args.context)
+    access = cluster_access(args)
     client = KubeClient(access)
     orchestrator = Orchestrator(client, state_dir=state_dir, signing_key=key, namespace=args.namespace,
                                 sandbox_image=args.sandbox_image or DEFAULT_SANDBOX_IMAGE,
