@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from jr2_actors import __version__, logs
-from jr2_actors.commands import client, demo, serve, top
+from jr2_actors.commands import client, demo, serve, sim, top
 from jr2_actors.commands.common import (
     Parser,
     UsageError,
@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parser(sub)
     demo.add_parser(sub)
     top.add_parser(sub)
+    sim.add_parser(sub)
     client.add_parsers(sub)
 
     fake = sub.add_parser("fake-cluster", help="the fake cluster alone, on loopback, until interrupted")
@@ -102,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return demo.run(args, stop)
         if args.command == "top":
             return top.run(args, stop)
+        if args.command == "sim":
+            return sim.run(args, stop)
         if args.command in CLIENT_COMMANDS:
             return client.run(args, stop)
         parser.error(f"unknown command {args.command}")

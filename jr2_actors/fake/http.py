@@ -12,9 +12,11 @@ that cannot be had is a `ListenError` naming it, never a hang.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import select
+import socket
 import ssl
 import threading
 from collections.abc import Mapping
@@ -148,10 +150,36 @@ class LoopbackServer(ThreadingHTTPServer):
         self.closing = threading.Event()
         if not 0 <= port <= 65535:
             raise ListenError(f"{name}: port {port} is out of range (0-65535)")
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
         try:
             super().__init__((host, port), Request)
         except OSError as e:
             raise ListenError(f"{name}: cannot listen on {host}:{port}: {e.strerror or e}") from e
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops its connection mid-request (or mid-handshake) is a client's business, as
+        it is to a real server: logged for whoever debugs, never a traceback on stderr."""
+        log.debug("%s: a connection from %s ended in error", self.name, client_address, exc_info=True)
+
+    def close_connections(self) -> None:
+        """A stopping server closes its connections, as a real one does: a client's idle keep-alive
+        connection would otherwise hold its handler thread after the stop."""
+        with self._open_lock:
+            open_now = list(self._open)
+        for sock in open_now:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 class HttpServer:
@@ -193,6 +221,7 @@ class HttpServer:
             self._server.shutdown()
             self._thread.join(5)
         self._server.server_close()
+        self._server.close_connections()
 
 
 def json_args(body: bytes) -> Mapping[str, Any]:

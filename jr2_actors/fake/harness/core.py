@@ -200,6 +200,7 @@ class HarnessCore:
         record["briefing"] = briefing.render_admission(body).as_record()
         conv.batch += 1
         conv.submission = f"s-{next(self._ids)}"
+        record["submissionId"] = conv.submission  # the Submission it started (ids share one counter with kills)
         conv.running = True
         turns = self._scripts.get(agent)
         allowed = body.get("allowed") if isinstance(body.get("allowed"), list) else []
@@ -253,6 +254,12 @@ class HarnessCore:
         conv.awaiting = None
         self._settle(conv, "aborted")
         return Answer(200, {"aborted": True})
+
+    def kill_log(self) -> list[dict[str, Any]]:
+        """Every kill on every Harness's list, oldest first, with its Sandbox: what a test counts notices
+        against (`k-N` and `s-N` ids come from one counter, so they order kills among Submissions)."""
+        kills = [{"sandbox": sandbox, **kill} for sandbox, h in self._harnesses.items() for kill in h.kills]
+        return sorted(kills, key=lambda k: int(str(k["id"]).removeprefix("k-") or 0))
 
     def memory_kills(self, sandbox: str) -> bytes:
         self.reads[sandbox] = self.reads.get(sandbox, 0) + 1

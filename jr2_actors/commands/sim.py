@@ -1,0 +1,99 @@
+"""`jr2-actors sim --seeds 1-500`: the whole-system simulation, seed by seed (docs/reliability.md).
+
+Each seed draws its runs and faults (`sim/schedule.py`), plays them on a fresh fake cluster and
+orchestrator (`sim/runner.py`) and checks every invariant (`sim/invariants.py`). A failing seed prints its
+schedule, each violation, and the one command that replays it. Exit 0 when every seed held, 1 when one did
+not, 2 on a usage error, 130 on Ctrl-C (after the seed under way stops).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from jr2_actors.commands.common import UsageError
+
+
+def _seeds(text: str) -> list[int]:
+    from jr2_actors.sim.schedule import parse_seeds
+
+    try:
+        return parse_seeds(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_parser(sub: Any) -> None:
+    sim = sub.add_parser("sim", help="the whole-system simulation: seeded runs and faults, then the invariants",
+                         description="Plays seeded schedules of runs and faults on the fake cluster and checks "
+                                     "every invariant. Example: jr2-actors sim --seeds 1-20")
+    sim.add_argument("--seeds", type=_seeds, default=[1],
+                     help="the seeds to play: N, A-B, or a comma list of both (default: 1)")
+    sim.add_argument("--show", action="store_true", help="print each seed's schedule, not only a failing one's")
+    sim.add_argument("--keep", action="store_true",
+                     help="keep each seed's state folders (printed) instead of removing them (default: removed)")
+
+
+def run(args: argparse.Namespace, stop: threading.Event) -> int:
+    from jr2_actors.sim.runner import Sim, clean_workdir
+    from jr2_actors.sim.schedule import draw
+
+    seeds: list[int] = args.seeds
+    if not seeds:
+        raise UsageError("--seeds names no seed")
+    quiet = logging.getLogger("jr2_actors")
+    level = quiet.level
+    if quiet.getEffectiveLevel() < logging.ERROR:
+        quiet.setLevel(logging.ERROR)  # the faults make the orchestrator warn on purpose; a traceback still shows
+    out = sys.stdout
+    failed: list[int] = []
+    faults: Counter[str] = Counter()
+    runs = 0
+    started = time.monotonic()
+    played = 0
+    try:
+        for seed in seeds:
+            if stop.is_set():
+                break
+            schedule = draw(seed)
+            workdir = tempfile.mkdtemp(prefix=f"jr2-sim-{seed}-")
+            try:
+                result = Sim(schedule, workdir, stop).run()
+            finally:
+                if args.keep:
+                    print(f"seed {seed}: state kept in {workdir}", file=out)
+                else:
+                    clean_workdir(workdir)
+            if stop.is_set():
+                break
+            played += 1
+            runs += len(schedule.runs)
+            faults.update(f.kind for f in schedule.faults)
+            if result.ok:
+                print(f"seed {seed}: ok ({len(schedule.runs)} runs, {len(schedule.faults)} faults, "
+                      f"{result.seconds:.1f}s)", file=out, flush=True)
+                if args.show:
+                    print(schedule.describe(), file=out)
+            else:
+                failed.append(seed)
+                print(f"seed {seed}: {len(result.violations)} violation(s) in {result.seconds:.1f}s", file=out)
+                print(schedule.describe(), file=out)
+                for v in result.violations:
+                    print(f"  violation: {v}", file=out)
+                print(f"  replay: jr2-actors sim --seeds {seed}", file=out, flush=True)
+    finally:
+        quiet.setLevel(level)
+    took = time.monotonic() - started
+    covered = ", ".join(f"{k} {n}" for k, n in sorted(faults.items()))
+    print(f"{played} seed(s), {runs} runs, {len(failed)} failed, {took:.0f}s; faults: {covered or 'none'}", file=out)
+    if failed:
+        print(f"failed seeds: {','.join(str(s) for s in failed)}", file=out)
+    if stop.is_set():
+        return 130
+    return 1 if failed else 0

@@ -1,0 +1,152 @@
+"""What must hold after every schedule of the simulation, over what it collected. Pure.
+
+Each check answers the violations it found, each one line naming the run, the Sandbox or the notice:
+- every run ends, and as its events dictate: `done` (every workflow routes each fault back into its state,
+  so no transient fault may change an outcome), or `cancelled` when the schedule cancelled it while live;
+- each memory kill reaches the next Turn admitted into its Workspace (ADR-0062: a burst read from the list at
+  once is one notice, so a newer kill's notice covers an older one), and no notice is told twice;
+- no Sandbox is left behind by a run that ended `done`, and none that never ran is left by any run
+  (ADR-0064); every Sandbox's name is its own run's and Workspace's (no Sandbox of one run is another's);
+- no feed id names two lines, and each follower's ids only grow (a resume by Last-Event-ID misses nothing);
+- no exception reached a log as a traceback (an actor died, a job raised); no thread or actor is left.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jr2_actors.run.feedlines import FeedEvent, line_fields
+from jr2_actors.sim.schedule import RunPlan
+from jr2_actors.watch.identity import sandbox_name
+
+TERMINAL = {"done", "failed", "error", "cancelled", "lost"}
+_SUBMISSION = re.compile(r"^s-(\d+)$")
+_KILL = re.compile(r"^k-(\d+)$")
+
+
+@dataclass
+class Facts:
+    runs: Mapping[str, RunPlan]
+    statuses: Mapping[str, str]
+    cancelled: set[str]
+    admissions: list[dict[str, Any]]
+    kills: list[dict[str, Any]]  # the fake Harness's kill log: {sandbox, id, peak, limit}
+    sandboxes: list[dict[str, Any]]
+    follower_lines: Mapping[str, Mapping[int, str]]
+    follower_problems: list[str]
+    stored_feeds: Mapping[str, Mapping[int, str]]
+    tracebacks: list[str] = field(default_factory=list)
+    nudge_text: str = ""
+
+
+def fingerprint(event: FeedEvent) -> str:
+    """One feed line as text: what a reader holds under its id."""
+    return json.dumps({"kind": event.kind, "fields": line_fields(event.line)}, sort_keys=True, default=str)
+
+
+def check(facts: Facts) -> list[str]:
+    return [*outcomes(facts), *notices(facts), *sandboxes(facts), *feeds(facts),
+            *(f"a traceback was logged: {t}" for t in facts.tracebacks)]
+
+
+def outcomes(facts: Facts) -> list[str]:
+    out = []
+    for run_id in facts.runs:
+        status = facts.statuses.get(run_id, "missing")
+        if status not in TERMINAL:
+            out.append(f"{run_id}: never ended (status {status})")
+            continue
+        allowed = {"done", "cancelled"} if run_id in facts.cancelled else {"done"}
+        if status not in allowed:
+            out.append(f"{run_id}: ended {status}, where its events dictate {' or '.join(sorted(allowed))}")
+    return out
+
+
+def _number(pattern: re.Pattern[str], text: object) -> int | None:
+    match = pattern.match(text) if isinstance(text, str) else None
+    return int(match.group(1)) if match else None
+
+
+def notices(facts: Facts) -> list[str]:
+    """ADR-0062's exactly-once over what the Harness was told. An admission the Harness accepted started a
+    Submission (its `submissionId`); the fake's ids come from one counter, so `s-N` after `k-M` (N > M)
+    is an admission after the kill."""
+    out: list[str] = []
+    accepted = [a for a in facts.admissions if _number(_SUBMISSION, a.get("submissionId")) is not None]
+    told: dict[tuple[str, str], list[int]] = {}
+    for a in accepted:
+        seq = _number(_SUBMISSION, a.get("submissionId"))
+        assert seq is not None
+        for n in (a.get("body") or {}).get("notices") or []:
+            if isinstance(n, dict) and n.get("kind") == "memory-limit" and n.get("peak"):
+                told.setdefault((str(a.get("sandbox")), str(n["peak"])), []).append(seq)
+    for (sandbox, peak), seqs in sorted(told.items()):
+        if len(seqs) > 1:
+            out.append(f"{sandbox}: the memory-limit notice of peak {peak} was told {len(seqs)} times "
+                       f"(submissions {', '.join(f's-{s}' for s in seqs)})")
+    for kill in facts.kills:
+        number = _number(_KILL, kill.get("id"))
+        sandbox, peak = str(kill.get("sandbox")), str(kill.get("peak"))
+        if number is None:
+            continue
+        later_turns = [a for a in accepted if a.get("sandbox") == sandbox
+                       and (_number(_SUBMISSION, a.get("submissionId")) or 0) > number
+                       and (a.get("body") or {}).get("message") != facts.nudge_text]
+        if not later_turns or (sandbox, peak) in told:
+            continue
+        # A list read raises the newest kill's notice only (ADR-0062): a newer kill's notice covers this one.
+        newer = [k for k in facts.kills if k.get("sandbox") == sandbox
+                 and (_number(_KILL, k.get("id")) or 0) > number and (sandbox, str(k.get("peak"))) in told]
+        if not newer:
+            seen = "; ".join(_admission_text(a) for a in later_turns[:4])
+            out.append(f"{sandbox}: the guard kill {kill.get('id')} (peak {peak}, agent {kill.get('agent') or '-'}) "
+                       f"reached none of the {len(later_turns)} Turn admissions after it: {seen}")
+    return out
+
+
+def _admission_text(a: Mapping[str, Any]) -> str:
+    body = a.get("body") or {}
+    kinds = ",".join(f"{n.get('kind')}:{n.get('peak') or n.get('limit') or ''}" for n in body.get("notices") or []
+                     if isinstance(n, dict))
+    return (f"{a.get('submissionId')} {a.get('agent')} kept={bool(body.get('kept'))} "
+            f"message={str(body.get('message'))[:30]!r} notices=[{kinds}]")
+
+
+def sandboxes(facts: Facts) -> list[str]:
+    out = []
+    for sb in facts.sandboxes:
+        run_id, workspace, name = sb.get("runId"), sb.get("workspace"), sb.get("name")
+        if not isinstance(run_id, str) or not isinstance(workspace, str):
+            out.append(f"Sandbox {name}: no run or Workspace annotation")
+            continue
+        if sandbox_name(run_id, workspace) != name:
+            out.append(f"Sandbox {name}: its name is not its run's ({run_id}, {workspace})")
+        if run_id not in facts.runs:
+            continue
+        status = facts.statuses.get(run_id)
+        if status == "done":
+            out.append(f"Sandbox {name} of {run_id} is left after its run ended done")
+        elif not sb.get("podUID"):
+            out.append(f"Sandbox {name} of {run_id} never ran and is left (its run ended {status})")
+    return out
+
+
+def feeds(facts: Facts) -> list[str]:
+    out = list(facts.follower_problems)
+    for run_id, stored in facts.stored_feeds.items():
+        held = facts.follower_lines.get(run_id, {})
+        for event_id, text in stored.items():
+            if event_id in held and held[event_id] != text:
+                out.append(f"{run_id}: feed id {event_id} is {held[event_id]!r} to a follower and {text!r} "
+                           "in the store")
+        if stored and held and max(stored) > max(held):
+            out.append(f"{run_id}: a follower missed lines {max(held) + 1}-{max(stored)}")
+    return out
+
+
+def threads_left(before: Iterable[object], left: list[str]) -> list[str]:
+    return [f"threads left after the stop: {', '.join(sorted(left))}"] if left else []

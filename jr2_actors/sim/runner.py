@@ -1,0 +1,414 @@
+"""One seed of the simulation, performed: the fake cluster and the orchestrator in this process, the seed's
+runs submitted, its faults applied at their times, then every invariant checked (`invariants.py`).
+
+Time here is real (the fake cluster and the orchestrator run their own threads and sockets); what the seed
+fixes is the schedule. A restart is either clean (`stop()`, then a new orchestrator on the same state
+dir) or a crash: the store's file is copied as a SIGKILL would leave it (sqlite's backup: every committed
+transaction, WAL included, and nothing else), the old orchestrator is dropped, and a new one starts on
+the copy — so nothing the old process still had in memory reaches the new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import sqlite3
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+
+from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.fake.harness import core as fake_harness
+from jr2_actors.fake.operator.core import Quota
+from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.orchestrator import Orchestrator
+from jr2_actors.sim import invariants
+from jr2_actors.sim.schedule import Fault, Schedule
+from jr2_actors.watch.identity import sandbox_name
+
+log = logging.getLogger(__name__)
+
+FINISH_SECONDS = 90.0  # after the last fault, every run must have finished within this
+THREADS_GONE_SECONDS = 10.0  # after the stop, every thread the seed started must have ended within this
+FOLLOW_WAIT_SECONDS = 0.2
+
+
+@dataclass
+class SeedResult:
+    seed: int
+    violations: list[str]
+    seconds: float
+    statuses: dict[str, str]
+    faults_done: list[str] = field(default_factory=list)
+    schedule_text: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+class _Current:
+    """The orchestrator the followers read from; swapped on each restart."""
+
+    def __init__(self, orch: Orchestrator) -> None:
+        self._lock = threading.Lock()
+        self._orch = orch
+
+    def get(self) -> Orchestrator:
+        with self._lock:
+            return self._orch
+
+    def set(self, orch: Orchestrator) -> None:
+        with self._lock:
+            self._orch = orch
+
+
+class _Follower(threading.Thread):
+    """A reader of one run's feed, as an EventSource is: it resumes after the last id it holds, across
+    restarts, and remembers what each id said (a second line under one id is a violation)."""
+
+    def __init__(self, run_id: str, current: _Current, stop: threading.Event) -> None:
+        super().__init__(name=f"jr2-sim-follow-{run_id}", daemon=True)
+        self.run_id = run_id
+        self.current = current
+        self.stop_event = stop
+        self.lines: dict[int, str] = {}
+        self.problems: list[str] = []
+        self.last = 0
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                got = self.current.get().feed(self.run_id, self.last, FOLLOW_WAIT_SECONDS)
+            except Exception:  # a stopping orchestrator: read again from the next one
+                self.stop_event.wait(0.05)
+                continue
+            if got is None:
+                self.stop_event.wait(0.05)
+                continue
+            events, _over = got
+            for e in events:
+                self.take(e.id, invariants.fingerprint(e))
+            if not events:
+                self.stop_event.wait(0.01)
+
+    def take(self, event_id: int, text: str) -> None:
+        if event_id <= self.last:
+            self.problems.append(f"{self.run_id}: feed id {event_id} came after id {self.last}")
+        seen = self.lines.get(event_id)
+        if seen is not None and seen != text:
+            self.problems.append(f"{self.run_id}: feed id {event_id} named two lines: {seen!r} and {text!r}")
+        self.lines[event_id] = text
+        self.last = max(self.last, event_id)
+
+
+class _ErrorLog(logging.Handler):
+    """Every traceback logged while the seed runs: an exception nobody expected is a bug."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            self.records.append(f"{record.name}: {record.getMessage()[:300]}")
+
+
+def _harness_actions(actions: tuple[Any, ...]) -> list[fake_harness.Action]:
+    out: list[fake_harness.Action] = []
+    for kind, value in actions:
+        if kind == "say":
+            out.append(fake_harness.Say(value))
+        elif kind == "pick":
+            out.append(fake_harness.Pick(value))
+        elif kind == "guard-kill":
+            out.append(fake_harness.GuardKill(peak=value, limit="2Gi"))
+    return out
+
+
+class Sim:
+    def __init__(self, schedule: Schedule, workdir: str, stop: threading.Event | None = None) -> None:
+        self.schedule = schedule
+        self.stop = stop or threading.Event()
+        self.workdir = workdir
+        self.faults_done: list[str] = []
+        self.cancelled: set[str] = set()
+        self.restarts: list[int] = []  # how many admissions the Harness had seen at each restart
+        self._dirs = 0
+
+    def run(self) -> SeedResult:
+        started = time.monotonic()
+        before = set(threading.enumerate())
+        errors = _ErrorLog()
+        root = logging.getLogger()
+        root.addHandler(errors)
+        violations: list[str] = []
+        statuses: dict[str, str] = {}
+        try:
+            with self._cluster() as cluster:
+                violations, statuses = self._play(cluster, errors)
+        except Exception as e:  # the simulation itself broke: say so as a violation, with the seed
+            log.exception("seed %d: the simulation failed", self.schedule.seed)
+            violations.append(f"the simulation raised {type(e).__name__}: {e}")
+        finally:
+            root.removeHandler(errors)
+        violations += invariants.threads_left(before, _settled_threads(before))
+        if pykka.ActorRegistry.get_all():
+            names = sorted({ref.actor_class.__name__ for ref in pykka.ActorRegistry.get_all()})
+            violations.append(f"actors alive after the stop: {', '.join(names)}")
+            pykka.ActorRegistry.stop_all(block=True, timeout=5)
+        return SeedResult(self.schedule.seed, violations, time.monotonic() - started, statuses, self.faults_done,
+                          self.schedule.describe())
+
+    # -- the parts --------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _cluster(self) -> Iterator[FakeCluster]:
+        with FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=1.0) as cluster:
+            cluster.harness(lambda core: core.pick_first_allowed(True))
+            yield cluster
+
+    def _state_dir(self) -> str:
+        self._dirs += 1
+        path = os.path.join(self.workdir, f"state-{self._dirs}")
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def _orchestrator(self, cluster: FakeCluster, state_dir: str) -> Orchestrator:
+        return Orchestrator(cluster.client(), state_dir=state_dir, signing_key=cluster.signing_key,
+                            instance_harness=cluster.instance_harness_url).start()
+
+    @staticmethod
+    def _stop(orch: Orchestrator) -> None:
+        """Stop it and close its client (an open keep-alive connection holds a thread of the fake's)."""
+        try:
+            orch.stop()
+        finally:
+            orch.client.close()
+
+    def _play(self, cluster: FakeCluster, errors: _ErrorLog) -> tuple[list[str], dict[str, str]]:
+        schedule = self.schedule
+        for plan in schedule.runs:
+            for agent, turns in plan.scripts.items():
+                cluster.script(agent, *[_harness_actions(t) for t in turns])
+        state_dir = self._state_dir()
+        orch = self._orchestrator(cluster, state_dir)
+        current = _Current(orch)
+        stop_following = threading.Event()
+        followers: list[_Follower] = []
+        try:
+            for plan in schedule.runs:
+                orch.submit(plan.document, run_id=plan.run_id)
+                follower = _Follower(plan.run_id, current, stop_following)
+                follower.start()
+                followers.append(follower)
+            orch, state_dir = self._apply_faults(cluster, current, state_dir)
+            deadline = time.monotonic() + FINISH_SECONDS
+            for plan in schedule.runs:
+                while not self.stop.is_set() and time.monotonic() < deadline:
+                    if orch.wait_finished(plan.run_id, min(max(deadline - time.monotonic(), 0.01), 0.5)):
+                        break
+            statuses = {plan.run_id: self._status(orch, plan.run_id) for plan in schedule.runs}
+            feeds = {plan.run_id: self._stored_feed(orch, plan.run_id) for plan in schedule.runs}
+            caught_up = time.monotonic() + 5.0
+            for follower in followers:  # each reader takes the lines of its finished run, then stops
+                newest = max(feeds.get(follower.run_id) or {0: ""})
+                while follower.last < newest and time.monotonic() < caught_up:
+                    time.sleep(0.01)  # the follower reads on its own thread; this only looks again
+        finally:
+            stop_following.set()
+            for follower in followers:
+                follower.join(5)
+            self._stop(current.get())
+        cluster.restart()  # every fault off, so the last look at the cluster is answered
+        lister = cluster.client()
+        try:
+            objects = lister.list(SANDBOX).items
+        finally:
+            lister.close()
+        facts = invariants.Facts(
+            runs={plan.run_id: plan for plan in schedule.runs},
+            statuses=statuses,
+            cancelled=set(self.cancelled),
+            admissions=cluster.admissions(),
+            kills=cluster.harness(lambda core: core.kill_log()),
+            sandboxes=[_sandbox_facts(obj) for obj in objects],
+            follower_lines={f.run_id: dict(f.lines) for f in followers},
+            follower_problems=[p for f in followers for p in f.problems],
+            stored_feeds=feeds,
+            tracebacks=list(errors.records),
+            nudge_text=_nudge_text(),
+        )
+        return invariants.check(facts), statuses
+
+    def _status(self, orch: Orchestrator, run_id: str) -> str:
+        status = orch.status(run_id)
+        if status is None:
+            return "missing"
+        return str(status.get("status"))
+
+    def _stored_feed(self, orch: Orchestrator, run_id: str) -> dict[int, str]:
+        got = orch.feed(run_id, 0, 0.0)
+        if got is None:
+            return {}
+        return {e.id: invariants.fingerprint(e) for e in got[0]}
+
+    # -- the faults ---------------------------------------------------------------------------------------
+
+    def _apply_faults(self, cluster: FakeCluster, current: _Current, state_dir: str) -> tuple[Orchestrator, str]:
+        t0 = time.monotonic()
+        undo: list[tuple[float, str, Callable[[], None]]] = []
+        pending = list(self.schedule.faults)
+        while pending or undo:
+            next_fault = pending[0].at if pending else float("inf")
+            next_undo = min((u[0] for u in undo), default=float("inf"))
+            due = min(next_fault, next_undo)
+            wait = t0 + due - time.monotonic()
+            if wait > 0 and self.stop.wait(wait):  # the schedule's own time: when the next fault is due
+                break
+            if next_undo <= next_fault:
+                undo.sort(key=lambda u: u[0])
+                _, what, fn = undo.pop(0)
+                self._quietly(what, fn)
+                continue
+            fault = pending.pop(0)
+            state_dir = self._fault(cluster, current, state_dir, fault, undo, due)
+        return current.get(), state_dir
+
+    def _quietly(self, what: str, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+        except Exception as e:  # a fault whose target is gone (a Sandbox already deleted) is no fault
+            self.faults_done.append(f"{what}: skipped ({type(e).__name__})")
+        else:
+            self.faults_done.append(what)
+
+    def _fault(self, cluster: FakeCluster, current: _Current, state_dir: str, fault: Fault,
+               undo: list[tuple[float, str, Callable[[], None]]], now: float) -> str:
+        what = fault.describe()
+        kind = fault.kind
+        target = ""
+        if fault.run >= 0:
+            plan = self.schedule.runs[fault.run]
+            target = sandbox_name(plan.run_id, fault.workspace)
+        if kind == "api-latency":
+            self._quietly(what, lambda: cluster.set_latency(0.05))
+            undo.append((now + fault.seconds, "latency off", lambda: cluster.set_latency(0.0)))
+        elif kind == "watch-drop":
+            self._quietly(what, cluster.end_watches)
+        elif kind == "watch-expire":
+            def expire() -> None:
+                cluster.compact()
+                cluster.end_watches()
+            self._quietly(what, expire)
+        elif kind == "watch-stall":
+            self._quietly(what, lambda: cluster.stall_watches(True))
+            undo.append((now + fault.seconds, "stall off", lambda: cluster.stall_watches(False)))
+        elif kind == "api-refuse":
+            retry = 1 if fault.status == 429 else None
+            self._quietly(what, lambda: cluster.fail_next(fault.count, fault.status, retry_after=retry))
+        elif kind == "control-plane-away":
+            self._quietly(what, lambda: cluster.fail_next(1_000_000, 503))
+            undo.append((now + fault.seconds, "control plane back", lambda: cluster.fail_next(0, 503)))
+        elif kind == "token-rotation":
+            self._quietly(what, cluster.rotate_token)
+        elif kind == "evict":
+            self._quietly(what, lambda: cluster.evict(target))
+        elif kind == "harness-restart":
+            def restart() -> None:
+                cluster.harness(lambda core: core.restart(target))
+                cluster.kill_harness(target, reason="Error", message="the sim restarted the Harness")
+            self._quietly(what, restart)
+        elif kind == "harness-draining":
+            self._quietly(what, lambda: cluster.harness(lambda core: core.set_draining(target, True)))
+            undo.append((now + fault.seconds, "draining off",
+                         lambda: cluster.harness(lambda core: core.set_draining(target, False))))
+        elif kind == "conversations-lost":
+            self._quietly(what, lambda: cluster.harness(lambda core: core.restart(target)))
+        elif kind == "list-kill":
+            peak = fault.peak or "1.05Gi"
+            self._quietly(what, lambda: cluster.list_kill(target, peak=peak, limit="2Gi"))
+        elif kind == "quota":
+            self._quietly(what, lambda: cluster.set_quota(Quota(cpu_millis=1)))
+            undo.append((now + fault.seconds, "quota off", lambda: cluster.set_quota(None)))
+        elif kind == "cancel":
+            plan = self.schedule.runs[fault.run]
+
+            def cancel() -> None:
+                status = current.get().cancel(plan.run_id)
+                if status is not None and status.get("status") == "running":
+                    self.cancelled.add(plan.run_id)
+            self._quietly(what, cancel)
+        elif kind in ("restart-clean", "restart-crash"):
+            state_dir = self._restart(cluster, current, state_dir, crash=kind == "restart-crash")
+            self.faults_done.append(what)
+        return state_dir
+
+    def _restart(self, cluster: FakeCluster, current: _Current, state_dir: str, *, crash: bool) -> str:
+        old = current.get()
+        self.restarts.append(len(cluster.admissions()))
+        if crash:
+            fresh = self._state_dir()
+            _snapshot(os.path.join(state_dir, "state.db"), os.path.join(fresh, "state.db"))
+            self._stop(old)
+            state_dir = fresh
+        else:
+            self._stop(old)
+        current.set(self._orchestrator(cluster, state_dir))
+        return state_dir
+
+
+def _snapshot(source: str, target: str) -> None:
+    """What a SIGKILL leaves of a WAL database: every committed transaction (sqlite's online backup)."""
+    src = sqlite3.connect(source)
+    try:
+        dst = sqlite3.connect(target)
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+    finally:
+        src.close()
+
+
+def _settled_threads(before: set[threading.Thread]) -> list[str]:
+    """The threads the seed started that are still alive after a while, each with where it waits."""
+    deadline = time.monotonic() + THREADS_GONE_SECONDS
+    while True:
+        left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        if not left or time.monotonic() >= deadline:
+            frames = sys._current_frames()
+            return [f"{t.name} at {_where(frames.get(t.ident or -1))}" for t in left]
+        time.sleep(0.05)  # threads end on their own; this only looks again
+
+
+def _where(frame: Any) -> str:
+    stack = traceback.extract_stack(frame)[-4:] if frame is not None else []
+    return " < ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in reversed(stack)) or "?"
+
+
+def _sandbox_facts(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    annotations = meta.get("annotations") or {}
+    return {"name": meta.get("name"), "runId": annotations.get("jr2.dev/run-id"),
+            "workspace": annotations.get("jr2.dev/workspace"), "phase": status.get("phase"),
+            "podUID": status.get("podUID"), "deleting": bool(meta.get("deletionTimestamp"))}
+
+
+def _nudge_text() -> str:
+    from jr2_actors.harness import briefing
+
+    return briefing.NUDGE
+
+
+def clean_workdir(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,30 @@
+"""The simulation end to end: seeds played on the fake cluster hold every invariant, and `jr2-actors sim`
+refuses a bad `--seeds` in one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jr2_actors.sim.runner import Sim
+from jr2_actors.sim.schedule import draw
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_seed_with_no_fault_ends_every_run_done_and_leaves_nothing(tmp_path: Path) -> None:
+    schedule = draw(1, faults=0)
+    result = Sim(schedule, str(tmp_path)).run()
+    assert result.violations == []
+    assert set(result.statuses.values()) == {"done"} and len(result.statuses) == len(schedule.runs)
+
+
+@pytest.mark.parametrize("seeds", ["x", "5-1", ""])
+def test_sim_refuses_seeds_that_are_not_seeds_in_one_line_and_exit_2(seeds: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "jr2_actors", "sim", "--seeds", seeds], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "seed" in done.stderr and "Traceback" not in done.stderr

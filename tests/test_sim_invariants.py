@@ -1,0 +1,85 @@
+"""The simulation's invariants, each shown to catch what it names (pure: facts in, violations out)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jr2_actors.harness import briefing
+from jr2_actors.sim.invariants import Facts, check, feeds, notices, outcomes, sandboxes
+from jr2_actors.sim.schedule import draw
+from jr2_actors.watch.identity import sandbox_name
+
+PLAN = draw(11).runs[0]
+RUN = PLAN.run_id
+NAME = sandbox_name(RUN, "W")
+
+
+def facts(**over: Any) -> Facts:
+    base: dict[str, Any] = {"runs": {RUN: PLAN}, "statuses": {RUN: "done"}, "cancelled": set(), "admissions": [],
+                            "kills": [], "sandboxes": [], "follower_lines": {}, "follower_problems": [],
+                            "stored_feeds": {}, "nudge_text": briefing.NUDGE}
+    base.update(over)
+    return Facts(**base)
+
+
+def admission(seq: int, *peaks: str, message: str = "Work.", sandbox: str = NAME) -> dict[str, Any]:
+    notices_ = [{"kind": "memory-limit", "scope": "workspace", "peak": p, "limit": "2Gi"} for p in peaks]
+    return {"sandbox": sandbox, "agent": "a0", "submissionId": f"s-{seq}",
+            "body": {"message": message, "notices": notices_}}
+
+
+def kill(number: int, peak: str, sandbox: str = NAME) -> dict[str, Any]:
+    return {"sandbox": sandbox, "id": f"k-{number}", "peak": peak, "limit": "2Gi", "agent": "a0"}
+
+
+def test_a_clean_seed_has_no_violation() -> None:
+    assert check(facts(admissions=[admission(1), admission(3, "1.5Gi")], kills=[kill(2, "1.5Gi")])) == []
+
+
+def test_a_run_that_never_ended_or_ended_otherwise_is_named() -> None:
+    assert outcomes(facts(statuses={RUN: "running"})) == [f"{RUN}: never ended (status running)"]
+    assert outcomes(facts(statuses={RUN: "failed"})) == [f"{RUN}: ended failed, where its events dictate done"]
+    assert outcomes(facts(statuses={RUN: "cancelled"}, cancelled={RUN})) == []
+    assert outcomes(facts(statuses={})) == [f"{RUN}: never ended (status missing)"]
+
+
+def test_a_notice_told_twice_is_a_violation() -> None:
+    (v,) = notices(facts(admissions=[admission(3, "1.5Gi"), admission(5, "1.5Gi")], kills=[kill(2, "1.5Gi")]))
+    assert "told 2 times" in v and "s-3, s-5" in v
+
+
+def test_a_kill_no_later_turn_heard_is_a_violation_but_a_nudge_or_no_later_turn_is_not() -> None:
+    (v,) = notices(facts(admissions=[admission(1), admission(3)], kills=[kill(2, "1.5Gi")]))
+    assert "k-2" in v and "reached none of the 1 Turn admissions" in v
+    assert notices(facts(admissions=[admission(1)], kills=[kill(2, "1.5Gi")])) == []
+    assert notices(facts(admissions=[admission(1), admission(3, message=briefing.NUDGE)],
+                         kills=[kill(2, "1.5Gi")])) == []
+    other = sandbox_name(RUN, "X")
+    assert notices(facts(admissions=[admission(3, sandbox=other)], kills=[kill(2, "1.5Gi")])) == []
+
+
+def test_a_newer_kill_read_at_once_covers_an_older_one_as_adr_0062_folds_a_burst() -> None:
+    assert notices(facts(admissions=[admission(4, "1.6Gi")], kills=[kill(2, "1.5Gi"), kill(3, "1.6Gi")])) == []
+
+
+def test_a_sandbox_left_after_done_or_never_ran_or_misnamed_is_a_violation() -> None:
+    ran = {"name": NAME, "runId": RUN, "workspace": "W", "podUID": "p-1"}
+    (left,) = sandboxes(facts(sandboxes=[ran]))
+    assert "left after its run ended done" in left
+    assert sandboxes(facts(statuses={RUN: "failed"}, sandboxes=[ran])) == []
+    (never,) = sandboxes(facts(statuses={RUN: "failed"}, sandboxes=[{**ran, "podUID": None}]))
+    assert "never ran" in never
+    (misnamed,) = sandboxes(facts(statuses={RUN: "failed"}, sandboxes=[{**ran, "name": "ws-other"}]))
+    assert "is not its run's" in misnamed
+
+
+def test_one_feed_id_with_two_lines_or_a_follower_that_missed_lines_is_a_violation() -> None:
+    (v,) = feeds(facts(follower_lines={RUN: {1: "a", 2: "b"}}, stored_feeds={RUN: {1: "a", 2: "c"}}))
+    assert "feed id 2" in v
+    (missed,) = feeds(facts(follower_lines={RUN: {1: "a"}}, stored_feeds={RUN: {1: "a", 2: "b", 3: "c"}}))
+    assert "missed lines 2-3" in missed
+    assert feeds(facts(follower_problems=["x"])) == ["x"]
+
+
+def test_a_logged_traceback_is_a_violation() -> None:
+    assert check(facts(tracebacks=["jr2_actors.run: boom"])) == ["a traceback was logged: jr2_actors.run: boom"]
