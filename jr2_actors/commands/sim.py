@@ -29,6 +29,16 @@ def _seeds(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 100000")
+    return value
+
+
 def add_parser(sub: Any) -> None:
     sim = sub.add_parser("sim", help="the whole-system simulation: seeded runs and faults, then the invariants",
                          description="Plays seeded schedules of runs and faults on the fake cluster and checks "
@@ -36,6 +46,9 @@ def add_parser(sub: Any) -> None:
     sim.add_argument("--seeds", type=_seeds, default=[1],
                      help="the seeds to play: N, A-B, or a comma list of both (default: 1)")
     sim.add_argument("--show", action="store_true", help="print each seed's schedule, not only a failing one's")
+    sim.add_argument("--crash-trials", type=_count, default=0, metavar="N",
+                     help="instead of seeds: N crash trials of `serve` (SIGKILLed with 20 runs under way, then "
+                          "restarted on its state dir), drawn from the first seed (default: 0, none)")
     sim.add_argument("--keep", action="store_true",
                      help="keep each seed's state folders (printed) instead of removing them (default: removed)")
 
@@ -44,6 +57,8 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
     from jr2_actors.sim.runner import Sim, clean_workdir
     from jr2_actors.sim.schedule import draw
 
+    if args.crash_trials:
+        return run_crash_trials(args, stop)
     seeds: list[int] = args.seeds
     if not seeds:
         raise UsageError("--seeds names no seed")
@@ -94,6 +109,49 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
     print(f"{played} seed(s), {runs} runs, {len(failed)} failed, {took:.0f}s; faults: {covered or 'none'}", file=out)
     if failed:
         print(f"failed seeds: {','.join(str(s) for s in failed)}", file=out)
+    if stop.is_set():
+        return 130
+    return 1 if failed else 0
+
+
+def run_crash_trials(args: argparse.Namespace, stop: threading.Event) -> int:
+    """`--crash-trials N`: `serve` SIGKILLed with 20 runs under way and restarted, N times (sim/crash.py)."""
+    from jr2_actors.sim.crash import Trial
+    from jr2_actors.sim.runner import clean_workdir
+
+    out = sys.stdout
+    seed = args.seeds[0]
+    failed: list[int] = []
+    accepted = 0
+    started = time.monotonic()
+    played = 0
+    for n in range(args.crash_trials):
+        if stop.is_set():
+            break
+        workdir = tempfile.mkdtemp(prefix=f"jr2-crash-{seed}-{n}-")
+        try:
+            result = Trial(seed, n, workdir, stop).run()
+        finally:
+            if args.keep:
+                print(f"trial {n}: kept in {workdir}", file=out)
+            else:
+                clean_workdir(workdir)
+        if stop.is_set():
+            break
+        played += 1
+        accepted += result.accepted
+        if result.ok:
+            print(f"trial {n}: ok ({result.accepted} runs accepted, killed at {result.killed_at:.2f}s, "
+                  f"{result.seconds:.1f}s)", file=out, flush=True)
+        else:
+            failed.append(n)
+            print(f"trial {n}: {len(result.violations)} violation(s) (killed at {result.killed_at:.2f}s)", file=out)
+            for v in result.violations:
+                print(f"  violation: {v}", file=out)
+            print(f"  replay: jr2-actors sim --seeds {seed} --crash-trials {n + 1} (trial {n})", file=out,
+                  flush=True)
+    took = time.monotonic() - started
+    print(f"{played} crash trial(s), {accepted} runs accepted, {len(failed)} failed, {took:.0f}s", file=out)
     if stop.is_set():
         return 130
     return 1 if failed else 0

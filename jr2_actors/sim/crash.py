@@ -1,0 +1,315 @@
+"""Crash trials against the real process: `jr2-actors serve` with 20 runs under way is SIGKILLed at a point
+the trial's seed draws, started again on the same state dir, and every run must still reach its end.
+
+The fake cluster runs in this process (so its Harness's admissions can be counted); `serve` is a child
+process talking to it over loopback, as a deployed orchestrator talks to its cluster. Each run is followed
+as an EventSource follows it: its server-sent events, resumed after a cut with `Last-Event-ID`. The
+invariants are the simulation's (`invariants.py`); a run answered 201 that is missing after the restart is
+one that was lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+
+from jr2_actors.api import sse
+from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.harness import briefing
+from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.sim import invariants
+from jr2_actors.sim.runner import _harness_actions, _sandbox_facts
+from jr2_actors.sim.schedule import SHAPES, RunPlan, _scripts, workflow
+
+RUNS_PER_TRIAL = 20
+KILL_WINDOW_SECONDS = 4.0  # the kill falls this far at most after the first submission
+READY_SECONDS = 60.0
+FINISH_SECONDS = 120.0
+STOP_SECONDS = 15.0  # serve's SIGTERM budget is 10 s; past this it did not keep it
+
+
+@dataclass
+class TrialResult:
+    trial: int
+    violations: list[str]
+    seconds: float
+    accepted: int
+    killed_at: float
+    statuses: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+class _Serve:
+    """One `serve` process; its address is read from its log."""
+
+    def __init__(self, kubeconfig: str, state: str, tmp: str, env: dict[str, str], harness: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jr2_actors", "--log-level", "warning", "serve", "--namespace", "jr2",
+             "--state-dir", state, "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0",
+             "--instance-harness", harness],
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env={**env, "TMPDIR": tmp})
+        self.lines: list[str] = []
+        self.url = ""
+        self._ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True, name="jr2-crash-serve-log").start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            if len(self.lines) < 2000:
+                self.lines.append(line)
+            found = re.search(r"serving the API on (http://\S+);", line)
+            if found:
+                self.url = found.group(1)
+                self._ready.set()
+        self._ready.set()
+
+    def ready(self, seconds: float) -> bool:
+        return self._ready.wait(seconds) and bool(self.url)
+
+    def tracebacks(self) -> list[str]:
+        return [line.strip()[:200] for line in self.lines if "Traceback" in line]
+
+
+class _Follower(threading.Thread):
+    """An EventSource: reads the run's events, and after a cut reconnects with `Last-Event-ID`."""
+
+    def __init__(self, run_id: str, server: list[str], token: str, stop: threading.Event) -> None:
+        super().__init__(name=f"jr2-crash-follow-{run_id}", daemon=True)
+        self.run_id, self.server, self.token, self.stop_event = run_id, server, token, stop
+        self.lines: dict[int, str] = {}
+        self.problems: list[str] = []
+        self.last = 0
+        self.ended = False
+
+    def run(self) -> None:
+        while not self.stop_event.is_set() and not self.ended:
+            headers = {"Authorization": f"Bearer {self.token}"}
+            if self.last:
+                headers["Last-Event-ID"] = str(self.last)
+            try:
+                with requests.get(f"{self.server[0]}/runs/{self.run_id}/events", headers=headers, stream=True,
+                                  timeout=(2, 20)) as resp:
+                    if resp.status_code != 200:
+                        self.stop_event.wait(0.2)
+                        continue
+                    for doc in sse.decode(raw or "" for raw in resp.iter_lines(decode_unicode=True)):
+                        self.take(doc)
+                        if self.stop_event.is_set():
+                            return
+                    self.ended = self.ended or self._finished()
+            except (requests.RequestException, ValueError):
+                self.stop_event.wait(0.2)
+
+    def _finished(self) -> bool:
+        return any(json.loads(t).get("kind") == "ended" for t in self.lines.values())
+
+    def take(self, doc: dict[str, Any]) -> None:
+        event_id = doc.get("id")
+        if not isinstance(event_id, int):
+            self.problems.append(f"{self.run_id}: an event without an integer id: {str(doc)[:120]}")
+            return
+        text = json.dumps(doc, sort_keys=True)
+        if event_id <= self.last:
+            self.problems.append(f"{self.run_id}: event id {event_id} came after id {self.last}")
+        seen = self.lines.get(event_id)
+        if seen is not None and seen != text:
+            self.problems.append(f"{self.run_id}: event id {event_id} named two lines: {seen[:160]} and {text[:160]}")
+        self.lines[event_id] = text
+        self.last = max(self.last, event_id)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Trial:
+    def __init__(self, seed: int, trial: int, workdir: str, stop: threading.Event | None = None) -> None:
+        self.seed, self.trial, self.workdir = seed, trial, workdir
+        self.rng = random.Random(seed * 100_003 + trial)  # noqa: S311 - a trial's schedule, not a secret
+        self.stop = stop or threading.Event()
+        self.token = secrets.token_hex(16)
+        self.signing_key = secrets.token_hex(32).encode()  # serve reads the env's text as the key's bytes
+
+    def plans(self) -> list[RunPlan]:
+        peaks = [f"1.{n}Gi" for n in range(1, 10)] + [f"{n}00Mi" for n in range(1, 10)]
+        peaks += [f"{n}0Mi" for n in range(10, 100)]
+        self.rng.shuffle(peaks)
+        plans = []
+        for i in range(RUNS_PER_TRIAL):
+            shape = self.rng.choice(SHAPES)
+            before = list(peaks)
+            scripts = _scripts(shape, i, self.rng, peaks)
+            plans.append(RunPlan(f"#{i}", shape, workflow(shape, i), scripts, tuple(p for p in before
+                                                                                    if p not in peaks)))
+        return plans
+
+    def run(self) -> TrialResult:
+        started = time.monotonic()
+        violations: list[str] = []
+        statuses: dict[str, str] = {}
+        accepted: dict[str, RunPlan] = {}
+        killed_at = round(self.rng.uniform(0.0, KILL_WINDOW_SECONDS), 2)
+        with FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=1.0,
+                         signing_key=self.signing_key) as cluster:
+            cluster.harness(lambda core: core.pick_first_allowed(True))
+            plans = self.plans()
+            for plan in plans:
+                for agent, turns in plan.scripts.items():
+                    cluster.script(agent, *[_harness_actions(t) for t in turns])
+            kubeconfig = os.path.join(self.workdir, "kubeconfig")
+            cluster.write_kubeconfig(kubeconfig)
+            state = os.path.join(self.workdir, "state")
+            tmp = os.path.join(self.workdir, "tmp")
+            os.makedirs(tmp, exist_ok=True)
+            env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
+            env.update({"JR2_INSTANCE_TOKEN": self.token, "JR2_SIGNING_KEY": self.signing_key.decode(),
+                        "PYTHONUNBUFFERED": "1"})
+            with self._serving(kubeconfig, state, tmp, env, cluster.instance_harness_url) as (first, second):
+                server = [""]
+                stop_following = threading.Event()
+                followers: list[_Follower] = []
+                try:
+                    proc = first()
+                    server[0] = proc.url
+                    submitter = threading.Thread(target=self._submit, args=(proc.url, plans, accepted),
+                                                 name="jr2-crash-submit", daemon=True)
+                    t0 = time.monotonic()
+                    submitter.start()
+                    while time.monotonic() - t0 < killed_at and not self.stop.is_set():
+                        for run_id in list(accepted):
+                            if not any(f.run_id == run_id for f in followers):
+                                f = _Follower(run_id, server, self.token, stop_following)
+                                f.start()
+                                followers.append(f)
+                        self.stop.wait(0.02)
+                    proc.proc.send_signal(signal.SIGKILL)
+                    proc.proc.wait(10)
+                    submitter.join(15)
+                    violations += [f"serve #1 logged: {t}" for t in proc.tracebacks()]
+                    again = second()
+                    server[0] = again.url
+                    for run_id in list(accepted):
+                        if not any(f.run_id == run_id for f in followers):
+                            f = _Follower(run_id, server, self.token, stop_following)
+                            f.start()
+                            followers.append(f)
+                    statuses = self._wait_all(again.url, list(accepted))
+                    feeds = {run_id: self._feed(again.url, run_id) for run_id in accepted}
+                    caught_up = time.monotonic() + 10
+                    for f in followers:
+                        newest = max(feeds.get(f.run_id) or {0: ""})
+                        while f.last < newest and time.monotonic() < caught_up:
+                            time.sleep(0.02)  # the follower reads on its own thread; this only looks again
+                    stop_following.set()
+                    again.proc.send_signal(signal.SIGTERM)
+                    try:
+                        again.proc.wait(STOP_SECONDS)
+                    except subprocess.TimeoutExpired:
+                        violations.append(f"serve did not stop within {STOP_SECONDS:.0f}s of SIGTERM")
+                    violations += [f"serve #2 logged: {t}" for t in again.tracebacks()]
+                finally:
+                    stop_following.set()
+                    for f in followers:
+                        f.join(5)
+            cluster.restart()
+            lister = cluster.client()
+            try:
+                objects = lister.list(SANDBOX).items
+            finally:
+                lister.close()
+            facts = invariants.Facts(
+                runs=accepted, statuses=statuses, cancelled=set(), admissions=cluster.admissions(),
+                kills=cluster.harness(lambda core: core.kill_log()),
+                sandboxes=[_sandbox_facts(o) for o in objects],
+                follower_lines={f.run_id: dict(f.lines) for f in followers},
+                follower_problems=[p for f in followers for p in f.problems],
+                stored_feeds=feeds if accepted else {}, nudge_text=briefing.NUDGE)
+            violations += invariants.check(facts)
+        return TrialResult(self.trial, violations, time.monotonic() - started, len(accepted), killed_at, statuses)
+
+    @contextlib.contextmanager
+    def _serving(self, kubeconfig: str, state: str, tmp: str, env: dict[str, str],
+                 harness: str) -> Iterator[tuple[Any, Any]]:
+        procs: list[_Serve] = []
+
+        def start() -> _Serve:
+            proc = _Serve(kubeconfig, state, tmp, env, harness)
+            procs.append(proc)
+            if not proc.ready(READY_SECONDS):
+                raise RuntimeError("serve did not start: " + "".join(proc.lines[-5:]))
+            return proc
+
+        try:
+            yield start, start
+        finally:
+            for proc in procs:
+                if proc.proc.poll() is None:
+                    proc.proc.kill()
+                    proc.proc.wait(10)
+
+    def _submit(self, url: str, plans: list[RunPlan], accepted: dict[str, RunPlan]) -> None:
+        for plan in plans:
+            try:
+                resp = requests.post(f"{url}/runs", json={"workflow": plan.document},
+                                     headers={"Authorization": f"Bearer {self.token}"}, timeout=10)
+            except requests.RequestException:
+                return  # the process is gone: what was not answered 201 was never accepted
+            if resp.status_code == 201:
+                accepted[str(resp.json()["runId"])] = plan
+
+    def _wait_all(self, url: str, run_ids: list[str]) -> dict[str, str]:
+        deadline = time.monotonic() + FINISH_SECONDS
+        statuses: dict[str, str] = {}
+        pending = list(run_ids)
+        while pending and time.monotonic() < deadline and not self.stop.is_set():
+            for run_id in list(pending):
+                try:
+                    resp = requests.get(f"{url}/runs/{run_id}", headers={"Authorization": f"Bearer {self.token}"},
+                                        timeout=10)
+                except requests.RequestException:
+                    continue
+                if resp.status_code == 404:
+                    statuses[run_id] = "missing"
+                    pending.remove(run_id)
+                elif resp.ok:
+                    status = str(resp.json().get("status"))
+                    statuses[run_id] = status
+                    if status in invariants.TERMINAL:
+                        pending.remove(run_id)
+            self.stop.wait(0.2)
+        return statuses
+
+    def _feed(self, url: str, run_id: str) -> dict[int, str]:
+        out: dict[int, str] = {}
+        try:
+            with requests.get(f"{url}/runs/{run_id}/events", headers={"Authorization": f"Bearer {self.token}"},
+                              stream=True, timeout=(2, 5)) as resp:
+                if resp.status_code != 200:
+                    return out
+                for doc in sse.decode(raw or "" for raw in resp.iter_lines(decode_unicode=True)):
+                    if isinstance(doc.get("id"), int):
+                        out[doc["id"]] = json.dumps(doc, sort_keys=True)
+        except (requests.RequestException, ValueError):
+            pass
+        return out
