@@ -15,6 +15,8 @@ from typing import Any, TextIO
 from jr2_actors import __version__, logs
 from jr2_actors.commands import client, demo, serve, sim, top
 from jr2_actors.commands.common import (
+    EXIT_INTERRUPTED,
+    Interrupted,
     Parser,
     UsageError,
     cluster_access,
@@ -30,7 +32,7 @@ log = logging.getLogger("jr2_actors")
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 FIRST_LIST_POLL_SECONDS = 0.2  # `watch` asks its actor this often until the first list has answered
-CLIENT_COMMANDS = ("submit", "runs", "status", "events", "cancel")
+CLIENT_COMMANDS = ("submit", "wait", "runs", "status", "events", "cancel")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,6 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in CLIENT_COMMANDS:
             return client.run(args, stop)
         parser.error(f"unknown command {args.command}")
+    except Interrupted:
+        return EXIT_INTERRUPTED
     except (UsageError, Jr2Error) as e:
         print(f"jr2-actors: {e}", file=sys.stderr)
         return 2

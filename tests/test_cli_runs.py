@@ -130,7 +130,8 @@ def test_submit_runs_status_events_and_cancel(server: tuple[str, FakeCluster, Or
     cancelled = jr2("cancel", run_id, "--server", url)
     assert cancelled.returncode == 0 and f"cancelling {run_id}" in cancelled.stdout
     out, _ = follower.communicate(timeout=30)
-    assert follower.returncode == 0 and "started cli in state work" in out and "ended cancelled" in out
+    # events exits by how the run ended (5: cancelled), as `wait` does
+    assert follower.returncode == 5 and "started cli in state work" in out and "ended cancelled" in out
     gone = jr2("status", run_id, "--server", url, "--json")
     assert json.loads(gone.stdout)["status"] == "cancelled"  # a finished run, from the store
     again = jr2("cancel", run_id, "--server", url)
@@ -151,7 +152,7 @@ def test_events_on_a_quiet_run_leaves_at_once_on_ctrl_c(server: tuple[str, FakeC
             break
     follower.send_signal(signal.SIGINT)
     _, err = follower.communicate(timeout=10)  # not the next heartbeat, nor the next event: now
-    assert follower.returncode == 0 and "Traceback" not in err, err
+    assert follower.returncode == 130 and "Traceback" not in err, err
 
 
 def test_events_whose_server_stops_mid_run_says_so_and_exits_2(server: tuple[str, FakeCluster, Orchestrator]) -> None:

@@ -18,13 +18,18 @@ from urllib.parse import quote
 import requests
 
 from jr2_actors.api import sse
-from jr2_actors.commands.common import UsageError, secret_from, until_stopped
+from jr2_actors.commands.common import Interrupted, UsageError, interruptible, secret_from, until_stopped
 from jr2_actors.errors import one_line
 from jr2_actors.run.render import feed_line, status_lines
 from jr2_actors.workflow import WorkflowError, read_file
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 TIMEOUT = (5.0, 30.0)
+# A command that waits for a run exits by how it ended, as `argo wait` and `argo submit --wait` do (each code
+# is documented in docs/operations.md); 2 stays the usage error and 130 Ctrl-C.
+EXIT_BY_STATUS = {"done": 0, "failed": 3, "error": 4, "cancelled": 5, "lost": 6}
+EXIT_OTHER_END = 1  # an ending this client does not know
+WAIT_POLL_SECONDS = 1.0
 
 
 def add_parsers(sub: Any) -> None:
@@ -35,15 +40,27 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("--json", action="store_true",
                        help="print the API's JSON, one document per line (default: a table for people)")
 
-    p = sub.add_parser("submit", help="start a run of a workflow file")
-    p.add_argument("workflow", metavar="WORKFLOW.yaml", help="a workflow file (CONTRACTS §5), YAML or JSON")
+    p = sub.add_parser("submit", help="start a run of a workflow file",
+                       description="Start a run. Example: jr2-actors submit fix.yaml --watch")
+    p.add_argument("workflow", metavar="WORKFLOW.yaml", help="a workflow file (docs/workflows.md), YAML or JSON")
+    follow = p.add_mutually_exclusive_group()
+    follow.add_argument("--wait", action="store_true",
+                        help="then wait for the run to end and exit by how it ended (0 done, 3 failed, 4 error, "
+                             "5 cancelled, 6 lost)")
+    follow.add_argument("--watch", action="store_true", help="then follow its feed until it ends, exit as --wait")
+    common(p)
+    p = sub.add_parser("wait", help="wait for runs to end; exit by how they ended",
+                       description="Wait until every run named has ended. Exit 0 when all ended done, else the "
+                                   "code of the first that did not: 3 failed, 4 error, 5 cancelled, 6 lost. "
+                                   "Example: jr2-actors wait r-1a2b3c r-4d5e6f")
+    p.add_argument("runs", metavar="RUN", nargs="+")
     common(p)
     p = sub.add_parser("runs", help="the live runs (a run waiting for capacity is marked)")
     common(p)
     p = sub.add_parser("status", help="one run's RunStatus, finished runs too")
     p.add_argument("run", metavar="RUN")
     common(p)
-    p = sub.add_parser("events", help="follow a run's feed until it ends (Ctrl-C to leave)")
+    p = sub.add_parser("events", help="follow a run's feed until it ends (Ctrl-C to leave); exit as wait does")
     p.add_argument("run", metavar="RUN")
     common(p)
     p = sub.add_parser("cancel", help="cancel a run (what never ran is deleted; what ran is kept)")
@@ -52,7 +69,8 @@ def add_parsers(sub: Any) -> None:
 
 
 class Client:
-    def __init__(self, server: str, token: str, *, token_source: str = "JR2_INSTANCE_TOKEN") -> None:  # noqa: S107 - a name, not a secret
+    def __init__(self, server: str, token: str, *, token_source: str = "JR2_INSTANCE_TOKEN",  # noqa: S107 - a name
+                 stop: threading.Event | None = None) -> None:
         if not server.startswith(("http://", "https://")):
             raise UsageError(f"--server {server}: not an http(s) URL")
         self.server = server.rstrip("/")
@@ -60,11 +78,15 @@ class Client:
         self._token_source = token_source
         self._session = requests.Session()
         self._session.trust_env = False
+        self._stop = stop or threading.Event()
 
     def call(self, method: str, path: str, body: Any = None, *, stream: bool = False) -> requests.Response:
-        try:
-            resp = self._session.request(method, self.server + path, json=body, stream=stream, timeout=TIMEOUT,
+        def send() -> requests.Response:
+            return self._session.request(method, self.server + path, json=body, stream=stream, timeout=TIMEOUT,
                                          headers={"Authorization": f"Bearer {self._token}"})
+
+        try:
+            resp = interruptible(send, self._stop)  # Ctrl-C leaves at once, even while the server is slow
         except requests.exceptions.RequestException as e:
             raise UsageError(f"cannot reach {self.server}: {_why_unreachable(e)}") from None
         if resp.status_code == 401:
@@ -94,13 +116,20 @@ class Client:
 
 def run(args: argparse.Namespace, stop: threading.Event) -> int:
     token = secret_from("JR2_INSTANCE_TOKEN", args.token_file, "the Instance token").decode("utf-8", "replace")
-    client = Client(args.server, token,
+    client = Client(args.server, token, stop=stop,
                     token_source=f"the token in {args.token_file}" if args.token_file else "JR2_INSTANCE_TOKEN")
     out = sys.stdout
     if args.command == "submit":
         document = _workflow(args.workflow)
         doc = client.json("POST", "/runs", {"workflow": document})
-        print(json.dumps(doc) if args.json else f"submitted {doc.get('runId')}", file=out)
+        print(json.dumps(doc) if args.json else f"submitted {doc.get('runId')}", file=out, flush=True)
+        run_id = str(doc.get("runId"))
+        if args.watch:
+            return _events(client, run_id, stop, as_json=args.json)
+        if args.wait:
+            return _wait(client, [run_id], stop, as_json=args.json)
+    elif args.command == "wait":
+        return _wait(client, list(args.runs), stop, as_json=args.json)
     elif args.command == "runs":
         doc = client.json("GET", "/runs")
         runs = doc.get("runs") if isinstance(doc, dict) else None
@@ -125,14 +154,49 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
         doc = client.json("POST", f"/runs/{_segment(args.run)}/cancel")
         print(json.dumps(doc) if args.json else f"cancelling {args.run}: {doc.get('status')}", file=out)
     elif args.command == "events":
-        last = ""
-        for event in until_stopped(client.events(args.run), stop):
-            last = str(event.get("kind", ""))
-            print(json.dumps(event) if args.json else f"{event.get('at', '')[11:19]} {feed_line(event)}", file=out,
-                  flush=True)
-        if last != "ended" and not stop.is_set():  # the server stopped, or the connection went
-            raise UsageError(f"the feed from {client.server} ended before the run did (follow it again to resume)")
+        return _events(client, args.run, stop, as_json=args.json)
     return 0
+
+
+def exit_code(status: object) -> int:
+    """How a command that waited for a run exits, by the run's end (EXIT_BY_STATUS)."""
+    return EXIT_BY_STATUS.get(str(status), EXIT_OTHER_END)
+
+
+def _events(client: Client, run_id: str, stop: threading.Event, *, as_json: bool) -> int:
+    """Follow the feed to its end; exit by how the run ended. The `ended` line need not be the last: a
+    teardown's lines (a wait that ended, a Sandbox deleted) follow it."""
+    out = sys.stdout
+    ended: object = None
+    for event in until_stopped(client.events(run_id), stop):
+        if event.get("kind") == "ended":
+            ended = event.get("status")
+        print(json.dumps(event) if as_json else f"{str(event.get('at', ''))[11:19]} {feed_line(event)}", file=out,
+              flush=True)
+    if stop.is_set():
+        raise Interrupted()
+    if ended is None:  # the server stopped, or the connection went
+        raise UsageError(f"the feed from {client.server} ended before the run did (follow it again to resume)")
+    return exit_code(ended)
+
+
+def _wait(client: Client, run_ids: list[str], stop: threading.Event, *, as_json: bool) -> int:
+    """Each run's end, in the order named (a poll a second, so a serve restart in between is only a pause)."""
+    out = sys.stdout
+    code = 0
+    for run_id in run_ids:
+        while True:
+            doc = client.json("GET", f"/runs/{_segment(run_id)}")
+            status = doc.get("status") if isinstance(doc, dict) else None
+            if status not in (None, "running"):
+                break
+            if stop.wait(WAIT_POLL_SECONDS):
+                raise Interrupted()
+        fault = doc.get("fault") if isinstance(doc, dict) else None
+        print(json.dumps(doc) if as_json else f"{run_id} {status}" + (f": {fault}" if fault else ""), file=out,
+              flush=True)
+        code = code or exit_code(status)
+    return code
 
 
 def _workflow(path: str) -> object:

@@ -8,7 +8,7 @@ import os
 import queue
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 if TYPE_CHECKING:
@@ -22,6 +22,43 @@ MAX_SECRET_BYTES = 64 * 1024
 
 class UsageError(Exception):
     """The user's input cannot be used: one line on stderr, exit 2."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM while a command waited: it leaves at once, exit 130 (128 + SIGINT)."""
+
+
+EXIT_INTERRUPTED = 130
+
+
+def interruptible(call: Callable[[], T], stop: threading.Event) -> T:
+    """`call()` on a daemon thread, waited for until it returns or `stop` is set: a request to a slow server
+    never holds Ctrl-C (the signal handler only sets `stop`). What `call` raises is raised here."""
+    box: list[object] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box.append(call())
+        except BaseException as e:  # handed over whole: the command reports it as its own
+            box.append(_Raised(e))
+        done.set()
+
+    threading.Thread(target=run, name="jr2-call", daemon=True).start()
+    while not done.wait(STOP_POLL_SECONDS):
+        if stop.is_set():
+            raise Interrupted()
+    if stop.is_set():
+        raise Interrupted()
+    (got,) = box
+    if isinstance(got, _Raised):
+        raise got.error
+    return got  # type: ignore[return-value]
+
+
+class _Raised:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
 
 
 class Parser(argparse.ArgumentParser):

@@ -30,7 +30,7 @@ from rich.text import Text
 
 from jr2_actors import metrics as m
 from jr2_actors.api.app import METRICS_PATH
-from jr2_actors.commands.common import UsageError, positive_seconds
+from jr2_actors.commands.common import EXIT_INTERRUPTED, UsageError, positive_seconds
 from jr2_actors.run.render import duration
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
@@ -288,7 +288,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
                     live.update(render(scrape, before, server=args.server), refresh=True)
                 except UsageError as e:
                     live.update(render(scrape, before, server=args.server, problem=str(e)), refresh=True)
-        return 0
+        return EXIT_INTERRUPTED  # it runs until Ctrl-C, which ends every command with 130
     finally:
         session.close()
 
