@@ -98,6 +98,25 @@ def test_fail_only_watch_opens(cluster: FakeCluster) -> None:
     assert err.value.status == 503
 
 
+def test_a_control_plane_away_refuses_every_request_until_it_is_back(cluster: FakeCluster) -> None:
+    client = cluster.client()
+    stream = client.watch(SANDBOX)
+    cluster.away()
+    assert list(stream) == []  # the open watch ends (the namespace holds nothing to replay)
+    for _ in range(3):  # not a count of requests: every one, until it is back
+        with pytest.raises(KubeError) as err:
+            client.list(SANDBOX)
+        assert err.value.status == 503 and "away" in err.value.message
+    cluster.away(False)
+    assert client.list(SANDBOX).items == []
+    cluster.away(status=500)
+    with pytest.raises(KubeError) as err:
+        client.list(SANDBOX)
+    assert err.value.status == 500
+    cluster.restart()  # a restart brings it back too
+    assert client.list(SANDBOX).items == []
+
+
 def test_latency_longer_than_the_read_timeout_is_a_read_timeout(cluster: FakeCluster) -> None:
     cluster.set_latency(2.0)
     with pytest.raises(KubeTransportError) as err:

@@ -47,7 +47,8 @@ def add_parsers(sub: Any) -> None:
     follow.add_argument("--wait", action="store_true",
                         help="then wait for the run to end and exit by how it ended (0 done, 3 failed, 4 error, "
                              "5 cancelled, 6 lost; default: print the run id and exit 0)")
-    follow.add_argument("--watch", action="store_true", help="then follow its feed until it ends, exit as --wait (default: do not follow)")
+    follow.add_argument("--watch", action="store_true",
+                        help="then follow its feed until it ends, exit as --wait (default: do not follow)")
     common(p)
     p = sub.add_parser("wait", help="wait for runs to end; exit by how they ended",
                        description="Wait until every run named has ended. Exit 0 when all ended done, else the "

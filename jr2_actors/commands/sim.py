@@ -45,7 +45,8 @@ def add_parser(sub: Any) -> None:
                                      "every invariant. Example: jr2-actors sim --seeds 1-20")
     sim.add_argument("--seeds", type=_seeds, default=[1],
                      help="the seeds to play: N, A-B, or a comma list of both (default: 1)")
-    sim.add_argument("--show", action="store_true", help="print each seed's schedule, not only a failing one's (default: only a failing one's)")
+    sim.add_argument("--show", action="store_true",
+                     help="print each seed's schedule, not only a failing one's (default: only a failing one's)")
     sim.add_argument("--crash-trials", type=_count, default=0, metavar="N",
                      help="instead of seeds: N crash trials of `serve` (SIGKILLed with 20 runs under way, then "
                           "restarted on its state dir), drawn from the first seed (default: 0, none)")

@@ -290,6 +290,10 @@ class FakeCluster:
     def fail_next(self, count: int, status: int, *, retry_after: int | None = None, watch_only: bool = False) -> None:
         self.fault(api.FailNext(status, count, retry_after, watch_only))
 
+    def away(self, on: bool = True, *, status: int = 503) -> None:
+        """The control plane away (every request answered `status`, watches ended) until `away(False)`."""
+        self.fault(api.Away(on, status))
+
     def set_latency(self, seconds: float) -> None:
         self.fault(api.SetLatency(seconds))
 

@@ -316,8 +316,8 @@ class Sim:
             retry = 1 if fault.status == 429 else None
             self._quietly(what, lambda: cluster.fail_next(fault.count, fault.status, retry_after=retry))
         elif kind == "control-plane-away":
-            self._quietly(what, lambda: cluster.fail_next(1_000_000, 503))
-            undo.append((now + fault.seconds, "control plane back", lambda: cluster.fail_next(0, 503)))
+            self._quietly(what, cluster.away)
+            undo.append((now + fault.seconds, "control plane back", lambda: cluster.away(False)))
         elif kind == "token-rotation":
             self._quietly(what, cluster.rotate_token)
         elif kind == "evict":

@@ -174,6 +174,23 @@ class FailNext(Knob):
 
 
 @dataclass(frozen=True)
+class Away(Knob):
+    """The control plane is away (an apiserver restart, a partition): while `on`, every request gets
+    `status` and open watches end; turning it off brings the server back as it was."""
+
+    on: bool = True
+    status: int = 503
+    route = ("POST", "away")
+
+    def apply(self, server: ApiServerActor) -> None:
+        if not 100 <= self.status <= 599:
+            raise ValueError("status must be an HTTP status (100-599)")
+        server.away = self.status if self.on else 0
+        if self.on:
+            server.end_watches()
+
+
+@dataclass(frozen=True)
 class SetLatency(Knob):
     """Each request reaches the server only after this delay."""
 
@@ -194,6 +211,7 @@ class Restart(Knob):
         server.end_watches()
         server.faults.clear()
         server.latency = 0.0
+        server.away = 0
 
 
 @dataclass(frozen=True)
@@ -241,7 +259,7 @@ class WatchStats(Knob):
 
 
 KNOBS: dict[tuple[str, str], type[Knob]] = {k.route: k for k in (
-    EndWatches, StallWatches, Compact, FailNext, SetLatency, Restart, RotateToken, RequestLog, ClearRequestLog,
+    EndWatches, StallWatches, Compact, FailNext, Away, SetLatency, Restart, RotateToken, RequestLog, ClearRequestLog,
     WatchStats)}
 
 
@@ -277,6 +295,7 @@ class ApiServerActor(Shell):
         self.token = token
         self.token_file = token_file
         self.faults: list[FailNext] = []
+        self.away = 0  # while not 0, every request is answered this status (the control plane is away)
         self.latency = 0.0
         self.tickets: dict[int, WatchTicket] = {}
         self.log: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)  # bounded: the CLI runs for days
@@ -322,6 +341,9 @@ class ApiServerActor(Shell):
                          "contentType": req.content_type, "watch": req.is_watch, "at": self.clock.wall()})
         if self.token is not None and not constant_time_equal(call.authorization, f"Bearer {self.token}"):
             return status_answer(StatusError(401, "Unauthorized", "Unauthorized"))
+        if self.away:
+            return status_answer(StatusError(self.away, _REASONS.get(self.away, "InternalError"),
+                                             "the control plane is away"))
         for i, fault in enumerate(self.faults):
             if req.is_watch or not fault.watch_only:
                 del self.faults[i]
