@@ -101,8 +101,14 @@ API_SHUTDOWN_SECONDS = 5.0
 ORCHESTRATOR_ASK_SECONDS = 10.0
 # Each actor's stop, when the orchestrator stops: serve's SIGTERM budget is 10 s in all.
 ACTOR_STOP_SECONDS = 8.0
-# ADR-0065: a persist is an ask of the StoreActor; a store that does not answer in this long fails the run's actor.
+# ADR-0065: a persist is an ask of the StoreActor; one not answered in this long counts as a failed write.
 PERSIST_ASK_SECONDS = 30.0
+# ADR-0065: a run whose persist failed holds before its next side effect and tries again on this schedule,
+# for as long as it takes (the disk comes back: it goes on); capped low so it resumes soon after.
+PERSIST_RETRY_BACKOFF = Backoff(initial=0.2, cap=5.0, jitter=0.2)
+# A dead run's revival that the store could not serve (its row unread, or its end not written) is tried
+# again on this schedule until it lands; /healthz says so meanwhile.
+REVIVE_RETRY_BACKOFF = Backoff(initial=0.5, cap=10.0)
 # ADR-0062: a lost conversation waits this long for the Workspace to say a kernel kill ended it.
 LOST_GRACE_SECONDS = 5.0
 # The demo ends well within this; past it, something is wrong: it says so and stops.

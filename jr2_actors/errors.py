@@ -17,6 +17,11 @@ class Jr2Error(Exception):
     """Every error this package raises on purpose."""
 
 
+class Unavailable(Jr2Error):
+    """The orchestrator cannot take this request now — its store cannot write, or it is stopping — and says
+    why; the API answers 503. Nothing was accepted."""
+
+
 class ClusterAccessError(Jr2Error):
     """No usable cluster access; `probed` lists every variable and path that was looked at."""
 

@@ -71,6 +71,7 @@ STORE_BLOB_BYTES = "jr2_store_blob_bytes"
 STORE_ROWS = "jr2_store_rows"
 STORE_SWEEPS = "jr2_store_sweeps_total"
 STORE_SWEPT_ROWS = "jr2_store_swept_rows_total"
+STORE_SET_ASIDE_ROWS = "jr2_store_set_aside_rows"
 KUBE_REQUESTS = "jr2_kube_requests_total"
 KUBE_UNAUTHORIZED_RETRIES = "jr2_kube_unauthorized_retries_total"
 KUBE_WRITES_IN_FLIGHT = "jr2_kube_writes_in_flight"
@@ -413,7 +414,7 @@ BLOB_BUCKETS = (1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0
 
 class StoreMetrics:
     """The run store: persist latency and blob size (each persist), rows by status (recounted by the
-    StoreActor at most once a second after writes), sweeps."""
+    StoreActor at most once a second after writes), sweeps, and the live rows set aside as unrestorable."""
 
     def __init__(self, telemetry: Telemetry, statuses: tuple[str, ...]) -> None:
         self._on = telemetry.enabled
@@ -431,6 +432,7 @@ class StoreMetrics:
         self._swept = Counter(STORE_SWEPT_ROWS, "Rows the sweeps removed.", registry=registry)
         self._statuses = statuses
         self._rows: dict[str, int] | None = None
+        self._set_aside = 0
         if self._on:
             telemetry.registry.register(self)
 
@@ -454,7 +456,15 @@ class StoreMetrics:
         if self._on:
             self._rows = dict(counts)
 
+    def set_aside(self, count: int) -> None:
+        """How many live rows this process could not restore (each left on disk as it is)."""
+        if self._on:
+            self._set_aside = count
+
     def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(STORE_SET_ASIDE_ROWS, "Live rows that could not be restored: set aside, left in "
+                                                      "state.db as they are (the log names each).",
+                                value=self._set_aside)
         rows = self._rows
         if rows is None:
             return

@@ -4,8 +4,12 @@
         run_id = orch.submit(load_workflow(text) or its document)
         orch.status(run_id)
 
-`start()` restores every live run from the store (ADR-0065: live rows only) before it takes a new one;
-each comes back with what its Workspaces knew, and the watch's first list reconciles them. `stop()` stops
+`start()` takes the state directory's lock (`store/lock.py`: one owner per `state.db`), opens the store
+(a file that is not ours is refused in one line), and restores every live run from it (ADR-0065: live
+rows only) before it takes a new one; each comes back with what its Workspaces knew, and the watch's first
+list reconciles them; a row that cannot be restored is set aside, left as it is, and counted. `submit`
+answers once the run's first row is written (201 means on disk); a store that cannot write refuses the
+submission (`Unavailable`, the API's 503) and a live run holds until its next row lands. `stop()` stops
 the runs' actors (their Turns' readers stop; their Sandboxes are left for the next start to re-adopt —
 a stop is not a cancel), lets the store finish every persist already asked, then stops the watch.
 It is also the API's `Backend` and the `jr2_orchestrator` pytest fixture's object. Its metrics are its
@@ -26,17 +30,25 @@ import pykka
 
 from jr2_actors.actorkit import ActorFault, Timers, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import ACTOR_STOP_SECONDS, ORCHESTRATOR_ASK_SECONDS, RUN_REVIVALS
-from jr2_actors.errors import KUBE_ERRORS
+from jr2_actors.constants import (
+    ACTOR_STOP_SECONDS,
+    ORCHESTRATOR_ASK_SECONDS,
+    PERSIST_ASK_SECONDS,
+    REVIVE_RETRY_BACKOFF,
+    RUN_REVIVALS,
+)
+from jr2_actors.errors import KUBE_ERRORS, Unavailable
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.metrics import Telemetry
-from jr2_actors.run.actor import Listing, RunActor, RunEnv, RunFinished, Status
-from jr2_actors.run.core import Cancel, RunCore
+from jr2_actors.run.actor import Listing, RunActor, RunEnv, RunFinished, Status, row_status
+from jr2_actors.run.core import Cancel, Persist, RunCore, RunStep, Start
 from jr2_actors.run.feed import FeedHub
 from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.run.wire import status_doc
 from jr2_actors.store import actor as store
+from jr2_actors.store.core import StoreError
+from jr2_actors.store.lock import StateLock
 from jr2_actors.watch.actor import Health as WatchHealthAsk
 from jr2_actors.watch.actor import WatchActor, WatchHealth
 from jr2_actors.watch.identity import sandbox_name
@@ -79,9 +91,14 @@ class Orchestrator:
         self._pools: list[ThreadPoolExecutor] = []
         self._timers: Timers | None = None
         self._stopping = False
-        self._broken = ""
+        self._stopped = threading.Event()  # wakes a revival's wait for the store
+        self._state_lock = StateLock(state_dir)
+        self._broken = ""  # a singleton died: for good, until the process restarts
         self._deaths: dict[str, int] = {}  # run id → how often its actor died in this process
         self._cancels: set[str] = set()  # runs cancelled while their actor was being restored
+        self._submitting: set[str] = set()  # ids whose first row is being written
+        self._unrevived: dict[str, str] = {}  # run id → why its revival waits for the store (now)
+        self._set_aside: set[str] = set()  # live rows that could not be restored, left as they are
         self._revivers: list[threading.Thread] = []
         self.telemetry = telemetry or Telemetry()
         self.telemetry.kube.attach(client)
@@ -89,7 +106,20 @@ class Orchestrator:
     # -- lifecycle -----------------------------------------------------------------------------------
 
     def start(self) -> Orchestrator:
+        """Raises `StateDirInUse` (another owner), `StoreUnusable` (a file not ours), each one line; what it
+        had started is stopped again."""
+        self._state_lock.acquire()  # before the store is opened: one owner reads and writes state.db
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
         self._store = store.StoreActor.start(self.state_dir, clock=self.clock, parent=self, telemetry=self.telemetry)
+        restored = self._store.ask(store.Restore(), timeout=ORCHESTRATOR_ASK_SECONDS)  # StoreUnusable: not ours
+        assert isinstance(restored, store.Restored)
         options: dict[str, Any] = {"namespace": self.namespace, "clock": self.clock, "parent": self,
                                    "telemetry": self.telemetry}
         if self._stall_bound is not None:
@@ -105,16 +135,16 @@ class Orchestrator:
                            timers=self._timers, clock=self.clock, sandbox_image=self._sandbox_image,
                            instance_harness=self._instance_harness, workspace_options=self._workspace_options,
                            telemetry=self.telemetry)
-        restored: list[store.RunRecord] = self._store.ask(store.Restore(), timeout=ORCHESTRATOR_ASK_SECONDS)  # type: ignore[assignment]
-        for record in restored:
-            self._restore(record)
-        if restored:
-            log.info("restored %d live run(s) from %s", len(restored), self.state_dir)
-        return self
+        for bad in restored.unreadable:
+            self._put_aside(bad.run_id, bad.problem)
+        count = sum(self._restore(record) for record in restored.runs)
+        if count:
+            log.info("restored %d live run(s) from %s", count, self.state_dir)
 
     def stop(self) -> None:
         with self._lock:
             self._stopping = True
+            self._stopped.set()
             refs = list(self._runs.values())
         for ref in refs:  # their children stop with them: Turns' readers end, Leases stop (a stop is no cancel)
             _stop(ref)
@@ -131,6 +161,7 @@ class Orchestrator:
         if self._timers is not None:
             self._timers.stop()
         self.feed_hub.close()
+        self._state_lock.release()  # last: nothing of this orchestrator touches state.db any more
 
     def __enter__(self) -> Orchestrator:
         return self.start()
@@ -144,7 +175,11 @@ class Orchestrator:
     def submit(self, workflow: Workflow | Mapping[str, Any] | object, run_input: Mapping[str, Any] | None = None,
                *, run_id: str | None = None) -> str:
         """Start a run of a §5 document (or a parsed `Workflow` with its document); a bad document raises
-        `WorkflowError` naming the key. `run_input` is kept with the run (the workflow format reads none yet)."""
+        `WorkflowError` naming the key. `run_input` is kept with the run (the workflow format reads none yet).
+
+        ADR-0065: returns once the run's first row is written — its `Start` step is taken here and saved
+        before its actor starts, so an accepted run survives a crash right after. A store that cannot write
+        raises `Unavailable` with the reason, and nothing of the run exists."""
         document = workflow if isinstance(workflow, Mapping) else getattr(workflow, "document", None)
         if not isinstance(document, Mapping):
             raise WorkflowError("", "the workflow must be a mapping (a §5 document)")
@@ -154,12 +189,37 @@ class Orchestrator:
         core = RunCore(run_id, parsed, dict(document), instance_harness=self._instance_harness)
         with self._lock:
             if self._stopping:
-                raise RuntimeError("the orchestrator is stopping")
-            if run_id in self._runs:
+                raise Unavailable("the orchestrator is stopping")
+            if run_id in self._runs or run_id in self._submitting:
                 raise ValueError(f"run {run_id} exists")
-            self._runs[run_id] = RunActor.start(core, env, self)
+            self._submitting.add(run_id)
+        try:
+            first = core.step(Start(), self.clock.monotonic(), self.clock.wall())
+            self._save_first(core, first)
+            with self._lock:
+                if self._stopped.is_set():  # the row is on disk: the next start runs it
+                    log.info("run %s of %s saved while stopping; the next start runs it", run_id, parsed.name)
+                    return run_id
+                self._runs[run_id] = RunActor.start(core, env, self, first_step=first)
+        finally:
+            with self._lock:
+                self._submitting.discard(run_id)
         log.info("run %s of %s submitted", run_id, parsed.name)
         return run_id
+
+    def _save_first(self, core: RunCore, first: RunStep) -> None:
+        assert self._store is not None
+        action = next((a for a in first.actions if isinstance(a, Persist)), None)
+        assert action is not None, "a run's Start step saves its row"
+        try:
+            self._store.ask(store.Persist(core.run_id, row_status(action.status), core.snapshot(), action.reason,
+                                          create=True), timeout=PERSIST_ASK_SECONDS)
+        except StoreError as e:  # the id is taken (a row set aside at boot keeps it)
+            raise ValueError(str(e)) from None
+        except store.STORE_DOWN as e:
+            log.warning("a run of %s was refused: the store cannot write (%s: %s)", core.workflow.name,
+                        type(e).__name__, e)
+            raise Unavailable(f"the store cannot write: {e}") from None
 
     def status(self, run_id: str) -> dict[str, Any] | None:
         """RunStatus of a live run, or of a finished one from the store until the sweep removes it."""
@@ -219,10 +279,15 @@ class Orchestrator:
         self.feed_hub.interrupt()
 
     def health(self) -> tuple[bool, str]:
+        """Ready now? Each answer is the present: only a dead singleton stays false until a restart."""
         if self._watch is None or self._store is None:
             return False, "not started"
         if self._broken:
             return False, self._broken
+        with self._lock:
+            waiting = next(iter(sorted(self._unrevived.items())), None)
+        if waiting is not None:
+            return False, f"run {waiting[0]} died and waits for the store to restore it: {waiting[1]}"
         try:
             watch = self._watch.ask(WatchHealthAsk(), timeout=5.0)
             store_ok = self._store.ask(store.Healthy(), timeout=5.0)
@@ -274,12 +339,25 @@ class Orchestrator:
         return record if isinstance(record, store.RunRecord) else None
 
     def _stored(self, run_id: str) -> tuple[RunCore, bool] | None:
-        """The run as its row keeps it (read only, nothing started), and whether the row is live."""
+        """The run as its row keeps it (read only, nothing started), and whether the row is live. A row
+        set aside (it cannot be restored) is not served: None."""
+        if run_id in self._set_aside:
+            return None
         record = self._fetch(run_id)
         if record is None:
             return None
         core, _ = RunCore.restore(record.blob, self.clock.monotonic(), self.clock.wall())
         return core, record.status == "live"
+
+    def _put_aside(self, run_id: str, problem: str) -> None:
+        """A live row that cannot be restored: one line naming it; the row stays as it is on disk, counted
+        in `/metrics`, and every other run goes on."""
+        log.error("run %s cannot be restored from its row (%s); it is set aside, its row left as it is",
+                  run_id, problem)
+        with self._lock:
+            self._set_aside.add(run_id)
+            count = len(self._set_aside)
+        self.telemetry.store.set_aside(count)
 
     def _restore(self, record: store.RunRecord) -> bool:
         env = self._ready()
@@ -287,8 +365,8 @@ class Orchestrator:
             core, step = RunCore.restore(record.blob, self.clock.monotonic(), self.clock.wall(),
                                          instance_harness=self._instance_harness,
                                          feed_after=self.feed_hub.last_id(record.run_id))
-        except (KeyError, ValueError, TypeError, WorkflowError) as e:
-            log.error("run %s cannot be restored from its row (%s); it is left as it is", record.run_id, e)
+        except Exception as e:  # the row is outside input: whatever it holds, it must not stop another's restore
+            self._put_aside(record.run_id, f"{type(e).__name__}: {e}")
             return False
         with self._lock:
             if self._stopping:
@@ -318,25 +396,46 @@ class Orchestrator:
             self._revivers = [t for t in self._revivers if t.is_alive()] + [thread]
 
     def _revive(self, run_id: str, deaths: int, error: str) -> None:
-        try:
-            record = self._fetch(run_id)
-            if record is None or record.status != "live":
-                log.error("run %s: its actor died (%s) and its row is not live; nothing to restore", run_id, error)
-            elif deaths <= RUN_REVIVALS:
-                log.error("run %s: its actor died (%s); restored from its last row (%d of %d)", run_id, error,
-                          deaths, RUN_REVIVALS)
-                if self._restore(record):
-                    return
-            else:
-                self._abandon(record, f"the run's actor died {deaths} times, last: {error}")
-        except Exception as e:  # the store itself cannot answer: the pod must restart (it restores the row)
-            self._broken = f"run {run_id} died ({error}) and could not be restored: {type(e).__name__}: {e}"
-            log.error("%s", self._broken)
+        """A store that cannot serve the revival (its row unread, its end not written) is waited for on
+        `REVIVE_RETRY_BACKOFF`: `/healthz` names the run meanwhile, and is true again once it lands."""
+        attempt = 0
+        while True:
+            try:
+                restored = self._revive_once(run_id, deaths, error)
+                break
+            except Exception as e:
+                attempt += 1
+                why = f"{type(e).__name__}: {e}"
+                with self._lock:
+                    self._unrevived[run_id] = why
+                if attempt == 1:
+                    log.error("run %s died (%s) and the store cannot serve its revival (%s); it tries again",
+                              run_id, error, why)
+                if self._stopped.wait(REVIVE_RETRY_BACKOFF.delay(attempt)):
+                    restored = False  # stopping: its row stays as it is for the next start
+                    break
+        with self._lock:
+            self._unrevived.pop(run_id, None)
+        if restored:
+            return
         with self._finished:
             self._runs.pop(run_id, None)
             self._cancels.discard(run_id)
             self._finished.notify_all()
         self.feed_hub.publish(run_id, (), finished=True)
+
+    def _revive_once(self, run_id: str, deaths: int, error: str) -> bool:
+        """True when a new actor runs the run; False when the run is over for this process."""
+        record = self._fetch(run_id)
+        if record is None or record.status != "live":
+            log.error("run %s: its actor died (%s) and its row is not live; nothing to restore", run_id, error)
+        elif deaths <= RUN_REVIVALS:
+            log.error("run %s: its actor died (%s); restored from its last row (%d of %d)", run_id, error,
+                      deaths, RUN_REVIVALS)
+            return self._restore(record)
+        else:
+            self._abandon(record, f"the run's actor died {deaths} times, last: {error}")
+        return False
 
     def _abandon(self, record: store.RunRecord, reason: str) -> None:
         """Past `RUN_REVIVALS`: the row ends `error` with its `ended` line, and what never ran is deleted

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 import sys
@@ -12,8 +13,9 @@ from typing import cast
 import pytest
 
 from jr2_actors.clock import VirtualClock
-from jr2_actors.store.actor import Fetch, Persist, Restore, StoreActor, Sweep
-from jr2_actors.store.core import RunRecord, RunStore, StoreError
+from jr2_actors.store.actor import Fetch, Healthy, Persist, Restore, StoreActor, Sweep, WriteFailed
+from jr2_actors.store.core import APPLICATION_ID, Restored, RunRecord, RunStore, StoreError, StoreUnusable
+from tests.stores import unwritable
 
 DAY = 86400.0
 T0 = 1_790_000_000.0
@@ -51,7 +53,7 @@ def test_restore_reads_live_rows_only_and_never_parses_finished_ones(store: RunS
     conn = sqlite3.connect(store.path)
     conn.execute("update runs set blob = '{not json' where run_id = 'b'")  # a finished row, damaged
     conn.commit()
-    assert [(r.run_id, r.blob) for r in store.restore()] == [("a", {"n": 1}), ("c", {"n": 3})]
+    assert [(r.run_id, r.blob) for r in store.restore().runs] == [("a", {"n": 1}), ("c", {"n": 3})]
 
 
 def test_sweep_removes_finished_rows_older_than_a_week_never_live(store: RunStore) -> None:
@@ -85,7 +87,7 @@ def test_a_persist_survives_the_process_being_killed(tmp_path: Path) -> None:
     assert result.returncode == -9
     after = RunStore(str(tmp_path))
     after.open()
-    assert [r.blob["i"] for r in after.restore()] == list(range(50))
+    assert [r.blob["i"] for r in after.restore().runs] == list(range(50))
 
 
 def test_store_actor_persists_by_ask_restores_and_sweeps_at_boot(tmp_path: Path) -> None:
@@ -99,8 +101,8 @@ def test_store_actor_persists_by_ask_restores_and_sweeps_at_boot(tmp_path: Path)
     try:
         assert ref.ask(Fetch("stale"), timeout=10) is None  # swept at boot
         ref.ask(Persist("r2", "live", {"state": "code"}), timeout=10)
-        restored = cast(list[RunRecord], ref.ask(Restore(), timeout=10))
-        assert [r.run_id for r in restored] == ["kept", "r2"]
+        restored = cast(Restored, ref.ask(Restore(), timeout=10))
+        assert [r.run_id for r in restored.runs] == ["kept", "r2"]
         ref.ask(Persist("r2", "done", {"state": "done"}), timeout=10)
         clock.advance(8 * DAY)
         assert ref.ask(Sweep(), timeout=10) == 1
@@ -125,4 +127,101 @@ def test_a_finished_run_never_goes_back_to_live(store: RunStore) -> None:
         store.persist("r1", "live", {"s": 3}, None, T0 + 2)
     record = store.get("r1")
     assert record is not None and (record.status, record.blob) == ("failed", {"s": 2})
-    assert [r.run_id for r in store.restore()] == []
+    assert [r.run_id for r in store.restore().runs] == []
+
+
+# -- issue 16 item 8: a file that is not ours; a row that cannot be read -----------------------------------
+
+def test_a_file_that_is_not_sqlite_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / "state.db").write_bytes(bytes(range(256)) * 32)  # random-looking bytes, not a database
+    with pytest.raises(StoreUnusable, match=r"state\.db: not a jr2 run store \(file is not a database\)"):
+        RunStore(str(tmp_path)).open()
+
+
+@pytest.mark.parametrize(("schema", "says"), [
+    ("CREATE TABLE runs (id INTEGER, name TEXT)", "its runs table has the columns id, name"),
+    ("CREATE TABLE orders (id INTEGER)", "its tables: orders"),
+    ("PRAGMA application_id = 1234", "another program's file: application_id 0x4d2"),
+])
+def test_another_programs_or_another_schemas_file_is_refused_and_left_as_it_is(tmp_path: Path, schema: str,
+                                                                                says: str) -> None:
+    path = tmp_path / "state.db"
+    with sqlite3.connect(path) as db:
+        db.execute(schema)
+    before = path.read_bytes()
+    with pytest.raises(StoreUnusable, match=re.escape(says)):
+        RunStore(str(tmp_path)).open()
+    assert path.read_bytes() == before  # nothing of ours was written into someone else's file
+
+
+def test_a_store_from_before_the_stamp_is_ours_and_is_stamped(tmp_path: Path) -> None:
+    old = RunStore(str(tmp_path))
+    old.open()
+    old.persist("r1", "live", {"s": 1}, None, T0)
+    old.close()
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        db.execute("PRAGMA application_id = 0")  # what a store written before the stamp carries
+    again = RunStore(str(tmp_path))
+    again.open()
+    assert [r.run_id for r in again.restore().runs] == ["r1"]
+    again.close()
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        assert db.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
+
+
+def test_a_live_row_that_cannot_be_read_is_set_aside_and_every_other_run_is_restored(store: RunStore) -> None:
+    store.persist("a", "live", {"n": 1}, None, T0)
+    store.persist("bad", "live", {"n": 2}, None, T0 + 1)
+    store.persist("list", "live", {"n": 3}, None, T0 + 2)
+    store.persist("c", "live", {"n": 4}, None, T0 + 3)
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("update runs set blob = '{not json' where run_id = 'bad'")
+        conn.execute("update runs set blob = '[1, 2]' where run_id = 'list'")
+    restored = store.restore()
+    assert [r.run_id for r in restored.runs] == ["a", "c"]
+    assert [(u.run_id, u.problem.split(":")[0]) for u in restored.unreadable] == [
+        ("bad", "its blob is not JSON"), ("list", "its blob is a JSON list, not an object")]
+    assert store.get("bad") is None  # not served either; the row itself is left as it is
+    with sqlite3.connect(store.path) as conn:
+        assert conn.execute("select status, blob from runs where run_id = 'bad'").fetchone() == ("live", "{not json")
+
+
+def test_a_first_row_never_overwrites_a_taken_id(store: RunStore) -> None:
+    store.persist("r1", "live", {"s": "set aside"}, None, T0)
+    with pytest.raises(StoreError, match="run r1 exists"):
+        store.persist("r1", "live", {"s": "new"}, None, T0 + 1, create=True)
+    record = store.get("r1")
+    assert record is not None and record.blob == {"s": "set aside"}
+
+
+def test_the_store_actor_answers_a_file_not_ours_to_the_boots_restore(tmp_path: Path) -> None:
+    (tmp_path / "state.db").write_bytes(b"\x13not sqlite at all" * 100)
+    ref = StoreActor.start(str(tmp_path))
+    try:
+        with pytest.raises(StoreUnusable, match="not a jr2 run store"):
+            ref.ask(Restore(), timeout=10)
+        assert "not a jr2 run store" in str(ref.ask(Healthy(), timeout=10))
+    finally:
+        ref.stop(block=True, timeout=10)
+
+
+# -- issue 16 item 6: a store that cannot write says so, and says so no longer once it can ------------------
+
+def test_a_store_that_cannot_write_answers_write_failed_and_health_follows_the_present(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    refuse = unwritable(monkeypatch)
+    ref = StoreActor.start(str(tmp_path))
+    try:
+        ref.ask(Persist("r1", "live", {"s": 1}), timeout=10)
+        assert ref.ask(Healthy(), timeout=10) is True
+        refuse.set()
+        with pytest.raises(WriteFailed, match="attempt to write a readonly database"):
+            ref.ask(Persist("r1", "live", {"s": 2}), timeout=10)
+        assert "readonly" in str(ref.ask(Healthy(), timeout=10))
+        assert "readonly" in str(ref.ask(Healthy(), timeout=10))  # still: its probe is a real write
+        refuse.clear()
+        assert ref.ask(Healthy(), timeout=10) is True  # no run had to write for it to know
+        record = ref.ask(Fetch("r1"), timeout=10)
+        assert isinstance(record, RunRecord) and record.blob == {"s": 1}  # the last row written is kept
+    finally:
+        ref.stop(block=True, timeout=10)

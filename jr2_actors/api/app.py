@@ -6,7 +6,9 @@ Routes: `GET /healthz` and `GET /metrics` are open; everything under `/runs` nee
 An unknown path is 404, a wrong method 405 with `Allow`. `GET /runs/{id}/events` is a server-sent-event
 stream of the run's feed that resumes after `Last-Event-ID`, sends a comment line as a heartbeat (so a
 gone client is noticed by a failed write), ends when the run has finished, and is refused with 503 when
-too many streams are open (each holds a server thread).
+too many streams are open (each holds a server thread). `POST /runs` answers 201 once the run's first row
+is on disk; when the orchestrator cannot take a run now (its store cannot write, it is stopping) it answers
+503 with the reason and `Retry-After`, and nothing was accepted.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any, Protocol
 from jr2_actors import __version__
 from jr2_actors.api import sse
 from jr2_actors.constants import API_HEARTBEAT_SECONDS, API_STREAM_SLICE_SECONDS
+from jr2_actors.errors import Unavailable
 from jr2_actors.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.run.wire import feed_doc
@@ -31,6 +34,7 @@ from jr2_actors.workflow import WorkflowError
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
+UNAVAILABLE_RETRY_SECONDS = 5  # the 503's Retry-After when a run cannot be taken now
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -41,7 +45,8 @@ StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 class Backend(Protocol):
     """What the API needs of an orchestrator (the `Orchestrator` facade is one)."""
 
-    def submit(self, document: object, run_input: Mapping[str, Any] | None) -> str: ...
+    def submit(self, document: object, run_input: Mapping[str, Any] | None) -> str:
+        """The run's id once its first row is on disk; `Unavailable` when no run can be taken now."""
 
     def run_status(self, run_id: str) -> dict[str, Any] | None: ...
 
@@ -175,6 +180,10 @@ class Api:
             run_id = self.backend.submit(doc["workflow"], run_input)
         except WorkflowError as e:
             raise HttpError(400, str(e), key=f"workflow.{e.key}" if e.key else "workflow") from e
+        except Unavailable as e:  # nothing was accepted: the client may send it again
+            error = HttpError(503, str(e))
+            error.headers.append(("Retry-After", str(UNAVAILABLE_RETRY_SECONDS)))
+            raise error from None
         return _json(start_response, 201, {"runId": run_id}, [("Location", f"/runs/{run_id}")])
 
     def _runs(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:

@@ -7,6 +7,12 @@ blob is saved (an ask of the StoreActor: the row is in the OS's hands on return)
 of that step leaves the actor. Feed lines go to the `FeedHub` (and the log); `Status` is answered for the
 API; the run's end is told to the orchestrator (`RunFinished`) once every teardown is over.
 
+A persist the store cannot write now (`store.STORE_DOWN`: a read-only or full disk, a store that does not
+answer) does not end the run: the step is held — none of its other actions leaves, its feed lines are not
+published, and every message that arrives meanwhile waits in order — while the same save is tried again on
+`PERSIST_RETRY_BACKOFF`. Once it lands the step goes on and the waiting messages are taken in order; a stop
+meanwhile leaves the last row written, which a restart restores (ADR-0065).
+
 A child that dies of our bug (an `ActorFault`) is an event the run can act on: a Workspace's actor is a
 faulted Workspace, an Agent's a Turn fault.
 """
@@ -14,17 +20,18 @@ faulted Workspace, an Agent's a Turn fault.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pykka
 
-from jr2_actors.actorkit import ActorFault, Deadline, Recipient, Shell, Timers, tell_quietly
+from jr2_actors.actorkit import ActorFault, Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.agent import actor as agent_actor
 from jr2_actors.agent import core as turn_core
 from jr2_actors.clock import Clock
-from jr2_actors.constants import PERSIST_ASK_SECONDS
+from jr2_actors.constants import PERSIST_ASK_SECONDS, PERSIST_RETRY_BACKOFF
 from jr2_actors.harness.tokens import INSTANCE_HARNESS, harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.metrics import OFF, Telemetry
@@ -88,23 +95,41 @@ class _Tick:
     pass
 
 
+@dataclass(frozen=True)
+class _SaveAgain:
+    """The held step's persist is due to be tried again."""
+
+
+def row_status(status: run.RunStatusName) -> str:
+    """The store's status for a run's: a running run's row is `live`."""
+    return "live" if status == "running" else status
+
+
 class RunActor(Shell):
     log_key = "run"  # its name is the run id: every line its thread (and its children's) logs carries it
 
     def __init__(self, core: RunCore, env: RunEnv, parent: Recipient, *, restored: bool = False,
-                 restore_step: run.RunStep | None = None) -> None:
+                 restore_step: run.RunStep | None = None, first_step: run.RunStep | None = None) -> None:
+        """`first_step`: the run's `Start` step, taken and saved by the orchestrator's submit (ADR-0065: the
+        row is on disk before the submission is answered); the actor performs the rest of it."""
         super().__init__(telemetry=env.telemetry)
         self.core = core
         self.env = env
         self.parent = parent
         self.name = core.run_id
         self._restore_step = restore_step
+        self._first_step = first_step
         self._restored = restored
         self._workspaces: dict[str, pykka.ActorRef[Any]] = {}
         self._agents: dict[str, pykka.ActorRef[Any]] = {}
         self._deadline: Deadline | None = None
         self._done = False
         self._read_log = ReadLog()
+        self._held: run.RunStep | None = None  # a step whose persist has not landed: nothing after it leaves
+        self._waiting: deque[Any] = deque()  # what arrived while a step was held, taken in order after it
+        self._save_failures = 0
+        self._save_again: int | None = None
+        self._jitter = jitter_source(None)
 
     def started(self) -> None:
         self._deadline = Deadline(self.env.timers, self.actor_ref, _Tick())
@@ -112,10 +137,13 @@ class RunActor(Shell):
             # The feed so far comes back with the run: a reader resumes from its Last-Event-ID across restarts.
             tell_quietly(self.env.feed, Published(self.core.run_id, tuple(self.core.feed)))
             self._perform(self._restore_step)
+        elif self._first_step is not None:
+            self._perform(self._first_step, saved=True)
         else:
             self._step(run.Start())
 
     def cleanup(self) -> None:
+        self.env.timers.cancel(self._save_again)
         self.env.telemetry.runs.forget(self.core.run_id)
         if self._deadline is not None:
             self._deadline.cancel()
@@ -127,6 +155,16 @@ class RunActor(Shell):
             return status_doc(self.core)
         if isinstance(message, Listing):
             return listing_doc(self.core)
+        if isinstance(message, _SaveAgain):
+            self._save_again = None
+            self._resume()
+        elif self._held is not None:
+            self._waiting.append(message)  # ADR-0065: nothing moves before the held step's row is written
+        else:
+            self._take(message)
+        return None
+
+    def _take(self, message: Any) -> None:
         if isinstance(message, _Tick):
             if self._deadline is not None:
                 self._deadline.fired()
@@ -143,20 +181,61 @@ class RunActor(Shell):
             event = self._from_agent(message)
             if event is not None:
                 self._step(event)
-        return None
 
     # -- the core's decisions, performed -----------------------------------------------------------------
 
     def _step(self, event: run.Input) -> None:
         self._perform(self.core.step(event, self.env.clock.monotonic(), self.env.clock.wall()))
 
-    def _perform(self, step: run.RunStep) -> None:
-        for action in step.actions:
-            if isinstance(action, run.Persist):
-                # ADR-0065: the row is written before this step's next side effect leaves the actor.
-                self.env.store.ask(store.Persist(self.core.run_id, "live" if action.status == "running"
-                                                 else action.status, self.core.snapshot(), action.reason),
-                                   timeout=PERSIST_ASK_SECONDS)
+    def _perform(self, step: run.RunStep, *, saved: bool = False) -> None:
+        # ADR-0065: the row is written before this step's next side effect leaves the actor.
+        if not saved and not self._save(step):
+            self._hold(step)
+            return
+        self._carry_out(step)
+
+    def _save(self, step: run.RunStep) -> bool:
+        """Write the step's row if it asks for one; False when the store cannot write now (our bug —
+        `StoreError` — still raises: the supervisor restores the run from its last row)."""
+        action = next((a for a in step.actions if isinstance(a, run.Persist)), None)
+        if action is None:
+            return True
+        try:
+            self.env.store.ask(store.Persist(self.core.run_id, row_status(action.status), self.core.snapshot(),
+                                             action.reason), timeout=PERSIST_ASK_SECONDS)
+        except store.STORE_DOWN as e:
+            self._save_failures += 1
+            if self._save_failures == 1:
+                log.warning("run %s: its row could not be written (%s: %s); it holds before its next step and "
+                            "tries again", self.core.run_id, type(e).__name__, e)
+            return False
+        if self._save_failures:
+            log.warning("run %s: its row is written again after %d failed tries; it goes on", self.core.run_id,
+                        self._save_failures)
+            self._save_failures = 0
+        return True
+
+    def _hold(self, step: run.RunStep) -> None:
+        self._held = step
+        ref = self.actor_ref
+        due = self.env.clock.monotonic() + PERSIST_RETRY_BACKOFF.delay(self._save_failures, self._jitter)
+        self._save_again = self.env.timers.schedule(due, lambda: tell_quietly(ref, _SaveAgain()))
+
+    def _resume(self) -> None:
+        """Try the held step's save again (the core has not moved since, so the snapshot is the same); once
+        it lands, the step goes on and what waited is taken in order, until a step holds again."""
+        step = self._held
+        if step is None:
+            return
+        if not self._save(step):
+            self._hold(step)
+            return
+        self._held = None
+        self._carry_out(step)
+        while self._held is None and self._waiting:
+            self._take(self._waiting.popleft())
+
+    def _carry_out(self, step: run.RunStep) -> None:
         if step.reports:
             for event in step.reports:
                 log.info("run %s: %s", self.core.run_id, _line(event))

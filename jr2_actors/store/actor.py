@@ -2,6 +2,12 @@
 disk (in WAL, handed to the OS) before the caller's next side effect — the ordering ADR-0065 keeps the
 write synchronous for. The actor owns its one connection; it sweeps finished rows at boot and hourly.
 
+A write the disk refuses (read-only, full, I/O) is answered `WriteFailed` with the reason: the caller
+holds and retries (a run stops before its next side effect; a submission is refused with 503), and
+`Healthy` says the store cannot write until a write lands again — its own probe, a real committed write,
+finds that out when no run is asking. A file that is not ours is `StoreUnusable`, answered to `Restore`
+(the boot's first ask) so the process can say so in one line.
+
 Metrics (issue 11): each persist's latency and blob size, each sweep, and the rows by status — recounted
 at boot, after a sweep, and one second after writes (however many), so a burst costs one count.
 """
@@ -13,13 +19,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pykka
+
 from jr2_actors.actorkit import Recipient, Shell, Timers, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import STORE_ROWS_RECOUNT_SECONDS, SWEEP_INTERVAL_SECONDS
 from jr2_actors.metrics import Telemetry
-from jr2_actors.store.core import RunRecord, RunStore, StoreError
+from jr2_actors.store.core import Restored, RunRecord, RunStore, StoreError, StoreUnusable, Unreadable
 
 log = logging.getLogger(__name__)
+
+
+class WriteFailed(Exception):
+    """The disk refused a persist (read-only, full, I/O error): nothing is wrong with the row; try again."""
 
 
 @dataclass(frozen=True)
@@ -28,11 +40,17 @@ class Persist:
     status: str
     blob: Mapping[str, Any] = field(repr=False)
     reason: str | None = None
+    create: bool = False  # the run's first row: refused (`StoreError`) when the id is taken
+
+
+# What a persist's asker may meet when the store cannot write now: hold, retry, and say so.
+STORE_DOWN: tuple[type[BaseException], ...] = (WriteFailed, pykka.Timeout, pykka.ActorDeadError)
 
 
 @dataclass(frozen=True)
 class Restore:
-    """Answered with the live runs: the boot's restore reads nothing else."""
+    """Answered with `Restored`: the live runs, and the live rows set aside as unreadable (the boot's
+    restore reads nothing else)."""
 
 
 @dataclass(frozen=True)
@@ -68,9 +86,14 @@ class StoreActor(Shell):
         self._next_sweep: int | None = None
         self._recount_due = False
         self._write_error = ""
+        self._unusable: StoreUnusable | None = None
 
     def started(self) -> None:
-        self.store.open()  # the connection belongs to this actor's thread
+        try:
+            self.store.open()  # the connection belongs to this actor's thread
+        except StoreUnusable as e:
+            self._unusable = e  # answered to every ask: the orchestrator's start says it in one line
+            return
         self._sweep()
         self._recount()
 
@@ -79,21 +102,29 @@ class StoreActor(Shell):
         self.store.close()
 
     def on_receive(self, message: Any) -> Any:
+        if self._unusable is not None:
+            if isinstance(message, Healthy):
+                return str(self._unusable)
+            if isinstance(message, (_Recount, Sweep)):
+                return None
+            raise self._unusable
         if isinstance(message, Persist):
             metrics = self.telemetry.store
             began = self.telemetry.monotonic()
             try:
                 size = self.store.persist(message.run_id, message.status, message.blob, message.reason,
-                                          self.clock.wall())
+                                          self.clock.wall(), create=message.create)
             except StoreError:
                 metrics.persist_failed()
-                raise  # our bug, answered to the asker; the store itself is fine
-            except Exception as e:
+                raise  # our bug (or a taken id), answered to the asker; the store itself is fine
+            except Exception as e:  # the disk's: answered as such, and /healthz says so until a write lands
                 metrics.persist_failed()
+                if not self._write_error:
+                    log.error("the store cannot write %s: %s: %s", self.store.path, type(e).__name__, e)
                 self._write_error = f"{type(e).__name__}: {e}"
-                raise
+                raise WriteFailed(self._write_error) from e
             metrics.persisted(self.telemetry.monotonic() - began, size)
-            self._write_error = ""
+            self._wrote()
             self._recount_soon()
             return None
         if isinstance(message, _Recount):
@@ -111,13 +142,22 @@ class StoreActor(Shell):
         return None
 
     def _healthy(self) -> bool | str:
-        if self._write_error:
-            return self._write_error
+        """The present, not the past: after a failed write, a real write decides (and clears it)."""
         try:
-            self.store.can_write()
+            if self._write_error:
+                self.store.probe_write()
+                self._wrote()
+            else:
+                self.store.can_write()
         except Exception as e:
-            return f"{type(e).__name__}: {e}"
+            self._write_error = self._write_error or f"{type(e).__name__}: {e}"
+            return self._write_error
         return True
+
+    def _wrote(self) -> None:
+        if self._write_error:
+            log.warning("the store writes %s again (it could not: %s)", self.store.path, self._write_error)
+            self._write_error = ""
 
     def _sweep(self) -> int:
         """Sweep now and keep one hourly chain, however many sweeps are asked for. A sweep that fails (a
@@ -154,5 +194,5 @@ class StoreActor(Shell):
                 log.exception("counting the store's rows failed (only the metrics miss it)")
 
 
-
-__all__ = ["Fetch", "Healthy", "Persist", "Restore", "RunRecord", "StoreActor", "Sweep"]
+__all__ = ["STORE_DOWN", "Fetch", "Healthy", "Persist", "Restore", "Restored", "RunRecord", "StoreActor",
+           "StoreUnusable", "Sweep", "Unreadable", "WriteFailed"]
