@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
 
 from jr2_actors.commands.common import UsageError
@@ -50,69 +53,100 @@ def add_parser(sub: Any) -> None:
     sim.add_argument("--crash-trials", type=_count, default=0, metavar="N",
                      help="instead of seeds: N crash trials of `serve` (SIGKILLed with 20 runs under way, then "
                           "restarted on its state dir), drawn from the first seed (default: 0, none)")
+    sim.add_argument("--jobs", type=_count, default=1, metavar="N",
+                     help="play N seeds at once, each in a process of its own (a seed mostly waits, so more jobs "
+                          "than cores pays; default: 1, in this process)")
     sim.add_argument("--keep", action="store_true",
                      help="keep each seed's state folders (printed) instead of removing them (default: removed)")
 
 
 def run(args: argparse.Namespace, stop: threading.Event) -> int:
-    from jr2_actors.sim.runner import Sim, clean_workdir
-    from jr2_actors.sim.schedule import draw
-
     if args.crash_trials:
         return run_crash_trials(args, stop)
     seeds: list[int] = args.seeds
     if not seeds:
         raise UsageError("--seeds names no seed")
-    quiet = logging.getLogger("jr2_actors")
-    level = quiet.level
-    if quiet.getEffectiveLevel() < logging.ERROR:
-        quiet.setLevel(logging.ERROR)  # the faults make the orchestrator warn on purpose; a traceback still shows
     out = sys.stdout
     failed: list[int] = []
     faults: Counter[str] = Counter()
     runs = 0
     started = time.monotonic()
     played = 0
-    try:
-        for seed in seeds:
-            if stop.is_set():
-                break
-            schedule = draw(seed)
-            workdir = tempfile.mkdtemp(prefix=f"jr2-sim-{seed}-")
-            try:
-                result = Sim(schedule, workdir, stop).run()
-            finally:
-                if args.keep:
-                    print(f"seed {seed}: state kept in {workdir}", file=out)
-                else:
-                    clean_workdir(workdir)
-            if stop.is_set():
-                break
-            played += 1
-            runs += len(schedule.runs)
-            faults.update(f.kind for f in schedule.faults)
-            if result.ok:
-                print(f"seed {seed}: ok ({len(schedule.runs)} runs, {len(schedule.faults)} faults, "
-                      f"{result.seconds:.1f}s)", file=out, flush=True)
-                if args.show:
-                    print(schedule.describe(), file=out)
-            else:
-                failed.append(seed)
-                print(f"seed {seed}: {len(result.violations)} violation(s) in {result.seconds:.1f}s", file=out)
-                print(schedule.describe(), file=out)
-                for v in result.violations:
-                    print(f"  violation: {v}", file=out)
-                print(f"  replay: jr2-actors sim --seeds {seed}", file=out, flush=True)
-    finally:
-        quiet.setLevel(level)
+    for outcome in _played(seeds, args, stop):
+        played += 1
+        runs += outcome["runs"]
+        faults.update(outcome["faults"])
+        seed = outcome["seed"]
+        if outcome["kept"]:
+            print(f"seed {seed}: state kept in {outcome['kept']}", file=out)
+        if not outcome["violations"]:
+            print(f"seed {seed}: ok ({outcome['runs']} runs, {len(outcome['faults'])} faults, "
+                  f"{outcome['seconds']:.1f}s)", file=out, flush=True)
+            if args.show:
+                print(outcome["schedule"], file=out)
+        else:
+            failed.append(seed)
+            print(f"seed {seed}: {len(outcome['violations'])} violation(s) in {outcome['seconds']:.1f}s", file=out)
+            print(outcome["schedule"], file=out)
+            for v in outcome["violations"]:
+                print(f"  violation: {v}", file=out)
+            print(f"  replay: jr2-actors sim --seeds {seed}", file=out, flush=True)
     took = time.monotonic() - started
     covered = ", ".join(f"{k} {n}" for k, n in sorted(faults.items()))
     print(f"{played} seed(s), {runs} runs, {len(failed)} failed, {took:.0f}s; faults: {covered or 'none'}", file=out)
     if failed:
-        print(f"failed seeds: {','.join(str(s) for s in failed)}", file=out)
+        print(f"failed seeds: {','.join(str(s) for s in sorted(failed))}", file=out)
     if stop.is_set():
         return 130
     return 1 if failed else 0
+
+
+def play_seed(seed: int, keep: bool = False, stop: threading.Event | None = None) -> dict[str, Any]:
+    """One seed, played and checked; the outcome as plain data (it crosses a process boundary with --jobs)."""
+    from jr2_actors.sim.runner import Sim, clean_workdir
+    from jr2_actors.sim.schedule import draw
+
+    quiet = logging.getLogger("jr2_actors")
+    level = quiet.level
+    if quiet.getEffectiveLevel() < logging.ERROR:
+        quiet.setLevel(logging.ERROR)  # the faults make the orchestrator warn on purpose; a traceback still shows
+    schedule = draw(seed)
+    workdir = tempfile.mkdtemp(prefix=f"jr2-sim-{seed}-")
+    try:
+        result = Sim(schedule, workdir, stop).run()
+    finally:
+        quiet.setLevel(level)
+        if not keep:
+            clean_workdir(workdir)
+    return {"seed": seed, "violations": result.violations, "seconds": result.seconds, "runs": len(schedule.runs),
+            "faults": [f.kind for f in schedule.faults], "schedule": schedule.describe(),
+            "kept": workdir if keep else ""}
+
+
+def _played(seeds: list[int], args: argparse.Namespace, stop: threading.Event) -> Iterator[dict[str, Any]]:
+    """Each seed's outcome as it is known: in order on this process, or from `--jobs` worker processes (each
+    seed in a process of its own making, so no seed's threads or patched store reach another's)."""
+    if args.jobs <= 1:
+        for seed in seeds:
+            if stop.is_set():
+                return
+            outcome = play_seed(seed, args.keep, stop)
+            if stop.is_set():
+                return
+            yield outcome
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(args.jobs, mp_context=context, max_tasks_per_child=1) as pool:
+        futures = [pool.submit(play_seed, seed, args.keep) for seed in seeds]
+        try:
+            pending = set(futures)
+            while pending and not stop.is_set():
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=futures.index):
+                    yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
 
 
 def run_crash_trials(args: argparse.Namespace, stop: threading.Event) -> int:

@@ -142,6 +142,7 @@ class Sim:
         self.faults_done: list[str] = []
         self.cancelled: set[str] = set()
         self.restarts: list[int] = []  # how many admissions the Harness had seen at each restart
+        self.store_switch = _StoreSwitch()
         self._dirs = 0
 
     def run(self) -> SeedResult:
@@ -172,7 +173,7 @@ class Sim:
 
     @contextlib.contextmanager
     def _cluster(self) -> Iterator[FakeCluster]:
-        with FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=1.0) as cluster:
+        with self.store_switch, FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=1.0) as cluster:
             cluster.harness(lambda core: core.pick_first_allowed(True))
             yield cluster
 
@@ -327,6 +328,11 @@ class Sim:
                 cluster.harness(lambda core: core.restart(target))
                 cluster.kill_harness(target, reason="Error", message="the sim restarted the Harness")
             self._quietly(what, restart)
+        elif kind == "kernel-kill":
+            def oom() -> None:
+                cluster.harness(lambda core: core.restart(target))
+                cluster.kill_harness(target, reason="OOMKilled", message="the sim's kernel OOM kill")
+            self._quietly(what, oom)
         elif kind == "harness-draining":
             self._quietly(what, lambda: cluster.harness(lambda core: core.set_draining(target, True)))
             undo.append((now + fault.seconds, "draining off",
@@ -339,6 +345,9 @@ class Sim:
         elif kind == "quota":
             self._quietly(what, lambda: cluster.set_quota(Quota(cpu_millis=1)))
             undo.append((now + fault.seconds, "quota off", lambda: cluster.set_quota(None)))
+        elif kind == "store-unwritable":
+            self._quietly(what, self.store_switch.refuse.set)
+            undo.append((now + fault.seconds, "store writable", self.store_switch.refuse.clear))
         elif kind == "cancel":
             plan = self.schedule.runs[fault.run]
 
@@ -355,6 +364,7 @@ class Sim:
     def _restart(self, cluster: FakeCluster, current: _Current, state_dir: str, *, crash: bool) -> str:
         old = current.get()
         self.restarts.append(len(cluster.admissions()))
+        self.store_switch.refuse.clear()  # the process comes back on a disk that writes (else it would not start)
         if crash:
             fresh = self._state_dir()
             _snapshot(os.path.join(state_dir, "state.db"), os.path.join(fresh, "state.db"))
@@ -364,6 +374,38 @@ class Sim:
             self._stop(old)
         current.set(self._orchestrator(cluster, state_dir))
         return state_dir
+
+
+class _StoreSwitch:
+    """The store's disk refusing writes on a switch: while `refuse` is set, each `RunStore` write runs on a
+    connection made read-only (`PRAGMA query_only`), so sqlite refuses it as it refuses a full disk or a
+    read-only `state.db` — the store's real write path meets the real refusal (a chmod does not stop root)."""
+
+    NAMES = ("persist", "probe_write", "can_write")
+
+    def __init__(self) -> None:
+        self.refuse = threading.Event()
+        self._saved: dict[str, Any] = {}
+
+    def __enter__(self) -> _StoreSwitch:
+        from jr2_actors.store.core import RunStore
+
+        refuse = self.refuse
+        for name in self.NAMES:
+            method = self._saved[name] = getattr(RunStore, name)
+
+            def guarded(store: Any, *args: Any, _method: Any = method, **kwargs: Any) -> Any:
+                store.db.execute_sql(f"PRAGMA query_only = {1 if refuse.is_set() else 0}")
+                return _method(store, *args, **kwargs)
+
+            setattr(RunStore, name, guarded)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from jr2_actors.store.core import RunStore
+
+        for name, method in self._saved.items():
+            setattr(RunStore, name, method)
 
 
 def _snapshot(source: str, target: str) -> None:

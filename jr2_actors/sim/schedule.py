@@ -33,8 +33,10 @@ FaultKind = Literal[
     "harness-draining",   # a Harness answers admissions 503 for a while
     "conversations-lost",  # a Harness forgets its conversations (404 kept: false on the next admission)
     "list-kill",          # a guard kill on a Harness's list while no Turn may run
+    "kernel-kill",        # the kernel OOM-kills a Harness container (a Turn may or may not run)
     "quota",              # a tight quota for a while: new Sandboxes wait on it
     "cancel",             # the user cancels a run
+    "store-unwritable",   # the store's disk refuses writes for a while (full, or read-only)
     "restart-clean",      # the orchestrator stops and starts again on its state dir
     "restart-crash",      # the orchestrator's process state is dropped; its store's file is kept
 ]
@@ -42,11 +44,11 @@ FaultKind = Literal[
 FAULT_KINDS: tuple[FaultKind, ...] = (
     "api-latency", "watch-drop", "watch-expire", "watch-stall", "api-refuse", "control-plane-away",
     "token-rotation", "evict", "harness-restart", "harness-draining", "conversations-lost", "list-kill",
-    "quota", "cancel", "restart-clean", "restart-crash",
+    "kernel-kill", "quota", "cancel", "store-unwritable", "restart-clean", "restart-crash",
 )
 # Faults aimed at one run's Workspace (the runner finds its Sandbox when the fault is due).
 TARGETED: frozenset[FaultKind] = frozenset({"evict", "harness-restart", "harness-draining", "conversations-lost",
-                                            "list-kill", "cancel"})
+                                            "list-kill", "kernel-kill", "cancel"})
 
 WorkflowShape = Literal["same-agent", "self-loop", "review", "fan-out"]
 SHAPES: tuple[WorkflowShape, ...] = ("same-agent", "self-loop", "review", "fan-out")
@@ -228,7 +230,7 @@ def _fault(rng: random.Random, plans: list[RunPlan]) -> Fault:
     if kind == "api-refuse":
         status = rng.choice((403, 429, 500, 503))
         return Fault(at, kind, count=rng.randint(1, 6), status=status)
-    if kind in ("api-latency", "watch-stall", "control-plane-away", "quota"):
+    if kind in ("api-latency", "watch-stall", "control-plane-away", "quota", "store-unwritable"):
         return Fault(at, kind, seconds=span)
     return Fault(at, kind)
 
