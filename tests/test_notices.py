@@ -8,12 +8,23 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
 from jr2_actors.agent import core as seat
 from jr2_actors.constants import LOST_GRACE_SECONDS
 from jr2_actors.harness import briefing
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
-from jr2_actors.run.notices import NO_KILL, Ledger, conversation_new, mark_of, memory_notice, nudge_eligible
+from jr2_actors.run.notices import (
+    UNREADABLE,
+    Ledger,
+    Mark,
+    conversation_new,
+    mark_from,
+    mark_of,
+    memory_notice,
+    nudge_eligible,
+)
 from jr2_actors.workflow import load_workflow, read_document
 from jr2_actors.workspace import core as ws
 
@@ -142,18 +153,21 @@ def test_a_notice_with_no_source_merges_only_into_a_pending_one_with_no_source()
 
 
 def test_the_turns_mark_is_the_newest_kill_its_first_read_saw() -> None:
-    assert mark_of([kill("k-1", at(1)), kill("k-2", at(2))], WALL0) == "k-2"
-    assert mark_of([], WALL0) == NO_KILL
-    assert mark_of(None, WALL0) == f"at:{WALL0 - 1:.3f}"  # a failed read: the Turn's start less a second
+    assert mark_of([kill("k-1", at(1)), kill("k-2", at(2))], WALL0) == Mark("kill", kill="k-2")
+    assert mark_of([], WALL0) == Mark("none")
+    assert mark_of(None, WALL0) == Mark("at", wall=WALL0 - 1)  # a failed read: the Turn's start less a second
+    for mark in (Mark("kill", kill="none"), Mark("none"), Mark("at", wall=WALL0 - 1)):  # the blob gives each back
+        assert mark_from(json.loads(json.dumps(mark.json()))) == mark
 
 
 def test_a_nudge_takes_only_kills_after_the_mark_and_after_the_newest_told() -> None:
     listed = [kill("k-1", at(1)), kill("k-2", at(2), told=("conv",)), kill("k-3", at(3)), kill("k-4", at(4))]
-    assert nudge_eligible(listed, "k-1", "conv") == {"k-3", "k-4"}  # k-2 told this conversation already
-    assert nudge_eligible(listed, "k-3", "conv") == {"k-4"}
-    assert nudge_eligible(listed, "k-gone", "other") == {"k-1", "k-2", "k-3", "k-4"}  # mark left the list
-    assert nudge_eligible(listed, NO_KILL, "other") == {"k-1", "k-2", "k-3", "k-4"}
-    assert nudge_eligible(None, "k-1", "conv") == set()  # a read that could not tell: no guard kill at all
+    assert nudge_eligible(listed, Mark("kill", kill="k-1"), "conv") == {"k-3", "k-4"}  # k-2 told it already
+    assert nudge_eligible(listed, Mark("kill", kill="k-3"), "conv") == {"k-4"}
+    assert nudge_eligible(listed, Mark("kill", kill="k-gone"), "other") == {"k-1", "k-2", "k-3", "k-4"}  # it left
+    assert nudge_eligible(listed, Mark("none"), "other") == {"k-1", "k-2", "k-3", "k-4"}
+    assert nudge_eligible(None, Mark("kill", kill="k-1"), "conv") == set()  # a read that could not tell: none
+    assert nudge_eligible(listed, UNREADABLE, "other") == set()  # a mark that cannot be read: could not tell
 
 
 def test_a_failed_first_read_marks_by_time_and_a_nudge_takes_only_later_kills() -> None:
@@ -469,3 +483,62 @@ def test_a_picks_answer_that_never_reached_its_call_is_told_to_the_next_turn_of_
     e(run.KillsRead(3, ()))  # the coder's next Turn continues the conversation that picked
     assert e.admissions()[2]["notices"] == [{"kind": "pick-answer", "pick": "finish", "cut": True,
                                              "answer": {"reply": "moved to wait"}}]
+
+
+# -- issue 16 item 3: the mark's kind is kept apart from its value ---------------------------------------
+
+@pytest.mark.parametrize("kill_id", ["at:x", "at:9999999999.000", "at:", "at:nan"])
+def test_a_kill_id_that_reads_like_a_time_is_only_a_kill_id(kill_id: str) -> None:
+    """The Agent's uid can write the list: an id `at:x` once made the mark a time and the nudge's read
+    raise, so the RunActor died on every revival and the run ended `error` with no admission."""
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, (kill(kill_id, at(1)),)))  # the first read's newest kill is the Turn's mark
+    e(run.Admitted(1))
+    e(run.TurnEnded(1, picked=False))
+    e(run.KillsRead(1, (kill(kill_id, at(1)), kill("k-2", at(2)))))  # the nudge's read
+    nudge = e.admissions()[1]
+    assert nudge["message"] == briefing.NUDGE
+    assert nudge["notices"] == [{"kind": "memory-limit", "scope": "workspace", "peak": "1.9Gi", "limit": "2Gi"}]
+    again = restored_engine(e)  # a restore reads the mark back as the kill id it is
+    assert again.core.turn is not None and again.core.turn.mark == e.core.turn.mark  # type: ignore[union-attr]
+    again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
+    again(run.KillsRead(1, (kill(kill_id, at(1)), kill("k-2", at(2)), kill("k-3", at(3)))))
+    assert again.admissions()[-1]["message"] == briefing.readmit("Fix it.")
+    assert again.core.status == "running"
+
+
+@pytest.mark.parametrize(("old", "listed", "eligible"), [
+    ("k-1", [kill("k-1", at(1)), kill("k-2", at(2))], {"k-2"}),
+    ("none", [kill("k-1", at(1))], {"k-1"}),
+    ("at:1795946399.000", [kill("k-early", "2026-11-29T09:59:00.000Z"), kill("k-late", "2026-11-29T10:00:30.000Z")],
+     {"k-late"}),
+])
+def test_an_old_blobs_string_mark_still_restores(old: str, listed: list[dict[str, Any]], eligible: set[str]) -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, ()))
+    e(run.Admitted(1))
+    blob = json.loads(json.dumps(e.core.snapshot()))
+    blob["turn"]["mark"] = old  # the blob as the code before issue 16 wrote it
+    core, _ = RunCore.restore(blob, 0.0, WALL0)
+    assert core.turn is not None and core.turn.mark is not None
+    assert nudge_eligible(listed, core.turn.mark, "conv") == eligible
+
+
+@pytest.mark.parametrize("bad", [{"kind": "at", "wall": "soon"}, {"kind": "at", "wall": float("inf")}, {"kind": "kill"},
+                                 {"kind": "moon"}, 42, ["k-1"], ""])
+def test_a_mark_that_cannot_be_read_is_could_not_tell(bad: object) -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, ()))
+    e(run.Admitted(1))
+    blob = json.loads(json.dumps(e.core.snapshot()))
+    blob["turn"]["mark"] = bad
+    core, _ = RunCore.restore(blob, 0.0, WALL0)
+    again = Engine()
+    again.core = core
+    again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
+    again(run.KillsRead(1, (kill("k-1", at(1)),)))  # the re-admission: no guard kill, as a read that could not tell
+    assert "notices" not in again.admissions()[-1]
+    assert [p.source for p in again.core.ledger.pending] == ["F-1|k-1"]  # it stays for the next Turn

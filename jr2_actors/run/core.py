@@ -58,7 +58,7 @@ from jr2_actors.run.feedlines import (
     line_fields,
     line_from,
 )
-from jr2_actors.run.notices import Entry, Ledger, Notice, mark_of, nudge_eligible
+from jr2_actors.run.notices import Entry, Ledger, Mark, Notice, mark_from, mark_of, nudge_eligible
 from jr2_actors.run.notices import conversation_new as conversation_new_notice
 from jr2_actors.step import OffTable, Step
 from jr2_actors.workflow import EVENTS, StateDef, Workflow, parse_workflow
@@ -244,7 +244,7 @@ class TurnRecord:
     picked: str = ""
     resumed: bool = False  # restored after an Orchestrator restart
     started_wall: float = 0.0
-    mark: str | None = None  # ADR-0062: the newest kill its first read saw ("none"), or its start less 1 s
+    mark: Mark | None = None  # ADR-0062: the newest kill its first read saw ("none"), or its start less 1 s
     reading: str = ""  # what the pending read is for: turn | nudge | resume
     admitted_as: str = ""  # what the newest admission was: turn | nudge | resume (memory alone)
     carried: list[Entry] = field(default_factory=list)  # what the newest admission carried (memory alone)
@@ -769,7 +769,8 @@ class RunCore:
             "turns": self.turns,
             "conversations": dict(self.conversations),
             "turn": None if turn is None else {"id": turn.id, "agent": turn.agent, "conversation": turn.conversation,
-                                               "state": turn.state, "nudges": turn.nudges, "mark": turn.mark,
+                                               "state": turn.state, "nudges": turn.nudges,
+                                               "mark": None if turn.mark is None else turn.mark.json(),
                                                "startedWall": turn.started_wall},
             "endedWorkspaces": dict(self.ended_workspaces),
             "workspaces": {path: {"restored": _restored_json(r.restored), "releasing": r.releasing,
@@ -824,7 +825,7 @@ class RunCore:
             mark = turn.get("mark")
             core.turn = TurnRecord(int(turn["id"]), str(turn["agent"]), str(turn["conversation"]),
                                    str(turn["state"]), nudges=int(turn.get("nudges", 0)), resumed=True,
-                                   mark=str(mark) if mark is not None else None,
+                                   mark=mark_from(mark) if mark is not None else None,
                                    started_wall=float(turn.get("startedWall") or 0.0))
             core._start_waiting_turn()
         core._maybe_finished()
