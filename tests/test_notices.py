@@ -339,6 +339,7 @@ def test_kept_on_every_admission_to_a_held_conversation_and_a_404_kept_false_adm
     third = e.admissions()[2]
     assert third["kept"] is True and third["message"] == "Fix it."
     e(run.NotKept(3))  # the Harness lost it (a new container)
+    e(run.KillsRead(3, (kill("k-9"),)))  # read again before the admission
     fourth = e.admissions()[3]
     assert "kept" not in fourth
     assert fourth["message"] == "Fix it."  # a continued Turn: nothing was cut, so no re-admit text
@@ -406,6 +407,7 @@ def test_a_refused_nudge_is_admitted_again_as_a_turn_with_the_task_alone() -> No
     e(run.KillsRead(1, ()))
     assert e.admissions()[1]["message"] == briefing.NUDGE
     e(run.NotKept(1))  # the Instance Harness restarted: the nudge's refusal is how it learns
+    e(run.KillsRead(1, ()))
     again = e.admissions()[2]
     assert again["message"] == "Fix it." and "kept" not in again
     assert {"kind": "conversation-new", "reason": "the Harness no longer holds the conversation"} in again["notices"]
@@ -430,6 +432,8 @@ def test_a_refused_readmission_keeps_the_readmit_text_before_the_task() -> None:
     again(run.KillsRead(1, ()))
     assert again.admissions()[-1]["message"] == briefing.readmit("Fix it.")
     again(run.NotKept(1))
+    again(run.KillsRead(1, ()))
+    assert len(again.admissions()) == 2
     assert again.admissions()[-1]["message"] == briefing.readmit("Fix it.")
 
 
@@ -542,3 +546,49 @@ def test_a_mark_that_cannot_be_read_is_could_not_tell(bad: object) -> None:
     again(run.KillsRead(1, (kill("k-1", at(1)),)))  # the re-admission: no guard kill, as a read that could not tell
     assert "notices" not in again.admissions()[-1]
     assert [p.source for p in again.core.ledger.pending] == ["F-1|k-1"]  # it stays for the next Turn
+
+
+# -- issue 16 item 4: a refused nudge keeps every notice the Turn's admissions carried -----------------------
+
+def test_a_nudge_refused_not_kept_puts_back_every_notice_the_turns_admissions_carried() -> None:
+    """ADR-0062: "Every notice that the Turn's admissions carried is pending again first" — the first
+    admission's too, though the Harness had read its surface: the Harness that refuses no longer holds any
+    of it. The re-admission reads the list again first, as every admission into a Workspace does."""
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, (kill("k-1", at(1), peak="1.1Gi"),)))  # the Turn's admission carries k-1
+    assert e.admissions()[0]["notices"][0]["peak"] == "1.1Gi"
+    e(run.Admitted(1))
+    e(run.Said(1, "working"))  # heard
+    e(run.TurnEnded(1, picked=False))
+    e(run.KillsRead(1, (kill("k-1", at(1), peak="1.1Gi"), kill("k-2", at(2), peak="1.5Gi"))))
+    assert [n["peak"] for n in e.admissions()[1]["notices"]] == ["1.5Gi"]  # the nudge carries k-2
+    e(run.NotKept(1))  # the Harness holds no such conversation any more
+    last = e.actions[-1]
+    assert isinstance(last, run.ToAgent) and isinstance(last.message, seat.ReadKills)  # read first, then admit
+    assert len(e.admissions()) == 2
+    e(run.KillsRead(1, (kill("k-1", at(1), peak="1.1Gi"), kill("k-2", at(2), peak="1.5Gi"),
+                        kill("k-3", at(3), peak="1.7Gi"))))
+    again = e.admissions()[2]
+    assert again["message"] == "Fix it." and "kept" not in again
+    assert again["notices"] == [  # what the Turn's admissions carried comes first, each once
+        {"kind": "memory-limit", "scope": "workspace", "peak": "1.1Gi", "limit": "2Gi"},
+        {"kind": "memory-limit", "scope": "workspace", "peak": "1.5Gi", "limit": "2Gi"},
+        {"kind": "memory-limit", "scope": "workspace", "peak": "1.7Gi", "limit": "2Gi"},
+        {"kind": "conversation-new", "reason": "the Harness no longer holds the conversation"}]
+    assert e.core.ledger.pending == []
+
+
+def test_a_turn_that_ends_unheard_after_a_refused_nudge_puts_back_what_its_readmission_carried() -> None:
+    e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
+    e.running()
+    e(run.KillsRead(1, (kill("k-1", at(1)),)))
+    e(run.Admitted(1))
+    e(run.Said(1, "working"))
+    e(run.TurnEnded(1, picked=False))
+    e(run.KillsRead(1, (kill("k-1", at(1)),)))
+    e(run.NotKept(1))
+    e(run.KillsRead(1, (kill("k-1", at(1)),)))  # the re-admission carries k-1 again and a fresh conversation
+    e.now = 5.0
+    e(run.Tick())  # the state is left before the Harness read it: what it carried is pending, once each
+    assert sorted(p.source for p in e.core.ledger.pending) == ["", "F-1|k-1"]

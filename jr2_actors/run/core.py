@@ -245,9 +245,12 @@ class TurnRecord:
     resumed: bool = False  # restored after an Orchestrator restart
     started_wall: float = 0.0
     mark: Mark | None = None  # ADR-0062: the newest kill its first read saw ("none"), or its start less 1 s
-    reading: str = ""  # what the pending read is for: turn | nudge | resume
+    reading: str = ""  # what the pending read is for: turn | nudge | resume | renew | renew-resume
     admitted_as: str = ""  # what the newest admission was: turn | nudge | resume (memory alone)
     carried: list[Entry] = field(default_factory=list)  # what the newest admission carried (memory alone)
+    # Every entry the Turn's admissions carried, until the Turn ends (memory alone): a Harness that no longer
+    # holds the conversation heard none of it (ADR-0062).
+    took: list[Entry] = field(default_factory=list)
     heard: bool = False  # the Harness read the newest admission's surface (the Submission spoke)
     lost_reason: str = ""  # a lost conversation, held back a moment in case a kernel kill explains it
     lost_until: float = 0.0
@@ -558,13 +561,12 @@ class RunCore:
             self._persist = True
             return
         if isinstance(event, NotKept):
-            # ADR-0062: the Harness holds no such conversation. What the refused admission carried is
-            # pending again, and the Turn is admitted as a new conversation with its task.
+            # ADR-0062: the Harness holds no such conversation. Every notice the Turn's admissions carried
+            # is pending again first, and the Turn is admitted as a new conversation with its task — after
+            # a read of the list, as every admission into a Workspace is.
             turn.kept = False
-            self._unheard(turn)
-            refused = turn.admitted_as
-            self._admit(turn, "turn", conversation_new="the Harness no longer holds the conversation",
-                        readmit=refused == "resume")
+            self._unheard(turn, every=True)
+            self._read_for(turn, "renew-resume" if turn.admitted_as == "resume" else "renew")
             return
         if isinstance(event, (Picked, GuardKill, Said, TurnEnded)) or (isinstance(event, TurnFault)
                                                                        and event.cause == "settled"):
@@ -629,6 +631,7 @@ class RunCore:
         turn.reading = purpose
         path = self.workflow.agents[turn.agent].workspace
         if path is None:
+            turn.reading = ""
             self._admit(turn, purpose)
             return
         self._tell(turn, seat.ReadKills(str(turn.id)))
@@ -647,7 +650,11 @@ class RunCore:
     def _admit(self, turn: TurnRecord, purpose: str, *, eligible: set[str] | None = None,
                conversation_new: str = "", readmit: bool = False) -> None:
         """A Turn's admission (`turn`), a nudge (`nudge`) or the re-admission of a restored Turn (`resume`);
-        `readmit`: a refused re-admission, admitted again as a Turn with the re-admit text first."""
+        `readmit`: a refused re-admission, admitted again as a Turn with the re-admit text first. `renew` and
+        `renew-resume`: the admission after a refusal (`NotKept`) of a kept one, or of a re-admission."""
+        if purpose in ("renew", "renew-resume"):
+            readmit = purpose == "renew-resume"
+            purpose, conversation_new = "turn", "the Harness no longer holds the conversation"
         agent = self.workflow.agents[turn.agent]
         path = agent.workspace
         kept = self.conversations.get(turn.agent, 0) > 0 and not conversation_new
@@ -687,17 +694,24 @@ class RunCore:
         turn.admitted_as = purpose if not readmit else "resume"
         turn.heard = False
         turn.carried = list(entries)
+        turn.took.extend(e for e in entries if e not in turn.took)
         turn.phase = "admitting"
         self._feed(AdmittedLine(turn.agent, turn.id, kept, purpose == "nudge", notices))
         self._tell(turn, seat.Admit(str(turn.id), body))
 
-    def _unheard(self, turn: TurnRecord) -> None:
+    def _unheard(self, turn: TurnRecord, *, every: bool = False) -> None:
         """ADR-0062: the Turn ends, or its admission failed, before the Harness read that admission's surface:
-        what it carried is pending again, each with the source it was raised with."""
-        if turn.carried and not turn.heard:
-            self.ledger.raise_again(turn.carried)
+        what it carried is pending again, each with the source it was raised with. `every`: the Harness no
+        longer holds the conversation, so nothing of the Turn was heard — every entry its admissions carried
+        is pending again, first."""
+        back = turn.took if every else ([] if turn.heard else turn.carried)
+        back = [e for e in back if e not in self.ledger.pending]
+        if back:
+            self.ledger.raise_again(back)
             self._persist = True
         turn.carried = []
+        if every:
+            turn.took = []
 
     def _message(self, turn: TurnRecord, purpose: str, *, readmit: bool = False) -> str:
         """ADR-0062: the re-admit text goes before the task only where something was cut (a restored
