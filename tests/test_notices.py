@@ -592,3 +592,45 @@ def test_a_turn_that_ends_unheard_after_a_refused_nudge_puts_back_what_its_readm
     e.now = 5.0
     e(run.Tick())  # the state is left before the Harness read it: what it carried is pending, once each
     assert sorted(p.source for p in e.core.ledger.pending) == ["", "F-1|k-1"]
+
+
+# -- issue 16 item 10: a kernel kill while the Turn only reads the list faults nothing ------------------------
+
+OOM = "memory limit (OOMKilled, limit 2Gi): Killed"
+
+
+def _only_reading(e: Engine, how: str) -> None:
+    e.running()  # the coder's Turn reads the list: nothing of it is in the Harness yet
+    if how == "nudge":  # or its Submission settled without a pick and the nudge reads the list again
+        e(run.KillsRead(1, ()))
+        e(run.Admitted(1))
+        e(run.Said(1, "done, I think"))
+        e(run.TurnEnded(1, picked=False))
+
+
+@pytest.mark.parametrize("how", ["first read", "nudge"])
+def test_a_kernel_kill_while_the_turn_only_reads_the_list_faults_nothing(how: str) -> None:
+    """ADR-0062: "A kill while no Turn runs faults nothing" — no Submission of the Turn runs while it reads
+    `/memory-kills`; the kill is a notice, for the admission that follows when that admission takes it."""
+    e = Engine()
+    _only_reading(e, how)
+    aborts = sum(isinstance(a, run.ToAgent) and isinstance(a.message, seat.AbortTurn) for a in e.actions)
+    e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T10:00:00Z", 1, OOM)))
+    e(run.FromWorkspace(ws.HarnessEnded("F-1", "OOMKilled", 137, "Killed", OOM)))
+    assert e.status() == "running" and e.core.turn is not None and e.core.turn.phase != "ended"
+    assert sum(isinstance(a, run.ToAgent) and isinstance(a.message, seat.AbortTurn) for a in e.actions) == aborts
+    assert not any(ev.kind in ("turn-fault", "event") for ev in e.core.feed)
+    e(run.KillsRead(1, ()))  # the read answers and the Turn is admitted
+    if how == "first read":  # the Turn's admission takes the kernel kill …
+        assert e.admissions()[-1]["notices"] == [{"kind": "memory-limit", "scope": "workspace", "limit": "2Gi"}]
+    else:  # … a nudge takes none: it stays for the next Turn
+        assert e.admissions()[-1]["message"] == briefing.NUDGE and "notices" not in e.admissions()[-1]
+        assert [p.source for p in e.core.ledger.pending] == ["F-1|kernel|2026-11-29T10:00:00Z"]
+
+
+def test_a_kernel_kill_while_the_turn_is_admitted_still_faults_it() -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, ()))  # admitting: the Turn is the Harness's now
+    e(run.FromWorkspace(ws.HarnessEnded("F-1", "OOMKilled", 137, "Killed", OOM)))
+    assert e.status() == "failed" and e.core.fault == OOM

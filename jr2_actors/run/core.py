@@ -474,9 +474,11 @@ class RunCore:
             self._feed(UnknownLine(report.path, report.message))
 
     def _harness_ended(self, record: WorkspaceRecord, report: ws.HarnessEnded) -> None:
-        """ADR-0063: a Harness restart ends the Turns waiting on it; a kernel kill faults the Turn as such."""
+        """ADR-0063: a Harness restart ends the Turns waiting on it; a kernel kill faults the Turn as such.
+        ADR-0062: a kill while no Turn runs faults nothing — nor while the Turn only reads the kill list (its
+        first read, or between a Submission and its nudge): its admission follows, and takes the notice."""
         turn = self.turn
-        if turn is None or turn.phase in ("waiting", "ended"):
+        if turn is None or turn.phase in ("waiting", "ended") or turn.reading:
             return
         agent = self.workflow.agents[turn.agent]
         if agent.workspace != record.path:
