@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from jr2_actors.agent import core as seat
-from jr2_actors.constants import LOST_GRACE_SECONDS
+from jr2_actors.constants import FEED_IDS_RESERVED, LOST_GRACE_SECONDS
 from jr2_actors.harness import briefing
 from jr2_actors.run.feedlines import (
     AdmittedLine,
@@ -276,6 +276,8 @@ class RunCore:
         self.ledger = Ledger()
         self.feed: deque[FeedEvent] = deque(maxlen=FEED_KEEP)
         self.feed_next = 1
+        self.feed_dropped = 0  # the newest id that left the kept lines (0: none): a reader before it missed lines
+        self._feed_saved = 1  # the id the last saved blob reserves up to: a restore numbers from there
         self.after_wall: float | None = None
         self._after_mono: float | None = None
         self._finished = False
@@ -307,6 +309,7 @@ class RunCore:
         out, self._out = self._out, []
         actions = [x for x in out if not isinstance(x, FeedEvent)]
         if self._persist:
+            self._feed_saved = self.feed_next + FEED_IDS_RESERVED  # what the snapshot saved now reserves
             # The row stays live until every teardown is over: a crash in between restores the run and
             # finishes its deletes (ADR-0064) — a finished row is never restored (ADR-0065).
             actions.insert(0, Persist(self.status if self._finished else "running", self.fault))
@@ -745,8 +748,14 @@ class RunCore:
     # -- the feed ----------------------------------------------------------------------------------------
 
     def _feed(self, line: FeedLine) -> None:
+        """Issue 16 item 5: an id at or past what the last saved blob reserves is saved (its reservation moved
+        on) before the line leaves, so a restore never gives an id a reader holds to another line."""
         event = FeedEvent(self.feed_next, self._wall, line)
         self.feed_next += 1
+        if event.id >= self._feed_saved:
+            self._persist = True
+        if len(self.feed) == self.feed.maxlen:
+            self.feed_dropped = self.feed[0].id
         self.feed.append(event)
         self._out.append(event)
 
@@ -795,15 +804,19 @@ class RunCore:
             "ledger": self.ledger.snapshot(),
             "feed": [{"id": e.id, "at": e.at, "kind": e.kind, "fields": line_fields(e.line)} for e in self.feed],
             "feedNext": self.feed_next,
+            # Ids below this may have gone to readers by the next save; a restore numbers from it.
+            "feedReserved": self.feed_next + FEED_IDS_RESERVED,
+            "feedDropped": self.feed_dropped,
         }
 
     @classmethod
     def restore(cls, blob: Mapping[str, Any], now: float, wall: float, *,
                 instance_harness: str = "", feed_after: int = 0) -> tuple[RunCore, RunStep]:
         """The run as its blob left it, and the step that re-creates its children (the watch's first list
-        reconciles each: lost, still placing, or running again). `feed_after`: the newest feed id readers
-        may already hold (a run revived in the same process published lines its last row lacks): new lines
-        are numbered after it, never reusing an id."""
+        reconciles each: lost, still placing, or running again). New feed lines are numbered from what the
+        blob reserved (issue 16 item 5: lines of steps that saved nothing reached readers; an older blob, which
+        reserved nothing, skips `FEED_IDS_RESERVED`) and after `feed_after`, the newest id readers may
+        already hold (a run revived in the same process), never reusing an id."""
         if blob.get("version") != BLOB_VERSION:
             raise ValueError(f"run blob version {blob.get('version')!r} is not {BLOB_VERSION}")
         document = blob["document"]
@@ -815,9 +828,16 @@ class RunCore:
         core.conversations = {str(k): int(v) for k, v in dict(blob.get("conversations") or {}).items()}
         core.ledger = Ledger.restore(blob.get("ledger") or {})
         core.ended_workspaces = {str(k): str(v) for k, v in dict(blob.get("endedWorkspaces") or {}).items()}
-        core.feed_next = max(int(blob.get("feedNext", 1)), feed_after + 1)
+        feed_next = int(blob.get("feedNext", 1))
+        reserved = blob.get("feedReserved")
+        core.feed_next = max(int(reserved) if reserved is not None else feed_next + FEED_IDS_RESERVED,
+                             feed_next, feed_after + 1)
+        core._feed_saved = core.feed_next  # the first new line saves a new reservation before it leaves
         for e in blob.get("feed") or []:
             core.feed.append(FeedEvent(int(e["id"]), float(e["at"]), line_from(str(e["kind"]), e["fields"])))
+        dropped = blob.get("feedDropped")  # an older blob: a full window lost what came before its first line
+        core.feed_dropped = int(dropped) if dropped is not None else \
+            (core.feed[0].id - 1 if len(core.feed) == FEED_KEEP else 0)
         core._now, core._wall = now, wall
         core._out, core._persist = [], False
         after_wall = blob.get("afterWall")
