@@ -332,3 +332,22 @@ def _two_runs_one_feed_held(orch: Orchestrator) -> None:
         assert orch.feed_hub.held() == 1
         got = orch.feed(first, 0, 0.0)  # from its row now
         assert got is not None and got.finished and [e.id for e in got.events] == from_hub
+
+
+def test_a_kill_listed_with_an_id_that_reads_like_a_time_mark_does_not_kill_the_run(cluster: FakeCluster,
+                                                                                    tmp_path: Path) -> None:
+    """Issue 16 item 3: the Agent's uid can write the kill list; a kill whose id is `at:x` became the Turn's
+    mark, every read after it raised, and the run died on each revival and ended `error`."""
+    cluster.script("worker", [Say("looking")], [Pick("finish")])  # the first Submission ends without a pick
+    run_id = "r-atx"
+    name = sandbox_name(run_id, "W")
+    cluster.harness(lambda core: core._harness(name).kills.append(
+        {"id": "at:x", "at": "2026-11-29T10:00:00.000Z", "agent": "", "instanceId": "", "peak": "1.1Gi",
+         "limit": "2Gi", "told": []}))
+    with orchestrator(cluster, tmp_path) as orch:
+        orch.submit(doc(ONE_STATE), run_id=run_id)
+        assert orch.wait_finished(run_id, 30)
+        final = orch.status(run_id)
+        assert final is not None and final["status"] == "done", final
+    admitted = [e for e in feed(orch, run_id) if e.kind == "admitted"]
+    assert [getattr(e.line, "nudge", None) for e in admitted] == [False, True]  # the Turn, then its nudge
