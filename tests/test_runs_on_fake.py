@@ -310,17 +310,13 @@ def test_a_follower_that_resumes_after_a_restart_misses_none_of_the_restored_run
         again.stop()
 
 
-def test_the_hub_holds_a_bounded_number_of_finished_feeds_and_the_row_serves_the_rest(tmp_path: Path) -> None:
+def test_the_hub_holds_a_bounded_number_of_finished_feeds_and_the_row_serves_the_rest(cluster: FakeCluster,
+                                                                                     tmp_path: Path) -> None:
     """Issue 16 item 10: the FeedHub forgets finished runs beyond its bound; their feed is still read, from
     the store row, until the sweep removes it."""
-    with FakeCluster(nodes=[Node("roomy", 4000, 16 * 2**30)], start_seconds=0.05, long_poll=0.5,
-                     bookmark_interval=None) as cluster:
-        orch = orchestrator(cluster, tmp_path)
-        orch.feed_hub = FeedHub(finished_held=1)
-        _two_runs_one_feed_held(orch)
-
-
-def _two_runs_one_feed_held(orch: Orchestrator) -> None:
+    cluster.script("worker", [Pick("finish")], [Pick("finish")])
+    orch = orchestrator(cluster, tmp_path)
+    orch.feed_hub = FeedHub(finished_held=1)
     with orch:
         first = orch.submit(doc(ONE_STATE))
         assert orch.wait_finished(first, 30)
@@ -328,6 +324,7 @@ def _two_runs_one_feed_held(orch: Orchestrator) -> None:
         from_hub = [e.id for e in feed(orch, first)]
         second = orch.submit(doc(ONE_STATE))
         assert orch.wait_finished(second, 30)
+        assert [(orch.status(r) or {}).get("status") for r in (first, second)] == ["done", "done"]
         wait_until(lambda: not orch.feed_hub.known(first), what="the older finished feed forgotten")
         assert orch.feed_hub.held() == 1
         got = orch.feed(first, 0, 0.0)  # from its row now
