@@ -94,8 +94,9 @@ class FeedHub:
             return len(self._feeds)
 
     def read(self, run_id: str, after: int, wait: float) -> FeedRead:
-        """The lines after id `after`, waiting up to `wait` seconds for one; whether the run finished (or the
-        hub no longer holds it: its row has it); and the newest id no longer kept."""
+        """The lines after id `after`, waiting up to `wait` seconds for one; whether the run finished (then no
+        more will come); and the newest id no longer kept. A run the hub does not hold (or forgets meanwhile)
+        answers at once with nothing: the caller reads its row."""
         with self._cond:
             interrupts = self._interrupts
             self._cond.wait_for(lambda: self._closed or run_id in self._finished or run_id not in self._feeds
