@@ -128,3 +128,10 @@ METRICS_BUSIEST_ACTORS = 5
 # Issue 11: live runs are counted by workflow state; the states are the workflows' own words, so at most this
 # many are named (the most common) and the rest counted as `other`.
 METRICS_STATE_LABELS = 20
+# Issue 16 item 5: each saved run blob reserves this many feed ids ahead; a restore numbers new lines from
+# the reservation, so an id a follower holds (`Last-Event-ID`) never names a second line. A run whose lines
+# outrun it saves before the next one leaves.
+FEED_IDS_RESERVED = 1000
+# Issue 16 item 10: the FeedHub holds the feeds of this many finished runs (the newest); a reader of an older
+# one reads the same lines from its store row until the sweep (RETENTION_SECONDS) — memory plateaus.
+FEED_FINISHED_HELD = 64

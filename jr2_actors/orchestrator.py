@@ -43,8 +43,7 @@ from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.metrics import Telemetry
 from jr2_actors.run.actor import Listing, RunActor, RunEnv, RunFinished, Status, row_status
 from jr2_actors.run.core import Cancel, Persist, RunCore, RunStep, Start
-from jr2_actors.run.feed import FeedHub
-from jr2_actors.run.feedlines import FeedEvent
+from jr2_actors.run.feed import FeedHub, FeedRead
 from jr2_actors.run.wire import status_doc
 from jr2_actors.store import actor as store
 from jr2_actors.store.core import StoreError
@@ -253,14 +252,16 @@ class Orchestrator:
             tell_quietly(ref, Cancel())  # a dead actor's inbox is dropped: its revival carries the cancel
         return self.status(run_id)
 
-    def feed(self, run_id: str, after: int, wait: float) -> tuple[list[FeedEvent], bool] | None:
+    def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:
+        """The run's feed after `after`: from the hub while it holds the run, else from the run's row (a
+        finished run the hub no longer holds) until the sweep removes it."""
         if self.feed_hub.known(run_id):
             return self.feed_hub.read(run_id, after, wait)
         stored = self._stored(run_id)
         if stored is None:
             return None
         core, live = stored
-        return [e for e in core.feed if e.id > after], not live
+        return FeedRead([e for e in core.feed if e.id > after], not live, core.feed_dropped)
 
     def wait_finished(self, run_id: str, timeout: float) -> bool:
         """Block until the run has finished (for embedding tests and the demo)."""

@@ -18,7 +18,7 @@ from jr2_actors.api.sse import decode
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
 from jr2_actors.orchestrator import Orchestrator
-from jr2_actors.run.feedlines import FeedEvent
+from jr2_actors.run.feed import FeedRead
 from jr2_actors.workflow import read_document
 from tests.waiting import wait_until
 from tests.workflows import one_state
@@ -231,7 +231,7 @@ class _Degraded:
     def cancel(self, run_id: str) -> dict[str, Any] | None:
         return None
 
-    def feed(self, run_id: str, after: int, wait: float) -> tuple[list[FeedEvent], bool] | None:
+    def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:
         return None
 
     def health(self) -> tuple[bool, str]:

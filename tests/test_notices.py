@@ -8,12 +8,23 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
 from jr2_actors.agent import core as seat
 from jr2_actors.constants import LOST_GRACE_SECONDS
 from jr2_actors.harness import briefing
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
-from jr2_actors.run.notices import NO_KILL, Ledger, conversation_new, mark_of, memory_notice, nudge_eligible
+from jr2_actors.run.notices import (
+    UNREADABLE,
+    Ledger,
+    Mark,
+    conversation_new,
+    mark_from,
+    mark_of,
+    memory_notice,
+    nudge_eligible,
+)
 from jr2_actors.workflow import load_workflow, read_document
 from jr2_actors.workspace import core as ws
 
@@ -142,18 +153,21 @@ def test_a_notice_with_no_source_merges_only_into_a_pending_one_with_no_source()
 
 
 def test_the_turns_mark_is_the_newest_kill_its_first_read_saw() -> None:
-    assert mark_of([kill("k-1", at(1)), kill("k-2", at(2))], WALL0) == "k-2"
-    assert mark_of([], WALL0) == NO_KILL
-    assert mark_of(None, WALL0) == f"at:{WALL0 - 1:.3f}"  # a failed read: the Turn's start less a second
+    assert mark_of([kill("k-1", at(1)), kill("k-2", at(2))], WALL0) == Mark("kill", kill="k-2")
+    assert mark_of([], WALL0) == Mark("none")
+    assert mark_of(None, WALL0) == Mark("at", wall=WALL0 - 1)  # a failed read: the Turn's start less a second
+    for mark in (Mark("kill", kill="none"), Mark("none"), Mark("at", wall=WALL0 - 1)):  # the blob gives each back
+        assert mark_from(json.loads(json.dumps(mark.json()))) == mark
 
 
 def test_a_nudge_takes_only_kills_after_the_mark_and_after_the_newest_told() -> None:
     listed = [kill("k-1", at(1)), kill("k-2", at(2), told=("conv",)), kill("k-3", at(3)), kill("k-4", at(4))]
-    assert nudge_eligible(listed, "k-1", "conv") == {"k-3", "k-4"}  # k-2 told this conversation already
-    assert nudge_eligible(listed, "k-3", "conv") == {"k-4"}
-    assert nudge_eligible(listed, "k-gone", "other") == {"k-1", "k-2", "k-3", "k-4"}  # mark left the list
-    assert nudge_eligible(listed, NO_KILL, "other") == {"k-1", "k-2", "k-3", "k-4"}
-    assert nudge_eligible(None, "k-1", "conv") == set()  # a read that could not tell: no guard kill at all
+    assert nudge_eligible(listed, Mark("kill", kill="k-1"), "conv") == {"k-3", "k-4"}  # k-2 told it already
+    assert nudge_eligible(listed, Mark("kill", kill="k-3"), "conv") == {"k-4"}
+    assert nudge_eligible(listed, Mark("kill", kill="k-gone"), "other") == {"k-1", "k-2", "k-3", "k-4"}  # it left
+    assert nudge_eligible(listed, Mark("none"), "other") == {"k-1", "k-2", "k-3", "k-4"}
+    assert nudge_eligible(None, Mark("kill", kill="k-1"), "conv") == set()  # a read that could not tell: none
+    assert nudge_eligible(listed, UNREADABLE, "other") == set()  # a mark that cannot be read: could not tell
 
 
 def test_a_failed_first_read_marks_by_time_and_a_nudge_takes_only_later_kills() -> None:
@@ -325,6 +339,7 @@ def test_kept_on_every_admission_to_a_held_conversation_and_a_404_kept_false_adm
     third = e.admissions()[2]
     assert third["kept"] is True and third["message"] == "Fix it."
     e(run.NotKept(3))  # the Harness lost it (a new container)
+    e(run.KillsRead(3, (kill("k-9"),)))  # read again before the admission
     fourth = e.admissions()[3]
     assert "kept" not in fourth
     assert fourth["message"] == "Fix it."  # a continued Turn: nothing was cut, so no re-admit text
@@ -392,6 +407,7 @@ def test_a_refused_nudge_is_admitted_again_as_a_turn_with_the_task_alone() -> No
     e(run.KillsRead(1, ()))
     assert e.admissions()[1]["message"] == briefing.NUDGE
     e(run.NotKept(1))  # the Instance Harness restarted: the nudge's refusal is how it learns
+    e(run.KillsRead(1, ()))
     again = e.admissions()[2]
     assert again["message"] == "Fix it." and "kept" not in again
     assert {"kind": "conversation-new", "reason": "the Harness no longer holds the conversation"} in again["notices"]
@@ -416,6 +432,8 @@ def test_a_refused_readmission_keeps_the_readmit_text_before_the_task() -> None:
     again(run.KillsRead(1, ()))
     assert again.admissions()[-1]["message"] == briefing.readmit("Fix it.")
     again(run.NotKept(1))
+    again(run.KillsRead(1, ()))
+    assert len(again.admissions()) == 2
     assert again.admissions()[-1]["message"] == briefing.readmit("Fix it.")
 
 
@@ -469,3 +487,150 @@ def test_a_picks_answer_that_never_reached_its_call_is_told_to_the_next_turn_of_
     e(run.KillsRead(3, ()))  # the coder's next Turn continues the conversation that picked
     assert e.admissions()[2]["notices"] == [{"kind": "pick-answer", "pick": "finish", "cut": True,
                                              "answer": {"reply": "moved to wait"}}]
+
+
+# -- issue 16 item 3: the mark's kind is kept apart from its value ---------------------------------------
+
+@pytest.mark.parametrize("kill_id", ["at:x", "at:9999999999.000", "at:", "at:nan"])
+def test_a_kill_id_that_reads_like_a_time_is_only_a_kill_id(kill_id: str) -> None:
+    """The Agent's uid can write the list: an id `at:x` once made the mark a time and the nudge's read
+    raise, so the RunActor died on every revival and the run ended `error` with no admission."""
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, (kill(kill_id, at(1)),)))  # the first read's newest kill is the Turn's mark
+    e(run.Admitted(1))
+    e(run.TurnEnded(1, picked=False))
+    e(run.KillsRead(1, (kill(kill_id, at(1)), kill("k-2", at(2)))))  # the nudge's read
+    nudge = e.admissions()[1]
+    assert nudge["message"] == briefing.NUDGE
+    assert nudge["notices"] == [{"kind": "memory-limit", "scope": "workspace", "peak": "1.9Gi", "limit": "2Gi"}]
+    again = restored_engine(e)  # a restore reads the mark back as the kill id it is
+    assert again.core.turn is not None and again.core.turn.mark == e.core.turn.mark  # type: ignore[union-attr]
+    again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
+    again(run.KillsRead(1, (kill(kill_id, at(1)), kill("k-2", at(2)), kill("k-3", at(3)))))
+    assert again.admissions()[-1]["message"] == briefing.readmit("Fix it.")
+    assert again.core.status == "running"
+
+
+@pytest.mark.parametrize(("old", "listed", "eligible"), [
+    ("k-1", [kill("k-1", at(1)), kill("k-2", at(2))], {"k-2"}),
+    ("none", [kill("k-1", at(1))], {"k-1"}),
+    ("at:1795946399.000", [kill("k-early", "2026-11-29T09:59:00.000Z"), kill("k-late", "2026-11-29T10:00:30.000Z")],
+     {"k-late"}),
+])
+def test_an_old_blobs_string_mark_still_restores(old: str, listed: list[dict[str, Any]], eligible: set[str]) -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, ()))
+    e(run.Admitted(1))
+    blob = json.loads(json.dumps(e.core.snapshot()))
+    blob["turn"]["mark"] = old  # the blob as the code before issue 16 wrote it
+    core, _ = RunCore.restore(blob, 0.0, WALL0)
+    assert core.turn is not None and core.turn.mark is not None
+    assert nudge_eligible(listed, core.turn.mark, "conv") == eligible
+
+
+@pytest.mark.parametrize("bad", [{"kind": "at", "wall": "soon"}, {"kind": "at", "wall": float("inf")}, {"kind": "kill"},
+                                 {"kind": "moon"}, 42, ["k-1"], ""])
+def test_a_mark_that_cannot_be_read_is_could_not_tell(bad: object) -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, ()))
+    e(run.Admitted(1))
+    blob = json.loads(json.dumps(e.core.snapshot()))
+    blob["turn"]["mark"] = bad
+    core, _ = RunCore.restore(blob, 0.0, WALL0)
+    again = Engine()
+    again.core = core
+    again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
+    again(run.KillsRead(1, (kill("k-1", at(1)),)))  # the re-admission: no guard kill, as a read that could not tell
+    assert "notices" not in again.admissions()[-1]
+    assert [p.source for p in again.core.ledger.pending] == ["F-1|k-1"]  # it stays for the next Turn
+
+
+# -- issue 16 item 4: a refused nudge keeps every notice the Turn's admissions carried -----------------------
+
+def test_a_nudge_refused_not_kept_puts_back_every_notice_the_turns_admissions_carried() -> None:
+    """ADR-0062: "Every notice that the Turn's admissions carried is pending again first" — the first
+    admission's too, though the Harness had read its surface: the Harness that refuses no longer holds any
+    of it. The re-admission reads the list again first, as every admission into a Workspace does."""
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, (kill("k-1", at(1), peak="1.1Gi"),)))  # the Turn's admission carries k-1
+    assert e.admissions()[0]["notices"][0]["peak"] == "1.1Gi"
+    e(run.Admitted(1))
+    e(run.Said(1, "working"))  # heard
+    e(run.TurnEnded(1, picked=False))
+    e(run.KillsRead(1, (kill("k-1", at(1), peak="1.1Gi"), kill("k-2", at(2), peak="1.5Gi"))))
+    assert [n["peak"] for n in e.admissions()[1]["notices"]] == ["1.5Gi"]  # the nudge carries k-2
+    e(run.NotKept(1))  # the Harness holds no such conversation any more
+    last = e.actions[-1]
+    assert isinstance(last, run.ToAgent) and isinstance(last.message, seat.ReadKills)  # read first, then admit
+    assert len(e.admissions()) == 2
+    e(run.KillsRead(1, (kill("k-1", at(1), peak="1.1Gi"), kill("k-2", at(2), peak="1.5Gi"),
+                        kill("k-3", at(3), peak="1.7Gi"))))
+    again = e.admissions()[2]
+    assert again["message"] == "Fix it." and "kept" not in again
+    assert again["notices"] == [  # what the Turn's admissions carried comes first, each once
+        {"kind": "memory-limit", "scope": "workspace", "peak": "1.1Gi", "limit": "2Gi"},
+        {"kind": "memory-limit", "scope": "workspace", "peak": "1.5Gi", "limit": "2Gi"},
+        {"kind": "memory-limit", "scope": "workspace", "peak": "1.7Gi", "limit": "2Gi"},
+        {"kind": "conversation-new", "reason": "the Harness no longer holds the conversation"}]
+    assert e.core.ledger.pending == []
+
+
+def test_a_turn_that_ends_unheard_after_a_refused_nudge_puts_back_what_its_readmission_carried() -> None:
+    e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
+    e.running()
+    e(run.KillsRead(1, (kill("k-1", at(1)),)))
+    e(run.Admitted(1))
+    e(run.Said(1, "working"))
+    e(run.TurnEnded(1, picked=False))
+    e(run.KillsRead(1, (kill("k-1", at(1)),)))
+    e(run.NotKept(1))
+    e(run.KillsRead(1, (kill("k-1", at(1)),)))  # the re-admission carries k-1 again and a fresh conversation
+    e.now = 5.0
+    e(run.Tick())  # the state is left before the Harness read it: what it carried is pending, once each
+    assert sorted(p.source for p in e.core.ledger.pending) == ["", "F-1|k-1"]
+
+
+# -- issue 16 item 10: a kernel kill while the Turn only reads the list faults nothing ------------------------
+
+OOM = "memory limit (OOMKilled, limit 2Gi): Killed"
+
+
+def _only_reading(e: Engine, how: str) -> None:
+    e.running()  # the coder's Turn reads the list: nothing of it is in the Harness yet
+    if how == "nudge":  # or its Submission settled without a pick and the nudge reads the list again
+        e(run.KillsRead(1, ()))
+        e(run.Admitted(1))
+        e(run.Said(1, "done, I think"))
+        e(run.TurnEnded(1, picked=False))
+
+
+@pytest.mark.parametrize("how", ["first read", "nudge"])
+def test_a_kernel_kill_while_the_turn_only_reads_the_list_faults_nothing(how: str) -> None:
+    """ADR-0062: "A kill while no Turn runs faults nothing" — no Submission of the Turn runs while it reads
+    `/memory-kills`; the kill is a notice, for the admission that follows when that admission takes it."""
+    e = Engine()
+    _only_reading(e, how)
+    aborts = sum(isinstance(a, run.ToAgent) and isinstance(a.message, seat.AbortTurn) for a in e.actions)
+    e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T10:00:00Z", 1, OOM)))
+    e(run.FromWorkspace(ws.HarnessEnded("F-1", "OOMKilled", 137, "Killed", OOM)))
+    assert e.status() == "running" and e.core.turn is not None and e.core.turn.phase != "ended"
+    assert sum(isinstance(a, run.ToAgent) and isinstance(a.message, seat.AbortTurn) for a in e.actions) == aborts
+    assert not any(ev.kind in ("turn-fault", "event") for ev in e.core.feed)
+    e(run.KillsRead(1, ()))  # the read answers and the Turn is admitted
+    if how == "first read":  # the Turn's admission takes the kernel kill …
+        assert e.admissions()[-1]["notices"] == [{"kind": "memory-limit", "scope": "workspace", "limit": "2Gi"}]
+    else:  # … a nudge takes none: it stays for the next Turn
+        assert e.admissions()[-1]["message"] == briefing.NUDGE and "notices" not in e.admissions()[-1]
+        assert [p.source for p in e.core.ledger.pending] == ["F-1|kernel|2026-11-29T10:00:00Z"]
+
+
+def test_a_kernel_kill_while_the_turn_is_admitted_still_faults_it() -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, ()))  # admitting: the Turn is the Harness's now
+    e(run.FromWorkspace(ws.HarnessEnded("F-1", "OOMKilled", 137, "Killed", OOM)))
+    assert e.status() == "failed" and e.core.fault == OOM

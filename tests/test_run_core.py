@@ -411,3 +411,40 @@ def test_a_state_that_holds_a_lost_workspace_again_places_it_again() -> None:
     step(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
     assert any(isinstance(a, run.ToAgent) and isinstance(a.message, seat.StartTurn) and a.agent == "reviewer"
                for a in out)
+
+
+class Talkative(World):
+    """A World whose Agents say a few words before they pick: feed lines of steps that save nothing."""
+
+    def seat(self, message: seat.ToSeat) -> list[run.Input]:
+        out = super().seat(message)
+        if isinstance(message, seat.Admit):
+            turn = int(message.turn_id)
+            out[1:1] = [run.Said(turn, f"word {i}") for i in range(3)]
+        return out
+
+
+def test_a_run_killed_after_any_step_never_gives_a_readers_id_to_another_line() -> None:
+    """Issue 16 item 5: a follower resumes with `Last-Event-ID` (EventSource does by itself); a restore that
+    numbered from the last save's `feedNext` gave the ids of the lines since (an Agent's words save
+    nothing) to new lines, so the follower silently missed them. Ids stay integers increasing in the run."""
+    whole = Drive(world=Talkative())
+    whole.run()
+    assert whole.finished is not None
+    steps = len(whole.feed) + 40  # more steps than lines: every kill point is reached
+    for k in range(1, steps):
+        d = Drive(world=Talkative())
+        d.queue.append(run.Start())
+        for _ in range(k):
+            if not d.queue:
+                break
+            d.step(d.queue.popleft())
+        held = [e.id for e in d.feed]  # every line a follower may hold when the process dies
+        core, step = RunCore.restore(d.saved[-1], 0.0, WALL0, instance_harness="http://instance")
+        again = Drive(world=Talkative())
+        again.core = core
+        again._take(step)
+        again.run(None)
+        new = [e.id for e in again.feed]
+        assert not set(new) & set(held), f"killed after step {k}: ids given twice"
+        assert all(a < b for a, b in zip(held + new, (held + new)[1:], strict=False)), f"killed after step {k}"

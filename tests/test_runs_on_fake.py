@@ -20,6 +20,7 @@ from jr2_actors.harness import briefing
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.actor import RunActor
+from jr2_actors.run.feed import FeedHub
 from jr2_actors.watch.identity import sandbox_name
 from jr2_actors.workflow import read_document
 from tests.probes import CRASH, crashing
@@ -281,3 +282,69 @@ def test_failing_kill_list_reads_are_one_warning_per_harness(cluster: FakeCluste
     assert len(admissions) == 2  # two admissions, so two reads before them
     lines = [r.getMessage() for r in caplog.records if "memory-kill reads from" in r.getMessage()]
     assert len(lines) == 1 and lines[0].startswith(f"run {run_id}: memory-kill reads from http") and "fail" in lines[0]
+
+
+def test_a_follower_that_resumes_after_a_restart_misses_none_of_the_restored_runs_lines(
+        cluster: FakeCluster, tmp_path: Path) -> None:
+    """Issue 16 item 5: the Agent's words save nothing, so a restore that numbered from the last save gave
+    their ids again, and a follower resuming with `Last-Event-ID` (as EventSource does) skipped those lines."""
+    cluster.script("worker", [Say("one"), Say("two"), Hang()], [Say("three"), Pick("finish")])
+    orch = orchestrator(cluster, tmp_path).start()
+    run_id = orch.submit(doc(ONE_STATE))
+    wait_until(lambda: sum(e.kind == "said" for e in feed(orch, run_id)) == 2, what="the Agent said two things")
+    held = feed(orch, run_id)
+    last = held[-1].id  # what a follower holds when the process stops
+    orch.stop()
+    again = orchestrator(cluster, tmp_path).start()
+    try:
+        assert again.wait_finished(run_id, 30)
+        got = again.feed(run_id, last, 0.0)  # the follower resumes from its Last-Event-ID
+        assert got is not None
+        resumed = got.events
+        assert [e.kind for e in resumed][-1] == "ended"
+        assert {"turn", "admitted", "said", "pick"} <= {e.kind for e in resumed}  # the restored Turn, all of it
+        assert not {e.id for e in resumed} & {e.id for e in held}
+        every = feed(again, run_id)
+        assert [e.id for e in every] == sorted({e.id for e in every})  # one line per id, increasing
+    finally:
+        again.stop()
+
+
+def test_the_hub_holds_a_bounded_number_of_finished_feeds_and_the_row_serves_the_rest(cluster: FakeCluster,
+                                                                                     tmp_path: Path) -> None:
+    """Issue 16 item 10: the FeedHub forgets finished runs beyond its bound; their feed is still read, from
+    the store row, until the sweep removes it."""
+    cluster.script("worker", [Pick("finish")], [Pick("finish")])
+    orch = orchestrator(cluster, tmp_path)
+    orch.feed_hub = FeedHub(finished_held=1)
+    with orch:
+        first = orch.submit(doc(ONE_STATE))
+        assert orch.wait_finished(first, 30)
+        wait_until(lambda: orch.feed_hub.read(first, 0, 0.0).finished, what="the hub told the run finished")
+        from_hub = [e.id for e in feed(orch, first)]
+        second = orch.submit(doc(ONE_STATE))
+        assert orch.wait_finished(second, 30)
+        assert [(orch.status(r) or {}).get("status") for r in (first, second)] == ["done", "done"]
+        wait_until(lambda: not orch.feed_hub.known(first), what="the older finished feed forgotten")
+        assert orch.feed_hub.held() == 1
+        got = orch.feed(first, 0, 0.0)  # from its row now
+        assert got is not None and got.finished and [e.id for e in got.events] == from_hub
+
+
+def test_a_kill_listed_with_an_id_that_reads_like_a_time_mark_does_not_kill_the_run(cluster: FakeCluster,
+                                                                                    tmp_path: Path) -> None:
+    """Issue 16 item 3: the Agent's uid can write the kill list; a kill whose id is `at:x` became the Turn's
+    mark, every read after it raised, and the run died on each revival and ended `error`."""
+    cluster.script("worker", [Say("looking")], [Pick("finish")])  # the first Submission ends without a pick
+    run_id = "r-atx"
+    name = sandbox_name(run_id, "W")
+    cluster.harness(lambda core: core._harness(name).kills.append(
+        {"id": "at:x", "at": "2026-11-29T10:00:00.000Z", "agent": "", "instanceId": "", "peak": "1.1Gi",
+         "limit": "2Gi", "told": []}))
+    with orchestrator(cluster, tmp_path) as orch:
+        orch.submit(doc(ONE_STATE), run_id=run_id)
+        assert orch.wait_finished(run_id, 30)
+        final = orch.status(run_id)
+        assert final is not None and final["status"] == "done", final
+    admitted = [e for e in feed(orch, run_id) if e.kind == "admitted"]
+    assert [getattr(e.line, "nudge", None) for e in admitted] == [False, True]  # the Turn, then its nudge

@@ -29,3 +29,12 @@ def test_sim_refuses_seeds_that_are_not_seeds_in_one_line_and_exit_2(seeds: str)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "seed" in done.stderr and "Traceback" not in done.stderr
 
+
+
+def test_a_crash_trial_kills_serve_mid_burst_and_every_accepted_run_still_ends_done(tmp_path: Path) -> None:
+    from jr2_actors.sim.crash import Trial
+
+    result = Trial(1, 0, str(tmp_path)).run()
+    assert result.violations == []
+    assert result.accepted > 0 and set(result.statuses.values()) == {"done"}
+    assert len(result.statuses) == result.accepted

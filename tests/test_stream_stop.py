@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from jr2_actors.commands.common import until_stopped
-from jr2_actors.run.feed import FeedHub
+from jr2_actors.run.feed import FeedHub, FeedRead
 from jr2_actors.run.feedlines import FeedEvent, SaidLine
 
 BLOCKED = 600.0  # far longer than any test: only the behaviour under test can end the wait
@@ -59,7 +59,7 @@ def test_an_interrupt_wakes_every_reader_and_the_hub_stays_open() -> None:
     hub = FeedHub()
     hub.publish("r-1", [FeedEvent(1, 0.0, SaidLine("coder", 1, "hi"))])
     woke = threading.Event()
-    answers: list[tuple[list[FeedEvent], bool]] = []
+    answers: list[FeedRead] = []
 
     def reader() -> None:
         answers.append(hub.read("r-1", 1, BLOCKED))  # nothing after id 1: only an interrupt ends this wait
@@ -77,6 +77,6 @@ def test_an_interrupt_wakes_every_reader_and_the_hub_stays_open() -> None:
         hub.interrupt()
     timer.cancel()
     assert woke.is_set(), "no interrupt woke the reader"
-    assert answers == [([], False)]  # woken with what it has, and not told the run finished
+    assert answers == [FeedRead([], False)]  # woken with what it has, and not told the run finished
     hub.publish("r-1", [FeedEvent(2, 0.0, SaidLine("coder", 1, "more"))])
     assert [e.id for e in hub.read("r-1", 1, 0.0)[0]] == [2]  # still open

@@ -4,11 +4,12 @@ Routes: `GET /healthz` and `GET /metrics` are open; everything under `/runs` nee
 (`authorization: Bearer …`, compared in constant time; anything else is a bare 401). Bodies are capped at
 1 MiB and must be JSON objects; a workflow the parser refuses is a 400 whose body names the key at fault.
 An unknown path is 404, a wrong method 405 with `Allow`. `GET /runs/{id}/events` is a server-sent-event
-stream of the run's feed that resumes after `Last-Event-ID`, sends a comment line as a heartbeat (so a
-gone client is noticed by a failed write), ends when the run has finished, and is refused with 503 when
-too many streams are open (each holds a server thread). `POST /runs` answers 201 once the run's first row
-is on disk; when the orchestrator cannot take a run now (its store cannot write, it is stopping) it answers
-503 with the reason and `Retry-After`, and nothing was accepted.
+stream of the run's feed that resumes after `Last-Event-ID` (a `gap` event first when lines after it are no
+longer kept), sends a comment line as a heartbeat (so a gone client is noticed by a failed write), ends
+when the run has finished, and is refused with 503 when too many streams are open (each holds a server
+thread). `POST /runs` answers 201 once the run's first row is on disk; when the orchestrator cannot take a
+run now (its store cannot write, it is stopping) it answers 503 with the reason and `Retry-After`, and
+nothing was accepted.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from jr2_actors.api import sse
 from jr2_actors.constants import API_HEARTBEAT_SECONDS, API_STREAM_SLICE_SECONDS
 from jr2_actors.errors import Unavailable
 from jr2_actors.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from jr2_actors.run.feedlines import FeedEvent
+from jr2_actors.run.feed import FeedRead
 from jr2_actors.run.wire import feed_doc
 from jr2_actors.security import constant_time_equal
 from jr2_actors.workflow import WorkflowError
@@ -54,7 +55,7 @@ class Backend(Protocol):
 
     def cancel(self, run_id: str) -> dict[str, Any] | None: ...
 
-    def feed(self, run_id: str, after: int, wait: float) -> tuple[list[FeedEvent], bool] | None: ...
+    def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None: ...
 
     def health(self) -> tuple[bool, str]: ...
 
@@ -217,11 +218,11 @@ class _Stream:
     """The SSE body: a WSGI iterable whose `close()` (called by the server, even when the client left)
     gives the stream's slot back."""
 
-    def __init__(self, api: Api, run: str, after: int, first: tuple[list[FeedEvent], bool]) -> None:
+    def __init__(self, api: Api, run: str, after: int, first: FeedRead) -> None:
         self._api = api
         self._run = run
         self._after = after
-        self._first: tuple[list[FeedEvent], bool] | None = first
+        self._first: FeedRead | None = first
         self._closed = False
 
     def __iter__(self) -> Iterator[bytes]:
@@ -239,7 +240,10 @@ class _Stream:
                     return
                 batch = got
                 quiet += wait
-            events, finished = batch
+            events, finished, dropped = batch
+            if events and self._after < dropped:
+                # Lines after the reader's id are no longer kept: it is told so, then goes on (issue 16 item 5).
+                yield sse.encode_gap(self._after, events[0].id)
             for event in events:
                 self._after = event.id
                 yield sse.encode(event.id, event.kind, feed_doc(event))

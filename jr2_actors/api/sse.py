@@ -13,12 +13,20 @@ from typing import Any
 
 # A feed event is a few hundred bytes; a said line is bounded by the Harness. 1 MiB is far above any.
 MAX_SSE_FRAME_BYTES = 1 << 20
+GAP = "gap"  # the event that tells a reader lines it asked for are no longer kept
 
 
 def encode(event_id: int, kind: str, doc: Any) -> bytes:
     """One event frame: `id`, `event` and one `data` line of compact JSON (JSON has no raw newline)."""
     data = json.dumps(doc, separators=(",", ":"))
     return f"id: {event_id}\nevent: {kind}\ndata: {data}\n\n".encode()
+
+
+def encode_gap(after: int, first: int) -> bytes:
+    """The `gap` event: the feed's lines after id `after` and before id `first` are no longer kept. It has no
+    `id` of its own, so a reader's Last-Event-ID stays the last line it was sent (issue 16 item 5)."""
+    data = json.dumps({"kind": GAP, "after": after, "first": first}, separators=(",", ":"))
+    return f"event: {GAP}\ndata: {data}\n\n".encode()
 
 
 def decode(lines: Iterable[str]) -> Iterator[dict[str, Any]]:

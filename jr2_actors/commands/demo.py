@@ -155,7 +155,7 @@ def _follow(orchestrator: Orchestrator, main: str, others: Mapping[str, int], ou
             got = orchestrator.feed(run_id, readers[run_id], 0.1)
             if got is None:
                 continue
-            events, done = got
+            events, done = got.events, got.finished
             for event in events:
                 readers[run_id] = event.id
                 print(_line("" if run_id == main else "neighbour", feed_doc(event)), file=out, flush=True)

@@ -135,7 +135,8 @@ class RunActor(Shell):
         self._deadline = Deadline(self.env.timers, self.actor_ref, _Tick())
         if self._restore_step is not None:
             # The feed so far comes back with the run: a reader resumes from its Last-Event-ID across restarts.
-            tell_quietly(self.env.feed, Published(self.core.run_id, tuple(self.core.feed)))
+            tell_quietly(self.env.feed, Published(self.core.run_id, tuple(self.core.feed),
+                                                  dropped=self.core.feed_dropped))
             self._perform(self._restore_step)
         elif self._first_step is not None:
             self._perform(self._first_step, saved=True)

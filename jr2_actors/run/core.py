@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from jr2_actors.agent import core as seat
-from jr2_actors.constants import LOST_GRACE_SECONDS
+from jr2_actors.constants import FEED_IDS_RESERVED, LOST_GRACE_SECONDS
 from jr2_actors.harness import briefing
 from jr2_actors.run.feedlines import (
     AdmittedLine,
@@ -58,7 +58,7 @@ from jr2_actors.run.feedlines import (
     line_fields,
     line_from,
 )
-from jr2_actors.run.notices import Entry, Ledger, Notice, mark_of, nudge_eligible
+from jr2_actors.run.notices import Entry, Ledger, Mark, Notice, mark_from, mark_of, nudge_eligible
 from jr2_actors.run.notices import conversation_new as conversation_new_notice
 from jr2_actors.step import OffTable, Step
 from jr2_actors.workflow import EVENTS, StateDef, Workflow, parse_workflow
@@ -244,10 +244,13 @@ class TurnRecord:
     picked: str = ""
     resumed: bool = False  # restored after an Orchestrator restart
     started_wall: float = 0.0
-    mark: str | None = None  # ADR-0062: the newest kill its first read saw ("none"), or its start less 1 s
-    reading: str = ""  # what the pending read is for: turn | nudge | resume
+    mark: Mark | None = None  # ADR-0062: the newest kill its first read saw ("none"), or its start less 1 s
+    reading: str = ""  # what the pending read is for: turn | nudge | resume | renew | renew-resume
     admitted_as: str = ""  # what the newest admission was: turn | nudge | resume (memory alone)
     carried: list[Entry] = field(default_factory=list)  # what the newest admission carried (memory alone)
+    # Every entry the Turn's admissions carried, until the Turn ends (memory alone): a Harness that no longer
+    # holds the conversation heard none of it (ADR-0062).
+    took: list[Entry] = field(default_factory=list)
     heard: bool = False  # the Harness read the newest admission's surface (the Submission spoke)
     lost_reason: str = ""  # a lost conversation, held back a moment in case a kernel kill explains it
     lost_until: float = 0.0
@@ -273,6 +276,8 @@ class RunCore:
         self.ledger = Ledger()
         self.feed: deque[FeedEvent] = deque(maxlen=FEED_KEEP)
         self.feed_next = 1
+        self.feed_dropped = 0  # the newest id that left the kept lines (0: none): a reader before it missed lines
+        self._feed_saved = 1  # the id the last saved blob reserves up to: a restore numbers from there
         self.after_wall: float | None = None
         self._after_mono: float | None = None
         self._finished = False
@@ -304,6 +309,7 @@ class RunCore:
         out, self._out = self._out, []
         actions = [x for x in out if not isinstance(x, FeedEvent)]
         if self._persist:
+            self._feed_saved = self.feed_next + FEED_IDS_RESERVED  # what the snapshot saved now reserves
             # The row stays live until every teardown is over: a crash in between restores the run and
             # finishes its deletes (ADR-0064) — a finished row is never restored (ADR-0065).
             actions.insert(0, Persist(self.status if self._finished else "running", self.fault))
@@ -471,9 +477,11 @@ class RunCore:
             self._feed(UnknownLine(report.path, report.message))
 
     def _harness_ended(self, record: WorkspaceRecord, report: ws.HarnessEnded) -> None:
-        """ADR-0063: a Harness restart ends the Turns waiting on it; a kernel kill faults the Turn as such."""
+        """ADR-0063: a Harness restart ends the Turns waiting on it; a kernel kill faults the Turn as such.
+        ADR-0062: a kill while no Turn runs faults nothing — nor while the Turn only reads the kill list (its
+        first read, or between a Submission and its nudge): its admission follows, and takes the notice."""
         turn = self.turn
-        if turn is None or turn.phase in ("waiting", "ended"):
+        if turn is None or turn.phase in ("waiting", "ended") or turn.reading:
             return
         agent = self.workflow.agents[turn.agent]
         if agent.workspace != record.path:
@@ -558,13 +566,12 @@ class RunCore:
             self._persist = True
             return
         if isinstance(event, NotKept):
-            # ADR-0062: the Harness holds no such conversation. What the refused admission carried is
-            # pending again, and the Turn is admitted as a new conversation with its task.
+            # ADR-0062: the Harness holds no such conversation. Every notice the Turn's admissions carried
+            # is pending again first, and the Turn is admitted as a new conversation with its task — after
+            # a read of the list, as every admission into a Workspace is.
             turn.kept = False
-            self._unheard(turn)
-            refused = turn.admitted_as
-            self._admit(turn, "turn", conversation_new="the Harness no longer holds the conversation",
-                        readmit=refused == "resume")
+            self._unheard(turn, every=True)
+            self._read_for(turn, "renew-resume" if turn.admitted_as == "resume" else "renew")
             return
         if isinstance(event, (Picked, GuardKill, Said, TurnEnded)) or (isinstance(event, TurnFault)
                                                                        and event.cause == "settled"):
@@ -629,6 +636,7 @@ class RunCore:
         turn.reading = purpose
         path = self.workflow.agents[turn.agent].workspace
         if path is None:
+            turn.reading = ""
             self._admit(turn, purpose)
             return
         self._tell(turn, seat.ReadKills(str(turn.id)))
@@ -647,7 +655,11 @@ class RunCore:
     def _admit(self, turn: TurnRecord, purpose: str, *, eligible: set[str] | None = None,
                conversation_new: str = "", readmit: bool = False) -> None:
         """A Turn's admission (`turn`), a nudge (`nudge`) or the re-admission of a restored Turn (`resume`);
-        `readmit`: a refused re-admission, admitted again as a Turn with the re-admit text first."""
+        `readmit`: a refused re-admission, admitted again as a Turn with the re-admit text first. `renew` and
+        `renew-resume`: the admission after a refusal (`NotKept`) of a kept one, or of a re-admission."""
+        if purpose in ("renew", "renew-resume"):
+            readmit = purpose == "renew-resume"
+            purpose, conversation_new = "turn", "the Harness no longer holds the conversation"
         agent = self.workflow.agents[turn.agent]
         path = agent.workspace
         kept = self.conversations.get(turn.agent, 0) > 0 and not conversation_new
@@ -687,17 +699,24 @@ class RunCore:
         turn.admitted_as = purpose if not readmit else "resume"
         turn.heard = False
         turn.carried = list(entries)
+        turn.took.extend(e for e in entries if e not in turn.took)
         turn.phase = "admitting"
         self._feed(AdmittedLine(turn.agent, turn.id, kept, purpose == "nudge", notices))
         self._tell(turn, seat.Admit(str(turn.id), body))
 
-    def _unheard(self, turn: TurnRecord) -> None:
+    def _unheard(self, turn: TurnRecord, *, every: bool = False) -> None:
         """ADR-0062: the Turn ends, or its admission failed, before the Harness read that admission's surface:
-        what it carried is pending again, each with the source it was raised with."""
-        if turn.carried and not turn.heard:
-            self.ledger.raise_again(turn.carried)
+        what it carried is pending again, each with the source it was raised with. `every`: the Harness no
+        longer holds the conversation, so nothing of the Turn was heard — every entry its admissions carried
+        is pending again, first."""
+        back = turn.took if every else ([] if turn.heard else turn.carried)
+        back = [e for e in back if e not in self.ledger.pending]
+        if back:
+            self.ledger.raise_again(back)
             self._persist = True
         turn.carried = []
+        if every:
+            turn.took = []
 
     def _message(self, turn: TurnRecord, purpose: str, *, readmit: bool = False) -> str:
         """ADR-0062: the re-admit text goes before the task only where something was cut (a restored
@@ -729,8 +748,14 @@ class RunCore:
     # -- the feed ----------------------------------------------------------------------------------------
 
     def _feed(self, line: FeedLine) -> None:
+        """Issue 16 item 5: an id at or past what the last saved blob reserves is saved (its reservation moved
+        on) before the line leaves, so a restore never gives an id a reader holds to another line."""
         event = FeedEvent(self.feed_next, self._wall, line)
         self.feed_next += 1
+        if event.id >= self._feed_saved:
+            self._persist = True
+        if len(self.feed) == self.feed.maxlen:
+            self.feed_dropped = self.feed[0].id
         self.feed.append(event)
         self._out.append(event)
 
@@ -769,7 +794,8 @@ class RunCore:
             "turns": self.turns,
             "conversations": dict(self.conversations),
             "turn": None if turn is None else {"id": turn.id, "agent": turn.agent, "conversation": turn.conversation,
-                                               "state": turn.state, "nudges": turn.nudges, "mark": turn.mark,
+                                               "state": turn.state, "nudges": turn.nudges,
+                                               "mark": None if turn.mark is None else turn.mark.json(),
                                                "startedWall": turn.started_wall},
             "endedWorkspaces": dict(self.ended_workspaces),
             "workspaces": {path: {"restored": _restored_json(r.restored), "releasing": r.releasing,
@@ -778,15 +804,19 @@ class RunCore:
             "ledger": self.ledger.snapshot(),
             "feed": [{"id": e.id, "at": e.at, "kind": e.kind, "fields": line_fields(e.line)} for e in self.feed],
             "feedNext": self.feed_next,
+            # Ids below this may have gone to readers by the next save; a restore numbers from it.
+            "feedReserved": self.feed_next + FEED_IDS_RESERVED,
+            "feedDropped": self.feed_dropped,
         }
 
     @classmethod
     def restore(cls, blob: Mapping[str, Any], now: float, wall: float, *,
                 instance_harness: str = "", feed_after: int = 0) -> tuple[RunCore, RunStep]:
         """The run as its blob left it, and the step that re-creates its children (the watch's first list
-        reconciles each: lost, still placing, or running again). `feed_after`: the newest feed id readers
-        may already hold (a run revived in the same process published lines its last row lacks): new lines
-        are numbered after it, never reusing an id."""
+        reconciles each: lost, still placing, or running again). New feed lines are numbered from what the
+        blob reserved (issue 16 item 5: lines of steps that saved nothing reached readers; an older blob, which
+        reserved nothing, skips `FEED_IDS_RESERVED`) and after `feed_after`, the newest id readers may
+        already hold (a run revived in the same process), never reusing an id."""
         if blob.get("version") != BLOB_VERSION:
             raise ValueError(f"run blob version {blob.get('version')!r} is not {BLOB_VERSION}")
         document = blob["document"]
@@ -798,9 +828,16 @@ class RunCore:
         core.conversations = {str(k): int(v) for k, v in dict(blob.get("conversations") or {}).items()}
         core.ledger = Ledger.restore(blob.get("ledger") or {})
         core.ended_workspaces = {str(k): str(v) for k, v in dict(blob.get("endedWorkspaces") or {}).items()}
-        core.feed_next = max(int(blob.get("feedNext", 1)), feed_after + 1)
+        feed_next = int(blob.get("feedNext", 1))
+        reserved = blob.get("feedReserved")
+        core.feed_next = max(int(reserved) if reserved is not None else feed_next + FEED_IDS_RESERVED,
+                             feed_next, feed_after + 1)
+        core._feed_saved = core.feed_next  # the first new line saves a new reservation before it leaves
         for e in blob.get("feed") or []:
             core.feed.append(FeedEvent(int(e["id"]), float(e["at"]), line_from(str(e["kind"]), e["fields"])))
+        dropped = blob.get("feedDropped")  # an older blob: a full window lost what came before its first line
+        core.feed_dropped = int(dropped) if dropped is not None else \
+            (core.feed[0].id - 1 if len(core.feed) == FEED_KEEP else 0)
         core._now, core._wall = now, wall
         core._out, core._persist = [], False
         after_wall = blob.get("afterWall")
@@ -824,7 +861,7 @@ class RunCore:
             mark = turn.get("mark")
             core.turn = TurnRecord(int(turn["id"]), str(turn["agent"]), str(turn["conversation"]),
                                    str(turn["state"]), nudges=int(turn.get("nudges", 0)), resumed=True,
-                                   mark=str(mark) if mark is not None else None,
+                                   mark=mark_from(mark) if mark is not None else None,
                                    started_wall=float(turn.get("startedWall") or 0.0))
             core._start_waiting_turn()
         core._maybe_finished()

@@ -25,14 +25,17 @@ each with its source (a notice with no source merges only into a pending one wit
 A nudge takes only guard kills: those after the Turn's mark (the newest kill its first read saw, or its
 start less a second when that read failed) and after the newest kill whose `told` names its conversation
 (that answer told the Agent that all its processes died) — never a kernel kill, and none at all when its
-own read could not tell. What it does not take stays pending for the next Turn.
+own read could not tell. What it does not take stays pending for the next Turn. The mark keeps its kind
+(a kill, none, a time) apart from its value: a kill id is the Agent's text and is only ever an id, and a mark
+a blob cannot give back is "could not tell".
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from jr2_actors.quantity import QuantityError, format_size, is_size, memory_bytes
 from jr2_actors.timefmt import parse_rfc3339
@@ -205,30 +208,76 @@ def entry_from(doc: Mapping[str, Any]) -> Entry:
 
 # -- a Turn's mark (ADR-0062) ----------------------------------------------------------------------------
 
-def mark_of(kills: Iterable[Mapping[str, Any]] | None, turn_started_wall: float) -> str:
+MarkKind = Literal["kill", "none", "at", "unreadable"]
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A Turn's mark, its kind kept apart from its value: a kill id is text the Agent's uid can write, so
+    it is only ever compared as an id, never read as a time or a word (issue 16 item 3)."""
+
+    kind: MarkKind
+    kill: str = ""  # kind "kill": the newest kill the first read saw
+    wall: float = 0.0  # kind "at": the Turn's start less a second (the first read could not tell)
+
+    def json(self) -> dict[str, Any]:
+        if self.kind == "kill":
+            return {"kind": "kill", "id": self.kill}
+        if self.kind == "at":
+            return {"kind": "at", "wall": self.wall}
+        return {"kind": self.kind}
+
+
+UNREADABLE = Mark("unreadable")
+
+
+def mark_from(doc: object) -> Mark:
+    """A mark as a blob keeps it. One that cannot be read is `unreadable` ("could not tell"), never an
+    exception; an older blob's string (`none`, `at:<seconds>` as it wrote them, else a kill id) still reads."""
+    if isinstance(doc, str):
+        if doc == NO_KILL:
+            return Mark("none")
+        if doc.startswith("at:") and (wall := _finite(doc[3:])) is not None:
+            return Mark("at", wall=wall)
+        return Mark("kill", kill=doc) if doc else UNREADABLE
+    if not isinstance(doc, Mapping):
+        return UNREADABLE
+    kind, kill_id, wall = doc.get("kind"), doc.get("id"), doc.get("wall")
+    if kind == "none":
+        return Mark("none")
+    if kind == "kill" and isinstance(kill_id, str) and kill_id:
+        return Mark("kill", kill=kill_id)
+    if kind == "at" and isinstance(wall, (int, float)) and not isinstance(wall, bool) \
+            and (finite := _finite(wall)) is not None:
+        return Mark("at", wall=finite)
+    return UNREADABLE
+
+
+def mark_of(kills: Iterable[Mapping[str, Any]] | None, turn_started_wall: float) -> Mark:
     """The Turn's mark from its first read: the newest kill it saw, "none" for an empty list, or — when the
     read could not tell — the Turn's start less a second (a time, for a pod clock that runs behind)."""
     if kills is None:
-        return f"at:{turn_started_wall - MARK_SLACK_SECONDS:.3f}"
+        return Mark("at", wall=turn_started_wall - MARK_SLACK_SECONDS)
     listed = _ordered(kills)
-    return str(listed[-1]["id"]) if listed else NO_KILL
+    return Mark("kill", kill=str(listed[-1]["id"])) if listed else Mark("none")
 
 
-def nudge_eligible(kills: Iterable[Mapping[str, Any]] | None, mark: str, conversation: str) -> set[str]:
+def nudge_eligible(kills: Iterable[Mapping[str, Any]] | None, mark: Mark, conversation: str) -> set[str]:
     """The kill ids a nudge (or a wake) of the Turn with `mark` may take, from its own read: after the mark,
-    and after the newest kill whose `told` names the conversation. A read that could not tell: none."""
-    if kills is None:
+    and after the newest kill whose `told` names the conversation. A read that could not tell, or a mark
+    that cannot be read: none."""
+    if kills is None or mark.kind == "unreadable":
         return set()
     listed = _ordered(kills)
     ids = [str(k["id"]) for k in listed]
-    if mark.startswith("at:"):
-        since = float(mark[3:])
-        start = next((i for i, k in enumerate(listed) if (parse_rfc3339(k.get("at")) or 0.0) > since), len(listed))
-    elif mark in ids:
-        start = ids.index(mark) + 1
+    if mark.kind == "at":
+        start = next((i for i, k in enumerate(listed) if (parse_rfc3339(k.get("at")) or 0.0) > mark.wall),
+                     len(listed))
+    elif mark.kind == "kill" and mark.kill in ids:
+        start = ids.index(mark.kill) + 1
     else:
         start = 0  # "none", or more than 16 came and the mark left the list: every kill counts as after it
-    told = [i for i, k in enumerate(listed) if conversation in (k.get("told") or ())]
+    told = [i for i, k in enumerate(listed) if conversation in _told(k)]
     if told:
         start = max(start, told[-1] + 1)
     return set(ids[start:])
@@ -238,8 +287,22 @@ def _ordered(kills: Iterable[Mapping[str, Any]] | None) -> list[Mapping[str, Any
     """The list's kills with an id, oldest first (by `at`; the list's own order breaks ties)."""
     if kills is None:
         return []
-    listed = [k for k in kills if isinstance(k.get("id"), str) and k.get("id")]
+    listed = [k for k in kills if isinstance(k, Mapping) and isinstance(k.get("id"), str) and k.get("id")]
     return sorted(listed, key=lambda k: parse_rfc3339(k.get("at")) or 0.0)
+
+
+def _told(kill: Mapping[str, Any]) -> tuple[str, ...]:
+    """The conversations a kill's `told` names; anything but a list of ids names none."""
+    told = kill.get("told")
+    return tuple(c for c in told if isinstance(c, str)) if isinstance(told, (list, tuple)) else ()
+
+
+def _finite(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _str(value: object) -> str | None:

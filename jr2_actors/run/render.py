@@ -63,6 +63,8 @@ def feed_line(doc: Mapping[str, Any]) -> str:
         return f"{f.get('child')} faulted: {f.get('reason')}"
     if kind == "unknown":
         return f"{f.get('child')}: the watch cannot tell ({f.get('message')})"
+    if kind == "gap":
+        return f"the feed's lines after {doc.get('after')} and before {doc.get('first')} are no longer kept"
     if kind == "ended":
         return f"ended {f.get('status')}" + (f": {f.get('fault')}" if f.get("fault") else "")
     rest = " ".join(f"{k}={v}" for k, v in doc.items() if k not in ("id", "at", "kind"))

@@ -94,7 +94,7 @@ class _Follower(threading.Thread):
             if got is None:
                 self.stop_event.wait(0.05)
                 continue
-            events, _over = got
+            events = got.events
             for e in events:
                 self.take(e.id, invariants.fingerprint(e))
             if not events:
