@@ -110,6 +110,7 @@ class WorkspaceActor(Shell):
         self._stamps: deque[str] = deque(maxlen=64)  # 64 renewals: over five hours of failed ones
         self._landed = False
         self._kube_busy = False
+        self._delete_failures = 0  # in a row (the kube lane's, like the stamps)
 
     def started(self) -> None:
         self._deadline = Deadline(self._timers, self.actor_ref, _Tick())
@@ -282,13 +283,22 @@ class WorkspaceActor(Shell):
                     if not written_by(current, uid, self._stamps if self._landed else ()):
                         raise
                     if reread == DELETE_VERSION_REREADS:  # still ours, still moving: retried with backoff
-                        return _Done(ws.DeleteFailed(f"its version kept moving: {e}", None), "kube",
-                                     f"delete retried later: {e}")
+                        return self._delete_failed(ws.DeleteFailed(f"its version kept moving: {e}", None))
                     rv = _rv(current)
         except KUBE_ERRORS as e:
-            status = e.status if isinstance(e, KubeError) else None
-            return _Done(ws.DeleteFailed(str(e), status), "kube", f"delete failed: {e}")
+            if isinstance(e, KubeError):
+                return self._delete_failed(ws.DeleteFailed(str(e), e.status, e.retry_after))
+            return self._delete_failed(ws.DeleteFailed(str(e)))
+        self._delete_failures = 0
         return _Done(ws.Deleted(existed), "kube")
+
+    def _delete_failed(self, failed: ws.DeleteFailed) -> _Done:
+        """A delete that is retried until it lands logs its 1st, 2nd, 4th, 8th… failure: an outage of an
+        hour is a dozen lines per Workspace, not one every few seconds."""
+        self._delete_failures += 1
+        n = self._delete_failures
+        note = f"delete failed ({n} in a row): {failed.message}"
+        return _Done(failed, "kube", note if n & (n - 1) == 0 else "")
 
     def _stop_when_done(self) -> None:
         if self._released and self._in_flight == 0 and not self._kube_queue:
