@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import socket
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +27,17 @@ from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
 from jr2_actors.workflow import RepoSlot, WorkspaceDef
 from jr2_actors.workspace.actor import Release, WorkspaceActor
-from jr2_actors.workspace.core import Faulted, Lost, PlacedLine, PlacingLine, Released, Restored, Running, Waiting
+from jr2_actors.workspace.core import (
+    Faulted,
+    Lost,
+    Phase,
+    PlacedLine,
+    PlacingLine,
+    Released,
+    Restored,
+    Running,
+    Waiting,
+)
 from jr2_actors.workspace.manifest import WorkspaceSpec, sandbox_body
 from tests.probes import Inbox
 from tests.waiting import wait_until
@@ -382,3 +393,21 @@ def test_a_slow_attach_never_holds_the_workspaces_cluster_calls(world: World) ->
     assert not release.is_set()  # the attach is still hanging: the delete did not wait for it
     release.set()
     inbox.wait_for(lambda ms: any(isinstance(m, Released) for m in ms), what="released")
+
+
+def test_a_stopped_workspace_ends_its_attach_at_a_harness_that_refuses_connections(world: World) -> None:
+    """Issue 16 item 9: the attach retries a refused connection for 90 s; a stop must end it at once, or the
+    attach pool's shutdown (the orchestrator's stop) waits for all of it."""
+    with socket.socket() as refusing:
+        refusing.bind(("127.0.0.1", 0))  # bound, never listening: every connect is refused
+        url = f"http://127.0.0.1:{refusing.getsockname()[1]}"
+        world.cluster.operate(lambda core, now: setattr(core, "endpoint", url))
+        inbox = Inbox()
+        _, ref = world.start("run-refused", inbox)
+        inbox.wait_for(lambda ms: Phase("F-1", "attaching") in ms, timeout=30, what="attaching")
+        ref.stop(block=True, timeout=10)
+        drained = threading.Thread(target=world.attach_pool.shutdown, kwargs={"wait": True}, daemon=True)
+        drained.start()
+        drained.join(10)
+        assert not drained.is_alive(), "the attach went on retrying after its Workspace stopped"
+        assert not kinds(inbox, Running)
