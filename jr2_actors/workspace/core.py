@@ -302,8 +302,12 @@ class Lost:
 
 @dataclass(frozen=True)
 class Faulted:
+    """`actor`: the WorkspaceActor itself died (our bug; its parent says so): nothing holds the Sandbox any
+    more, so a teardown under way is over."""
+
     path: str
     reason: str
+    actor: bool = False
 
 
 @dataclass(frozen=True)
