@@ -6,8 +6,9 @@
 
 `start()` restores every live run from the store (ADR-0065: live rows only) before it takes a new one;
 each comes back with what its Workspaces knew, and the watch's first list reconciles them. `stop()` stops
-the runs' actors (their Turns' readers stop; their Sandboxes are left for the next start to re-adopt —
-a stop is not a cancel), lets the store finish every persist already asked, then stops the watch.
+the runs' actors, all at once within one actor's budget (their Turns' readers and attaches end; their
+Sandboxes are left for the next start to re-adopt — a stop is not a cancel), lets the store finish every
+persist already asked, then stops the watch.
 It is also the API's `Backend` and the `jr2_orchestrator` pytest fixture's object. Its metrics are its
 own (`self.telemetry`, one registry per orchestrator), so two orchestrators in one process never mix.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
@@ -116,8 +118,9 @@ class Orchestrator:
         with self._lock:
             self._stopping = True
             refs = list(self._runs.values())
-        for ref in refs:  # their children stop with them: Turns' readers end, Leases stop (a stop is no cancel)
-            _stop(ref)
+        # Their children stop with them: Turns' readers end, attaches end, Leases stop (a stop is no cancel).
+        # Asked together and waited for within one budget: N runs busy with a message cost one stop, not N.
+        _stop_together(refs)
         with self._lock:
             revivers = list(self._revivers)
         for thread in revivers:
@@ -355,6 +358,16 @@ class Orchestrator:
         self._store.ask(store.Persist(record.run_id, "error", core.snapshot(), core.fault),
                         timeout=ORCHESTRATOR_ASK_SECONDS)
         self.feed_hub.publish(record.run_id, lines)
+
+
+def _stop_together(refs: list[pykka.ActorRef[Any]]) -> None:
+    deadline = time.monotonic() + ACTOR_STOP_SECONDS
+    stopping = [(ref, ref.stop(block=False)) for ref in refs]
+    for ref, future in stopping:
+        try:
+            future.get(timeout=max(deadline - time.monotonic(), 0.0))
+        except pykka.Timeout:
+            log.error("%s did not stop within %.0fs", ref, ACTOR_STOP_SECONDS)
 
 
 def _stop(ref: pykka.ActorRef[Any]) -> None:

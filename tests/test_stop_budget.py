@@ -16,6 +16,7 @@ import pytest
 from jr2_actors.constants import SERVE_STOP_SECONDS
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.orchestrator import Orchestrator
+from jr2_actors.run.actor import RunActor
 from jr2_actors.workflow import read_document
 from tests.serving import KEY, Serve
 from tests.waiting import wait_until
@@ -80,3 +81,30 @@ def test_serve_exits_within_its_sigterm_budget_while_an_attach_retries(cluster: 
             if served.proc.poll() is None:
                 served.proc.kill()
     assert code == 0, "".join(served.lines)
+
+
+def test_the_runs_are_asked_to_stop_together_not_one_after_another(cluster: FakeCluster, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each run's stop waits for its actor's message in hand; asked one after another, N busy runs cost N
+    stops of the budget. Each run here cleans up only once both are stopping: one after another, the first
+    waits for a second that is never asked."""
+    together = threading.Barrier(2)
+    apart: list[str] = []
+
+    class Paired(RunActor):
+        def cleanup(self) -> None:
+            try:
+                together.wait(timeout=SERVE_STOP_SECONDS / 2)
+            except threading.BrokenBarrierError:
+                apart.append(self.core.run_id)
+            super().cleanup()
+
+    monkeypatch.setattr("jr2_actors.orchestrator.RunActor", Paired)
+    orch = Orchestrator(cluster.client(), state_dir=str(tmp_path / "state"), signing_key=cluster.signing_key)
+    orch.start()
+    try:
+        runs = [orch.submit(read_document(WORKFLOW)) for _ in range(2)]
+        wait_until(lambda: all(attaching(orch.status(r)) for r in runs), timeout=30, what="both runs under way")
+    finally:
+        orch.stop()
+    assert apart == []
