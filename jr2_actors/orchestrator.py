@@ -129,6 +129,9 @@ class Orchestrator:
             _stop(self._store)  # a poison pill: every persist asked before it is written first
         if self._watch is not None:
             _stop(self._watch)
+        # What the stopped actors left in flight is nobody's now: an API server that does not answer must not
+        # hold the kube pool's shutdown (and serve's SIGTERM budget) for a read timeout.
+        self.client.interrupt()
         for pool in self._pools:
             pool.shutdown(wait=True, cancel_futures=True)
         if self._timers is not None:

@@ -108,3 +108,28 @@ def test_the_runs_are_asked_to_stop_together_not_one_after_another(cluster: Fake
     finally:
         orch.stop()
     assert apart == []
+
+
+def test_orchestrator_stop_returns_within_its_budget_while_the_api_server_hangs(tmp_path: Path) -> None:
+    """A write in flight to an API server that does not answer (here: a minute's latency) held the kube
+    pool's shutdown, and the stop, for its 30 s read timeout; the stop cuts what its stopped actors left."""
+    with FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=None) as cluster:
+        orch = Orchestrator(cluster.client(), state_dir=str(tmp_path / "state"), signing_key=cluster.signing_key)
+        orch.start()
+        stopped = threading.Event()
+
+        def stop() -> None:
+            orch.stop()
+            stopped.set()
+
+        try:
+            cluster.set_latency(60)
+            orch.submit(read_document(WORKFLOW))  # its Sandbox's create leaves, and waits a minute for an answer
+            wait_until(lambda: orch.client.writes.in_flight == 1, timeout=30, what="the create in flight")
+        finally:
+            stopper = threading.Thread(target=stop, name="test-stop", daemon=True)
+            stopper.start()
+            stopper.join(SERVE_STOP_SECONDS)
+            cluster.set_latency(0)
+        assert stopped.is_set(), "Orchestrator.stop() was still waiting for a write the API server held"
+        stopper.join(90)  # the cluster stops only after the orchestrator (a failed stop above ends late)
