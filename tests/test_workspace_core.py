@@ -556,9 +556,11 @@ def test_release_deletes_what_never_ran_and_keeps_what_ran(path: str, why: str, 
 def test_a_delete_owed_is_retried_capped_until_it_lands(status: int | None, retry_after: float | None) -> None:
     """Issue 16 item 11: a short API-server outage must not leave the Sandbox to the idle GC (it used to be
     tried 5 times in 3.5 s). 30 minutes of failures: every retry within the cap (or the Retry-After), and
-    the delete lands when the server is back. A 403 is retried within its grace (CONTRACTS.md §2)."""
+    the delete lands when the server is back. A 403 is retried within its grace (CONTRACTS.md §2). Every
+    retry carries the same preconditions (the uid and the newest version it wrote): a successor stays safe."""
     d = Drive()
     d.written()
+    d(LeaseRenewed("7"), at=0.5)
     d(Release("teardown"), at=1)
     cap = max(DELETE_RETRY_BACKOFF.cap * (1 + DELETE_RETRY_BACKOFF.jitter), retry_after or 0.0)
     grace = FORBIDDEN_GRACE_SECONDS - 5 if status == 403 else 1800.0
@@ -570,7 +572,7 @@ def test_a_delete_owed_is_retried_capped_until_it_lands(status: int | None, retr
         if retry_after is not None:
             assert deadline - d.now >= retry_after
         step = d(Tick(), at=deadline)
-        assert step.actions == (DeleteSandbox(UID),)
+        assert step.actions == (DeleteSandbox(UID, "7"),)
         retries += 1
     assert not d.of(Released) and retries >= (5 if status == 403 else 50)
     d(Deleted(existed=True), at=d.now + 0.1)
