@@ -44,10 +44,13 @@ MAX_FRAME_BYTES = 4 * 1024 * 1024
 MAX_KUBECONFIG_BYTES = 1024 * 1024
 
 # ADR-0064: a write of a Workspace's Sandbox or Secret that met a transient answer (5xx, 429, 409, no
-# answer) is tried again on this schedule, for as long as the Workspace lives; it never faults.
+# answer, a 403 within FORBIDDEN_GRACE_SECONDS) is tried again on this schedule, for as long as the
+# Workspace lives; it never faults.
 WRITE_RETRY_BACKOFF = Backoff(initial=0.5, cap=30.0, jitter=0.2)
-# A delete that met a transient answer is tried this many times before the idle GC is left to reap it.
-DELETE_ATTEMPTS = 5
+# CONTRACTS.md §2: an API server that restarts answers 403 for a few milliseconds. A write (or a delete)
+# answered 403 is retried on its backoff while its 403s in a row have lasted less than this; past it, the
+# 403 is RBAC's or a terminating namespace's refusal (a write faults, a delete is left to the idle GC).
+FORBIDDEN_GRACE_SECONDS = 30.0
 # A run's actor that dies (our bug, or a persist the store could not take) is restored from its last row
 # this many times in one process; past that its row is ended `error`, so one poisoned run cannot crash-loop
 # the pod, and its Sandboxes are left to the idle GC (their Leases stop).
@@ -55,7 +58,11 @@ RUN_REVIVALS = 3
 # A delete refused only because the Sandbox's version moved (the operator's status, a late watch) is read
 # again and retried while it is still ours, this many times in one attempt (ADR-0064: deleted at once).
 DELETE_VERSION_REREADS = 3
-DELETE_RETRY_BACKOFF = Backoff(initial=0.5, cap=10.0)
+# ADR-0064: a delete the teardown owes (what never ran, a normal teardown) that met a transient answer is
+# retried on this schedule until it lands or the watch says the Sandbox is gone — an API-server outage
+# costs at most one cap after it ends, never the idle GC's 30 minutes of a node. The run's row stays live
+# until then, so a restart retries it too.
+DELETE_RETRY_BACKOFF = Backoff(initial=0.5, cap=10.0, jitter=0.2)
 
 # ADR-0063 / ADR-0064: the Lease renewal interval and its jitter.
 LEASE_INTERVAL_SECONDS = 300.0

@@ -192,6 +192,27 @@ def test_close_from_another_thread_unblocks_a_silent_watch(server: tuple[Recorde
     assert got == [Bookmark("9")]
 
 
+def test_interrupt_ends_a_write_in_flight_and_the_client_goes_on(server: tuple[Recorder, KubeClient]) -> None:
+    """Issue 16 item 9: a stopping orchestrator interrupts what its stopped actors left in flight, so an API
+    server that holds a write cannot hold the stop for the read timeout; later calls go as ever."""
+    rec, client = server
+    failed: list[KubeTransportError] = []
+
+    def write() -> None:
+        try:
+            client.apply(SANDBOX, "x", {"metadata": {"name": "x"}})
+        except KubeTransportError as e:
+            failed.append(e)
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    wait_until(lambda: rec.in_flight == 1, what="the write held by the server")
+    client.interrupt()
+    thread.join(WAIT / 2)  # the server holds it for WAIT: only the interrupt ends it sooner
+    assert not thread.is_alive() and len(failed) == 1 and failed[0].kind == "connection", failed
+    assert client.get(SANDBOX, "read") == {"metadata": {"name": "read"}}
+
+
 def test_connection_refused_is_a_transport_error() -> None:
     access = ClusterAccess(server="http://127.0.0.1:1", namespace="jr2", source="t")
     with pytest.raises(KubeTransportError) as err:

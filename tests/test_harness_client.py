@@ -3,8 +3,9 @@ memory-kill read's total deadline against a real slow peer, cuts, foreign stream
 
 from __future__ import annotations
 
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -393,6 +394,57 @@ def test_a_cut_ends_a_long_poll_in_flight(slow: Any) -> None:
     assert server.closed.wait(10)
     with pytest.raises(HarnessUnreachable, match="cut before it was sent"):
         client.updates(f"{server.url}/streams/coder/c-1", "0", cut=cut)
+
+
+@pytest.mark.parametrize("mode", ["hold", "trickle-body"])
+def test_a_client_closed_ends_its_request_in_flight_at_once(slow: Any, mode: Mode) -> None:
+    """Issue 16 item 9: a stopping Workspace closes its attach's client. An attach whose Harness holds its
+    answer (or trickles it) would otherwise hold the attach lane, and the orchestrator's stop, for the read
+    timeout's 30 s — or for as long as the trickle lasts."""
+    server, client, _, _ = slow(mode)
+    thread, out = in_thread(lambda: client.attach([], "main"))
+    assert (server.trickling if mode == "trickle-body" else server.got_request).wait(10)
+    client.close()
+    thread.join(10)
+    assert not thread.is_alive(), "the attach outlived its client's close"
+    assert isinstance(out.get("error"), (HarnessUnreachable, HarnessProtocolError)), out
+    assert server.closed.wait(10)  # the connection was ended, not left to the read timeout
+    with pytest.raises(HarnessUnreachable, match="closed"):
+        client.attach([], "main")  # a closed client sends nothing more
+
+
+class _Watched(Timers):
+    """Timers that say when something was first scheduled on them (a client's wait before a retry)."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        super().__init__(clock)
+        self.scheduled = threading.Event()
+
+    def schedule(self, when: float, callback: Callable[[], object]) -> int:
+        handle = super().schedule(when, callback)
+        self.scheduled.set()
+        return handle
+
+
+def test_a_closed_clients_retries_at_a_refusing_harness_end_at_once() -> None:
+    """Connections refused: the attach waits to retry (250 ms doubling, within 90 s) on a clock that never
+    moves here; only the close can end it."""
+    with socket.socket() as refusing:
+        refusing.bind(("127.0.0.1", 0))  # bound, never listening: every connect is refused
+        clock = VirtualClock()
+        timers = _Watched(clock)
+        client = HarnessClient(f"http://127.0.0.1:{refusing.getsockname()[1]}", "t0k3n", clock=clock, timers=timers)
+        try:
+            thread, out = in_thread(lambda: client.attach([], "main"))
+            assert timers.scheduled.wait(10), "the attach never waited to retry"
+            client.close()
+            thread.join(10)
+            assert not thread.is_alive(), "the attach kept retrying after its client's close"
+            error = out.get("error")
+            assert isinstance(error, HarnessUnreachable) and not error.reached, out
+        finally:
+            client.close()
+            timers.stop()
 
 
 class _KeepAlive(BaseHTTPRequestHandler):

@@ -379,6 +379,20 @@ def test_the_row_stays_live_until_every_teardown_is_over_and_a_crash_between_fin
 
 
 
+def test_a_workspace_whose_actor_died_during_its_teardown_ends_the_teardown() -> None:
+    """Issue 16 item 10: nothing will answer the teardown of a Workspace whose actor died; the run finishes.
+    Its own fault (a core's, its actor alive, told before it heard the release) is no end of the teardown:
+    the actor still deletes or keeps, then says `Released`."""
+    d = Drive(world=World(lose={"F-1": "Evicted: x"}, answer_releases=False))
+    d.run()
+    assert d.core.status == "failed" and not d.core.finished  # ended, its teardown not answered
+    d.step(run.FromWorkspace(ws.Faulted("F-1", "CrashLoopBackOff: boom")))
+    assert not d.core.finished
+    d.step(run.FromWorkspace(ws.Faulted("F-1", "its actor failed: RuntimeError: x", actor=True)))
+    assert d.finished is not None and d.finished.status == "failed" and d.finished.fault == "Evicted: x"
+    assert d.saved[-1]["endedWorkspaces"] == {"F-1": "kept"}
+
+
 def test_a_released_workspace_is_saved_at_once() -> None:
     d = Drive(world=World(lose={"F-1": "Evicted: x"}, answer_releases=False))
     d.run()

@@ -23,6 +23,7 @@ from jr2_actors.run.actor import RunActor
 from jr2_actors.run.feed import FeedHub
 from jr2_actors.watch.identity import sandbox_name
 from jr2_actors.workflow import read_document
+from jr2_actors.workspace.actor import WorkspaceActor
 from tests.probes import CRASH, crashing
 from tests.waiting import wait_until
 from tests.workflows import one_state
@@ -141,6 +142,26 @@ def test_a_cancel_deletes_the_sandbox_that_never_ran(cluster: FakeCluster, tmp_p
         assert final is not None and final["status"] == "cancelled"
         assert final["children"] == [{"child": "W", "phase": "deleted"}]
     blocker.close()
+
+
+def test_a_workspace_actor_that_dies_during_its_teardown_still_lets_the_run_finish(
+        cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 16 item 10: our bug kills the Workspace's actor while it deletes its Sandbox. The run used to wait
+    for that teardown for the life of the process (its row live, `wait_finished` never true); now the death
+    ends the teardown — the Sandbox is left to the idle GC — and the run finishes as it ended."""
+
+    def bug(self: WorkspaceActor, uid: str, rv: str) -> Any:
+        raise RuntimeError("our bug, mid-delete")
+
+    monkeypatch.setattr(WorkspaceActor, "_delete", bug)
+    cluster.script("worker", [Pick("finish")])
+    with orchestrator(cluster, tmp_path) as orch:
+        run_id = orch.submit(doc(ONE_STATE))
+        assert orch.wait_finished(run_id, 30), "the run waited for a teardown whose actor had died"
+        final = orch.status(run_id)
+        assert final is not None and final["status"] == "done" and not final.get("fault")
+        assert final["children"] == [{"child": "W", "phase": "kept"}]  # not deleted: the idle GC's now
+        assert orch.health() == (True, "")
 
 
 def test_an_eviction_fails_a_run_that_does_not_handle_it_within_two_seconds(cluster: FakeCluster,

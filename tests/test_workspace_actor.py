@@ -3,10 +3,13 @@ loss, and delete-what-never-ran — through the real WatchActor, operator and Ha
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import socket
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import pykka
@@ -14,15 +17,27 @@ import pytest
 
 from jr2_actors.actorkit import Timers
 from jr2_actors.clock import VirtualClock
+from jr2_actors.constants import DELETE_RETRY_BACKOFF
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node
+from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX, SECRET
 from jr2_actors.timefmt import parse_rfc3339
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
 from jr2_actors.workflow import RepoSlot, WorkspaceDef
 from jr2_actors.workspace.actor import Release, WorkspaceActor
-from jr2_actors.workspace.core import Faulted, Lost, PlacedLine, PlacingLine, Released, Restored, Running, Waiting
+from jr2_actors.workspace.core import (
+    Faulted,
+    Lost,
+    Phase,
+    PlacedLine,
+    PlacingLine,
+    Released,
+    Restored,
+    Running,
+    Waiting,
+)
 from jr2_actors.workspace.manifest import WorkspaceSpec, sandbox_body
 from tests.probes import Inbox
 from tests.waiting import wait_until
@@ -69,6 +84,28 @@ def kinds(inbox: Inbox, kind: type) -> list[Any]:
     return [m for m in inbox.snapshot() if isinstance(m, kind)]
 
 
+class Settle:
+    """On a virtual clock, with one pool thread: `settle()` returns once whatever came due has been done —
+    the timers fired it (a marker fires after every due timer), the actor took it (an ask queues behind),
+    and its call left (the one pool thread drained)."""
+
+    def __init__(self, clock: VirtualClock, timers: Timers, ref: pykka.ActorRef[Any],
+                 pool: ThreadPoolExecutor) -> None:
+        self.clock, self.timers, self.ref, self.pool = clock, timers, ref, pool
+
+    def __call__(self) -> None:
+        fired = threading.Event()
+        self.timers.schedule(self.clock.monotonic(), fired.set)
+        self.timers.poke()
+        assert fired.wait(10)
+        if not self.ref.is_alive():
+            return
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.ref.ask("settle", timeout=10)  # an unknown message, answered None once all before it are done
+            self.pool.submit(lambda: None).result(timeout=10)
+            self.ref.ask("settle", timeout=10)  # the call's answer, told back, is taken too
+
+
 def test_a_workspace_waits_for_capacity_visibly_then_runs(world: World) -> None:
     a_inbox, b_inbox = Inbox(), Inbox()
     a_spec, a_ref = world.start("run-a", a_inbox)
@@ -110,16 +147,7 @@ def test_the_lease_is_renewed_from_the_write_every_five_minutes_within_a_fifth()
         ref = WorkspaceActor.start(spec, client=client, watch=watch, parent=Inbox(), signing_key=b"k" * 32,
                                    kube_pool=pool, attach_pool=pool, clock=clock, timers=timers, seed=4)
 
-        def settle() -> None:
-            """Whatever came due has been done: the timers fired it (a marker fires after every due timer),
-            the actor took it (an ask queues behind), and its call left (the one pool thread drained)."""
-            fired = threading.Event()
-            timers.schedule(clock.monotonic(), fired.set)
-            timers.poke()
-            assert fired.wait(10)
-            ref.ask("settle", timeout=10)  # an unknown message, answered None once all before it are done
-            pool.submit(lambda: None).result(timeout=10)
-            ref.ask("settle", timeout=10)  # the call's answer, told back, is taken too
+        settle = Settle(clock, timers, ref, pool)
 
         def stamp() -> float | None:
             obj = client.get(SANDBOX, spec.name)
@@ -140,6 +168,84 @@ def test_the_lease_is_renewed_from_the_write_every_five_minutes_within_a_fifth()
     gaps = [b - a for a, b in itertools.pairwise(s for s in stamps if s is not None)]
     assert gaps[0] <= 60  # the first renewal within the first fifth of the interval
     assert len(gaps) >= 6 and all(240 <= g <= 360 for g in gaps[1:]), gaps
+
+
+@dataclass
+class Placing:
+    """One Workspace waiting for a node on a virtual clock (a node too small for it): what never ran is owed
+    a delete when it is released."""
+
+    clock: VirtualClock
+    cluster: FakeCluster
+    client: KubeClient
+    inbox: Inbox
+    spec: WorkspaceSpec
+    ref: pykka.ActorRef[Any]
+    settle: Settle
+
+    def deletes(self) -> int:
+        return sum(1 for r in self.cluster.requests() if r["method"] == "DELETE")
+
+
+@contextlib.contextmanager
+def placing_on_a_virtual_clock(run: str) -> Iterator[Placing]:
+    clock = VirtualClock(wall=WALL0)
+    with FakeCluster(clock=clock, nodes=[Node("tiny", 100, 2**30)], harness=False, bookmark_interval=None) as cluster:
+        client = cluster.client()
+        watch = WatchActor.start(client, clock=clock, stall_bound=10**6)
+        timers = Timers(clock, name="jr2-test-timers")
+        pool = ThreadPoolExecutor(1, thread_name_prefix="jr2-test-pool")
+        inbox = Inbox()
+        spec = WorkspaceSpec(run, "wf", WorkspaceDef("F-1", cpu="1", memory="1Gi"), image="i")
+        ref = WorkspaceActor.start(spec, client=client, watch=watch, parent=inbox, signing_key=b"k" * 32,
+                                   kube_pool=pool, attach_pool=pool, clock=clock, timers=timers, seed=4)
+        settle = Settle(clock, timers, ref, pool)
+        wait_until(lambda: client.get(SECRET, spec.secret_name) is not None, what="the token Secret written")
+        settle()  # the Secret's answer taken: the Workspace's writes are over
+        assert client.get(SANDBOX, spec.name) is not None
+        try:
+            yield Placing(clock, cluster, client, inbox, spec, ref, settle)
+        finally:
+            ref.stop(block=True, timeout=10)
+            watch.stop(block=True, timeout=10)
+            pool.shutdown(wait=True)
+            timers.stop()
+
+
+def test_a_delete_owed_outlasts_an_api_server_outage_and_lands() -> None:
+    """Issue 16 item 11: a delete that met an outage used to be tried 5 times and left to the idle GC (30
+    minutes of a node). On a virtual clock: every delete fails for a dozen tries (over a minute), then the
+    server answers again, and the Sandbox that never ran is deleted by the Workspace itself."""
+    with placing_on_a_virtual_clock("run-o") as w:
+        w.cluster.requests(clear=True)
+        w.cluster.fail_next(12, 503)
+        w.ref.tell(Release("run-stopped"))
+        for _ in range(100):
+            if kinds(w.inbox, Released):
+                break
+            w.clock.advance(DELETE_RETRY_BACKOFF.cap * (1 + DELETE_RETRY_BACKOFF.jitter))
+            w.settle()
+        assert w.deletes() == 13  # twelve refused, then the one that landed
+        assert kinds(w.inbox, Released) == [Released("F-1", deleted=True)]
+        assert w.client.get(SANDBOX, w.spec.name) is None
+        wait_until(lambda: not w.ref.is_alive(), what="the Workspace stopped")
+
+
+def test_a_delete_retry_ends_when_the_watch_says_the_sandbox_is_gone() -> None:
+    """Someone else deleted it meanwhile (an operator's kubectl): the watch's word ends the retry at once."""
+    with placing_on_a_virtual_clock("run-g") as w:
+        w.cluster.requests(clear=True)
+        w.cluster.fail_next(1000, 503)
+        w.ref.tell(Release("run-stopped"))
+        w.settle()
+        assert w.deletes() == 1 and not kinds(w.inbox, Released)
+        w.cluster.call(lambda state: state.delete(SANDBOX, "jr2", w.spec.name))  # past the faults of HTTP
+        w.inbox.wait_for(lambda ms: any(isinstance(m, Released) for m in ms), what="released")
+        assert kinds(w.inbox, Released) == [Released("F-1", deleted=True)]
+        wait_until(lambda: not w.ref.is_alive(), what="the Workspace stopped")
+        w.clock.advance(3600)
+        w.settle()
+        assert w.deletes() == 1  # no retry after the watch spoke
 
 
 def test_an_evicted_sandbox_is_lost_with_the_operators_reason(world: World) -> None:
@@ -287,3 +393,21 @@ def test_a_slow_attach_never_holds_the_workspaces_cluster_calls(world: World) ->
     assert not release.is_set()  # the attach is still hanging: the delete did not wait for it
     release.set()
     inbox.wait_for(lambda ms: any(isinstance(m, Released) for m in ms), what="released")
+
+
+def test_a_stopped_workspace_ends_its_attach_at_a_harness_that_refuses_connections(world: World) -> None:
+    """Issue 16 item 9: the attach retries a refused connection for 90 s; a stop must end it at once, or the
+    attach pool's shutdown (the orchestrator's stop) waits for all of it."""
+    with socket.socket() as refusing:
+        refusing.bind(("127.0.0.1", 0))  # bound, never listening: every connect is refused
+        url = f"http://127.0.0.1:{refusing.getsockname()[1]}"
+        world.cluster.operate(lambda core, now: setattr(core, "endpoint", url))
+        inbox = Inbox()
+        _, ref = world.start("run-refused", inbox)
+        inbox.wait_for(lambda ms: Phase("F-1", "attaching") in ms, timeout=30, what="attaching")
+        ref.stop(block=True, timeout=10)
+        drained = threading.Thread(target=world.attach_pool.shutdown, kwargs={"wait": True}, daemon=True)
+        drained.start()
+        drained.join(10)
+        assert not drained.is_alive(), "the attach went on retrying after its Workspace stopped"
+        assert not kinds(inbox, Running)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from jr2_actors.constants import DELETE_RETRY_BACKOFF, FORBIDDEN_GRACE_SECONDS
 from jr2_actors.step import OffTable
 from jr2_actors.watch.core import SandboxGone, SandboxSeen, Termination, WatchFailed
 from jr2_actors.watch.identity import SandboxKey
@@ -219,7 +220,7 @@ def test_a_wait_that_ends_without_a_node_still_gets_its_end_line(how: str, why: 
     elif how == "lost":
         d(SandboxGone(KEY, "ws", UID, "deleted"), at=25.0)
     else:
-        d(WriteFailed("secret", "403 forbidden", 403), at=25.0)
+        d(WriteFailed("secret", "422 invalid", 422), at=25.0)
     assert d.of(WaitEndedLine) == [WaitEndedLine("F-1", WALL0 + 10, 15_000, why)]  # type: ignore[arg-type]
     assert d.of(Waiting)[-1].entry is None
 
@@ -301,13 +302,60 @@ def test_a_transient_write_error_is_retried_and_never_faults(status: int | None,
     assert d.state == "placing"
 
 
-@pytest.mark.parametrize("status", [400, 403, 422])
+@pytest.mark.parametrize("status", [400, 422])
 def test_a_refusal_of_our_own_request_faults(status: int) -> None:
     d = Drive()
     d(Begin())
     d(WriteFailed("sandbox", f"{status} refused", status), at=1.0)
     assert d.state == "faulted"
     assert d.of(Faulted)[0].reason.startswith("writing the Sandbox was refused")
+
+
+@pytest.mark.parametrize("what", ["sandbox", "secret"])
+def test_a_403_is_retried_within_the_writes_backoff_as_an_api_server_restart_gives_them(what: str) -> None:
+    """CONTRACTS.md §2: an API-server restart answers 403 for a few ms. Such a 403 is retried on the write's
+    own backoff and the write lands (this test used to be the 403 case of the refusal test above, which
+    locked in a fault for it); only 403s that last FORBIDDEN_GRACE_SECONDS are RBAC's refusal."""
+    d = Drive()
+    if what == "sandbox":
+        d(Begin())
+    else:
+        d.written()
+    retry = ApplySandbox(create=True) if what == "sandbox" else ApplySecret(UID)
+    for _ in range(3):
+        d(WriteFailed(what, "403 Forbidden", 403), at=d.now)  # type: ignore[arg-type]
+        deadline = d.core.deadline
+        assert deadline is not None and deadline - d.now <= 36.0  # the write's backoff, not a fault
+        assert d.state == "placing"
+        d.until(deadline)
+        assert d.out[-1] == retry or retry in d.out[-3:]
+    if what == "sandbox":
+        d(Applied(UID), at=d.now)
+    else:
+        d(SecretWritten(), at=d.now)
+    assert not d.of(Faulted) and d.state == "placing"
+
+
+def test_403s_that_last_are_a_refusal_and_fault() -> None:
+    d = Drive(lease_interval=10**9)
+    d(Begin())
+    d(WriteFailed("sandbox", "403 Forbidden", 403), at=1.0)
+    while d.state == "placing":
+        deadline = d.core.deadline
+        assert deadline is not None and deadline < 1.0 + FORBIDDEN_GRACE_SECONDS + 40
+        d(Tick(), at=deadline)
+        d(WriteFailed("sandbox", "403 Forbidden", 403), at=deadline)
+    assert d.now >= 1.0 + FORBIDDEN_GRACE_SECONDS
+    assert d.of(Faulted)[0].reason == "writing the Sandbox was refused: 403 Forbidden"
+
+
+def test_a_403_grace_starts_again_after_any_other_answer() -> None:
+    d = Drive(lease_interval=10**9)
+    d(Begin())
+    d(WriteFailed("sandbox", "403", 403), at=0.0)
+    d(WriteFailed("sandbox", "503", 503), at=FORBIDDEN_GRACE_SECONDS - 1)  # the restart goes on: not a 403 run
+    d(WriteFailed("sandbox", "403", 403), at=FORBIDDEN_GRACE_SECONDS + 1)
+    assert d.state == "placing" and not d.of(Faulted)
 
 
 def test_a_failed_secret_write_is_retried_not_dropped() -> None:
@@ -503,18 +551,82 @@ def test_release_deletes_what_never_ran_and_keeps_what_ran(path: str, why: str, 
     assert d.of(Released) == [Released("F-1", deleted=deleted)]
 
 
-def test_a_delete_that_meets_a_transient_error_is_retried_then_left_to_the_idle_gc() -> None:
+@pytest.mark.parametrize(("status", "retry_after"), [(503, None), (500, None), (429, 20.0), (None, None),
+                                                    (403, None)])
+def test_a_delete_owed_is_retried_capped_until_it_lands(status: int | None, retry_after: float | None) -> None:
+    """Issue 16 item 11: a short API-server outage must not leave the Sandbox to the idle GC (it used to be
+    tried 5 times in 3.5 s). 30 minutes of failures: every retry within the cap (or the Retry-After), and
+    the delete lands when the server is back. A 403 is retried within its grace (CONTRACTS.md §2). Every
+    retry carries the same preconditions (the uid and the newest version it wrote): a successor stays safe."""
+    d = Drive()
+    d.written()
+    d(LeaseRenewed("7"), at=0.5)
+    d(Release("teardown"), at=1)
+    cap = max(DELETE_RETRY_BACKOFF.cap * (1 + DELETE_RETRY_BACKOFF.jitter), retry_after or 0.0)
+    grace = FORBIDDEN_GRACE_SECONDS - 5 if status == 403 else 1800.0
+    retries = 0
+    while d.now < grace:
+        d(DeleteFailed("the API server is away", status, retry_after), at=d.now)
+        deadline = d.core.deadline
+        assert deadline is not None and d.now < deadline <= d.now + cap
+        if retry_after is not None:
+            assert deadline - d.now >= retry_after
+        step = d(Tick(), at=deadline)
+        assert step.actions == (DeleteSandbox(UID, "7"),)
+        retries += 1
+    assert not d.of(Released) and retries >= (5 if status == 403 else 50)
+    d(Deleted(existed=True), at=d.now + 0.1)
+    assert d.of(Released) == [Released("F-1", deleted=True)] and d.deadline() is None
+
+
+def test_the_watch_saying_the_sandbox_is_gone_ends_the_delete_retry() -> None:
     d = Drive()
     d.written()
     d(Release("teardown"), at=1)
-    for _ in range(4):
-        d(DeleteFailed("503", 503), at=d.now)
+    d(DeleteFailed("503", 503), at=2)
+    d(SandboxGone(KEY, "ws", "uid-of-another-incarnation", "deleted"), at=2.1)  # not this one's end
+    assert d.core.deadline is not None and not d.of(Released)
+    d(SandboxGone(KEY, "ws", UID, "deleted"), at=2.2)
+    assert d.of(Released) == [Released("F-1", deleted=True)] and d.deadline() is None
+    d.until(3600.0)
+    assert d.of(DeleteSandbox) == [DeleteSandbox(UID)]  # no retry after it
+    d(DeleteFailed("503", 503), at=3601)  # a delete still out when the watch spoke: nothing more
+    d(Deleted(existed=False), at=3602)
+    assert len(d.of(Released)) == 1 and d.deadline() is None
+
+
+def test_a_sandbox_absent_from_the_list_ends_a_restored_teardowns_retry() -> None:
+    """Across a restart: the restored teardown retries its delete on the same schedule, and the first list
+    that finds no Sandbox under its key (no uid: nothing at all) ends it."""
+    d = Drive()
+    d(Begin(Restored(placed=True, uid=UID, releasing=True)))
+    d(Release("teardown"), at=0.1)
+    for _ in range(10):
+        d(DeleteFailed("no answer"), at=d.now)
         deadline = d.core.deadline
         assert deadline is not None
-        step = d(Tick(), at=deadline)
-        assert step.actions == (DeleteSandbox(UID),)
-    d(DeleteFailed("503", 503), at=d.now)
-    assert d.of(Released) == [Released("F-1", deleted=False)]
+        d(Tick(), at=deadline)
+    assert len(d.of(DeleteSandbox)) == 11 and not d.of(Released)
+    d(SandboxGone(KEY, "", "", "absent"), at=d.now)
+    assert d.of(Released) == [Released("F-1", deleted=True)] and d.deadline() is None
+
+
+@pytest.mark.parametrize("status", [400, 422])
+def test_a_delete_refused_for_what_it_is_is_left_to_the_idle_gc(status: int) -> None:
+    d = Drive()
+    d.written()
+    d(Release("teardown"), at=1)
+    d(DeleteFailed(f"{status} refused", status), at=2)
+    assert d.of(Released) == [Released("F-1", deleted=False)] and d.deadline() is None
+
+
+def test_a_delete_answered_403_past_its_grace_is_left_to_the_idle_gc() -> None:
+    d = Drive()
+    d.written()
+    d(Release("teardown"), at=1)
+    d(DeleteFailed("403", 403), at=2)
+    d(DeleteFailed("403", 403), at=2 + FORBIDDEN_GRACE_SECONDS)
+    assert d.of(Released) == [Released("F-1", deleted=False)] and d.deadline() is None
 
 
 def test_a_delete_refused_by_its_uid_precondition_touches_nothing_more() -> None:

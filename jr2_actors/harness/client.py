@@ -15,6 +15,10 @@ Theory of operation — what is sent again, and what never is:
   at a time cannot hold an admission. Its answer is parsed as untrusted input (`memory_kills.py`).
 - A `streamUrl` not on the Harness's origin (and under its path) is refused: the bearer token is sent
   to the Harness and nowhere else, and redirects are never followed.
+- `close()` ends every call at once, whatever phase it is in: a wait before a retry, a request in flight
+  (each call's requests and the reading of their answers run under a `Cut` that `close()` fires). A
+  stopping actor closes its clients, so no retry loop outlives it (issue 16: a stop waited 87 s for an
+  attach retrying a Harness that refused connections).
 
 Time is the injected clock's: deadlines are read from it, and waits between tries are timers on it, so
 a `VirtualClock` drives every schedule in tests. `HarnessClients` keeps one client — one
@@ -23,10 +27,10 @@ a `VirtualClock` drives every schedule in tests. `HarnessClients` keeps one clie
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import json
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,6 +117,10 @@ class HarnessClient:
         self._session.trust_env = False
         mount_cuts(self._session)
         self._closed = threading.Event()  # set by close(): a retry waiting to go again gives up at once
+        self._calls_lock = threading.Lock()
+        # Every request's Cut, for as long as the request or its answer's connection lives: close() fires each.
+        self._cuts: weakref.WeakSet[Cut] = weakref.WeakSet()
+        self._waits: set[threading.Event] = set()  # the waits before a retry: close() ends each
 
     def __repr__(self) -> str:  # the token stays out of every log line
         return f"HarnessClient({self.base_url!r})"
@@ -121,9 +129,16 @@ class HarnessClient:
         return hmac.compare_digest(self._token.encode(), token.encode())
 
     def close(self) -> None:
-        """Close the session's connections (and the client's own timer thread, if it made one); a call
-        waiting to retry (a draining Harness, a request never reached) ends now, unreached."""
+        """Close the session's connections (and the client's own timer thread, if it made one). Every call
+        ends now: one waiting to retry (a draining Harness, a request never reached) unreached, one in
+        flight cut wherever it is (connecting, sending, waiting for the answer, reading it)."""
         self._closed.set()
+        with self._calls_lock:
+            cuts, waits = list(self._cuts), list(self._waits)
+        for cut in cuts:
+            cut.fire()
+        for wait in waits:
+            wait.set()
         self._session.close()
         with self._timers_lock:
             own, self._own_timers = self._own_timers, None
@@ -259,17 +274,20 @@ class HarnessClient:
             headers["Content-Type"] = "application/json"
         started = self.clock.monotonic()
         attempt = 0
+        cut = self._cuttable(cut)
         while True:
-            if cut is not None and cut.fired:
+            if self._closed.is_set():
+                raise HarnessUnreachable(f"{method} {shown}: the client is closed", reached=False)
+            if cut.fired:
                 raise HarnessUnreachable(f"{method} {shown}: cut before it was sent", reached=False)
             try:
-                with cut.active() if cut is not None else contextlib.nullcontext():
+                with cut.active():
                     resp = self._session.request(method, url, params=params, data=data, headers=headers,
                                                  stream=True, allow_redirects=False,
                                                  timeout=(min(CONNECT_TIMEOUT_SECONDS, max(read_timeout, 0.1)),
                                                           max(read_timeout, 0.1)))
             except requests.exceptions.RequestException as e:
-                if not _never_reached(e) or (cut is not None and cut.fired):
+                if not _never_reached(e) or cut.fired:
                     raise HarnessUnreachable(f"{method} {shown}: {one_line(e)}", reached=True) from e
                 attempt += 1
                 delay = HARNESS_RETRY.delay(attempt)
@@ -325,6 +343,16 @@ class HarnessClient:
                 self._own_timers = Timers(self.clock, name="jr2-harness-timers")
             return self._own_timers
 
+    def _cuttable(self, cut: Cut | None) -> Cut:
+        """The request's Cut (the caller's, or its own), known to `close()` until the request and the reading
+        of its answer are over (the answer's connection holds it)."""
+        cut = cut or Cut()
+        with self._calls_lock:
+            self._cuts.add(cut)
+        if self._closed.is_set():  # closed before it was known: close() did not see it
+            cut.fire()
+        return cut
+
     def _pause(self, seconds: float, what: str) -> None:
         """Wait before a retry; a client closed meanwhile (its seat stopped) retries nothing more."""
         if not self._closed.is_set():
@@ -335,11 +363,19 @@ class HarnessClient:
     def _wait_on_clock(self, seconds: float) -> None:
         """Wait `seconds` on the client's clock (a VirtualClock's wait ends when a test advances it)."""
         done = threading.Event()
+        with self._calls_lock:
+            self._waits.add(done)  # close() sets it: the wait ends at once
+        if self._closed.is_set():
+            done.set()
         timers = self._timer_thread()
         handle = timers.schedule(self.clock.monotonic() + seconds, done.set)
-        while not done.wait(0.25) and timers.alive and not self._closed.is_set():
-            pass
-        timers.cancel(handle)
+        try:
+            while not done.wait(0.25) and timers.alive:
+                pass
+        finally:
+            timers.cancel(handle)
+            with self._calls_lock:
+                self._waits.discard(done)
 
 
 class HarnessClients:

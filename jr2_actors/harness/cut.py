@@ -128,8 +128,9 @@ class _CutAdapter(HTTPAdapter):
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
 
 
-def mount_cuts(session: requests.Session) -> None:
-    """Let `Cut`s end this session's requests (every other behaviour of the session is unchanged)."""
-    adapter = _CutAdapter()
+def mount_cuts(session: requests.Session, **adapter_options: Any) -> None:
+    """Let `Cut`s end this session's requests (every other behaviour of the session is unchanged);
+    `adapter_options` are `HTTPAdapter`'s (pool sizes, retries)."""
+    adapter = _CutAdapter(**adapter_options)
     session.mount("http://", adapter)
     session.mount("https://", adapter)

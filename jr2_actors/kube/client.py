@@ -13,6 +13,10 @@ Theory of operation: one instance, shared by every actor of the process, safe to
 - Answers are read with a size cap; a failure answer becomes a `KubeError` carrying the Status.
 - Metrics (issue 11): every request is counted by verb and answer code, every 401 retried, in the
   `metrics` an orchestrator attaches (`KubeMetrics.attach`); a client alone records nothing.
+- `interrupt()` ends every call in flight at once — connecting, waiting for the answer, reading it — with
+  a transport error: each request runs under a `Cut` (`harness/cut.py`). A stopping orchestrator calls it
+  once its actors are stopped, so an API server that does not answer cannot hold the stop for a read
+  timeout (issue 16 item 9); the client stays usable.
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ from typing import Any
 
 import requests
 import urllib3.exceptions
-from requests.adapters import HTTPAdapter
 
 from jr2_actors import __version__
 from jr2_actors.constants import (
@@ -56,6 +59,7 @@ from jr2_actors.errors import (
     TransportKind,
     one_line,
 )
+from jr2_actors.harness.cut import Cut, mount_cuts  # one way to end a request from outside, for both clients
 from jr2_actors.http_body import TooLarge, caused_by, read_capped
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.frames import Decoded, FrameDecoder
@@ -159,9 +163,9 @@ class KubeClient:
 
         session = requests.Session()
         session.trust_env = False  # no ~/.netrc or proxy variables overriding the bearer token
-        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=self.pool_size, max_retries=0)
-        session.mount("https://", adapter)
-        session.mount("http://", adapter)
+        mount_cuts(session, pool_connections=1, pool_maxsize=self.pool_size, max_retries=0)
+        self._cuts_lock = threading.Lock()
+        self._cuts: weakref.WeakSet[Cut] = weakref.WeakSet()  # each request's, while it or its answer lives
         session.verify = self._verify(access)
         session.cert = self._cert(access)
         session.headers.update({"Accept": JSON_CONTENT_TYPE, "User-Agent": f"jr2-actors/{__version__}"})
@@ -262,6 +266,13 @@ class KubeClient:
     def close(self) -> None:
         self._finalizer()
 
+    def interrupt(self) -> None:
+        """End every call in flight now (each raises a transport error); later calls go as ever."""
+        with self._cuts_lock:
+            cuts = list(self._cuts)
+        for cut in cuts:
+            cut.fire()
+
     # -- plumbing ------------------------------------------------------------------------------------
 
     def _ns(self, kind: Kind, namespace: str | None) -> str | None:
@@ -294,9 +305,13 @@ class KubeClient:
                 headers["Authorization"] = authorization
             if content_type:
                 headers["Content-Type"] = content_type
+            cut = Cut()  # `interrupt()` ends the request, and the reading of its answer (its connection holds it)
+            with self._cuts_lock:
+                self._cuts.add(cut)
             try:
-                resp = self._session.request(method, url, params=params, data=data, headers=headers,
-                                             stream=stream, timeout=timeout)
+                with cut.active():
+                    resp = self._session.request(method, url, params=params, data=data, headers=headers,
+                                                 stream=stream, timeout=timeout)
             except requests.exceptions.RequestException as e:
                 self.metrics.request(verb, None)
                 raise transport_error(e, method, path) from e

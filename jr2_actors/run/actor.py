@@ -347,7 +347,7 @@ class RunActor(Shell):
         log.error("run %s: %s %s failed: %s", self.core.run_id, fault.kind, fault.name, fault.error)
         if fault.kind == "WorkspaceActor":
             self._workspaces.pop(fault.name, None)
-            self._step(run.FromWorkspace(ws.Faulted(fault.name, f"its actor failed: {fault.error}")))
+            self._step(run.FromWorkspace(ws.Faulted(fault.name, f"its actor failed: {fault.error}", actor=True)))
         elif fault.kind == "AgentActor" and self.core.turn is not None and self.core.turn.agent == fault.name:
             self._agents.pop(fault.name, None)
             self._step(run.TurnFault(self.core.turn.id, f"the Agent's actor failed: {fault.error}", "actor"))

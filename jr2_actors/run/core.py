@@ -442,7 +442,11 @@ class RunCore:
                 self._persist = True
             return
         if record.releasing:
-            if isinstance(report, (ws.PlacingLine, ws.PlacedLine, ws.WaitEndedLine)):
+            if isinstance(report, ws.Faulted) and report.actor:
+                # Its actor died mid-teardown (our bug): nothing is left to finish the delete, so the teardown
+                # is over and the run can finish; what is there is the idle GC's (its Lease has stopped).
+                self._workspace(ws.Released(report.path, deleted=False))
+            elif isinstance(report, (ws.PlacingLine, ws.PlacedLine, ws.WaitEndedLine)):
                 self._feed(report)  # the Workspace's own lines pass through as they are
             elif isinstance(report, ws.Phase):
                 record.phase = report.state

@@ -7,13 +7,17 @@ Workspace), then its token Secret owned by the Sandbox's uid; renew the Lease (a
 knows as preconditions. Cluster writes run one at a time, in order, on the kube pool (a delete never
 overtakes the write before it); the attach runs on a pool of its own, so a slow Harness never delays any
 Workspace's Lease, write or delete. Every report goes to the parent; `Release(why)` ends it, and it stops
-itself once `Released` is told and its last call is back. A call that raises what nobody expected is our
-bug: it fails the actor (its parent hears an `ActorFault`), never vanishes into an unread future.
+itself once `Released` is told and its last call is back. A stop ends its attach at once (the attach's
+Harness client is closed: its retries and its request in flight end), so an orchestrator's stop never
+waits for a Harness that refuses connections; its cluster writes' retries are timers, which end with it.
+A call that raises what nobody expected is our bug: it fails the actor (its parent hears an
+`ActorFault`), never vanishes into an unread future.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -110,6 +114,12 @@ class WorkspaceActor(Shell):
         self._stamps: deque[str] = deque(maxlen=64)  # 64 renewals: over five hours of failed ones
         self._landed = False
         self._kube_busy = False
+        self._delete_failures = 0  # in a row (the kube lane's, like the stamps)
+        # The attach's Harness client while it is out, and whether the actor stopped: the attach lane sets
+        # the one, cleanup the other, under the lock; cleanup closes the client, which ends the attach.
+        self._attach_lock = threading.Lock()
+        self._attaching: HarnessClient | None = None
+        self._stopped = False
 
     def started(self) -> None:
         self._deadline = Deadline(self._timers, self.actor_ref, _Tick())
@@ -118,6 +128,11 @@ class WorkspaceActor(Shell):
         self._step(ws.Begin(self._restored))
 
     def cleanup(self) -> None:
+        with self._attach_lock:
+            self._stopped = True
+            attaching, self._attaching = self._attaching, None
+        if attaching is not None:
+            attaching.close()  # its retries and its request in flight end now: the attach lane is free
         if self._deadline is not None:
             self._deadline.cancel()
         if self._owns_timers:
@@ -248,11 +263,20 @@ class WorkspaceActor(Shell):
 
     def _attach(self, endpoint: str) -> _Done:
         harness = self._harness_factory(endpoint, harness_token(self.key, self.spec.name))
+        with self._attach_lock:
+            stopped = self._stopped
+            if not stopped:
+                self._attaching = harness
         try:
+            if stopped:  # the actor stopped before this call left the queue: nothing to attach for
+                return _Done(ws.AttachFailed("the Workspace stopped"), "attach")
             repos = harness.attach(attach_slots(self.spec), attach_branch(self.spec))
         except HARNESS_ERRORS as e:
             return _Done(ws.AttachFailed(str(e)), "attach")
         finally:
+            with self._attach_lock:
+                if self._attaching is harness:
+                    self._attaching = None
             harness.close()
         return _Done(ws.Attached(repos), "attach")
 
@@ -282,13 +306,22 @@ class WorkspaceActor(Shell):
                     if not written_by(current, uid, self._stamps if self._landed else ()):
                         raise
                     if reread == DELETE_VERSION_REREADS:  # still ours, still moving: retried with backoff
-                        return _Done(ws.DeleteFailed(f"its version kept moving: {e}", None), "kube",
-                                     f"delete retried later: {e}")
+                        return self._delete_failed(ws.DeleteFailed(f"its version kept moving: {e}", None))
                     rv = _rv(current)
         except KUBE_ERRORS as e:
-            status = e.status if isinstance(e, KubeError) else None
-            return _Done(ws.DeleteFailed(str(e), status), "kube", f"delete failed: {e}")
+            if isinstance(e, KubeError):
+                return self._delete_failed(ws.DeleteFailed(str(e), e.status, e.retry_after))
+            return self._delete_failed(ws.DeleteFailed(str(e)))
+        self._delete_failures = 0
         return _Done(ws.Deleted(existed), "kube")
+
+    def _delete_failed(self, failed: ws.DeleteFailed) -> _Done:
+        """A delete that is retried until it lands logs its 1st, 2nd, 4th, 8th… failure: an outage of an
+        hour is a dozen lines per Workspace, not one every few seconds."""
+        self._delete_failures += 1
+        n = self._delete_failures
+        note = f"delete failed ({n} in a row): {failed.message}"
+        return _Done(failed, "kube", note if n & (n - 1) == 0 else "")
 
     def _stop_when_done(self) -> None:
         if self._released and self._in_flight == 0 and not self._kube_queue:

@@ -17,8 +17,9 @@ a timer) with no edge is ignored.
   wall-clock reads clamped at 0), or — when it ends without a node (release, loss, fault) — one
   `wait-ended` line; a changed reason only updates `waiting`.
 - The first write creates (`ApplySandbox(create=True)`): a name held by another run's Workspace is a
-  named fault, never adopted, renewed or deleted. Transient API answers (5xx, 429, 409, no answer) are
-  retried on a capped backoff and never fault; only a refusal of our own request (400, 403, 422) does.
+  named fault, never adopted, renewed or deleted. Transient API answers (5xx, 429, 409, no answer, and a
+  403 for its first 30 s: an API-server restart's, CONTRACTS.md §2) are retried on a capped backoff and
+  never fault; only a refusal of our own request (400, 422, a 403 that lasts) does.
   The token Secret is written after the Sandbox, owned by its uid, and retried the same way.
 - A Workspace restored after it had placed (`Restored(placed=True)`) writes nothing but its Lease before
   the watch's first list answers (`reconciling`): its Sandbox present with the uid it applied continues where it is;
@@ -40,8 +41,10 @@ a timer) with no edge is ignored.
   can be inspected, and it could take a node later); keep what ran when the run stopped or faulted, and
   what faulted after it placed (inspectable; the idle GC ages it out); a normal teardown deletes. A delete
   carries the uid this Workspace applied and the newest version it knows, so it can never remove a
-  successor's Sandbox (the shell re-reads one whose version moved, `manifest.written_by`). A restored
-  teardown (`Restored.releasing`) writes nothing but its delete.
+  successor's Sandbox (the shell re-reads one whose version moved, `manifest.written_by`). A delete that
+  meets a transient answer is retried on a capped backoff until it lands or the watch says the Sandbox is
+  gone (the run's row stays live meanwhile, so a restart owes it too). A restored teardown
+  (`Restored.releasing`) writes nothing but its delete.
 """
 
 from __future__ import annotations
@@ -52,8 +55,8 @@ from typing import Any, Literal
 
 from jr2_actors.backoff import Jitter, NoJitter
 from jr2_actors.constants import (
-    DELETE_ATTEMPTS,
     DELETE_RETRY_BACKOFF,
+    FORBIDDEN_GRACE_SECONDS,
     LEASE_INTERVAL_SECONDS,
     LEASE_JITTER,
     PROVISION_BUDGET_SECONDS,
@@ -73,8 +76,10 @@ ENDED: tuple[State, ...] = ("lost", "faulted", "released")
 # Waiting reasons that end a provision at once: nothing jr2 waits for will change them.
 FAST_FAULTS = frozenset({"CrashLoopBackOff", "CreateContainerConfigError", "InvalidImageName", "ErrImageNeverPull",
                          "CreateContainerError"})
-# An API answer that refuses our request itself: retrying sends the same refused request.
-REFUSALS = frozenset({400, 403, 404, 405, 413, 415, 422})
+# An API answer that refuses our request itself: retrying sends the same refused request. A 403 is not one
+# at first (CONTRACTS.md §2: an API-server restart answers 403 for a few ms): `FORBIDDEN_GRACE_SECONDS`.
+REFUSALS = frozenset({400, 404, 405, 413, 415, 422})
+FORBIDDEN = 403
 
 
 # -- inputs ------------------------------------------------------------------------------------------
@@ -154,10 +159,12 @@ class Deleted:
 
 @dataclass(frozen=True)
 class DeleteFailed:
-    """`status` 409: the name holds another incarnation now (the uid precondition failed): not ours."""
+    """`status` 409: the name holds another incarnation now (the uid precondition failed): not ours. None:
+    no answer (or a version still moving); anything else is the API's answer, with its Retry-After."""
 
     message: str
     status: int | None = None
+    retry_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -295,8 +302,12 @@ class Lost:
 
 @dataclass(frozen=True)
 class Faulted:
+    """`actor`: the WorkspaceActor itself died (our bug; its parent says so): nothing holds the Sandbox any
+    more, so a teardown under way is over."""
+
     path: str
     reason: str
+    actor: bool = False
 
 
 @dataclass(frozen=True)
@@ -378,6 +389,8 @@ class WorkspaceCore:
         self._retry: Action | None = None
         self._write_failures = 0
         self._delete_failures = 0
+        self._forbidden_since: float | None = None  # when the 403s in a row began
+        self._released = False  # `Released` was reported: the teardown is over
         self._wait: WaitEntry | None = None
         self._wait_since_mono: float | None = None
         self._placed = False
@@ -439,6 +452,7 @@ class WorkspaceCore:
         self.uid = event.uid
         self._newer(event.resource_version)
         self._write_failures = 0
+        self._forbidden_since = None
         self._saved()
         self._out.append(ApplySecret(event.uid))
         if self._pending_seen is not None:  # what the watch said before the write's answer came back
@@ -457,11 +471,12 @@ class WorkspaceCore:
         if event.collision:
             self._fault(f"the Sandbox name is taken by another run's Workspace, never ours to use: {event.message}")
             return
-        if event.status in REFUSALS:
+        if self._refused(event.status, now):
             self._fault(f"writing the {'token Secret' if event.what == 'secret' else 'Sandbox'} was refused: "
                         f"{event.message}")
             return
-        # Transient (5xx, 429, 409, no answer): retry on the capped backoff; never a fault (ADR-0064).
+        # Transient (5xx, 429, 409, a 403 within its grace, no answer): retry on the capped backoff; never a
+        # fault (ADR-0064).
         self._write_failures += 1
         delay = WRITE_RETRY_BACKOFF.delay(self._write_failures, self._random)
         if event.retry_after is not None:
@@ -471,6 +486,7 @@ class WorkspaceCore:
 
     def _secret_written(self, event: SecretWritten, now: float, wall: float) -> None:
         self._write_failures = 0
+        self._forbidden_since = None
 
     def _seen_handler(self, event: SandboxSeen, now: float, wall: float) -> None:
         if not self.uid:
@@ -506,21 +522,37 @@ class WorkspaceCore:
         # ADR-0064: what never ran is deleted at once; what ran is kept when the run stopped or faulted, or
         # when it faulted itself after it placed (inspectable, the idle GC ages it out).
         if ran and (event.why != "teardown" or state == "faulted"):
-            self._out.append(Released(self.path, deleted=False))
+            self._teardown_over(deleted=False)
         else:
+            self._forbidden_since = None
             self._out.append(DeleteSandbox(self.uid, self.rv))
 
     def _deleted(self, event: Deleted, now: float, wall: float) -> None:
-        self._out.append(Released(self.path, deleted=event.existed))
+        if not self._released:
+            self._teardown_over(deleted=event.existed)
 
     def _delete_failed(self, event: DeleteFailed, now: float, wall: float) -> None:
-        self._delete_failures += 1
-        if event.status == 409 or event.status in REFUSALS or self._delete_failures >= DELETE_ATTEMPTS:
-            # Not ours any more, refused, or tried enough: the idle GC reaps what is left (ADR-0064).
-            self._out.append(Released(self.path, deleted=False))
+        if self._released:
+            return  # the watch said the Sandbox is gone while this delete was out
+        if event.status == 409 or self._refused(event.status, now):
+            # Not ours any more (a successor's, or another incarnation), or refused: the idle GC reaps what
+            # is left (ADR-0064).
+            self._teardown_over(deleted=False)
             return
-        self._retry_at = now + DELETE_RETRY_BACKOFF.delay(self._delete_failures)
+        # ADR-0064 owes this delete: it is retried, capped, until it lands or the Sandbox is gone — an
+        # outage of the API server must not hold a node for the idle GC's 30 minutes.
+        self._delete_failures += 1
+        delay = DELETE_RETRY_BACKOFF.delay(self._delete_failures, self._random)
+        if event.retry_after is not None:
+            delay = max(delay, event.retry_after)
+        self._retry_at = now + delay
         self._retry = DeleteSandbox(self.uid, self.rv)
+
+    def _gone_released(self, event: SandboxGone, now: float, wall: float) -> None:
+        """The watch says the Sandbox is gone while its delete is owed: nothing is left to delete. Another
+        incarnation's end (another uid) is not this one's; an absence with no uid is no Sandbox at all."""
+        if not self._released and event.uid in (self.uid, ""):
+            self._teardown_over(deleted=True)
 
     # -- what the watch says, in each state ------------------------------------------------------------
 
@@ -618,6 +650,21 @@ class WorkspaceCore:
             self._lease_due = now + self._lease_interval * jitter
 
     # -- helpers ---------------------------------------------------------------------------------------
+
+    def _refused(self, status: int | None, now: float) -> bool:
+        """A refusal of the request itself. A 403 is one only once the 403s in a row have lasted
+        `FORBIDDEN_GRACE_SECONDS` (CONTRACTS.md §2: an API-server restart answers 403 for a few ms)."""
+        if status != FORBIDDEN:
+            self._forbidden_since = None
+            return status in REFUSALS
+        if self._forbidden_since is None:
+            self._forbidden_since = now
+        return now - self._forbidden_since >= FORBIDDEN_GRACE_SECONDS
+
+    def _teardown_over(self, *, deleted: bool) -> None:
+        self._released = True
+        self._retry_at = self._retry = None
+        self._out.append(Released(self.path, deleted=deleted))
 
     def _leased(self) -> bool:
         """ADR-0064: the Lease is renewed from the write to the teardown, in every live state — a restored
@@ -765,6 +812,7 @@ TABLE: tuple[tuple[tuple[State, ...], type, tuple[State, ...], Handler], ...] = 
     ((*LIVE, *ENDED), LeaseRenewed, (), W._renewed),
     (("released",), Deleted, (), W._deleted),
     (("released",), DeleteFailed, (), W._delete_failed),
+    (("released",), SandboxGone, (), W._gone_released),
     (("released",), Tick, (), W._tick),
 )
 TRANSITIONS: dict[tuple[State, type], Edge] = {
