@@ -290,7 +290,7 @@ def test_an_unexpected_error_in_a_job_reaches_the_run(make_seat: Callable[..., S
         def memory_kills(self) -> MemoryKillRead:
             raise RuntimeError("boom")
 
-        def admit(self, agent: str, conversation_id: str, body: Any) -> Any:
+        def admit(self, agent: str, conversation_id: str, body: Any, **_: Any) -> Any:
             raise KeyError("streamUrl")
 
     seat = make_seat(_Stubbed(lambda url, token: Broken(url, token)))

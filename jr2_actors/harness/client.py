@@ -27,7 +27,7 @@ import contextlib
 import hmac
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
@@ -35,10 +35,14 @@ from urllib.parse import quote, urljoin, urlsplit
 import requests
 import urllib3.exceptions
 
+from jr2_actors import logs
 from jr2_actors.actorkit import Timers
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import (
+    ADMISSION_BUSY_SECONDS,
     ADMISSION_DRAIN_SECONDS,
+    ADMISSION_PROBE_MISSES,
+    ADMISSION_PROBE_SECONDS,
     CONNECT_TIMEOUT_SECONDS,
     HARNESS_LONG_POLL_READ_SECONDS,
     HARNESS_RETRY,
@@ -151,23 +155,46 @@ class HarnessClient:
             raise HarnessProtocolError("attach answer lacks a repos map of paths")
         return dict(repos)
 
-    def admit(self, agent: str, conversation_id: str, body: Mapping[str, Any]) -> Admission:
-        """POST the admission; a 503 (draining) is sent again within 30 s (CONTRACTS.md §3)."""
+    def admit(self, agent: str, conversation_id: str, body: Mapping[str, Any], *, retry_busy: bool = False,
+              cut: Cut | None = None) -> Admission:
+        """POST the admission. A 503 (draining) is sent again within 30 s (CONTRACTS.md §3); with
+        `retry_busy` (a conversation the Harness holds), a 409 — its last Submission has not settled — is
+        "not yet", sent again within `ADMISSION_BUSY_SECONDS`. The answer is awaited as long as the Harness
+        is alive (issue 16): no read timeout, but `/healthz` is asked every `ADMISSION_PROBE_SECONDS`
+        meanwhile, and `ADMISSION_PROBE_MISSES` misses in a row cut the admission (`HarnessUnreachable`,
+        reached). `cut.fire()` from another thread ends it too."""
         path = f"/agents/{_seg(agent)}/{_seg(conversation_id)}"
-        deadline = self.clock.monotonic() + ADMISSION_DRAIN_SECONDS
-        attempt = 0
+        cut = cut or Cut()
+        started = self.clock.monotonic()
+        drain_deadline = started + ADMISSION_DRAIN_SECONDS
+        busy_deadline = started + ADMISSION_BUSY_SECONDS
+        drains = busies = 0
         while True:
-            resp = self._send("POST", path, dict(body), raise_status=False)
-            if resp.status_code == 503:
-                attempt += 1
-                delay = HARNESS_RETRY.delay(attempt)
-                if self.clock.monotonic() + delay <= deadline:
-                    resp.close()
-                    self._pause(delay, path)
-                    continue
-            if resp.status_code >= 300:
-                self._raise_for(resp)
-            doc = self._decode(resp)
+            with self._while_alive(cut) as dead:
+                try:
+                    resp = self._send("POST", path, dict(body), raise_status=False, read_timeout=None, cut=cut)
+                    if resp.status_code == 503:
+                        drains += 1
+                        delay = HARNESS_RETRY.delay(drains)
+                        if self.clock.monotonic() + delay <= drain_deadline:
+                            resp.close()
+                            self._pause(delay, path)
+                            continue
+                    if resp.status_code == 409 and retry_busy:
+                        busies += 1
+                        delay = HARNESS_RETRY.delay(busies)
+                        if self.clock.monotonic() + delay <= busy_deadline:
+                            resp.close()
+                            self._pause(delay, path)
+                            continue
+                    if resp.status_code >= 300:
+                        self._raise_for(resp)
+                    doc = self._decode(resp)
+                except HarnessUnreachable as e:
+                    if dead.is_set():
+                        raise HarnessUnreachable(f"POST {path}: the Harness stopped answering /healthz while the "
+                                                 "admission waited for its answer", reached=True) from e
+                    raise
             if not isinstance(doc, dict):
                 raise HarnessProtocolError(f"POST {path}: answer is not a JSON object")
             stream_url, offset, submission = doc.get("streamUrl"), doc.get("offset"), doc.get("submissionId")
@@ -175,6 +202,38 @@ class HarnessClient:
                     or not submission or not isinstance(offset, str):
                 raise HarnessProtocolError("admission answer lacks streamUrl, offset or submissionId")
             return Admission(self._own_url(stream_url), offset, submission)
+
+    @contextlib.contextmanager
+    def _while_alive(self, cut: Cut) -> Iterator[threading.Event]:
+        """While the block runs, ask `/healthz` every `ADMISSION_PROBE_SECONDS` on a thread of its own; after
+        `ADMISSION_PROBE_MISSES` misses in a row, fire `cut` and set the event it yields."""
+        done, dead = threading.Event(), threading.Event()
+        timers = self._timer_thread()
+
+        def probe() -> None:
+            misses = 0
+            while not done.is_set():
+                due = threading.Event()
+                handle = timers.schedule(self.clock.monotonic() + ADMISSION_PROBE_SECONDS, due.set)
+                while not due.wait(0.05):
+                    if done.is_set() or not timers.alive:
+                        timers.cancel(handle)
+                        return
+                if done.is_set():
+                    return
+                misses = 0 if self.healthz() else misses + 1
+                if misses >= ADMISSION_PROBE_MISSES and not done.is_set():
+                    dead.set()
+                    cut.fire()
+                    return
+
+        thread = threading.Thread(target=logs.carry(probe), name="jr2-harness-alive", daemon=True)
+        thread.start()
+        try:
+            yield dead
+        finally:
+            done.set()  # the thread ends at its next look (a /healthz in flight first finishes; a late fire
+            # finds the admission's connection released, and shuts nothing another request holds)
 
     def updates(self, stream_url: str, offset: str, *, cut: Cut | None = None) -> Updates:
         """One long-poll of a conversation's stream; a 404 (the conversation is lost) raises HarnessError.
@@ -248,7 +307,7 @@ class HarnessClient:
         return doc
 
     def _send(self, method: str, path: str, body: Mapping[str, Any] | None, *,
-              params: Mapping[str, str] | None = None, read_timeout: float = READ_TIMEOUT_SECONDS,
+              params: Mapping[str, str] | None = None, read_timeout: float | None = READ_TIMEOUT_SECONDS,
               absolute: bool = False, window: float = HARNESS_RETRY_WINDOW_SECONDS, raise_status: bool = True,
               cut: Cut | None = None) -> requests.Response:
         url = path if absolute else self.base_url + path
@@ -263,11 +322,12 @@ class HarnessClient:
             if cut is not None and cut.fired:
                 raise HarnessUnreachable(f"{method} {shown}: cut before it was sent", reached=False)
             try:
+                # read_timeout None: no read timeout (an admission, which a Cut ends instead).
+                timeout = (CONNECT_TIMEOUT_SECONDS, None) if read_timeout is None else (
+                    min(CONNECT_TIMEOUT_SECONDS, max(read_timeout, 0.1)), max(read_timeout, 0.1))
                 with cut.active() if cut is not None else contextlib.nullcontext():
                     resp = self._session.request(method, url, params=params, data=data, headers=headers,
-                                                 stream=True, allow_redirects=False,
-                                                 timeout=(min(CONNECT_TIMEOUT_SECONDS, max(read_timeout, 0.1)),
-                                                          max(read_timeout, 0.1)))
+                                                 stream=True, allow_redirects=False, timeout=timeout)
             except requests.exceptions.RequestException as e:
                 if not _never_reached(e) or (cut is not None and cut.fired):
                     raise HarnessUnreachable(f"{method} {shown}: {one_line(e)}", reached=True) from e
