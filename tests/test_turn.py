@@ -182,7 +182,7 @@ def test_the_runs_end_faults_with_its_words_and_an_abort_reports_nothing() -> No
     assert aborted.step(turn.Stop()) == turn.TurnStep()
     assert aborted.ended and aborted.busy  # stopping: its Submission may run until the abort settles
     late = aborted.step(turn.Events([ev("memory-limit", id="k-9"), settled("aborted")], "2"))
-    assert late.reports == () and late.actions == () and not aborted.busy
+    assert late.reports == () and late.actions == () and aborted.state == "ended"
     assert "after the Turn ended" in aborted.step(turn.Events([ev("memory-limit", id="k-10")], "3")).note
 
 
