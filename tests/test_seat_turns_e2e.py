@@ -12,6 +12,7 @@ import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Pick, Say
+from jr2_actors.harness import briefing
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.workflow import read_document
 
@@ -91,3 +92,17 @@ def test_one_agent_in_consecutive_states_waits_for_its_submission_to_settle(
     answer = cluster.harness(lambda core: core.answers[0])
     target = "polish" if first == "next" else "code"
     assert (answer["over"], answer["answer"]) == (True, {"reply": f"moved to {target}"})
+
+
+def test_an_answer_refused_503_fails_no_run_and_the_next_turn_hears_it(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.script("coder", [Say("first"), Pick("next")], [Say("second"), Pick("finish")])
+    cluster.harness(lambda core: core.set_run_on(RUN_ON_SECONDS))
+    cluster.harness(lambda core: core.refuse_answers(1, 503))  # the first answer never reaches its call
+    status = run_to_end(cluster, tmp_path, CODE_THEN_CODE)
+    assert (status["status"], status.get("fault")) == ("done", None)
+    first, second = cluster.admissions()  # the Submission that waited for the answer was aborted first
+    assert "notices" not in first["body"]
+    assert second["body"]["notices"] == [{"kind": "pick-answer", "pick": "next", "cut": True,
+                                          "answer": {"reply": "moved to polish"}}]
+    words, _ = briefing.notice_text(second["body"]["notices"][0])
+    assert words is not None and words in second["briefing"]["message"]  # the Harness words it (ADR-0062)

@@ -15,7 +15,8 @@ lost), `Hang` (never settles).
 Two levers make it answer as a real Harness's timing would (CONTRACTS.md §3): `set_run_on(seconds)` — after
 an answer with `over: true`, or an abort, the Submission runs on this long before it settles (a real model
 stops when it stops; until then an admission into the conversation is refused 409) — and
-`set_answer_latency(seconds)`, which the shell waits before each `POST …/answers` reaches the Harness.
+`set_answer_latency(seconds)`, which the shell waits before each `POST …/answers` reaches the Harness;
+`refuse_answers(count, status)` refuses the next answers untaken.
 
 Every admission body is recorded as received, so a test reads exactly what the Orchestrator sent; a
 seated one also records its Briefing (`harness/briefing.py`), the words a model would see.
@@ -132,6 +133,7 @@ class HarnessCore:
         self._pick_first = False
         self.run_on = 0.0  # seconds a Submission runs on after an `over: true` answer or an abort
         self.answer_latency = 0.0  # seconds each `POST …/answers` takes to reach the Harness (the shell waits)
+        self._refused_answers: list[int] = []  # statuses the next answers are refused with, untaken
         self.reads: dict[str, int] = {}  # GET /memory-kills answered, per Harness
         self.admissions: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)  # every admission body, as received
         self.answers: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)
@@ -156,6 +158,11 @@ class HarnessCore:
     def set_answer_latency(self, seconds: float) -> None:
         """Each `POST …/answers` reaches the Harness only `seconds` after it was sent."""
         self.answer_latency = max(0.0, seconds)
+
+    def refuse_answers(self, count: int, status: int = 503) -> None:
+        """The next `count` `POST …/answers` are refused with `status` (a draining Harness's 503) and not
+        taken: the model's call still waits for its result."""
+        self._refused_answers.extend([status] * max(0, count))
 
     def set_draining(self, sandbox: str, draining: bool) -> None:
         self._harness(sandbox).draining = draining
@@ -268,6 +275,8 @@ class HarnessCore:
         if not isinstance(body, dict) or not isinstance(body.get("callId"), str) or not isinstance(
                 body.get("over"), bool) or "answer" not in body:
             return Answer(400, {"error": "body must be {callId, over, answer}"}), []
+        if self._refused_answers:
+            return Answer(self._refused_answers.pop(0), {"error": "draining"}), []
         if conv.awaiting != body["callId"]:
             return Answer(409, {"error": f"no pick {body['callId']} is waiting"}), []
         self.answers.append({"sandbox": sandbox, "agent": agent, "conversationId": conversation_id, **body})
