@@ -18,7 +18,8 @@ report names the agent and the Turn, so the run drops what a Turn it has left st
   reads start to fail; the seat logs none). A Menu-only seat (`in_workspace=False`) reads nothing:
   `asked=False`. The run raises its notices, persists if its ledger changed, and only then tells
   `Admit(turn_id, body)`; the seat posts that body (a draining Harness's 503 is sent again within
-  30 s) and reads the Submission's updates stream.
+  30 s; its answer is awaited as long as the Harness answers `/healthz`) and reads the Submission's
+  updates stream.
 - **One Turn, several admissions.** A Submission that settles `completed`/`aborted` is `Settled`; the
   Turn stays open. A nudge, a wake or the re-admission after a cut is another `Admit` of the same Turn,
   its body saying `kept: true`; a Harness that holds no such conversation answers 404 `kept: false`,
@@ -30,7 +31,18 @@ report names the agent and the Turn, so the run drops what a Turn it has left st
   and posts nothing. `TurnFault.cause` tells a lost conversation (`lost`) from a failed Submission
   (`settled`), a failed admission (`refused`), an unreadable stream (`stream`) and the run's end (`ended`).
 - A pick's answer from the run (`AnswerPick`) is posted only for a pick of that Turn still waiting;
-  one that fails is `AnswerFailed`. A stopped seat reports nothing.
+  one that fails is `AnswerFailed` — reported even once a new Turn replaced its own — and the seat aborts
+  the Submission whose call waits for it. A stopped seat reports nothing.
+- **One Submission at a time per conversation** (CONTRACTS.md §3, issue 16). After an `over: true` answer
+  the Submission runs on until the model stops, and an aborted one until its abort settles; a
+  `StartTurn` for that conversation is held meanwhile — its read of the list, then its admission — while
+  the previous Turn is read on (its reports still go to the run, which drops a left Turn's). Past
+  `PREVIOUS_SETTLE_SECONDS` the seat aborts it, and as long again later the held Turn goes on. A
+  restored Turn (`abort_first`) cannot read its old stream: its admission, like every `kept: true` one,
+  takes a 409 as "not yet" (the client sends it again, bounded).
+- **No Submission the run no longer wants is left running.** An admission that failed after it may
+  have reached the Harness is followed by an abort; one answered after the seat stopped is aborted by
+  its job; the seat's stop cuts an admission in flight (which waits as long as the Harness is alive).
 
 Metrics (issue 11): every memory-kill read and every admission is counted by outcome in the run's
 `Telemetry` as its result comes back to the seat (a Turn the seat has left included).
