@@ -460,9 +460,10 @@ class AgentActor(Shell):
             if t.abort_when_admitted:
                 t.abort_when_admitted = False
                 self._apply(t, t.core.step(message.result))  # stopping: it takes the Submission's id, or ends
-                if isinstance(message.result, turn.Admitted):
-                    self._post_abort(t, asked=t is self._turn and not t.settle_aborted)
-                elif t is self._turn and not t.settle_aborted:
+                asked = t is self._turn and not t.settle_aborted  # the run's AbortTurn, not the seat's own
+                if isinstance(message.result, turn.Admitted) or message.reached:
+                    self._post_abort(t, asked=asked)
+                elif asked:
                     tell_quietly(self.parent, TurnAborted(self.agent, t.turn_id, False))
                 return
             self._apply(t, t.core.step(message.result))
