@@ -75,13 +75,15 @@ def run_to_end(cluster: FakeCluster, tmp_path: Path, text: str) -> dict[str, Any
         return status
 
 
-@pytest.mark.parametrize("latency", [0.0, 0.05, 0.5])
+@pytest.mark.parametrize(("latency", "run_on"), [(0.0, RUN_ON_SECONDS), (0.05, RUN_ON_SECONDS),
+                                               (0.5, RUN_ON_SECONDS), (0.05, 0.0)],
+                         ids=["0ms", "50ms", "500ms", "50ms-no-run-on"])
 @pytest.mark.parametrize(("text", "first"), [(CODE_THEN_CODE, "next"), (SELF_LOOP, "retry")],
                          ids=["code-then-code", "self-loop"])
 def test_one_agent_in_consecutive_states_waits_for_its_submission_to_settle(
-        cluster: FakeCluster, tmp_path: Path, text: str, first: str, latency: float) -> None:
+        cluster: FakeCluster, tmp_path: Path, text: str, first: str, latency: float, run_on: float) -> None:
     cluster.script("coder", [Say("first"), Pick(first)], [Say("second"), Pick("finish")])
-    cluster.harness(lambda core: core.set_run_on(RUN_ON_SECONDS))
+    cluster.harness(lambda core: core.set_run_on(run_on))
     cluster.harness(lambda core: core.set_answer_latency(latency))
     status = run_to_end(cluster, tmp_path, text)
     assert (status["status"], status.get("fault")) == ("done", None)
