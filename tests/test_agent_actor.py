@@ -17,6 +17,7 @@ from jr2_actors.agent import core as turn
 from jr2_actors.agent.actor import AgentActor, KillsRead, TurnAborted
 from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, StartTurn
 from jr2_actors.clock import VirtualClock
+from jr2_actors.constants import PREVIOUS_SETTLE_SECONDS
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
 from jr2_actors.harness.client import HarnessClient, HarnessClients, HarnessError, HarnessUnreachable
@@ -462,3 +463,41 @@ def test_an_admission_that_failed_after_it_may_have_reached_the_harness_aborts_w
     seat.admit("t-1")
     assert seat.first(turn.TurnFault, "t-1").cause == "refused"
     wait_until(lambda: settles(seat, "c-1") == ["aborted"], what="the unwanted Submission aborted")
+
+
+def test_a_stopped_seat_cuts_an_admission_that_waits_on_a_live_harness(make_seat: Callable[..., Seat]) -> None:
+    ended = threading.Event()
+
+    class Unanswered(HarnessClient):
+        def admit(self, agent: str, conversation_id: str, body: Any, **kw: Any) -> Any:
+            cut = kw["cut"]
+            while not cut.fired:  # a Harness alive and never answering: only the cut ends the wait
+                ended.wait(0.01)
+            ended.set()
+            raise HarnessUnreachable("POST admission: cut", reached=True)
+
+    seat = make_seat(_Stubbed(lambda url, token: Unanswered(url, token)))
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    seat.ref.ask(object())  # the admission is in flight
+    seat.ref.stop(block=True, timeout=10)
+    assert ended.wait(10)
+
+
+def test_a_previous_submission_that_will_not_settle_is_aborted_after_its_bound(seat: Seat) -> None:
+    seat.cluster.harness(lambda core: core.set_run_on(10 * PREVIOUS_SETTLE_SECONDS))  # a model that runs on
+    seat.cluster.script("coder", [Pick("finish")], [Say("again")])
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    picked = seat.first(turn.Picked, "t-1")
+    seat.ref.tell(AnswerPick("t-1", picked.call_id, True, "moved"))
+    wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
+    seat.cluster.harness(lambda core: core.set_run_on(0.0))  # … and stops at once when aborted
+    seat.start("t-2", "c-1")
+    seat.advance_until(lambda: bool(seat.of("t-2")), "the second Turn's read", step=5.0)
+    assert PREVIOUS_SETTLE_SECONDS <= seat.clock.monotonic() < 2 * PREVIOUS_SETTLE_SECONDS
+    assert settles(seat, "c-1") == ["aborted"]
+    seat.admit("t-2", kept=True)
+    assert seat.first(turn.Settled, "t-2").outcome == "completed"

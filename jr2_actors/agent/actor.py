@@ -423,6 +423,8 @@ class AgentActor(Shell):
         log.warning("agent %s: turn %s's Submission did not settle after its abort; the next turn goes on",
                     self.agent, t.turn_id)
         self._stop_reading(t)
+        if t.admit_cut is not None:
+            t.admit_cut.fire()  # an admission still unanswered holds a pool thread no longer
         self._previous = None
         self._release_held()
 
