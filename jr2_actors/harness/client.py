@@ -6,10 +6,17 @@ Theory of operation — what is sent again, and what never is:
   5 s, within 90 s. A request that may have reached it (a reset after sending, a read timeout) is not:
   an admission is at most once.
 - An answer that is not 2xx is raised as a `HarnessError` with the Harness's own words and never sent
-  again — with two exceptions, both a draining Harness's 503 while a new container starts: an
-  admission is sent again for up to 30 s (CONTRACTS.md §3's admission row), and the memory-kill read
-  within its own limit (ADR-0062). A 404 whose body says `kept: false` is `ConversationNotKept`, told
-  apart from any other 404 (ADR-0062: only that 404 is the refusal of a `kept: true` admission).
+  again — with three exceptions: a draining Harness's 503 while a new container starts, to an
+  admission (sent again for up to 30 s, CONTRACTS.md §3's admission row) and to the memory-kill read
+  (within its own limit, ADR-0062); and a 409 to an admission into a conversation the Harness holds
+  (`retry_busy`): its last Submission has not settled yet, so it is "not yet", sent again for up to
+  `ADMISSION_BUSY_SECONDS` (CONTRACTS.md §3). A 404 whose body says `kept: false` is
+  `ConversationNotKept`, told apart from any other 404 (ADR-0062: only that 404 is the refusal of a
+  `kept: true` admission).
+- An admission's answer has no read timeout: it is awaited as long as the Harness is alive — its
+  `/healthz` is asked every `ADMISSION_PROBE_SECONDS` meanwhile, and `ADMISSION_PROBE_MISSES` misses in
+  a row cut the admission (issue 16: a Harness slow to seat a Submission must not fail the run, and a
+  timeout after which it starts one anyway orphans it).
 - The memory-kill read's 5 s is a total limit over connect, 503s and the body (ADR-0062): a `Cut` on
   the client's timer thread ends the request at the deadline, so a Harness trickling its answer a byte
   at a time cannot hold an admission. Its answer is parsed as untrusted input (`memory_kills.py`).
