@@ -416,18 +416,24 @@ def test_a_restored_turns_admission_waits_for_its_aborts_settle(seat: Seat) -> N
 
 
 class _Gated(HarnessClient):
-    """A client whose answers wait for `gate`, then fail as a draining Harness's 503 would."""
+    """A client whose answers wait for `gate`, then fail with `failure`."""
 
     gate = threading.Event()
+    failure: Exception = HarnessError(503, "draining")
 
     def answer(self, agent: str, conversation_id: str, call_id: str, over: bool, answer: Any) -> None:
         self.gate.wait(10)
-        raise HarnessError(503, "draining")
+        raise self.failure
 
 
+@pytest.mark.parametrize(("failure", "problem"), [
+    (HarnessError(503, "draining"), "Harness answered 503: draining"),
+    (HarnessUnreachable("POST answers: connection reset", reached=True), "POST answers: connection reset")],
+    ids=["503", "reset"])
 def test_an_answer_that_never_reached_its_call_is_reported_and_its_submission_aborted_before_the_next_turn(
-        make_seat: Callable[..., Seat]) -> None:
+        make_seat: Callable[..., Seat], failure: Exception, problem: str) -> None:
     _Gated.gate.clear()
+    _Gated.failure = failure
     seat = make_seat(_Stubbed(lambda url, token: _Gated(url, token)))
     seat.cluster.script("coder", [Pick("finish")], [Say("again")])
     seat.start("t-1", "c-1")
@@ -439,7 +445,7 @@ def test_an_answer_that_never_reached_its_call_is_reported_and_its_submission_ab
     seat.ref.ask(object())  # both handled
     _Gated.gate.set()
     failed = seat.first(turn.AnswerFailed, "t-1")  # never dropped: the run tells the next Turn of it
-    assert (failed.call_id, failed.problem) == (picked.call_id, "Harness answered 503: draining")
+    assert (failed.call_id, failed.problem) == (picked.call_id, problem)
     seat.first(KillsRead, "t-2")
     assert settles(seat, "c-1") == ["aborted"]  # the call waited for a result that would never come
     messages = seat.inbox.snapshot()
