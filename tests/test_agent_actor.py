@@ -463,12 +463,18 @@ def test_an_admission_that_failed_after_it_may_have_reached_the_harness_aborts_w
             raise HarnessUnreachable("POST admission: connection reset", reached=True)
 
     seat = make_seat(_Stubbed(lambda url, token: Reset(url, token)))
-    seat.cluster.script("coder", [Hang()])
+    seat.cluster.script("coder", [Hang()], [Hang()])
     seat.start("t-1", "c-1")
     seat.first(KillsRead, "t-1")
     seat.admit("t-1")
     assert seat.first(turn.TurnFault, "t-1").cause == "refused"
     wait_until(lambda: settles(seat, "c-1") == ["aborted"], what="the unwanted Submission aborted")
+    # A Harness slow to seat it could start it after that abort: the conversation's next Turn aborts first.
+    admit_again = seat.cluster.harness(lambda core: core.admit(NAME, "coder", "c-1", body(), 0.0))
+    assert admit_again[0].code == 200  # (started behind the seat's back, as that late Submission would be)
+    seat.start("t-2", "c-1")
+    seat.first(KillsRead, "t-2")
+    assert settles(seat, "c-1") == ["aborted", "aborted"]
 
 
 def test_a_stopped_seat_cuts_an_admission_that_waits_on_a_live_harness(make_seat: Callable[..., Seat]) -> None:

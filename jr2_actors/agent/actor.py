@@ -41,8 +41,9 @@ report names the agent and the Turn, so the run drops what a Turn it has left st
   restored Turn (`abort_first`) cannot read its old stream: its admission, like every `kept: true` one,
   takes a 409 as "not yet" (the client sends it again, bounded).
 - **No Submission the run no longer wants is left running.** An admission that failed after it may
-  have reached the Harness is followed by an abort; one answered after the seat stopped is aborted by
-  its job; the seat's stop cuts an admission in flight (which waits as long as the Harness is alive).
+  have reached the Harness is followed by an abort, and the conversation's next Turn aborts first; one
+  answered after the seat stopped is aborted by its job; the seat's stop cuts an admission in flight
+  (which waits as long as the Harness is alive).
 
 Metrics (issue 11): every memory-kill read and every admission is counted by outcome in the run's
 `Telemetry` as its result comes back to the seat (a Turn the seat has left included).
@@ -60,7 +61,7 @@ import queue
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from jr2_actors import logs
@@ -218,6 +219,7 @@ class AgentActor(Shell):
         # The seat's previous Turn of the same conversation while its Submission may still run: the current
         # Turn's start is held until it settled (CONTRACTS.md §3: one Submission at a time).
         self._previous: _Turn | None = None
+        self._unsure: set[str] = set()  # conversations whose last admission failed after it may have arrived
         self._reads: queue.Queue[_ReadJob | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read_loop, name=f"jr2-agent-{agent}", daemon=True)
 
@@ -296,6 +298,12 @@ class AgentActor(Shell):
     def _begin(self, t: _Turn, message: StartTurn) -> None:
         harness, turn_id = t.harness, t.turn_id
         ref, agent, conversation = self.actor_ref, self.agent, message.conversation_id
+        if conversation in self._unsure:
+            # An admission of this conversation failed after it may have reached the Harness: what it may have
+            # started is aborted before this Turn, as a restored Turn's old Submission is.
+            self._unsure.discard(conversation)
+            message = replace(message, abort_first=True)
+            t.abort_first = True
 
         def abort_first() -> None:
             try:
@@ -470,9 +478,11 @@ class AgentActor(Shell):
                 return
             self._apply(t, t.core.step(message.result))
             if isinstance(message.result, turn.AdmitRefused) and message.reached:
-                # ADR-0062 / issue 16: it may have reached the Harness and started a Submission the run,
-                # having heard the refusal, no longer wants.
+                # Issue 16: it may have reached the Harness and started a Submission the run, having heard the
+                # refusal, no longer wants. Abort it now, and again before the conversation's next Turn (a
+                # Harness slow to seat it may start it after this abort).
                 self._post_abort(t, asked=False)
+                self._unsure.add(t.core.conversation_id)
         elif isinstance(message, _ReadDone):
             if message.seq == t.read_seq:
                 self._apply(t, t.core.step(message.result))
