@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.harness.core import Pick, Say
+from jr2_actors.fake.harness.core import Hang, Pick, Say
 from jr2_actors.harness import briefing
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.workflow import read_document
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -108,3 +109,36 @@ def test_an_answer_refused_503_fails_no_run_and_the_next_turn_hears_it(cluster: 
                                           "answer": {"reply": "moved to polish"}}]
     words, _ = briefing.notice_text(second["body"]["notices"][0])
     assert words is not None and words in second["briefing"]["message"]  # the Harness words it (ADR-0062)
+
+
+ONE_STATE = """
+name: one
+workspaces:
+  W: {size: {cpu: "1", memory: "1Gi"}}
+agents:
+  coder: {instructions: "You code.", workspace: W, access: write}
+start: code
+states:
+  code:
+    holds: [W]
+    turn: {agent: coder, prompt: "Code."}
+    on: {finish: done}
+  done: {final: done}
+"""
+
+
+def test_a_restored_turn_is_admitted_once_the_abort_of_its_old_submission_settled(cluster: FakeCluster,
+                                                                                  tmp_path: Path) -> None:
+    cluster.script("coder", [Hang()], [Say("resumed"), Pick("finish")])
+    cluster.harness(lambda core: core.set_run_on(RUN_ON_SECONDS))  # an abort settles only this much later
+    first = orchestrator(cluster, tmp_path).start()
+    run_id = first.submit(read_document(ONE_STATE))
+    wait_until(lambda: ((first.status(run_id) or {}).get("turn") or {}).get("phase") == "running",
+               what="the Turn admitted and saved")
+    first.stop()  # a stop is not a cancel: the Submission runs on in the Harness
+    with orchestrator(cluster, tmp_path) as again:
+        assert again.wait_finished(run_id, 30)
+        status = again.status(run_id)
+    assert status is not None and (status["status"], status.get("fault")) == ("done", None)
+    resumed = [a for a in cluster.admissions() if a["body"].get("kept")]
+    assert resumed and all(a["body"]["message"] == briefing.readmit("Code.") for a in resumed)
