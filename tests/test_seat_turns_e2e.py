@@ -1,6 +1,7 @@
 """One Agent in consecutive states, end to end on the fake cluster (issue 16, items 1 and 2): the seat
 admits its next Turn only after the previous Submission settled, against a Harness whose answers take
-0, 50 or 500 ms and whose Submissions run on after an `over: true` answer (CONTRACTS.md §3)."""
+0, 50 or 500 ms and whose Submissions run on after an `over: true` answer or an abort (CONTRACTS.md §3);
+an answer refused 503 fails no run; a restored Turn waits for its old Submission's abort to settle."""
 
 from __future__ import annotations
 
