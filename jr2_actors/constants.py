@@ -76,6 +76,16 @@ HARNESS_RETRY = Backoff(initial=0.25, cap=5.0)
 HARNESS_RETRY_WINDOW_SECONDS = 90.0
 # CONTRACTS.md §3 / ADR-0062: an admission answered 503 (a draining Harness) is sent again for up to 30 s.
 ADMISSION_DRAIN_SECONDS = 30.0
+# CONTRACTS.md §3: one Submission at a time per conversation. A seat's next Turn waits this long for the
+# previous Submission to settle (it runs on after `over: true` until the model stops), then aborts it and
+# waits as long again for the abort's settle; a 409 to an admission into a held conversation is "not yet",
+# sent again (HARNESS_RETRY) for up to ADMISSION_BUSY_SECONDS.
+PREVIOUS_SETTLE_SECONDS = 60.0
+ADMISSION_BUSY_SECONDS = 60.0
+# Issue 16: an admission's answer waits as long as the Harness is alive: its /healthz is asked this often
+# while the answer is awaited, and the admission is cut once this many asks in a row got no 200.
+ADMISSION_PROBE_SECONDS = 5.0
+ADMISSION_PROBE_MISSES = 3
 # A Turn's updates stream cut short is read again this many times, this far apart, before the Turn faults.
 STREAM_READ_ATTEMPTS = 3
 STREAM_READ_PAUSE_SECONDS = 1.0

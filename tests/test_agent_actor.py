@@ -17,9 +17,10 @@ from jr2_actors.agent import core as turn
 from jr2_actors.agent.actor import AgentActor, KillsRead, TurnAborted
 from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, StartTurn
 from jr2_actors.clock import VirtualClock
+from jr2_actors.constants import PREVIOUS_SETTLE_SECONDS
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
-from jr2_actors.harness.client import HarnessClient, HarnessClients, HarnessUnreachable
+from jr2_actors.harness.client import HarnessClient, HarnessClients, HarnessError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillRead
 from jr2_actors.harness.tokens import INSTANCE_HARNESS
 from tests.probes import Inbox
@@ -290,7 +291,7 @@ def test_an_unexpected_error_in_a_job_reaches_the_run(make_seat: Callable[..., S
         def memory_kills(self) -> MemoryKillRead:
             raise RuntimeError("boom")
 
-        def admit(self, agent: str, conversation_id: str, body: Any) -> Any:
+        def admit(self, agent: str, conversation_id: str, body: Any, **_: Any) -> Any:
             raise KeyError("streamUrl")
 
     seat = make_seat(_Stubbed(lambda url, token: Broken(url, token)))
@@ -334,3 +335,181 @@ def test_a_stopped_seat_leaves_no_thread_behind(seat: Seat) -> None:
     seat.ref.stop(block=True, timeout=10)
     names = {t.name for t in threading.enumerate() if t.is_alive()}
     assert "jr2-agent-coder" not in names and "jr2-agent-coder-timers" not in names
+
+
+# -- one Submission at a time per conversation (issue 16, items 1, 2, 13) --------------------------------
+
+RUN_ON = 5.0  # the fake's Submissions run on this long (virtual seconds) after `over: true` or an abort
+
+
+def stream_of(seat: Seat, conversation: str) -> list[dict[str, Any]]:
+    client = HarnessClient(seat.endpoint, seat.cluster.harness_token(NAME))
+    try:
+        return client.updates(f"{seat.endpoint}/streams/coder/{conversation}", "0").events
+    finally:
+        client.close()
+
+
+def settles(seat: Seat, conversation: str) -> list[str]:
+    return [e["outcome"] for e in stream_of(seat, conversation) if e["type"] == "submission-settled"]
+
+
+def test_the_next_turn_of_a_conversation_starts_only_once_the_previous_submission_settled(seat: Seat) -> None:
+    seat.cluster.harness(lambda core: core.set_run_on(RUN_ON))
+    seat.cluster.script("coder", [Pick("finish")], [Say("again")])
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    picked = seat.first(turn.Picked, "t-1")
+    seat.ref.tell(AnswerPick("t-1", picked.call_id, True, "moved"))
+    wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
+    seat.start("t-2", "c-1")  # the run moved on at once; the Submission runs on until its model stops
+    seat.advance_until(lambda: bool(seat.of("t-2")), "the second Turn's read")
+    assert seat.clock.monotonic() >= RUN_ON and settles(seat, "c-1") == ["completed"]
+    assert isinstance(seat.of("t-2")[0], KillsRead)
+    seat.admit("t-2", kept=True)
+    assert seat.first(turn.Settled, "t-2").outcome == "completed"
+    assert len(seat.cluster.admissions()) == 2  # none refused 409
+    assert not any(isinstance(m, turn.TurnFault) for m in seat.inbox.snapshot())
+
+
+def test_a_turn_after_an_aborted_one_waits_for_the_aborts_settle(seat: Seat) -> None:
+    seat.cluster.harness(lambda core: core.set_run_on(RUN_ON))
+    seat.cluster.script("coder", [Hang()], [Say("again")])
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    seat.first(turn.Accepted, "t-1")
+    seat.ref.tell(AbortTurn("t-1"))
+    seat.start("t-2", "c-1")  # the state's `after` left it, and re-entered it
+    assert seat.first(TurnAborted, "t-1").aborted
+    seat.advance_until(lambda: bool(seat.of("t-2")), "the second Turn's read")
+    assert seat.clock.monotonic() >= RUN_ON and settles(seat, "c-1") == ["aborted"]
+    seat.admit("t-2", kept=True)
+    assert seat.first(turn.Settled, "t-2").outcome == "completed"
+    assert len(seat.cluster.admissions()) == 2
+
+
+def test_a_restored_turns_admission_waits_for_its_aborts_settle(seat: Seat) -> None:
+    seat.cluster.harness(lambda core: core.set_run_on(RUN_ON))
+    seat.cluster.script("coder", [Hang()], [Say("resumed")])
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    seat.first(turn.Accepted, "t-1")
+    seat.ref.stop(block=True, timeout=10)  # the Orchestrator restarts: a new seat takes the restored Turn
+    pool = ThreadPoolExecutor(2)
+    inbox = Inbox()
+    again = AgentActor.start("coder", parent=inbox, pool=pool, clock=seat.clock, timers=seat.timers)
+    try:
+        again.tell(StartTurn("t-1", "c-1", seat.endpoint, seat.cluster.harness_token(NAME), abort_first=True))
+        inbox.wait_for(lambda ms: any(isinstance(m, KillsRead) for m in ms), what="the read after the abort")
+        again.tell(Admit("t-1", body(kept=True)))
+        seat.advance_until(lambda: any(isinstance(m, (turn.Settled, turn.TurnFault)) for m in inbox.snapshot()),
+                           "the re-admission")
+        assert [type(m) for m in inbox.snapshot() if isinstance(m, (turn.Settled, turn.TurnFault))] == [turn.Settled]
+        assert settles(seat, "c-1") == ["aborted", "completed"]
+        assert len(seat.cluster.admissions()) >= 3  # the first, a 409 while the abort settled, the one admitted
+    finally:
+        again.stop(block=True, timeout=10)
+        pool.shutdown(wait=True)
+
+
+class _Gated(HarnessClient):
+    """A client whose answers wait for `gate`, then fail with `failure`."""
+
+    gate = threading.Event()
+    failure: Exception = HarnessError(503, "draining")
+
+    def answer(self, agent: str, conversation_id: str, call_id: str, over: bool, answer: Any) -> None:
+        self.gate.wait(10)
+        raise self.failure
+
+
+@pytest.mark.parametrize(("failure", "problem"), [
+    (HarnessError(503, "draining"), "Harness answered 503: draining"),
+    (HarnessUnreachable("POST answers: connection reset", reached=True), "POST answers: connection reset")],
+    ids=["503", "reset"])
+def test_an_answer_that_never_reached_its_call_is_reported_and_its_submission_aborted_before_the_next_turn(
+        make_seat: Callable[..., Seat], failure: Exception, problem: str) -> None:
+    _Gated.gate.clear()
+    _Gated.failure = failure
+    seat = make_seat(_Stubbed(lambda url, token: _Gated(url, token)))
+    seat.cluster.script("coder", [Pick("finish")], [Say("again")])
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    picked = seat.first(turn.Picked, "t-1")
+    seat.ref.tell(AnswerPick("t-1", picked.call_id, True, "moved"))
+    seat.start("t-2", "c-1")  # the run moved on: the seat's Turn is replaced while the answer is in flight
+    seat.ref.ask(object())  # both handled
+    _Gated.gate.set()
+    failed = seat.first(turn.AnswerFailed, "t-1")  # never dropped: the run tells the next Turn of it
+    assert (failed.call_id, failed.problem) == (picked.call_id, problem)
+    seat.first(KillsRead, "t-2")
+    assert settles(seat, "c-1") == ["aborted"]  # the call waited for a result that would never come
+    messages = seat.inbox.snapshot()
+    assert messages.index(failed) < messages.index(seat.first(KillsRead, "t-2"))  # the run hears it first
+    seat.admit("t-2", kept=True)
+    assert seat.first(turn.Settled, "t-2").outcome == "completed"
+    assert len(seat.cluster.admissions()) == 2
+
+
+def test_an_admission_that_failed_after_it_may_have_reached_the_harness_aborts_what_it_started(
+        make_seat: Callable[..., Seat]) -> None:
+    class Reset(HarnessClient):
+        def admit(self, agent: str, conversation_id: str, body: Any, **kw: Any) -> Any:
+            super().admit(agent, conversation_id, body, **kw)
+            raise HarnessUnreachable("POST admission: connection reset", reached=True)
+
+    seat = make_seat(_Stubbed(lambda url, token: Reset(url, token)))
+    seat.cluster.script("coder", [Hang()], [Hang()])
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    assert seat.first(turn.TurnFault, "t-1").cause == "refused"
+    wait_until(lambda: settles(seat, "c-1") == ["aborted"], what="the unwanted Submission aborted")
+    # A Harness slow to seat it could start it after that abort: the conversation's next Turn aborts first.
+    admit_again = seat.cluster.harness(lambda core: core.admit(NAME, "coder", "c-1", body(), 0.0))
+    assert admit_again[0].code == 200  # (started behind the seat's back, as that late Submission would be)
+    seat.start("t-2", "c-1")
+    seat.first(KillsRead, "t-2")
+    assert settles(seat, "c-1") == ["aborted", "aborted"]
+
+
+def test_a_stopped_seat_cuts_an_admission_that_waits_on_a_live_harness(make_seat: Callable[..., Seat]) -> None:
+    ended = threading.Event()
+
+    class Unanswered(HarnessClient):
+        def admit(self, agent: str, conversation_id: str, body: Any, **kw: Any) -> Any:
+            cut = kw["cut"]
+            while not cut.fired:  # a Harness alive and never answering: only the cut ends the wait
+                ended.wait(0.01)
+            ended.set()
+            raise HarnessUnreachable("POST admission: cut", reached=True)
+
+    seat = make_seat(_Stubbed(lambda url, token: Unanswered(url, token)))
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    seat.ref.ask(object())  # the admission is in flight
+    seat.ref.stop(block=True, timeout=10)
+    assert ended.wait(10)
+
+
+def test_a_previous_submission_that_will_not_settle_is_aborted_after_its_bound(seat: Seat) -> None:
+    seat.cluster.harness(lambda core: core.set_run_on(10 * PREVIOUS_SETTLE_SECONDS))  # a model that runs on
+    seat.cluster.script("coder", [Pick("finish")], [Say("again")])
+    seat.start("t-1", "c-1")
+    seat.first(KillsRead, "t-1")
+    seat.admit("t-1")
+    picked = seat.first(turn.Picked, "t-1")
+    seat.ref.tell(AnswerPick("t-1", picked.call_id, True, "moved"))
+    wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
+    seat.cluster.harness(lambda core: core.set_run_on(0.0))  # … and stops at once when aborted
+    seat.start("t-2", "c-1")
+    seat.advance_until(lambda: bool(seat.of("t-2")), "the second Turn's read", step=5.0)
+    assert PREVIOUS_SETTLE_SECONDS <= seat.clock.monotonic() < 2 * PREVIOUS_SETTLE_SECONDS
+    assert settles(seat, "c-1") == ["aborted"]
+    seat.admit("t-2", kept=True)
+    assert seat.first(turn.Settled, "t-2").outcome == "completed"

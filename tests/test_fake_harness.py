@@ -14,6 +14,7 @@ from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, Prov
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.watch.sandbox import view
 from tests.sandboxes import ready_sandbox
+from tests.waiting import wait_until
 
 NAME = "ws-run1-f-1-abc123"
 T0 = 1_790_000_000.0
@@ -199,3 +200,52 @@ def test_hostile_memory_kill_bytes_are_served_as_written(harnessed: FakeCluster)
     raw = b'{"kills": [{"id": "' + b"x" * 100 + b'"}]}'
     harnessed.harness(lambda core: core.set_raw_memory_kills(NAME, raw))
     assert requests.get(url(harnessed, "/memory-kills"), headers=auth(harnessed), timeout=10).content == raw
+
+
+def post(cluster: FakeCluster, path: str, body: Any = None) -> requests.Response:
+    return requests.post(url(cluster, path), json=body, headers=auth(cluster), timeout=10)
+
+
+def test_a_submission_runs_on_after_an_over_true_answer_and_a_second_admission_is_409_until_it_settles(
+        harnessed: FakeCluster) -> None:
+    """CONTRACTS.md §3: one Submission at a time per conversation; the run-on lever is a real model's tail."""
+    clock: VirtualClock = harnessed.clock  # type: ignore[assignment]
+    harnessed.harness(lambda core: core.set_run_on(3.0))
+    harnessed.script("coder", [Pick("finish")], [Say("next")])
+    first = admit(harnessed)
+    (pick,) = poll(harnessed, first["streamUrl"], first["offset"]).json()
+    assert post(harnessed, "/agents/coder/c-1/answers", {"callId": pick["callId"], "over": True,
+                                                         "answer": "ok"}).status_code == 200
+    busy = post(harnessed, "/agents/coder/c-1", admission(kept=True))
+    assert (busy.status_code, busy.json()) == (409, {"error": "a submission is still running in this conversation"})
+    clock.advance(3.0)
+
+    def settled() -> bool:
+        resp = poll(harnessed, first["streamUrl"], "1")
+        return resp.status_code == 200 and any(e["type"] == "submission-settled" for e in resp.json())
+
+    wait_until(settled, what="the run-on's settle")
+    assert admit(harnessed, kept=True)["submissionId"]
+
+
+def test_an_abort_during_a_run_on_is_answered_at_once_and_settles_after_it(harnessed: FakeCluster) -> None:
+    clock: VirtualClock = harnessed.clock  # type: ignore[assignment]
+    harnessed.harness(lambda core: core.set_run_on(3.0))
+    harnessed.script("coder", [Hang()])
+    admit(harnessed)
+    assert post(harnessed, "/agents/coder/c-1/abort").json() == {"aborted": True}
+    assert post(harnessed, "/agents/coder/c-1", admission(kept=True)).status_code == 409
+    clock.advance(3.0)
+    wait_until(lambda: post(harnessed, "/agents/coder/c-1", admission(kept=True)).status_code == 200,
+               what="the abort's settle")
+
+
+def test_refused_answers_are_not_taken_and_the_call_still_waits(harnessed: FakeCluster) -> None:
+    harnessed.harness(lambda core: core.refuse_answers(1, 503))
+    harnessed.script("coder", [Pick("finish")])
+    first = admit(harnessed)
+    (pick,) = poll(harnessed, first["streamUrl"], first["offset"]).json()
+    answer = {"callId": pick["callId"], "over": True, "answer": "ok"}
+    assert post(harnessed, "/agents/coder/c-1/answers", answer).status_code == 503
+    assert harnessed.harness(lambda core: list(core.answers)) == []
+    assert post(harnessed, "/agents/coder/c-1/answers", answer).status_code == 200

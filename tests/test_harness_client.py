@@ -16,6 +16,7 @@ import urllib3.exceptions
 
 from jr2_actors.actorkit import Timers
 from jr2_actors.clock import VirtualClock
+from jr2_actors.constants import ADMISSION_BUSY_SECONDS, ADMISSION_PROBE_MISSES
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, Pick, Say
 from jr2_actors.harness.client import (
@@ -510,3 +511,118 @@ def test_one_client_per_harness_and_each_closed() -> None:
     with pytest.raises(RuntimeError):
         registry.get("http://h.test/ws-1", "t1")
     a.close()
+
+
+# -- an admission into a held conversation, and one the Harness takes long to answer (issue 16) ----------
+
+ADMITTED = {"streamUrl": f"{BASE}/streams/coder/c-1", "offset": "0", "submissionId": "s-1"}
+BUSY = {"error": "a submission is still running in this conversation"}
+
+
+@responses.activate
+def test_a_409_to_an_admission_into_a_held_conversation_is_not_yet_and_sent_again(client_with_clock: Any) -> None:
+    harness, _, waits = client_with_clock()
+    responses.post(f"{BASE}/agents/coder/c-1", status=409, json=BUSY)
+    responses.post(f"{BASE}/agents/coder/c-1", status=409, json=BUSY)
+    responses.post(f"{BASE}/agents/coder/c-1", json=ADMITTED)
+    admission = harness.admit("coder", "c-1", body(kept=True), retry_busy=True)
+    assert (admission.submission_id, len(responses.calls), waits) == ("s-1", 3, [0.25, 0.5])
+
+
+@responses.activate
+def test_a_409_is_not_yet_only_for_a_held_conversation_and_only_for_a_while(client_with_clock: Any) -> None:
+    harness, _, waits = client_with_clock()
+    responses.post(f"{BASE}/agents/coder/c-1", status=409, json=BUSY)
+    with pytest.raises(HarnessError) as err:
+        harness.admit("coder", "c-1", body())  # a new conversation: a 409 is the Harness's refusal
+    assert (err.value.status, len(responses.calls), waits) == (409, 1, [])
+    with pytest.raises(HarnessError) as busy:
+        harness.admit("coder", "c-1", body(kept=True), retry_busy=True)
+    assert busy.value.status == 409 and 55 < sum(waits) <= ADMISSION_BUSY_SECONDS
+
+
+class _SlowAdmission(BaseHTTPRequestHandler):
+    """Holds each admission until `release`; answers /healthz 200 while `alive`, else 503."""
+
+    protocol_version = "HTTP/1.1"
+    release = threading.Event()
+    alive = threading.Event()
+    probes: list[int] = []  # noqa: RUF012 - one test's record
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        code = 200 if self.alive.is_set() else 503
+        self.probes.append(code)
+        self._answer(code, b'{"ok": true}')
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if self.release.wait(30):
+            url = f"http://127.0.0.1:{self.server.server_port}/streams/coder/c-1"  # type: ignore[attr-defined]
+            self._answer(200, f'{{"streamUrl": "{url}", "offset": "0", "submissionId": "s-9"}}'.encode())
+
+    def _answer(self, code: int, raw: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+@pytest.fixture
+def slow_admission() -> Iterator[tuple[HarnessClient, VirtualClock, Timers]]:
+    _SlowAdmission.release.clear()
+    _SlowAdmission.alive.clear()
+    _SlowAdmission.probes.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowAdmission)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    clock = VirtualClock()
+    timers = Timers(clock)
+    client = HarnessClient(f"http://127.0.0.1:{server.server_address[1]}", "t0k3n", clock=clock, timers=timers)
+    try:
+        yield client, clock, timers
+    finally:
+        _SlowAdmission.release.set()
+        client.close()
+        timers.stop()
+        server.shutdown()
+        server.server_close()
+
+
+def advance_until(clock: VirtualClock, timers: Timers, done: Any, what: str) -> None:
+    def moved() -> bool:
+        if done():
+            return True
+        clock.advance(0.5)
+        timers.poke()
+        return False
+
+    wait_until(moved, what=what)
+
+
+def test_an_admission_waits_for_its_answer_as_long_as_the_harness_is_alive(
+        slow_admission: tuple[HarnessClient, VirtualClock, Timers]) -> None:
+    harness, clock, timers = slow_admission
+    _SlowAdmission.alive.set()
+    thread, out = in_thread(lambda: harness.admit("coder", "c-1", body()))
+    # Past the read timeout's 30 s of (virtual) waiting, and past the misses that would cut it: it is alive.
+    advance_until(clock, timers, lambda: len(_SlowAdmission.probes) > ADMISSION_PROBE_MISSES + 3,
+                  "the Harness asked whether it is alive")
+    assert clock.monotonic() > 30 and "error" not in out and "value" not in out
+    _SlowAdmission.release.set()
+    thread.join(10)
+    assert out["value"].submission_id == "s-9"
+
+
+def test_an_admission_is_cut_once_the_harness_stops_answering(
+        slow_admission: tuple[HarnessClient, VirtualClock, Timers]) -> None:
+    harness, clock, timers = slow_admission
+    thread, out = in_thread(lambda: harness.admit("coder", "c-1", body()))
+    advance_until(clock, timers, lambda: not thread.is_alive(), "the admission cut")
+    error = out["error"]
+    assert isinstance(error, HarnessUnreachable) and error.reached  # it may have arrived: the seat aborts
+    assert "stopped answering /healthz" in str(error)
+    assert _SlowAdmission.probes == [503] * ADMISSION_PROBE_MISSES

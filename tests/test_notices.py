@@ -383,19 +383,44 @@ def test_a_lost_conversation_nothing_explains_stands_after_the_grace() -> None:
     assert e.core.status == "failed" and e.core.fault == "the conversation was lost (404)"
 
 
-def test_a_restart_delivers_no_notice_twice_and_loses_none() -> None:
+def test_a_restored_turn_whose_admission_the_harness_never_read_carries_its_notices_again() -> None:
     e = Engine()
     e.running()
-    e(run.KillsRead(1, (kill("k-1"),)))  # raised, ledgered, admitted
-    blob = json.loads(json.dumps(e.core.snapshot()))
-    core, step = RunCore.restore(blob, 0.0, WALL0)
-    again = Engine()
-    again.core = core
-    again.actions.extend(step.actions)
+    e(run.KillsRead(1, (kill("k-1"),)))  # raised, ledgered, admitted — and the process dies before a word
+    notices = e.admissions()[0]["notices"]
+    again = restored_engine(e)
+    assert again.core.turn is not None and [x.source for x in again.core.turn.carried] == ["F-1|k-1"]
     again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
-    again(run.KillsRead(1, (kill("k-1"),)))  # the restored Turn is admitted again (kept), reading the same list
+    again(run.KillsRead(1, (kill("k-1"),)))  # the mark (k-1) would leave this guard kill out of a resume
+    resumed = again.admissions()[-1]
+    assert resumed["message"] == briefing.readmit("Fix it.") and resumed["notices"] == notices
+    again(run.Said(1, "looking"))
+    assert again.core.ledger.pending == [] and restored_engine(again).core.turn.carried == []  # type: ignore[union-attr]
+
+
+def test_a_restored_turn_whose_admission_was_heard_is_told_nothing_twice() -> None:
+    e = Engine()
+    e.running()
+    e(run.KillsRead(1, (kill("k-1"),)))
+    e(run.Admitted(1))
+    saves = e.saves
+    e(run.Said(1, "looking"))  # the Harness read the surface: the blob says so before anything else happens
+    assert e.saves == saves + 1
+    again = restored_engine(e)
+    again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
+    again(run.KillsRead(1, (kill("k-1"),)))
     resumed = again.admissions()[-1]
     assert resumed["message"] == briefing.readmit("Fix it.") and "notices" not in resumed
+
+
+def test_a_restored_turn_stopped_before_its_readmission_leaves_the_unread_notices_pending() -> None:
+    e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
+    e.running()
+    e(run.KillsRead(1, (kill("k-1"),)))
+    again = restored_engine(e)
+    again.now = 5.0
+    again(run.Tick())  # `after` leaves `code` while the restored Turn waits for its Workspace
+    assert [p.source for p in again.core.ledger.pending] == ["F-1|k-1"]
 
 
 def test_a_refused_nudge_is_admitted_again_as_a_turn_with_the_task_alone() -> None:

@@ -177,10 +177,72 @@ def test_the_runs_end_faults_with_its_words_and_an_abort_reports_nothing() -> No
     ended = reading()
     step = ended.step(turn.Stop("memory limit (OOMKilled, limit 2Gi): Killed"))
     assert step.reports == (turn.TurnFault("coder", "t-1", "ended", "memory limit (OOMKilled, limit 2Gi): Killed"),)
+    assert ended.state == "ended" and not ended.busy  # the Harness ended: nothing runs to wait for
     aborted = reading()
     assert aborted.step(turn.Stop()) == turn.TurnStep()
+    assert aborted.ended and aborted.busy  # stopping: its Submission may run until the abort settles
     late = aborted.step(turn.Events([ev("memory-limit", id="k-9"), settled("aborted")], "2"))
-    assert late.reports == () and late.actions == () and "after the Turn ended" in late.note
+    assert late.reports == () and late.actions == () and aborted.state == "ended"
+    assert "after the Turn ended" in aborted.step(turn.Events([ev("memory-limit", id="k-10")], "3")).note
+
+
+def test_an_aborted_submission_is_read_for_its_settle_only_once_the_abort_is_posted() -> None:
+    core = reading(offset="4")
+    assert core.step(turn.Stop()).actions == ()  # the seat stops reading before the abort leaves
+    assert core.step(turn.AbortAnswered(True)).actions == (turn.ReadUpdates("4"),)
+    step = core.step(turn.Events([ev("pick", callId="k1", pick="finish"), ev("message-appended",
+                                                                            message={"content": "x"})], "6"))
+    assert step.reports == () and step.actions == (turn.ReadUpdates("6"),) and core.busy
+    assert core.step(turn.Events([settled("aborted")], "7")).actions == () and not core.busy
+
+
+@pytest.mark.parametrize("event", [turn.AbortAnswered(False), turn.StreamLost("404")])
+def test_an_abort_that_found_nothing_running_or_a_lost_stream_leaves_nothing_to_wait_for(event: turn.Input) -> None:
+    core = reading()
+    core.step(turn.Stop())
+    core.step(event)
+    assert not core.busy and core.state == "ended"
+
+
+def test_an_abort_while_admitting_takes_the_submissions_id_when_it_lands() -> None:
+    core = turn.TurnCore("coder", "t-1", "c-1")
+    core.step(turn.Admitting(("finish",)))
+    core.step(turn.Stop())
+    assert core.busy
+    assert core.step(turn.Admitted("s-3", "2")) == turn.TurnStep()  # no Accepted, no read: the seat aborts
+    assert core.step(turn.AbortAnswered(True)).actions == (turn.ReadUpdates("2"),)
+    core.step(turn.Events([settled("aborted", "s-3")], "3"))
+    assert not core.busy
+
+
+def test_a_closing_turn_stays_busy_until_its_submission_settles() -> None:
+    core = reading()
+    core.step(turn.Events([ev("pick", callId="k1", pick="finish")], "1"))
+    core.step(turn.Answering("k1", True, "moved"))
+    core.step(turn.Answered("k1"))
+    assert core.busy and core.closing == "k1"  # CONTRACTS.md §3: it runs on until the model stops
+    core.step(turn.Events([ev("message-appended", message={"content": "bye"}), settled()], "3"))
+    assert not core.busy
+
+
+def test_an_answer_that_did_not_reach_its_call_is_reported_and_its_submission_aborted() -> None:
+    core = reading()
+    core.step(turn.Events([ev("pick", callId="k1", pick="finish")], "1"))
+    core.step(turn.Answering("k1", True, "moved"))
+    step = core.step(turn.AnswerUndelivered("k1", "503 draining"))
+    assert step.reports == (turn.AnswerFailed("coder", "t-1", "k1", "503 draining"),)
+    assert step.actions == (turn.AbortSubmission(),) and core.busy
+    aborted = core.step(turn.Events([settled("aborted")], "2"))
+    assert aborted.reports == (turn.Settled("coder", "t-1", "aborted", True),) and not core.busy
+
+
+def test_an_answer_that_failed_after_the_turn_was_stopped_still_reaches_the_run() -> None:
+    core = reading()
+    core.step(turn.Events([ev("pick", callId="k1", pick="finish")], "1"))
+    core.step(turn.Answering("k1", True, "moved"))
+    core.step(turn.Stop())
+    step = core.step(turn.AnswerUndelivered("k1", "connection reset"))
+    assert step.reports == (turn.AnswerFailed("coder", "t-1", "k1", "connection reset"),)
 
 
 def test_another_submissions_settle_is_not_ours() -> None:

@@ -18,7 +18,8 @@ report names the agent and the Turn, so the run drops what a Turn it has left st
   reads start to fail; the seat logs none). A Menu-only seat (`in_workspace=False`) reads nothing:
   `asked=False`. The run raises its notices, persists if its ledger changed, and only then tells
   `Admit(turn_id, body)`; the seat posts that body (a draining Harness's 503 is sent again within
-  30 s) and reads the Submission's updates stream.
+  30 s; its answer is awaited as long as the Harness answers `/healthz`) and reads the Submission's
+  updates stream.
 - **One Turn, several admissions.** A Submission that settles `completed`/`aborted` is `Settled`; the
   Turn stays open. A nudge, a wake or the re-admission after a cut is another `Admit` of the same Turn,
   its body saying `kept: true`; a Harness that holds no such conversation answers 404 `kept: false`,
@@ -30,7 +31,19 @@ report names the agent and the Turn, so the run drops what a Turn it has left st
   and posts nothing. `TurnFault.cause` tells a lost conversation (`lost`) from a failed Submission
   (`settled`), a failed admission (`refused`), an unreadable stream (`stream`) and the run's end (`ended`).
 - A pick's answer from the run (`AnswerPick`) is posted only for a pick of that Turn still waiting;
-  one that fails is `AnswerFailed`. A stopped seat reports nothing.
+  one that fails is `AnswerFailed` — reported even once a new Turn replaced its own — and the seat aborts
+  the Submission whose call waits for it. A stopped seat reports nothing.
+- **One Submission at a time per conversation** (CONTRACTS.md §3, issue 16). After an `over: true` answer
+  the Submission runs on until the model stops, and an aborted one until its abort settles; a
+  `StartTurn` for that conversation is held meanwhile — its read of the list, then its admission — while
+  the previous Turn is read on (its reports still go to the run, which drops a left Turn's). Past
+  `PREVIOUS_SETTLE_SECONDS` the seat aborts it, and as long again later the held Turn goes on. A
+  restored Turn (`abort_first`) cannot read its old stream: its admission, like every `kept: true` one,
+  takes a 409 as "not yet" (the client sends it again, bounded).
+- **No Submission the run no longer wants is left running.** An admission that failed after it may
+  have reached the Harness is followed by an abort, and the conversation's next Turn aborts first; one
+  answered after the seat stopped is aborted by its job; the seat's stop cuts an admission in flight
+  (which waits as long as the Harness is alive).
 
 Metrics (issue 11): every memory-kill read and every admission is counted by outcome in the run's
 `Telemetry` as its result comes back to the seat (a Turn the seat has left included).
@@ -48,7 +61,7 @@ import queue
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from jr2_actors import logs
@@ -56,7 +69,7 @@ from jr2_actors.actorkit import Recipient, Shell, Timers, tell_quietly
 from jr2_actors.agent import core as turn
 from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, ReadKills, StartTurn
 from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import AGENT_STOP_SECONDS
+from jr2_actors.constants import AGENT_STOP_SECONDS, PREVIOUS_SETTLE_SECONDS
 from jr2_actors.harness.client import (
     HARNESS_ERRORS,
     ConversationNotKept,
@@ -119,6 +132,7 @@ class _AdmitDone:
     result: turn.Admitted | turn.AdmitRefused | turn.AdmitNotKept
     stream_url: str = ""
     outcome: str = "crashed"  # for the metrics: admitted | not_kept | error | unreachable | protocol | crashed
+    reached: bool = False  # a failed admission that may have reached the Harness (it may start a Submission)
 
 
 @dataclass(frozen=True)
@@ -146,6 +160,14 @@ class _AbortDone:
     turn_id: str
     aborted: bool
     problem: str
+    asked: bool = True  # the run's AbortTurn (it hears TurnAborted), else the seat's own
+
+
+@dataclass(frozen=True)
+class _SettleDue:
+    """The previous Turn's Submission has had `PREVIOUS_SETTLE_SECONDS` to settle."""
+
+    turn_id: str
 
 
 @dataclass(frozen=True)
@@ -166,7 +188,11 @@ class _Turn:
     read_seq: int = 0  # the read (or timed read) the Turn waits for; anything older is dropped
     cut: Cut | None = None
     admitting: bool = False
+    admit_cut: Cut | None = None  # ends the admission in flight when the seat stops
     abort_when_admitted: bool = False
+    abort_first: bool = False  # restored: its old Submission was aborted first; a 409 is "not yet"
+    held: StartTurn | None = None  # its start waits for the previous Submission of its conversation to settle
+    settle_aborted: bool = False  # as the previous Turn, the seat aborted its Submission for taking too long
 
     @property
     def turn_id(self) -> str:
@@ -190,6 +216,10 @@ class AgentActor(Shell):
         self._timers: Timers | None = None
         self._harnesses: HarnessClients | None = None
         self._turn: _Turn | None = None
+        # The seat's previous Turn of the same conversation while its Submission may still run: the current
+        # Turn's start is held until it settled (CONTRACTS.md §3: one Submission at a time).
+        self._previous: _Turn | None = None
+        self._unsure: set[str] = set()  # conversations whose last admission failed after it may have arrived
         self._reads: queue.Queue[_ReadJob | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read_loop, name=f"jr2-agent-{agent}", daemon=True)
 
@@ -199,8 +229,11 @@ class AgentActor(Shell):
         self._reader.start()
 
     def cleanup(self) -> None:
-        if self._turn is not None:
-            self._stop_reading(self._turn)
+        for t in (self._turn, self._previous):
+            if t is not None:
+                self._stop_reading(t)
+                if t.admit_cut is not None:
+                    t.admit_cut.fire()  # an admission waiting on a live Harness ends with the seat
         self._reads.put(None)
         if self._reader.is_alive() and threading.current_thread() is not self._reader:
             self._reader.join(AGENT_STOP_SECONDS)
@@ -214,7 +247,7 @@ class AgentActor(Shell):
             self._start(message)
         elif isinstance(message, ReadKills):
             t = self._current(message.turn_id, message)
-            if t is not None:
+            if t is not None and t.held is None:
                 self._read_kills(t.turn_id, t.harness)
         elif isinstance(message, Admit):
             self._admit(message)
@@ -236,16 +269,41 @@ class AgentActor(Shell):
     # -- the run's messages --------------------------------------------------------------------------
 
     def _start(self, message: StartTurn) -> None:
-        old = self._turn
-        if old is not None and not old.core.ended and not old.core.closing:
+        assert self._harnesses is not None
+        harness = self._harnesses.get(message.endpoint, message.token)
+        new = _Turn(turn.TurnCore(self.agent, message.turn_id, message.conversation_id), harness,
+                    abort_first=message.abort_first)
+        old, conversation = self._turn, message.conversation_id
+        if old is not None and old.core.busy and old.core.conversation_id == conversation \
+                and old is not self._previous:
+            if old.core.state != "stopping" and not old.core.closing:
+                log.warning("agent %s: turn %s starts while turn %s is open; the open one is aborted first",
+                            self.agent, message.turn_id, old.turn_id)
+                self._abort_quietly(old)
+            self._previous = old
+            self._arm_settle_bound(old)
+        elif old is not None and old.core.busy and old is not self._previous:
             log.warning("agent %s: turn %s starts while turn %s is open; the open one is left unread",
                         self.agent, message.turn_id, old.turn_id)
             self._stop_reading(old)
-        assert self._harnesses is not None
-        harness = self._harnesses.get(message.endpoint, message.token)
-        self._turn = _Turn(turn.TurnCore(self.agent, message.turn_id, message.conversation_id), harness)
-        turn_id = message.turn_id
+        self._turn = new
+        previous = self._previous
+        if previous is not None and previous.core.busy and previous.core.conversation_id == conversation:
+            # CONTRACTS.md §3: the next admission waits for the previous Submission's settle — its read of
+            # the kill list too, so that read sees what the Submission's last moments left.
+            new.held = message
+            return
+        self._begin(new, message)
+
+    def _begin(self, t: _Turn, message: StartTurn) -> None:
+        harness, turn_id = t.harness, t.turn_id
         ref, agent, conversation = self.actor_ref, self.agent, message.conversation_id
+        if conversation in self._unsure:
+            # An admission of this conversation failed after it may have reached the Harness: what it may have
+            # started is aborted before this Turn, as a restored Turn's old Submission is.
+            self._unsure.discard(conversation)
+            message = replace(message, abort_first=True)
+            t.abort_first = True
 
         def abort_first() -> None:
             try:
@@ -287,22 +345,33 @@ class AgentActor(Shell):
         t = self._current(message.turn_id, message)
         if t is None:
             return
+        if t.held is not None:
+            log.warning("agent %s: an admission of turn %s before its start: dropped", self.agent, t.turn_id)
+            return
         step = t.core.step(turn.Admitting(_allowed(message.body)))
         self._apply(t, step)
         if step.note:
             return
         t.admitting = True
+        t.admit_cut = cut = Cut()
         harness, core, ref, agent, turn_id = t.harness, t.core, self.actor_ref, self.agent, t.turn_id
         body = dict(message.body)
+        # CONTRACTS.md §3: a 409 to an admission into a conversation the Harness holds is "not yet".
+        not_yet = body.get("kept") is True or t.abort_first
 
         def post() -> None:
             try:
-                admission = harness.admit(agent, core.conversation_id, body)
+                admission = harness.admit(agent, core.conversation_id, body, retry_busy=not_yet, cut=cut)
             except ConversationNotKept as e:
                 tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitNotKept(e.error), outcome="not_kept"))
             except HARNESS_ERRORS as e:
-                tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitRefused(str(e)), outcome=_outcome(e)))
+                reached = isinstance(e, HarnessUnreachable) and e.reached
+                tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitRefused(str(e)), outcome=_outcome(e),
+                                             reached=reached))
             else:
+                if not ref.is_alive():  # the seat stopped meanwhile: nobody wants what it started
+                    _abort_unwanted(harness, agent, core.conversation_id, turn_id)
+                    return
                 tell_quietly(ref, _AdmitDone(turn_id, turn.Admitted(admission.submission_id, admission.offset),
                                              admission.stream_url, outcome="admitted"))
 
@@ -316,12 +385,21 @@ class AgentActor(Shell):
         t.core.step(turn.Stop())
         if t.admitting:
             t.abort_when_admitted = True  # posted once the admission's answer is in
-        elif t.core.submission:
+        elif t.core.state == "stopping":
             self._post_abort(t)
         else:
             tell_quietly(self.parent, TurnAborted(self.agent, t.turn_id, False))
 
-    def _post_abort(self, t: _Turn) -> None:
+    def _abort_quietly(self, t: _Turn) -> None:
+        """The seat's own abort of a Turn's Submission (the run did not ask: it hears no TurnAborted)."""
+        self._stop_reading(t)
+        t.core.step(turn.Stop())
+        if t.admitting:
+            t.abort_when_admitted = True
+        elif t.core.state == "stopping":
+            self._post_abort(t, asked=False)
+
+    def _post_abort(self, t: _Turn, *, asked: bool = True) -> None:
         harness, conversation, ref, agent, turn_id = t.harness, t.core.conversation_id, self.actor_ref, self.agent, \
             t.turn_id
 
@@ -330,9 +408,42 @@ class AgentActor(Shell):
                 aborted, problem = harness.abort(agent, conversation), ""
             except HARNESS_ERRORS as e:
                 aborted, problem = False, str(e)
-            tell_quietly(ref, _AbortDone(turn_id, aborted, problem))
+            tell_quietly(ref, _AbortDone(turn_id, aborted, problem, asked))
 
-        self._submit("the abort", post, lambda problem: _AbortDone(turn_id, False, problem))
+        self._submit("the abort", post, lambda problem: _AbortDone(turn_id, False, problem, asked))
+
+    def _arm_settle_bound(self, t: _Turn) -> None:
+        assert self._timers is not None
+        due, ref = _SettleDue(t.turn_id), self.actor_ref
+        self._timers.schedule(self.clock.monotonic() + PREVIOUS_SETTLE_SECONDS, lambda: tell_quietly(ref, due))
+
+    def _settle_overdue(self, t: _Turn) -> None:
+        """The previous Submission did not settle in time: it is aborted, and given as long again for the
+        abort's settle; past that the held Turn goes on (its admission's 409 is "not yet", bounded)."""
+        if not t.settle_aborted:
+            t.settle_aborted = True
+            log.warning("agent %s: turn %s's Submission has not settled in %gs; it is aborted before turn %s",
+                        self.agent, t.turn_id, PREVIOUS_SETTLE_SECONDS, self._turn.turn_id if self._turn else "-")
+            if t.core.state != "stopping":
+                self._abort_quietly(t)
+            self._arm_settle_bound(t)
+            return
+        log.warning("agent %s: turn %s's Submission did not settle after its abort; the next turn goes on",
+                    self.agent, t.turn_id)
+        self._stop_reading(t)
+        if t.admit_cut is not None:
+            t.admit_cut.fire()  # an admission still unanswered holds a pool thread no longer
+        self._previous = None
+        self._release_held()
+
+    def _release_held(self) -> None:
+        """The previous Submission settled: the held Turn starts (its read of the list, then its admission)."""
+        t = self._turn
+        if t is None or t.held is None:
+            return
+        message, t.held = t.held, None
+        if not t.core.ended:
+            self._begin(t, message)
 
     # -- results from the pool and the reader --------------------------------------------------------
 
@@ -341,35 +452,52 @@ class AgentActor(Shell):
             self.telemetry.harness.memory_kill_read(message.outcome)
         elif isinstance(message, _AdmitDone):
             self.telemetry.harness.admission(message.outcome)
-        t = self._turn
-        if t is None or getattr(message, "turn_id", None) != t.turn_id:
+        turn_id = getattr(message, "turn_id", None)
+        t = next((x for x in (self._turn, self._previous) if x is not None and x.turn_id == turn_id), None)
+        if t is None:
+            if isinstance(message, _AdmitDone) and message.reached:
+                log.info("agent %s: turn %s's admission failed after it may have reached the Harness", self.agent,
+                         turn_id)
             return  # a result of a Turn the seat has left
         if isinstance(message, _KillsDone):
-            if not t.core.ended:
+            if not t.core.ended and t is self._turn:
                 tell_quietly(self.parent, KillsRead(self.agent, t.turn_id, message.read, message.problem,
                                                     t.harness.base_url, asked=message.asked))
         elif isinstance(message, _AdmitDone):
-            t.admitting = False
-            if t.abort_when_admitted:
-                t.abort_when_admitted = False
-                if isinstance(message.result, turn.Admitted):
-                    self._post_abort(t)
-                else:
-                    tell_quietly(self.parent, TurnAborted(self.agent, t.turn_id, False))
-                return
+            t.admitting, t.admit_cut = False, None
             if isinstance(message.result, turn.Admitted):
                 t.stream_url = message.stream_url
+            if t.abort_when_admitted:
+                t.abort_when_admitted = False
+                self._apply(t, t.core.step(message.result))  # stopping: it takes the Submission's id, or ends
+                asked = t is self._turn and not t.settle_aborted  # the run's AbortTurn, not the seat's own
+                if isinstance(message.result, turn.Admitted) or message.reached:
+                    self._post_abort(t, asked=asked)
+                elif asked:
+                    tell_quietly(self.parent, TurnAborted(self.agent, t.turn_id, False))
+                return
             self._apply(t, t.core.step(message.result))
+            if isinstance(message.result, turn.AdmitRefused) and message.reached:
+                # Issue 16: it may have reached the Harness and started a Submission the run, having heard the
+                # refusal, no longer wants. Abort it now, and again before the conversation's next Turn (a
+                # Harness slow to seat it may start it after this abort).
+                self._post_abort(t, asked=False)
+                self._unsure.add(t.core.conversation_id)
         elif isinstance(message, _ReadDone):
             if message.seq == t.read_seq:
                 self._apply(t, t.core.step(message.result))
         elif isinstance(message, _ReadDue):
-            if message.seq == t.read_seq and not t.core.ended:
+            if message.seq == t.read_seq and t.core.state in ("reading", "stopping"):
                 self._read(t, message.offset)
         elif isinstance(message, _AnswerDone):
             self._apply(t, t.core.step(message.result))
         elif isinstance(message, _AbortDone):
-            tell_quietly(self.parent, TurnAborted(self.agent, t.turn_id, message.aborted, message.problem))
+            if message.asked:
+                tell_quietly(self.parent, TurnAborted(self.agent, t.turn_id, message.aborted, message.problem))
+            if t.core.state == "stopping":
+                self._apply(t, t.core.step(turn.AbortAnswered(message.aborted)))
+        elif isinstance(message, _SettleDue) and t is self._previous and t.core.busy:
+            self._settle_overdue(t)
 
     def _apply(self, t: _Turn, step: turn.TurnStep) -> None:
         if step.note:
@@ -384,8 +512,13 @@ class AgentActor(Shell):
                     self._read(t, action.offset)
             elif isinstance(action, turn.PostAnswer):
                 self._post_answer(t, action)
-        if t.core.ended:
+            elif isinstance(action, turn.AbortSubmission):
+                self._post_abort(t, asked=False)
+        if t.core.state == "ended":
             self._stop_reading(t)  # nothing the stream says after the Turn's end is read
+        if t is self._previous and not t.core.busy:
+            self._previous = None  # its Submission settled: the held Turn may start
+            self._release_held()
 
     def _read_later(self, t: _Turn, action: turn.ReadUpdates) -> None:
         assert self._timers is not None
@@ -461,6 +594,14 @@ class AgentActor(Shell):
             else:
                 result = turn.Events(updates.events, updates.next_offset)
             tell_quietly(ref, _ReadDone(job.turn_id, job.seq, result))
+
+
+def _abort_unwanted(harness: HarnessClient, agent: str, conversation: str, turn_id: str) -> None:
+    """Abort a Submission admitted after its seat stopped (nobody reads it; the idle GC would be its end)."""
+    try:
+        harness.abort(agent, conversation)
+    except HARNESS_ERRORS as e:
+        log.info("agent %s: turn %s was admitted after its seat stopped; its abort failed: %s", agent, turn_id, e)
 
 
 def _allowed(body: Mapping[str, Any]) -> tuple[str, ...]:

@@ -22,6 +22,15 @@ Theory of operation. A Turn has an id the run gives it and one conversation. Its
   could not be read, three tries a second apart), `ended` (the run ended the Turn with its own reason —
   a kernel kill's `memory limit (OOMKilled, limit …)`, which the Workspace's core words).
 - `Stop` (the run's abort or end) ends the Turn at once: nothing the stream says after it is reported.
+  An abort of a Turn whose Submission may still run (`admitting`, `reading`) leaves it `stopping`: once
+  the seat has posted the abort (`AbortAnswered`), the core reads the stream only for the Submission's
+  settle, reports nothing, and is `ended` when it settled (or the stream is lost or unreadable).
+- A Turn is `busy` while its Submission may still run — its admission in flight, a Submission not yet
+  settled (an `over: true` answer included: the Submission runs on until the model stops, CONTRACTS.md
+  §3), or `stopping`. The seat admits the next Turn of the conversation only once it is not.
+- An answer that did not reach its call (`AnswerUndelivered`) is `AnswerFailed` for the run, and the core
+  asks the seat to abort the Submission (`AbortSubmission`): it waits for a tool result that will never
+  come, and would never settle (issue 16).
 
 The core never calls the Harness and reads no clock: it returns `ReadUpdates` and `PostAnswer`, and
 reports for the run, each carrying the agent and the Turn's id so a late one never reaches a new Turn.
@@ -41,7 +50,7 @@ from jr2_actors.step import Step
 PROVIDER_LIMIT = "provider limit"
 MAX_TEXT = 4096  # the Harness's error words kept in a fault
 
-State = Literal["idle", "admitting", "reading", "ended"]
+State = Literal["idle", "admitting", "reading", "stopping", "ended"]
 FaultCause = Literal["settled", "refused", "lost", "stream", "ended"]
 
 
@@ -166,8 +175,16 @@ class Stop:
     reason: str | None = None
 
 
+@dataclass(frozen=True)
+class AbortAnswered:
+    """The abort of a `stopping` Turn was posted: `aborted` — the Harness stopped a running Submission,
+    whose settle is then read for; else nothing ran, or the abort could not be posted."""
+
+    aborted: bool
+
+
 Input = (Admitting | Admitted | AdmitRefused | AdmitNotKept | Events | StreamLost | StreamFailed | Answering
-         | Answered | AnswerUndelivered | Stop)
+         | Answered | AnswerUndelivered | Stop | AbortAnswered)
 
 
 # -- actions -----------------------------------------------------------------------------------------
@@ -185,7 +202,12 @@ class PostAnswer:
     answer: Any
 
 
-Action = ReadUpdates | PostAnswer
+@dataclass(frozen=True)
+class AbortSubmission:
+    """Abort the Turn's running Submission (quietly: the run did not ask, and hears no `TurnAborted`)."""
+
+
+Action = ReadUpdates | PostAnswer | AbortSubmission
 
 
 # -- reports to the run (each names the agent and the Turn) ------------------------------------------
@@ -293,16 +315,26 @@ class TurnCore:
 
     @property
     def ended(self) -> bool:
-        return self.state == "ended"
+        """The run is done with the Turn: it reports nothing more (a `stopping` one may still read)."""
+        return self.state in ("stopping", "ended")
+
+    @property
+    def busy(self) -> bool:
+        """Its Submission may still run: the next admission of its conversation waits (CONTRACTS.md §3)."""
+        return self.state in ("admitting", "reading", "stopping")
 
     def step(self, event: Input) -> TurnStep:
         if self.state == "ended":
             return Step(note=f"{type(event).__name__} after the Turn ended: dropped")
+        if self.state == "stopping":
+            return self._stopping(event)
         actions: list[Action] = []
         reports: list[Report] = []
         note = ""
         if isinstance(event, Stop):
-            self.state = "ended"
+            # The run's abort of a Submission that may run: read for its settle once the abort is posted.
+            # Its own end (a kernel kill ended the Harness) leaves nothing running to wait for.
+            self.state = "stopping" if event.reason is None and self.busy else "ended"
             if event.reason is not None:
                 reports.append(self._fault("ended", event.reason))
         elif isinstance(event, Admitting):
@@ -352,8 +384,50 @@ class TurnCore:
         elif isinstance(event, AnswerUndelivered):
             self.outstanding.pop(event.call_id, None)
             reports.append(AnswerFailed(self.agent, self.turn_id, event.call_id, event.message))
+            if self.state == "reading":
+                actions.append(AbortSubmission())  # its call waits for a result that will not come
         else:
             note = f"{type(event).__name__} while {self.state}: dropped"
+        return Step(tuple(actions), tuple(reports), note=note)
+
+    def _stopping(self, event: Input) -> TurnStep:
+        """Stopped by the run, its Submission perhaps still running: nothing is reported but an answer that
+        did not reach its call; the stream is read only for the Submission's settle, once the abort was
+        posted."""
+        actions: list[Action] = []
+        reports: list[Report] = []
+        note = ""
+        if isinstance(event, Admitted):  # the admission in flight landed: the seat aborts what it started
+            self.submission, self.offset = event.submission_id, event.offset
+        elif isinstance(event, (AdmitRefused, AdmitNotKept, StreamLost)):
+            self.state = "ended"  # nothing was started, or the conversation is gone
+        elif isinstance(event, AbortAnswered):
+            if event.aborted and self.submission:
+                self._read_failures = 0
+                actions.append(ReadUpdates(self.offset))
+            else:
+                self.state = "ended"
+        elif isinstance(event, StreamFailed):
+            self._read_failures += 1
+            if self._read_failures < STREAM_READ_ATTEMPTS:
+                actions.append(ReadUpdates(self.offset, after=STREAM_READ_PAUSE_SECONDS))
+            else:
+                self.state = "ended"  # cannot tell: the next admission's 409 is "not yet", bounded
+        elif isinstance(event, Events):
+            self._read_failures = 0
+            self.offset = event.next_offset
+            if any(e.get("type") == "submission-settled" and e.get("submissionId") == self.submission
+                   for e in event.events):
+                self.state = "ended"
+            else:
+                actions.append(ReadUpdates(self.offset))
+        elif isinstance(event, Answered):
+            self.outstanding.pop(event.call_id, None)
+        elif isinstance(event, AnswerUndelivered):  # issue 16: the run still hears it (a pick-answer notice)
+            self.outstanding.pop(event.call_id, None)
+            reports.append(AnswerFailed(self.agent, self.turn_id, event.call_id, event.message))
+        else:
+            note = f"{type(event).__name__} while stopping: dropped"
         return Step(tuple(actions), tuple(reports), note=note)
 
     def _event(self, e: Mapping[str, Any], start: str, i: int, actions: list[Action], reports: list[Report]) -> None:

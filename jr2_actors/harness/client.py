@@ -6,10 +6,17 @@ Theory of operation — what is sent again, and what never is:
   5 s, within 90 s. A request that may have reached it (a reset after sending, a read timeout) is not:
   an admission is at most once.
 - An answer that is not 2xx is raised as a `HarnessError` with the Harness's own words and never sent
-  again — with two exceptions, both a draining Harness's 503 while a new container starts: an
-  admission is sent again for up to 30 s (CONTRACTS.md §3's admission row), and the memory-kill read
-  within its own limit (ADR-0062). A 404 whose body says `kept: false` is `ConversationNotKept`, told
-  apart from any other 404 (ADR-0062: only that 404 is the refusal of a `kept: true` admission).
+  again — with three exceptions: a draining Harness's 503 while a new container starts, to an
+  admission (sent again for up to 30 s, CONTRACTS.md §3's admission row) and to the memory-kill read
+  (within its own limit, ADR-0062); and a 409 to an admission into a conversation the Harness holds
+  (`retry_busy`): its last Submission has not settled yet, so it is "not yet", sent again for up to
+  `ADMISSION_BUSY_SECONDS` (CONTRACTS.md §3). A 404 whose body says `kept: false` is
+  `ConversationNotKept`, told apart from any other 404 (ADR-0062: only that 404 is the refusal of a
+  `kept: true` admission).
+- An admission's answer has no read timeout: it is awaited as long as the Harness is alive — its
+  `/healthz` is asked every `ADMISSION_PROBE_SECONDS` meanwhile, and `ADMISSION_PROBE_MISSES` misses in
+  a row cut the admission (issue 16: a Harness slow to seat a Submission must not fail the run, and a
+  timeout after which it starts one anyway orphans it).
 - The memory-kill read's 5 s is a total limit over connect, 503s and the body (ADR-0062): a `Cut` on
   the client's timer thread ends the request at the deadline, so a Harness trickling its answer a byte
   at a time cannot hold an admission. Its answer is parsed as untrusted input (`memory_kills.py`).
@@ -27,11 +34,12 @@ a `VirtualClock` drives every schedule in tests. `HarnessClients` keeps one clie
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
@@ -39,10 +47,14 @@ from urllib.parse import quote, urljoin, urlsplit
 import requests
 import urllib3.exceptions
 
+from jr2_actors import logs
 from jr2_actors.actorkit import Timers
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import (
+    ADMISSION_BUSY_SECONDS,
     ADMISSION_DRAIN_SECONDS,
+    ADMISSION_PROBE_MISSES,
+    ADMISSION_PROBE_SECONDS,
     CONNECT_TIMEOUT_SECONDS,
     HARNESS_LONG_POLL_READ_SECONDS,
     HARNESS_RETRY,
@@ -166,23 +178,46 @@ class HarnessClient:
             raise HarnessProtocolError("attach answer lacks a repos map of paths")
         return dict(repos)
 
-    def admit(self, agent: str, conversation_id: str, body: Mapping[str, Any]) -> Admission:
-        """POST the admission; a 503 (draining) is sent again within 30 s (CONTRACTS.md §3)."""
+    def admit(self, agent: str, conversation_id: str, body: Mapping[str, Any], *, retry_busy: bool = False,
+              cut: Cut | None = None) -> Admission:
+        """POST the admission. A 503 (draining) is sent again within 30 s (CONTRACTS.md §3); with
+        `retry_busy` (a conversation the Harness holds), a 409 — its last Submission has not settled — is
+        "not yet", sent again within `ADMISSION_BUSY_SECONDS`. The answer is awaited as long as the Harness
+        is alive (issue 16): no read timeout, but `/healthz` is asked every `ADMISSION_PROBE_SECONDS`
+        meanwhile, and `ADMISSION_PROBE_MISSES` misses in a row cut the admission (`HarnessUnreachable`,
+        reached). `cut.fire()` from another thread ends it too."""
         path = f"/agents/{_seg(agent)}/{_seg(conversation_id)}"
-        deadline = self.clock.monotonic() + ADMISSION_DRAIN_SECONDS
-        attempt = 0
+        cut = cut or Cut()
+        started = self.clock.monotonic()
+        drain_deadline = started + ADMISSION_DRAIN_SECONDS
+        busy_deadline = started + ADMISSION_BUSY_SECONDS
+        drains = busies = 0
         while True:
-            resp = self._send("POST", path, dict(body), raise_status=False)
-            if resp.status_code == 503:
-                attempt += 1
-                delay = HARNESS_RETRY.delay(attempt)
-                if self.clock.monotonic() + delay <= deadline:
-                    resp.close()
-                    self._pause(delay, path)
-                    continue
-            if resp.status_code >= 300:
-                self._raise_for(resp)
-            doc = self._decode(resp)
+            with self._while_alive(cut) as dead:
+                try:
+                    resp = self._send("POST", path, dict(body), raise_status=False, read_timeout=None, cut=cut)
+                    if resp.status_code == 503:
+                        drains += 1
+                        delay = HARNESS_RETRY.delay(drains)
+                        if self.clock.monotonic() + delay <= drain_deadline:
+                            resp.close()
+                            self._pause(delay, path)
+                            continue
+                    if resp.status_code == 409 and retry_busy:
+                        busies += 1
+                        delay = HARNESS_RETRY.delay(busies)
+                        if self.clock.monotonic() + delay <= busy_deadline:
+                            resp.close()
+                            self._pause(delay, path)
+                            continue
+                    if resp.status_code >= 300:
+                        self._raise_for(resp)
+                    doc = self._decode(resp)
+                except HarnessUnreachable as e:
+                    if dead.is_set():
+                        raise HarnessUnreachable(f"POST {path}: the Harness stopped answering /healthz while the "
+                                                 "admission waited for its answer", reached=True) from e
+                    raise
             if not isinstance(doc, dict):
                 raise HarnessProtocolError(f"POST {path}: answer is not a JSON object")
             stream_url, offset, submission = doc.get("streamUrl"), doc.get("offset"), doc.get("submissionId")
@@ -190,6 +225,38 @@ class HarnessClient:
                     or not submission or not isinstance(offset, str):
                 raise HarnessProtocolError("admission answer lacks streamUrl, offset or submissionId")
             return Admission(self._own_url(stream_url), offset, submission)
+
+    @contextlib.contextmanager
+    def _while_alive(self, cut: Cut) -> Iterator[threading.Event]:
+        """While the block runs, ask `/healthz` every `ADMISSION_PROBE_SECONDS` on a thread of its own; after
+        `ADMISSION_PROBE_MISSES` misses in a row, fire `cut` and set the event it yields."""
+        done, dead = threading.Event(), threading.Event()
+        timers = self._timer_thread()
+
+        def probe() -> None:
+            misses = 0
+            while not done.is_set():
+                due = threading.Event()
+                handle = timers.schedule(self.clock.monotonic() + ADMISSION_PROBE_SECONDS, due.set)
+                while not due.wait(0.05):
+                    if done.is_set() or not timers.alive:
+                        timers.cancel(handle)
+                        return
+                if done.is_set():
+                    return
+                misses = 0 if self.healthz() else misses + 1
+                if misses >= ADMISSION_PROBE_MISSES and not done.is_set():
+                    dead.set()
+                    cut.fire()
+                    return
+
+        thread = threading.Thread(target=logs.carry(probe), name="jr2-harness-alive", daemon=True)
+        thread.start()
+        try:
+            yield dead
+        finally:
+            done.set()  # the thread ends at its next look (a /healthz in flight first finishes; a late fire
+            # finds the admission's connection released, and shuts nothing another request holds)
 
     def updates(self, stream_url: str, offset: str, *, cut: Cut | None = None) -> Updates:
         """One long-poll of a conversation's stream; a 404 (the conversation is lost) raises HarnessError.
@@ -263,7 +330,7 @@ class HarnessClient:
         return doc
 
     def _send(self, method: str, path: str, body: Mapping[str, Any] | None, *,
-              params: Mapping[str, str] | None = None, read_timeout: float = READ_TIMEOUT_SECONDS,
+              params: Mapping[str, str] | None = None, read_timeout: float | None = READ_TIMEOUT_SECONDS,
               absolute: bool = False, window: float = HARNESS_RETRY_WINDOW_SECONDS, raise_status: bool = True,
               cut: Cut | None = None) -> requests.Response:
         url = path if absolute else self.base_url + path
@@ -281,11 +348,12 @@ class HarnessClient:
             if cut.fired:
                 raise HarnessUnreachable(f"{method} {shown}: cut before it was sent", reached=False)
             try:
+                # read_timeout None: no read timeout (an admission, which a Cut ends instead).
+                timeout = (CONNECT_TIMEOUT_SECONDS, None) if read_timeout is None else (
+                    min(CONNECT_TIMEOUT_SECONDS, max(read_timeout, 0.1)), max(read_timeout, 0.1))
                 with cut.active():
                     resp = self._session.request(method, url, params=params, data=data, headers=headers,
-                                                 stream=True, allow_redirects=False,
-                                                 timeout=(min(CONNECT_TIMEOUT_SECONDS, max(read_timeout, 0.1)),
-                                                          max(read_timeout, 0.1)))
+                                                 stream=True, allow_redirects=False, timeout=timeout)
             except requests.exceptions.RequestException as e:
                 if not _never_reached(e) or cut.fired:
                     raise HarnessUnreachable(f"{method} {shown}: {one_line(e)}", reached=True) from e

@@ -58,7 +58,17 @@ from jr2_actors.run.feedlines import (
     line_fields,
     line_from,
 )
-from jr2_actors.run.notices import Entry, Ledger, Mark, Notice, mark_from, mark_of, nudge_eligible
+from jr2_actors.run.notices import (
+    Entry,
+    Ledger,
+    Mark,
+    Notice,
+    entry_from,
+    entry_json,
+    mark_from,
+    mark_of,
+    nudge_eligible,
+)
 from jr2_actors.run.notices import conversation_new as conversation_new_notice
 from jr2_actors.step import OffTable, Step
 from jr2_actors.workflow import EVENTS, StateDef, Workflow, parse_workflow
@@ -247,11 +257,14 @@ class TurnRecord:
     mark: Mark | None = None  # ADR-0062: the newest kill its first read saw ("none"), or its start less 1 s
     reading: str = ""  # what the pending read is for: turn | nudge | resume | renew | renew-resume
     admitted_as: str = ""  # what the newest admission was: turn | nudge | resume (memory alone)
-    carried: list[Entry] = field(default_factory=list)  # what the newest admission carried (memory alone)
-    # Every entry the Turn's admissions carried, until the Turn ends (memory alone): a Harness that no longer
-    # holds the conversation heard none of it (ADR-0062).
+    # What the newest admission carried, and whether the Harness read its surface (the Submission spoke): in
+    # the blob as `turn.carried` / `turn.heard`, so a restored Turn whose newest admission the Harness never
+    # read carries those notices again (ADR-0062: delivered is not yet heard; issue 16).
+    carried: list[Entry] = field(default_factory=list)
+    # Every entry the Turn's admissions carried, until the Turn ends (in the blob as `turn.took`): a Harness
+    # that no longer holds the conversation heard none of it (ADR-0062).
     took: list[Entry] = field(default_factory=list)
-    heard: bool = False  # the Harness read the newest admission's surface (the Submission spoke)
+    heard: bool = False
     lost_reason: str = ""  # a lost conversation, held back a moment in case a kernel kill explains it
     lost_until: float = 0.0
 
@@ -580,7 +593,9 @@ class RunCore:
         if isinstance(event, (Picked, GuardKill, Said, TurnEnded)) or (isinstance(event, TurnFault)
                                                                        and event.cause == "settled"):
             turn.heard = True  # the Submission spoke: the Harness read the admission's surface
-            turn.carried.clear()
+            if turn.carried:
+                turn.carried.clear()
+                self._persist = True  # a restore must not carry them again
         if isinstance(event, Picked):
             self._picked(turn, event)
         elif isinstance(event, GuardKill):
@@ -670,6 +685,13 @@ class RunCore:
         entries: list[Entry] = []
         if conversation_new:
             self.ledger.conversation(turn.conversation, conversation_new_notice(conversation_new))
+        again: set[str | None] = set()
+        if purpose == "resume" and turn.carried and not turn.heard:
+            # ADR-0062: what the restored Turn's newest admission carried, which the Harness never took, is
+            # pending again first, and this re-admission carries it whatever its scope leaves out.
+            again = {e.guard_kill for e in turn.carried}
+            self.ledger.raise_again(turn.carried)
+            turn.carried = []
         if purpose == "nudge" and kept:
             entries = self.ledger.take_guard_kills(path, eligible or set())
         else:
@@ -677,7 +699,8 @@ class RunCore:
                 # A re-admission of the same Turn takes every notice in scope but the guard kills the mark
                 # leaves out (none at all when its read could not tell).
                 held = self.ledger.take_guard_kills(path, {e.guard_kill for e in self.ledger.pending
-                                                           if e.guard_kill is not None} - (eligible or set()))
+                                                           if e.guard_kill is not None}
+                                                    - (eligible or set()) - again)
                 entries = self.ledger.take(path, turn.conversation)
                 self.ledger.raise_again(held)
             else:
@@ -800,7 +823,10 @@ class RunCore:
             "turn": None if turn is None else {"id": turn.id, "agent": turn.agent, "conversation": turn.conversation,
                                                "state": turn.state, "nudges": turn.nudges,
                                                "mark": None if turn.mark is None else turn.mark.json(),
-                                               "startedWall": turn.started_wall},
+                                               "startedWall": turn.started_wall,
+                                               "carried": [entry_json(e) for e in turn.carried],
+                                               "took": [entry_json(e) for e in turn.took],
+                                               "heard": turn.heard},
             "endedWorkspaces": dict(self.ended_workspaces),
             "workspaces": {path: {"restored": _restored_json(r.restored), "releasing": r.releasing,
                                   "heldAgain": r.held_again,
@@ -863,10 +889,15 @@ class RunCore:
         turn = blob.get("turn")
         if turn is not None and core.status == "running":
             mark = turn.get("mark")
+            # ADR-0062: delivered is not yet heard. The newest admission's notices come back with the Turn when
+            # the Harness never read its surface (the Submission said nothing before the process ended).
+            unread = not turn.get("heard")
             core.turn = TurnRecord(int(turn["id"]), str(turn["agent"]), str(turn["conversation"]),
                                    str(turn["state"]), nudges=int(turn.get("nudges", 0)), resumed=True,
                                    mark=mark_from(mark) if mark is not None else None,
-                                   started_wall=float(turn.get("startedWall") or 0.0))
+                                   started_wall=float(turn.get("startedWall") or 0.0),
+                                   carried=[entry_from(e) for e in turn.get("carried") or []] if unread else [],
+                                   took=[entry_from(e) for e in turn.get("took") or []])
             core._start_waiting_turn()
         core._maybe_finished()
         out, core._out = core._out, []

@@ -9,24 +9,26 @@ HTTP threads (fake/http.py, outside the actor system) ask the `HarnessActor`, wh
 `HarnessCore`. A long-poll that finds no event waits on the actor's change signal, up to the long-poll
 window (25 s by default), then answers 204. The actor never asks another actor: the API server feeds it
 each Sandbox change of its namespace (so it knows each token digest and phase), and a kernel kill is
-told to the operator.
+told to the operator. The latency lever (`HarnessCore.set_answer_latency`) is waited on the HTTP thread,
+before the answer reaches the actor; the run-on lever's settles are timers on the actor's clock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 from urllib.parse import unquote
 
 import pykka
 
-from jr2_actors.actorkit import Shell, tell_quietly
+from jr2_actors.actorkit import Shell, Timers, tell_quietly
 from jr2_actors.clock import Clock
-from jr2_actors.fake.harness.core import INSTANCE, Answer, HarnessCore, KillHarness
+from jr2_actors.fake.harness.core import INSTANCE, Answer, Effect, HarnessCore, KillHarness, SettleLater
 from jr2_actors.fake.http import HttpServer, Request
 from jr2_actors.fake.messages import Run
 from jr2_actors.fake.operator.actor import SandboxChanged, Subscribed, subscribe, unsubscribe
@@ -48,6 +50,12 @@ class HarnessRequest:
     query: dict[str, str]
     authorization: str
     body: bytes = field(repr=False)
+    delayed: bool = False  # the answer latency lever was already waited for
+
+
+@dataclass(frozen=True)
+class _Settle:
+    effect: SettleLater
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,7 @@ class HarnessReply:
     answer: Answer
     raw: bytes | None = None
     changed: threading.Event | None = None  # set when any conversation changes (for a long-poll)
+    delay: float = 0.0  # wait this long, then ask again with `delayed` (the answer latency lever)
 
 
 @dataclass(frozen=True)
@@ -79,12 +88,16 @@ class HarnessActor(Shell):
         self._changed = threading.Event()
         self._sandboxes: dict[str, _Seen] = {}
         self._watch: int | None = None
+        self._timers: Timers | None = None
 
     def started(self) -> None:
+        self._timers = Timers(self.clock, name="fake-harness-timers")
         subscribe(self.api, self.actor_ref, self.namespace)
 
     def cleanup(self) -> None:
         self._changed.set()
+        if self._timers is not None:
+            self._timers.stop()
         unsubscribe(self.api, self._watch)
 
     def on_receive(self, message: Any) -> Any:
@@ -98,6 +111,10 @@ class HarnessActor(Shell):
             result = message.fn(self.core)
             self._signal()
             return result
+        elif isinstance(message, _Settle):
+            e = message.effect
+            self.core.settle_due(e.sandbox, e.agent, e.conversation_id, e.submission, e.outcome)
+            self._signal()
         return None
 
     def _seen(self, change: SandboxChanged) -> None:
@@ -137,7 +154,7 @@ class HarnessActor(Shell):
             except (ValueError, RecursionError):
                 return HarnessReply(Answer(400, {"error": "the body is not JSON"}))
         answer: Answer
-        effects: list[KillHarness] = []
+        effects: list[Effect] = []
         if parts == ("attach",) and req.method == "POST":
             answer = self.core.attach(req.sandbox, body)
         elif parts == ("memory-kills",) and req.method == "GET":
@@ -147,8 +164,10 @@ class HarnessActor(Shell):
             if answer.code == 200:
                 answer = Answer(200, {**answer.doc, "streamUrl": self._stream_url(req.sandbox, parts[1], parts[2])})
         elif len(parts) == 4 and parts[0] == "agents" and parts[3] == "abort" and req.method == "POST":
-            answer = self.core.abort(req.sandbox, parts[1], parts[2])
+            answer, effects = self.core.abort(req.sandbox, parts[1], parts[2])
         elif len(parts) == 4 and parts[0] == "agents" and parts[3] == "answers" and req.method == "POST":
+            if self.core.answer_latency and not req.delayed:
+                return HarnessReply(Answer(0, None), delay=self.core.answer_latency)
             answer, effects = self.core.answer(req.sandbox, parts[1], parts[2], body, now)
         elif len(parts) == 3 and parts[0] == "streams" and req.method == "GET":
             answer = self.core.poll(req.sandbox, parts[1], parts[2], req.query.get("offset", "0"))
@@ -156,7 +175,11 @@ class HarnessActor(Shell):
         else:
             return HarnessReply(Answer(404, {"error": f"no route {req.method} /{'/'.join(parts)}"}))
         for effect in effects:
-            tell_quietly(self.operator, Run(_kernel_kill(effect, self.namespace, self.clock.wall())))
+            if isinstance(effect, KillHarness):
+                tell_quietly(self.operator, Run(_kernel_kill(effect, self.namespace, self.clock.wall())))
+            elif self._timers is not None:
+                self._timers.schedule(self.clock.monotonic() + effect.after,
+                                      functools.partial(tell_quietly, self.actor_ref, _Settle(effect)))
         self._signal()
         return HarnessReply(answer)
 
@@ -211,6 +234,12 @@ class HarnessApp:
             except (pykka.ActorDeadError, pykka.Timeout):
                 r.respond_json(503, {"error": "the fake Harness is stopping"})
                 return
+            if reply.delay:
+                if self.closing.wait(reply.delay):
+                    r.respond_json(503, {"error": "the fake Harness is stopping"})
+                    return
+                req = replace(req, delayed=True)
+                continue
             if reply.changed is None or waited:
                 break
             # Long-poll: wait for any change, then look once more.

@@ -12,6 +12,12 @@ a kill on `/memory-kills` told to this conversation; the Turn goes on, ADR-0062)
 kernel OOM-kills the Harness: the operator marks `OOMKilled`, every conversation of that Harness is
 lost), `Hang` (never settles).
 
+Two levers make it answer as a real Harness's timing would (CONTRACTS.md §3): `set_run_on(seconds)` — after
+an answer with `over: true`, or an abort, the Submission runs on this long before it settles (a real model
+stops when it stops; until then an admission into the conversation is refused 409) — and
+`set_answer_latency(seconds)`, which the shell waits before each `POST …/answers` reaches the Harness;
+`refuse_answers(count, status)` refuses the next answers untaken.
+
 Every admission body is recorded as received, so a test reads exactly what the Orchestrator sent; a
 seated one also records its Briefing (`harness/briefing.py`), the words a model would see.
 """
@@ -82,6 +88,21 @@ class KillHarness:
     message: str
 
 
+@dataclass(frozen=True)
+class SettleLater:
+    """An effect for the shell: call `settle_due` with these after `after` seconds (the run-on lever)."""
+
+    sandbox: str
+    agent: str
+    conversation_id: str
+    submission: str
+    outcome: str
+    after: float
+
+
+Effect = KillHarness | SettleLater
+
+
 @dataclass
 class Conversation:
     agent: str
@@ -92,6 +113,7 @@ class Conversation:
     submission: str = ""
     running: bool = False
     awaiting: str | None = None  # the callId of a pick waiting for its answer
+    ending: str = ""  # the outcome it settles with once its run-on is over (`set_run_on`)
     script: deque[Action] = field(default_factory=deque)
 
 
@@ -109,6 +131,9 @@ class HarnessCore:
         self._harnesses: dict[str, _Harness] = {}
         self._scripts: dict[str, deque[list[Action]]] = {}
         self._pick_first = False
+        self.run_on = 0.0  # seconds a Submission runs on after an `over: true` answer or an abort
+        self.answer_latency = 0.0  # seconds each `POST …/answers` takes to reach the Harness (the shell waits)
+        self._refused_answers: list[int] = []  # statuses the next answers are refused with, untaken
         self.reads: dict[str, int] = {}  # GET /memory-kills answered, per Harness
         self.admissions: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)  # every admission body, as received
         self.answers: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)
@@ -125,6 +150,20 @@ class HarnessCore:
         instead of saying "Done." and settling without a pick."""
         self._pick_first = on
 
+    def set_run_on(self, seconds: float) -> None:
+        """After an answer with `over: true`, or an abort, the Submission settles only `seconds` later (a real
+        Harness's model runs on until it stops); meanwhile it is running, and an admission is refused 409."""
+        self.run_on = max(0.0, seconds)
+
+    def set_answer_latency(self, seconds: float) -> None:
+        """Each `POST …/answers` reaches the Harness only `seconds` after it was sent."""
+        self.answer_latency = max(0.0, seconds)
+
+    def refuse_answers(self, count: int, status: int = 503) -> None:
+        """The next `count` `POST …/answers` are refused with `status` (a draining Harness's 503) and not
+        taken: the model's call still waits for its result."""
+        self._refused_answers.extend([status] * max(0, count))
+
     def set_draining(self, sandbox: str, draining: bool) -> None:
         self._harness(sandbox).draining = draining
 
@@ -140,7 +179,8 @@ class HarnessCore:
         """The model of a hung Turn of `agent` picks now (a test's hand on the model): False when none hangs."""
         for harness in self._harnesses.values():
             for conv in harness.conversations.values():
-                if conv.agent == agent and conv.running and conv.awaiting is None and not conv.script:
+                if conv.agent == agent and conv.running and conv.awaiting is None and not conv.script \
+                        and not conv.ending:
                     conv.awaiting = f"call-{next(self._ids)}"
                     self._emit(conv, "pick", callId=conv.awaiting, pick=pick, args=dict(args or {}))
                     return True
@@ -176,7 +216,7 @@ class HarnessCore:
         return Answer(200, {"repos": repos})
 
     def admit(self, sandbox: str, agent: str, conversation_id: str, body: object, now: float) -> tuple[Answer,
-                                                                                                     list[KillHarness]]:
+                                                                                                     list[Effect]]:
         harness = self._harness(sandbox)
         if not isinstance(body, dict):
             return Answer(400, {"error": "the admission body must be a JSON object"}), []
@@ -229,31 +269,37 @@ class HarnessCore:
         return Answer(200, events, headers)
 
     def answer(self, sandbox: str, agent: str, conversation_id: str, body: object, now: float) -> tuple[
-            Answer, list[KillHarness]]:
+            Answer, list[Effect]]:
         conv = self._harness(sandbox).conversations.get((agent, conversation_id))
         if conv is None:
             return Answer(404, {"error": "conversation lost"}), []
         if not isinstance(body, dict) or not isinstance(body.get("callId"), str) or not isinstance(
                 body.get("over"), bool) or "answer" not in body:
             return Answer(400, {"error": "body must be {callId, over, answer}"}), []
+        if self._refused_answers:
+            return Answer(self._refused_answers.pop(0), {"error": "draining"}), []
         if conv.awaiting != body["callId"]:
             return Answer(409, {"error": f"no pick {body['callId']} is waiting"}), []
         self.answers.append({"sandbox": sandbox, "agent": agent, "conversationId": conversation_id, **body})
         conv.awaiting = None
         if body["over"]:
             conv.script.clear()
-            self._settle(conv, "completed")
-            return Answer(200, {"ok": True}), []
+            return Answer(200, {"ok": True}), self._stop(sandbox, conv, "completed")
         return Answer(200, {"ok": True}), self._run(sandbox, conv, now)
 
-    def abort(self, sandbox: str, agent: str, conversation_id: str) -> Answer:
+    def abort(self, sandbox: str, agent: str, conversation_id: str) -> tuple[Answer, list[Effect]]:
         conv = self._harness(sandbox).conversations.get((agent, conversation_id))
         if conv is None or not conv.running:
-            return Answer(200, {"aborted": False})
+            return Answer(200, {"aborted": False}), []
         conv.script.clear()
         conv.awaiting = None
-        self._settle(conv, "aborted")
-        return Answer(200, {"aborted": True})
+        return Answer(200, {"aborted": True}), self._stop(sandbox, conv, "aborted")
+
+    def settle_due(self, sandbox: str, agent: str, conversation_id: str, submission: str, outcome: str) -> None:
+        """A run-on is over: the Submission settles, unless it settled meanwhile (or its Harness restarted)."""
+        conv = self._harness(sandbox).conversations.get((agent, conversation_id))
+        if conv is not None and conv.running and conv.submission == submission:
+            self._settle(conv, outcome)
 
     def kill_log(self) -> list[dict[str, Any]]:
         """Every kill on every Harness's list, oldest first, with its Sandbox: what a test counts notices
@@ -270,7 +316,15 @@ class HarnessCore:
 
     # -- the scripted model --------------------------------------------------------------------------
 
-    def _run(self, sandbox: str, conv: Conversation, now: float) -> list[KillHarness]:
+    def _stop(self, sandbox: str, conv: Conversation, outcome: str) -> list[Effect]:
+        """The model is told to stop: it settles now, or after the run-on lever's seconds."""
+        if self.run_on <= 0:
+            self._settle(conv, outcome)
+            return []
+        conv.ending = conv.ending or outcome
+        return [SettleLater(sandbox, conv.agent, conv.conversation_id, conv.submission, conv.ending, self.run_on)]
+
+    def _run(self, sandbox: str, conv: Conversation, now: float) -> list[Effect]:
         harness = self._harness(sandbox)
         while conv.script:
             action = conv.script.popleft()
@@ -308,6 +362,7 @@ class HarnessCore:
             extra["error"] = dict(error)
         self._emit(conv, "submission-settled", **extra)
         conv.running = False
+        conv.ending = ""
 
     def _emit(self, conv: Conversation, type_: str, **fields: Any) -> None:
         index = sum(1 for e in conv.events if e["position"]["batch"] == conv.batch)
