@@ -162,3 +162,39 @@ def test_kubectl_get_watch_sees_a_status_change(kenv: dict[str, str], cluster: F
     finally:
         proc.kill()
         proc.wait(10)
+
+
+# -- kubernetes_asyncio --------------------------------------------------------------------------------
+
+def test_kubernetes_asyncio_watch_streams(cluster: FakeCluster, tmp_path: Path) -> None:
+    """Issue 20 item 1: kubernetes_asyncio sends `watch=True`; a real server reads any spelling but `0` and
+    `false` as true, so the fake streams (it used to answer a list, which the client cannot read as events)."""
+    import asyncio
+
+    from kubernetes_asyncio import client as aclient
+    from kubernetes_asyncio import config as aconfig
+    from kubernetes_asyncio import watch as awatch
+
+    path = cluster.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    core = k8s.CoreV1Api(config.new_client_from_config(config_file=path))
+    core.create_namespaced_secret("jr2", k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="s1")))
+
+    async def stream() -> list[tuple[str, str]]:
+        api_client = await aconfig.new_client_from_config(config_file=path)
+        seen: list[tuple[str, str]] = []
+        try:
+            w = awatch.Watch()
+            async for event in w.stream(aclient.CoreV1Api(api_client).list_namespaced_secret, "jr2",
+                                        timeout_seconds=5):
+                seen.append((event["type"], event["object"].metadata.name))
+                if len(seen) == 1:
+                    core.create_namespaced_secret("jr2", k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="s2")))
+                else:
+                    w.stop()
+        finally:
+            await api_client.close()
+        return seen
+
+    assert asyncio.run(stream()) == [("ADDED", "s1"), ("ADDED", "s2")]
+    watched = [r for r in cluster.requests() if r["path"].endswith("/secrets") and r["watch"]]
+    assert watched and watched[0]["query"]["watch"] == "True"  # the spelling this client sends

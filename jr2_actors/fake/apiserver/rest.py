@@ -45,7 +45,20 @@ class ApiRequest:
 
     @property
     def is_watch(self) -> bool:
-        return self.query.get("watch") in ("true", "1")
+        return bool(query_bool(self.query, "watch"))
+
+
+def query_bool(query: Mapping[str, str], name: str) -> bool | None:
+    """A boolean query parameter as the API server reads every one of them (`watch`, `allowWatchBookmarks`,
+    `force`, `orphanDependents`, ...): absent is None; `0` and `false` in any case are false; any other
+    value, the empty one included, is true (k8s.io/apimachinery pkg/runtime/conversion.go,
+    Convert_Slice_string_To_bool and Convert_Slice_string_To_Pointer_bool, which the generated query
+    conversions of ListOptions, PatchOptions and DeleteOptions call). So `watch=True`, as
+    kubernetes_asyncio sends it, opens a watch."""
+    value = query.get(name)
+    if value is None:
+        return None
+    return not (value == "0" or value.lower() == "false")
 
 
 @dataclass(frozen=True)
@@ -130,7 +143,7 @@ def _collection(req: ApiRequest, state: ClusterState, kind: Kind, ns: str | None
     if req.method == "GET" and req.is_watch:
         return ApiAnswer(200, None, watch=WatchSpec(
             kind, ns, labels, fields, req.query.get("resourceVersion"), discovery.wants_table(req.accept),
-            req.query.get("allowWatchBookmarks") == "true", _timeout(req.query.get("timeoutSeconds"))))
+            bool(query_bool(req.query, "allowWatchBookmarks")), _timeout(req.query.get("timeoutSeconds"))))
     if req.method == "GET":
         doc = state.list_objects(kind, ns, labels, fields, limit=_limit(req.query.get("limit")),
                                  continue_token=req.query.get("continue") or None)
@@ -157,12 +170,9 @@ def _item(req: ApiRequest, state: ClusterState, kind: Kind, ns: str | None, name
     if req.method == "PATCH":
         ctype = req.content_type.split(";")[0].strip()
         if ctype == APPLY:
-            force = req.query.get("force")
-            if force not in (None, "true", "false"):
-                raise StatusError(400, "BadRequest", "force: invalid value")
             existed = state.exists(kind, ns, name)
             obj = state.apply(kind, ns, name, _body(req, yaml_ok=True), manager=req.query.get("fieldManager", ""),
-                              now=now, force=force == "true", subresource=sub, options=options)
+                              now=now, force=bool(query_bool(req.query, "force")), subresource=sub, options=options)
             return ApiAnswer(200 if existed else 201, obj)
         patch_type = {MERGE: "merge", JSON_PATCH: "json"}.get(ctype)
         if ctype == STRATEGIC and not kind.group:
@@ -202,7 +212,7 @@ def _options(req: ApiRequest) -> WriteOptions:
 
 def _propagation(req: ApiRequest, body: Mapping[str, Any]) -> str | None:
     policy = body.get("propagationPolicy", req.query.get("propagationPolicy"))
-    if body.get("orphanDependents") is True or req.query.get("orphanDependents") == "true":
+    if body.get("orphanDependents") is True or query_bool(req.query, "orphanDependents"):
         policy = policy or "Orphan"
     if policy is not None and not isinstance(policy, str):
         raise StatusError(400, "BadRequest", "propagationPolicy: must be a string")
