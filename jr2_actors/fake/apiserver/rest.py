@@ -19,9 +19,9 @@ import yaml
 
 from jr2_actors.fake.apiserver import discovery
 from jr2_actors.fake.apiserver.selectors import FieldSelector, Selector, SelectorError, parse, parse_fields
-from jr2_actors.fake.apiserver.state import ClusterState, WriteOptions
+from jr2_actors.fake.apiserver.state import RETURNS_DELETED_OBJECT, ClusterState, WriteOptions
 from jr2_actors.fake.apiserver.status import StatusError
-from jr2_actors.kube.kinds import NAMESPACE, SECRET, Kind
+from jr2_actors.kube.kinds import NAMESPACE, Kind
 
 MAX_REQUEST_BODY = 3 * 1024 * 1024  # the API server's own request limit
 DEFAULT_WATCH_TIMEOUT = 1800  # seconds, when the client names none (the server's min-request-timeout)
@@ -190,11 +190,13 @@ def _item(req: ApiRequest, state: ClusterState, kind: Kind, ns: str | None, name
         body = _body(req, empty_ok=True)
         obj = state.delete(kind, ns, name, preconditions=_preconditions(body), propagation=_propagation(req, body),
                            options=options, now=now)
-        if kind is SECRET and not obj["metadata"].get("deletionTimestamp"):
-            # A built-in kind's delete answers a Status (its store does not return the deleted object).
+        if kind.plural not in RETURNS_DELETED_OBJECT and not obj["metadata"].get("deletionTimestamp"):
+            # Gone at once, from a store that does not return the deleted object: the generic store's
+            # finalizeDelete answers a Status naming it (apiserver pkg/registry/generic/registry/store.go).
+            # One a finalizer holds is answered with the object, as from every store.
+            details = {"name": name, "group": kind.group, "kind": kind.plural, "uid": obj["metadata"].get("uid")}
             return ApiAnswer(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                                   "details": {"name": name, "kind": kind.plural,
-                                               "uid": obj["metadata"].get("uid")}})
+                                   "details": {k: v for k, v in details.items() if v}})  # omitempty
         return ApiAnswer(200, obj)
     raise _not_allowed(req.method)
 

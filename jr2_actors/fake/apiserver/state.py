@@ -44,6 +44,14 @@ from jr2_actors.timefmt import rfc3339
 
 DEFAULT_HISTORY = 256
 STATUS_KINDS = frozenset({"sandboxes", "repos"})  # the CRDs with a status subresource
+# The kinds with `metadata.generation`: custom resources (the CRD strategy sets it to 1 and moves it with the
+# spec). The Secret, Namespace and Event strategies never set it, so those objects have none.
+GENERATION_KINDS = STATUS_KINDS
+# What a delete that removes the object at once answers with: the object itself where the kind's store sets
+# ReturnDeletedObject (custom resources, Namespaces), else a Status naming it (the generic store's
+# finalizeDelete: Secrets, Events).
+RETURNS_DELETED_OBJECT = STATUS_KINDS | {"namespaces"}
+OPAQUE = "Opaque"  # a Secret's type when it names none (SetDefaults_Secret)
 SERVER_META = ("uid", "creationTimestamp", "resourceVersion", "generation", "managedFields", "deletionTimestamp",
                "deletionGracePeriodSeconds", "selfLink")
 FOREGROUND = "foregroundDeletion"
@@ -211,7 +219,9 @@ class ClusterState:
         m["name"] = name
         m["uid"] = str(uuid.uuid4())
         m["creationTimestamp"] = rfc3339(now)
-        m["generation"] = 1
+        if kind.plural in GENERATION_KINDS:
+            m["generation"] = 1
+        _default(kind, obj)
         if kind.namespaced:
             m["namespace"] = namespace
         if kind.plural in STATUS_KINDS:
@@ -450,8 +460,10 @@ class ClusterState:
         if old.get("deletionTimestamp") and set(new.get("finalizers") or []) - set(old.get("finalizers") or []):
             raise invalid(kind, old["name"], [("metadata.finalizers", "Forbidden",
                                               "no new finalizers can be added if the object is being deleted")])
-        if _spec_of(result) != _spec_of(existing):
+        if kind.plural in GENERATION_KINDS and _spec_of(result) != _spec_of(existing):
             new["generation"] = old.get("generation", 1) + 1
+        _default(kind, result)
+        _check_immutable(kind, existing, result)
         if manager:
             ssa.record_update(result, existing, manager, kind.api_version, now, operation="Update")
         if result == existing:
@@ -625,6 +637,19 @@ def _fold_string_data(kind: Kind, obj: Obj) -> Obj:
     folded = {k: base64.b64encode(v.encode()).decode() for k, v in string_data.items()}
     obj["data"] = {**(data if isinstance(data, dict) else {}), **folded}
     return obj
+
+
+def _default(kind: Kind, obj: Obj) -> None:
+    """What the API server's defaulting fills in on every write (it decodes each body through it)."""
+    if kind is SECRET and not obj.get("type"):
+        obj["type"] = OPAQUE
+
+
+def _check_immutable(kind: Kind, existing: Obj, result: Obj) -> None:
+    """ValidateSecretUpdate: a Secret's `type` never changes (422, `field is immutable`)."""
+    if kind is SECRET and result.get("type") != existing.get("type", OPAQUE):
+        raise invalid(kind, existing["metadata"]["name"],
+                      [("type", "Invalid value", f'"{result.get("type")}": field is immutable')])
 
 
 def _validate(kind: Kind, obj: Obj) -> None:
