@@ -18,7 +18,7 @@ from tests.test_layout import FORBIDDEN, PACKAGE, _reach
 SBX = "/apis/core.jr2.dev/v1alpha1/namespaces/jr2/sandboxes"
 PURE = ["fake/apiserver/rest.py", "fake/apiserver/state.py", "fake/apiserver/apply.py",
         "fake/apiserver/patches.py", "fake/apiserver/validation.py", "fake/apiserver/selectors.py",
-        "fake/apiserver/discovery.py"]
+        "fake/apiserver/discovery.py", "fake/apiserver/events.py", "fake/apiserver/kinds.py"]
 
 
 @pytest.mark.parametrize("module", PURE)

@@ -484,7 +484,8 @@ class ApiApp:
         if spec.table and frame.get("type") in ("ADDED", "MODIFIED", "DELETED"):
             obj = frame["object"]
             return {"type": frame["type"],
-                    "object": discovery.table([obj], obj["metadata"]["resourceVersion"], self.clock.wall())}
+                    "object": discovery.table(spec.kind, [obj], obj["metadata"]["resourceVersion"],
+                                              self.clock.wall())}
         return frame
 
     def _bookmark(self, r: Request, spec: WatchSpec) -> None:

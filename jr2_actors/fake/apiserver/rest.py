@@ -17,8 +17,16 @@ from urllib.parse import unquote
 
 import yaml
 
-from jr2_actors.fake.apiserver import discovery
-from jr2_actors.fake.apiserver.selectors import FieldSelector, Selector, SelectorError, parse, parse_fields
+from jr2_actors.fake.apiserver import discovery, events
+from jr2_actors.fake.apiserver.kinds import is_custom
+from jr2_actors.fake.apiserver.selectors import (
+    META_FIELDS,
+    FieldSelector,
+    Selector,
+    SelectorError,
+    parse,
+    parse_fields,
+)
 from jr2_actors.fake.apiserver.state import RETURNS_DELETED_OBJECT, ClusterState, WriteOptions
 from jr2_actors.fake.apiserver.status import StatusError
 from jr2_actors.kube.kinds import NAMESPACE, Kind
@@ -130,7 +138,7 @@ def _route(req: ApiRequest, state: ClusterState, now: float) -> ApiAnswer:
         raise _not_found()
     name = rest[1] if len(rest) >= 2 else None
     sub = rest[2] if len(rest) >= 3 else None
-    if sub not in (None, "status") or (sub == "status" and not kind.group and kind is not NAMESPACE):
+    if sub not in (None, "status") or (sub == "status" and not is_custom(kind) and kind is not NAMESPACE):
         raise _not_found()
     if name is None:
         return _collection(req, state, kind, namespace, now)
@@ -139,7 +147,7 @@ def _route(req: ApiRequest, state: ClusterState, now: float) -> ApiAnswer:
 
 def _collection(req: ApiRequest, state: ClusterState, kind: Kind, ns: str | None, now: float) -> ApiAnswer:
     labels = _labels(req.query.get("labelSelector"))
-    fields = _fields(req.query.get("fieldSelector"))
+    fields = _fields(req.query.get("fieldSelector"), kind)
     if req.method == "GET" and req.is_watch:
         return ApiAnswer(200, None, watch=WatchSpec(
             kind, ns, labels, fields, req.query.get("resourceVersion"), discovery.wants_table(req.accept),
@@ -148,7 +156,7 @@ def _collection(req: ApiRequest, state: ClusterState, kind: Kind, ns: str | None
         doc = state.list_objects(kind, ns, labels, fields, limit=_limit(req.query.get("limit")),
                                  continue_token=req.query.get("continue") or None)
         if discovery.wants_table(req.accept):
-            doc = discovery.table(doc["items"], doc["metadata"]["resourceVersion"], now)
+            doc = discovery.table(kind, doc["items"], doc["metadata"]["resourceVersion"], now)
         return ApiAnswer(200, doc)
     if req.method == "POST":
         return ApiAnswer(201, state.create(kind, ns, _body(req), now=now, options=_options(req)))
@@ -164,7 +172,7 @@ def _item(req: ApiRequest, state: ClusterState, kind: Kind, ns: str | None, name
     if req.method == "GET":
         obj = state.get(kind, ns, name)
         if discovery.wants_table(req.accept):
-            return ApiAnswer(200, discovery.table([obj], obj["metadata"]["resourceVersion"], now))
+            return ApiAnswer(200, discovery.table(kind, [obj], obj["metadata"]["resourceVersion"], now))
         return ApiAnswer(200, obj)
     options = _options(req)
     if req.method == "PATCH":
@@ -175,17 +183,19 @@ def _item(req: ApiRequest, state: ClusterState, kind: Kind, ns: str | None, name
                               now=now, force=bool(query_bool(req.query, "force")), subresource=sub, options=options)
             return ApiAnswer(200 if existed else 201, obj)
         patch_type = {MERGE: "merge", JSON_PATCH: "json"}.get(ctype)
-        if ctype == STRATEGIC and not kind.group:
+        if ctype == STRATEGIC and not is_custom(kind):
             patch_type = "strategic"  # built-in kinds only: a custom resource has no patch strategy
         if patch_type is None:
-            accepted = [JSON_PATCH, MERGE, APPLY] if kind.group else [JSON_PATCH, MERGE, APPLY, STRATEGIC]
+            accepted = [JSON_PATCH, MERGE, APPLY] if is_custom(kind) else [JSON_PATCH, MERGE, APPLY, STRATEGIC]
             raise StatusError(415, "UnsupportedMediaType",
                               f"the body of the request was in an unknown format - accepted media types include: "
                               f"{', '.join(accepted)}")
         return ApiAnswer(200, state.patch(kind, ns, name, _body(req, any_json=True), patch_type=patch_type,
                                           subresource=sub, options=options, now=now))
     if req.method == "PUT":
-        return ApiAnswer(200, state.replace(kind, ns, name, _body(req), subresource=sub, options=options, now=now))
+        existed = state.exists(kind, ns, name)  # an Event's PUT may create it (201)
+        return ApiAnswer(200 if existed else 201, state.replace(kind, ns, name, _body(req), subresource=sub,
+                                                                options=options, now=now))
     if req.method == "DELETE" and sub is None:
         body = _body(req, empty_ok=True)
         obj = state.delete(kind, ns, name, preconditions=_preconditions(body), propagation=_propagation(req, body),
@@ -258,9 +268,9 @@ def _labels(text: str | None) -> Selector:
         raise StatusError(400, "BadRequest", str(e)) from e
 
 
-def _fields(text: str | None) -> FieldSelector:
+def _fields(text: str | None, kind: Kind) -> FieldSelector:
     try:
-        return parse_fields(text)
+        return parse_fields(text, events.field_labels(kind) if kind.plural == "events" else META_FIELDS)
     except SelectorError as e:
         raise StatusError(400, "BadRequest", str(e)) from e
 

@@ -254,20 +254,33 @@ def _check_key(key: str) -> str:
 
 # -- field selectors ------------------------------------------------------------------------------------
 
-FIELDS = ("metadata.name", "metadata.namespace")  # what every kind supports; jr2's kinds add none
+META_FIELDS: Mapping[str, str] = {"metadata.name": "metadata.name", "metadata.namespace": "metadata.namespace"}
+"""What every kind supports (generic.ObjectMetaFieldsSet); jr2's kinds add none, Events add theirs (events.py)."""
 _FIELD = re.compile(r"^(?P<key>[^=!\s]+)\s*(?P<op>==|!=|=)\s*(?P<value>[^,]*)$")
+
+
+def field_value(obj: Mapping[str, object], field: str) -> str:
+    """An object's selectable field, "" where it has none (a fields.Set holds every field, empty or not).
+    `source`, an Event's, is `source.component`, else `reportingComponent` (the Event strategy's rule)."""
+    if field == "source":
+        source = obj.get("source")
+        component = source.get("component") if isinstance(source, dict) else None
+        return str(component or obj.get("reportingComponent") or "")
+    head, _, rest = field.partition(".")
+    value = obj.get(head)
+    if rest:
+        value = value.get(rest) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
 
 
 @dataclass(frozen=True)
 class FieldRequirement:
-    field: str
+    field: str  # the stored object's field (a label another version names differently is mapped at parse)
     equal: bool
     value: str
 
     def matches(self, obj: Mapping[str, object]) -> bool:
-        meta = obj.get("metadata")
-        got = meta.get(self.field.removeprefix("metadata.")) if isinstance(meta, dict) else None
-        return (got == self.value) if self.equal else (got != self.value)
+        return (field_value(obj, self.field) == self.value) is self.equal
 
 
 @dataclass(frozen=True)
@@ -278,9 +291,10 @@ class FieldSelector:
         return all(r.matches(obj) for r in self.requirements)
 
 
-def parse_fields(text: str | None) -> FieldSelector:
-    """`metadata.name=x,metadata.namespace!=y`; any other field is refused as a real server refuses it
-    (apimachinery fields.ParseSelector, then the registry's "field label not supported")."""
+def parse_fields(text: str | None, labels: Mapping[str, str] = META_FIELDS) -> FieldSelector:
+    """`metadata.name=x,metadata.namespace!=y`; `labels` maps each field label the kind supports to the
+    stored field it selects on. Any other label is refused as a real server refuses it (apimachinery
+    fields.ParseSelector, then the field label conversion's "field label not supported")."""
     if not text or not text.strip():
         return FieldSelector()
     requirements = []
@@ -288,7 +302,7 @@ def parse_fields(text: str | None) -> FieldSelector:
         m = _FIELD.match(part)
         if not m:
             raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")
-        if m["key"] not in FIELDS:
+        if m["key"] not in labels:
             raise SelectorError(f"field label not supported: {m['key']}")
-        requirements.append(FieldRequirement(m["key"], m["op"] != "!=", m["value"].strip()))
+        requirements.append(FieldRequirement(labels[m["key"]], m["op"] != "!=", m["value"].strip()))
     return FieldSelector(tuple(requirements))
