@@ -16,6 +16,7 @@ from kubernetes import client as k8s
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
+from jr2_actors.fake.apiserver.kinds import EVENT
 from jr2_actors.fake.cluster import FakeCluster
 from tests.test_fake_fidelity import create, custom
 from tests.test_fake_real_clients import api, kenv, kubectl, needs_kubectl
@@ -228,3 +229,18 @@ def test_a_put_creates_a_missing_event_and_built_in_patch_types_apply(cluster: F
     assert applied.status_code == 200, applied.text
     assert applied.json()["metadata"]["labels"] == {"a": "b", "c": "d"}
     assert applied.json()["reason"] == "Started" and "note" not in applied.json()  # the rest kept
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    (f"/api/v1/namespaces/{NS}/events", {"metadata": {"name": "h"}, "involvedObject": "a string"}),
+    (f"/api/v1/namespaces/{NS}/events", {"metadata": {"name": "h"}, "count": True, "involvedObject": {}}),
+    (f"/api/v1/namespaces/{NS}/events", {"metadata": {"name": "h"}, "reason": ["R"], "involvedObject": {}}),
+    (f"/apis/events.k8s.io/v1/namespaces/{NS}/events", {"metadata": {"name": "h"}, "regarding": 7}),
+    (f"/apis/events.k8s.io/v1/namespaces/{NS}/events", {"metadata": {"name": "h"}, "eventTime": {"t": 1}}),
+])
+def test_a_field_of_the_wrong_type_is_400_naming_it(cluster: FakeCluster, path: str, body: dict[str, Any]) -> None:
+    # The decoder cannot read such a body as an Event: 400 BadRequest, the field named, nothing stored.
+    resp = post(cluster, path, body)
+    assert resp.status_code == 400, resp.text
+    assert next(iter(k for k in body if k != "metadata")) in resp.json()["message"]
+    assert cluster.call(lambda s: s.exists(EVENT, NS, "h")) is False

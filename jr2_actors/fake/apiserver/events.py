@@ -35,6 +35,11 @@ _RENAMED = {"involvedObject": "regarding", "message": "note", "source": "depreca
             "count": "deprecatedCount", "reportingComponent": "reportingController"}
 _BACK = {v: k for k, v in _RENAMED.items()}
 
+# The JSON type of each field of a core/v1 Event but metadata and the times (checked apart).
+_TYPES: dict[str, type] = {"involvedObject": dict, "source": dict, "series": dict, "related": dict, "reason": str,
+                           "message": str, "type": str, "action": str, "reportingComponent": str,
+                           "reportingInstance": str, "count": int}
+_TYPE_NAMES = {dict: "an object", str: "a string", int: "an integer"}
 _SECONDS = ("firstTimestamp", "lastTimestamp")  # metav1.Time
 _MICROS = ("eventTime",)  # metav1.MicroTime (and series.lastObservedTime)
 
@@ -86,6 +91,13 @@ def view(kind: Kind, obj: Obj) -> Obj:
 def _normalised(obj: Obj, kind: Kind) -> Obj:
     """As the server serialises a core/v1 Event: the struct fields always there, empty times null, each
     time in its type's precision."""
+    for key, want in _TYPES.items():
+        value = obj.get(key)
+        if value is not None and (not isinstance(value, want) or isinstance(value, bool)):
+            # The decoder's refusal of a field of the wrong JSON type (400, as for a bad time).
+            field = _RENAMED.get(key, key) if kind is EVENTS_V1 else key
+            raise StatusError(400, "BadRequest", f'Event in version "{kind.version}" cannot be handled as a Event: '
+                                                 f"{field}: expected {_TYPE_NAMES[want]}, got {json.dumps(value)[:40]}")
     obj.setdefault("involvedObject", {})
     obj.setdefault("source", {})
     obj.setdefault("reportingComponent", "")
