@@ -621,3 +621,67 @@ def test_a_sandbox_its_crds_schema_refuses_is_422_naming_each_field(custom: k8s.
     fields = {c["field"] for c in json.loads(status_err.value.body)["details"]["causes"]}
     assert {"status.conditions[0].reason", "status.conditions[0].lastTransitionTime"} <= fields
     assert "status" not in get(custom, "good")
+
+
+# -- issue 20 item 4: the remaining deviations --------------------------------------------------------------
+
+def test_a_secret_has_no_generation_and_its_type_defaults_to_opaque(api: k8s.ApiClient,
+                                                                    custom: k8s.CustomObjectsApi) -> None:
+    core = k8s.CoreV1Api(api)
+    # The Secret strategy sets no generation (only a custom resource's does); SetDefaults_Secret gives
+    # `type: Opaque` to one that names none, on every write.
+    created = core.create_namespaced_secret(NS, k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="s"), data={"a": "YQ=="}))
+    assert created.metadata.generation is None and created.type == "Opaque"
+    patched = core.patch_namespaced_secret("s", NS, {"data": {"b": "Yg=="}})
+    assert patched.metadata.generation is None and patched.type == "Opaque"
+    put = core.replace_namespaced_secret("s", NS, k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="s"), data={}))
+    assert put.type == "Opaque"  # defaulted again: the PUT left it out
+    tls = core.create_namespaced_secret(NS, k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="t"),
+                                                         type="kubernetes.io/tls"))
+    assert tls.type == "kubernetes.io/tls"
+    # ValidateSecretUpdate: the type is immutable.
+    with pytest.raises(ApiException) as err:
+        core.patch_namespaced_secret("t", NS, {"type": "Opaque"})
+    assert err.value.status == 422
+    assert 'Secret "t" is invalid: type: Invalid value: "Opaque": field is immutable' in json.loads(err.value.body)[
+        "message"]
+    assert core.read_namespace(NS).metadata.generation is None  # nor has a Namespace
+    assert create(custom, "a")["metadata"]["generation"] == 1  # a custom resource has
+
+
+def test_label_selectors_compare_integers_and_take_in_without_a_space(custom: k8s.CustomObjectsApi) -> None:
+    for name, n, app in [("a", "1", "x"), ("b", "7", "y"), ("c", "x", "z")]:
+        create(custom, name, metadata={"name": name, "labels": {"n": n, "app": app}})
+
+    def selected(selector: str) -> list[str]:
+        return names(custom.list_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, label_selector=selector))
+
+    # k8s.io/apimachinery pkg/labels: `>` / `<` (gt / lt) compare the label as an integer (one that is
+    # not an integer matches neither); `in(` needs no space.
+    assert selected("n>1") == ["b"]
+    assert selected("n<7") == ["a"]
+    assert selected("app in(x,z)") == ["a", "c"]
+    assert selected("app notin(x)") == ["b", "c"]
+    with pytest.raises(ApiException) as err:
+        selected("n>one")
+    assert err.value.status == 400
+    assert "for 'Gt', 'Lt' operators, the value must be an integer" in json.loads(err.value.body)["message"]
+
+
+def test_an_immediate_delete_answers_a_status_naming_what_went(api: k8s.ApiClient,
+                                                              custom: k8s.CustomObjectsApi) -> None:
+    core = k8s.CoreV1Api(api)
+    secret = core.create_namespaced_secret(NS, k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="s")))
+    # The generic store's finalizeDelete (no ReturnDeletedObject): a Status, Success, with details.
+    raw = core.delete_namespaced_secret("s", NS, _preload_content=False)
+    status = json.loads(raw.data)
+    assert (status["kind"], status["status"]) == ("Status", "Success")
+    assert status["details"] == {"name": "s", "kind": "secrets", "uid": secret.metadata.uid}  # group "" omitted
+    # One a finalizer holds is answered with the object, from every store.
+    core.create_namespaced_secret(NS, k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="held", finalizers=["x/y"])))
+    held = json.loads(core.delete_namespaced_secret("held", NS, _preload_content=False).data)
+    assert held["kind"] == "Secret" and held["metadata"]["deletionTimestamp"]
+    # A custom resource's store returns the deleted object (ReturnDeletedObject).
+    uid = create(custom, "a")["metadata"]["uid"]
+    gone = custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a")
+    assert gone["kind"] == "Sandbox" and gone["metadata"]["uid"] == uid

@@ -162,3 +162,114 @@ def test_kubectl_get_watch_sees_a_status_change(kenv: dict[str, str], cluster: F
     finally:
         proc.kill()
         proc.wait(10)
+
+
+# -- kubernetes_asyncio --------------------------------------------------------------------------------
+
+def test_kubernetes_asyncio_watch_streams(cluster: FakeCluster, tmp_path: Path) -> None:
+    """Issue 20 item 1: kubernetes_asyncio sends `watch=True`; a real server reads any spelling but `0` and
+    `false` as true, so the fake streams (it used to answer a list, which the client cannot read as events)."""
+    import asyncio
+
+    from kubernetes_asyncio import client as aclient
+    from kubernetes_asyncio import config as aconfig
+    from kubernetes_asyncio import watch as awatch
+
+    path = cluster.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    core = k8s.CoreV1Api(config.new_client_from_config(config_file=path))
+    core.create_namespaced_secret("jr2", k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="s1")))
+
+    async def stream() -> list[tuple[str, str]]:
+        api_client = await aconfig.new_client_from_config(config_file=path)
+        seen: list[tuple[str, str]] = []
+        try:
+            w = awatch.Watch()
+            async for event in w.stream(aclient.CoreV1Api(api_client).list_namespaced_secret, "jr2",
+                                        timeout_seconds=5):
+                seen.append((event["type"], event["object"].metadata.name))
+                if len(seen) == 1:
+                    core.create_namespaced_secret("jr2", k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="s2")))
+                else:
+                    w.stop()
+        finally:
+            await api_client.close()
+        return seen
+
+    assert asyncio.run(stream()) == [("ADDED", "s1"), ("ADDED", "s2")]
+    watched = [r for r in cluster.requests() if r["path"].endswith("/secrets") and r["watch"]]
+    assert watched and watched[0]["query"]["watch"] == "True"  # the spelling this client sends
+
+
+# -- the kubeconfig (issue 20 item 2) ------------------------------------------------------------------
+
+def _secrets_listed(kubeconfig: dict[str, Any]) -> int:
+    api_client = config.new_client_from_config_dict(kubeconfig)
+    try:
+        return len(k8s.CoreV1Api(api_client).list_namespaced_secret("jr2").items)
+    finally:
+        api_client.close()
+
+
+def test_the_kubeconfig_carries_the_token_inline_for_a_client_that_reads_no_token_file(
+        cluster: FakeCluster, tmp_path: Path) -> None:
+    import yaml
+
+    doc = yaml.safe_load(Path(cluster.write_kubeconfig(str(tmp_path / "kubeconfig"))).read_text())
+    user = doc["users"][0]["user"]
+    assert user["tokenFile"] == cluster.token_file
+    del user["tokenFile"]  # what kr8s reads: the inline token alone
+    assert _secrets_listed(doc) == 0
+
+
+def test_a_rotation_rewrites_the_kubeconfig_it_wrote(cluster: FakeCluster, tmp_path: Path) -> None:
+    import requests
+    import yaml
+
+    path = Path(cluster.write_kubeconfig(str(tmp_path / "kubeconfig")))
+    old = cluster.token
+    assert cluster.tls is not None
+    requests.post(cluster.url + "/_fake/rotate-token", verify=cluster.tls.ca_file, timeout=10).raise_for_status()
+    doc = yaml.safe_load(path.read_text())
+    assert doc["users"][0]["user"]["token"] == cluster.token != old  # the HTTP knob's rotation reached it
+    assert (path.stat().st_mode & 0o777) == 0o600
+    assert _secrets_listed(doc) == 0  # a client loaded after the rotation works from either key
+
+
+@pytest.mark.kubectl
+@needs_kubectl
+def test_kubectl_prefers_the_token_file_to_the_inline_token(cluster: FakeCluster, tmp_path: Path) -> None:
+    # client-go (clientcmd's getUserIdentificationPartialConfig, then the transport's file token source)
+    # sends what the file holds when both are given: a stale inline token beside a current file works.
+    # The Python clients prefer the inline token (their FileOrData), hence the rewrite on a rotation.
+    import yaml
+
+    path = Path(cluster.write_kubeconfig(str(tmp_path / "kubeconfig")))
+    old = cluster.token
+    cluster.rotate_token()
+    doc = yaml.safe_load(path.read_text())
+    doc["users"][0]["user"]["token"] = old
+    path.write_text(yaml.safe_dump(doc))
+    got = kubectl({**os.environ, "KUBECONFIG": str(path), "HOME": str(tmp_path)}, "get", "secrets")
+    assert got.returncode == 0, got.stderr
+
+
+def test_the_kubeconfig_is_replaced_whole_or_not_at_all(cluster: FakeCluster, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    path = tmp_path / "kubeconfig"
+    cluster.write_kubeconfig(str(path))
+    first = path.read_text()
+    inode = path.stat().st_ino
+
+    def broken(*_: object, **__: object) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(yaml, "safe_dump", broken)
+    with pytest.raises(OSError, match="No space"):
+        cluster.write_kubeconfig(str(path))
+    assert path.read_text() == first  # a waiting reader never sees an empty or half file
+    monkeypatch.undo()
+    cluster.write_kubeconfig(str(path))
+    assert path.stat().st_ino != inode  # renamed over, not rewritten in place
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kubeconfig"]  # no temp file left

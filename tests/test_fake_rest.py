@@ -18,7 +18,7 @@ from tests.test_layout import FORBIDDEN, PACKAGE, _reach
 SBX = "/apis/core.jr2.dev/v1alpha1/namespaces/jr2/sandboxes"
 PURE = ["fake/apiserver/rest.py", "fake/apiserver/state.py", "fake/apiserver/apply.py",
         "fake/apiserver/patches.py", "fake/apiserver/validation.py", "fake/apiserver/selectors.py",
-        "fake/apiserver/discovery.py"]
+        "fake/apiserver/discovery.py", "fake/apiserver/events.py", "fake/apiserver/kinds.py"]
 
 
 @pytest.mark.parametrize("module", PURE)
@@ -157,3 +157,47 @@ def test_a_token_past_the_retained_history_is_410(state: ClusterState) -> None:
     state.compact()
     code, doc = call(state, "GET", SBX, limit="1", **{"continue": page["metadata"]["continue"]})
     assert code == 410 and doc["reason"] == "Expired"
+
+
+# Issue 20 item 1: a boolean query parameter is read as the API server reads it (apimachinery's
+# Convert_Slice_string_To_bool): only `0` and `false`, in any case, are false; anything else is true.
+TRUE_SPELLINGS = ["true", "True", "TRUE", "1", "yes", "on", ""]
+FALSE_SPELLINGS = ["false", "False", "FALSE", "0"]
+
+
+@pytest.mark.parametrize("value", TRUE_SPELLINGS)
+def test_any_spelling_but_0_and_false_opens_a_watch_with_bookmarks(state: ClusterState, value: str) -> None:
+    code, spec = call(state, "GET", SBX, watch=value, allowWatchBookmarks=value)
+    assert code == 200 and isinstance(spec, WatchSpec) and spec.bookmarks
+
+
+@pytest.mark.parametrize("value", FALSE_SPELLINGS)
+def test_0_and_false_in_any_case_are_a_list(state: ClusterState, value: str) -> None:
+    code, doc = call(state, "GET", SBX, watch=value)
+    assert code == 200 and doc["kind"] == "SandboxList"
+    _, spec = call(state, "GET", SBX, watch="1", allowWatchBookmarks=value)
+    assert isinstance(spec, WatchSpec) and not spec.bookmarks
+
+
+def _apply(state: ClusterState, manager: str, image: str, **query: str) -> tuple[int, Any]:
+    doc = {"apiVersion": "core.jr2.dev/v1alpha1", "kind": "Sandbox", "metadata": {"name": "a"},
+           "spec": {"port": 1, "image": image}}
+    return call(state, "PATCH", f"{SBX}/a", doc, "application/apply-patch+yaml", fieldManager=manager, **query)
+
+
+@pytest.mark.parametrize(("value", "forced"), [("True", True), ("yes", True), ("", True), ("FALSE", False),
+                                               ("0", False)])
+def test_force_is_read_as_the_server_reads_it(state: ClusterState, value: str, forced: bool) -> None:
+    assert _apply(state, "alice", "one")[0] == 201
+    code, doc = _apply(state, "bob", "two", force=value)
+    assert code == (200 if forced else 409), doc
+
+
+@pytest.mark.parametrize(("value", "orphaned"), [("True", True), ("yes", True), ("False", False), ("0", False)])
+def test_orphan_dependents_is_read_as_the_server_reads_it(state: ClusterState, value: str, orphaned: bool) -> None:
+    _, owner = call(state, "POST", SBX, {"metadata": {"name": "a"}, "spec": {"port": 1}})
+    ref = {"apiVersion": "core.jr2.dev/v1alpha1", "kind": "Sandbox", "name": "a", "uid": owner["metadata"]["uid"]}
+    secrets = "/api/v1/namespaces/jr2/secrets"
+    call(state, "POST", secrets, {"metadata": {"name": "s", "ownerReferences": [ref]}})
+    assert call(state, "DELETE", f"{SBX}/a", orphanDependents=value)[0] == 200
+    assert (call(state, "GET", f"{secrets}/s")[0] == 200) is orphaned

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -128,9 +129,32 @@ def test_label_selectors(selector: str, names: list[str]) -> None:
     assert [i["metadata"]["name"] for i in s.list_objects(SANDBOX, "jr2", parse(selector))["items"]] == names
 
 
-@pytest.mark.parametrize("bad", ["a b c", "k in ()", "k in (a", "=v", "-bad-", "k=v!", "a,,b", "x" * 64])
-def test_bad_selectors_are_refused(bad: str) -> None:
-    with pytest.raises(SelectorError):
+@pytest.mark.parametrize(
+    ("selector", "names"),
+    # Issue 20 item 4, as k8s.io/apimachinery pkg/labels parses and matches: `>` and `<` compare integers (a
+    # label that is not one matches neither), `in(` needs no space, `()` is the set of the empty value.
+    [("n>1", ["b"]), ("n<2", ["a"]), ("n > 0,n < 8", ["a", "b"]), ("n>0,n<7", ["a"]), ("run in(1,2)", ["a", "b"]),
+     ("run notin(1)", ["b", "c"]), ("run in ()", []), ("tier=", []), ("run in (1,,2)", ["a", "b"])],
+)
+def test_integer_comparisons_and_sets_without_spaces(selector: str, names: list[str]) -> None:
+    s = state()
+    s.create(SANDBOX, "jr2", sandbox("a", run="1", n="1"), now=0)
+    s.create(SANDBOX, "jr2", sandbox("b", run="2", n="7"), now=0)
+    s.create(SANDBOX, "jr2", sandbox("c", n="x"), now=0)
+    assert [i["metadata"]["name"] for i in s.list_objects(SANDBOX, "jr2", parse(selector))["items"]] == names
+
+
+@pytest.mark.parametrize(("bad", "words"), [
+    ("a b c", "found 'b', expected: in, notin, =, ==, !=, gt, lt"), ("k in (a", "expected: ',' or ')'"),
+    ("=v", "expected: !, identifier, or 'end of string'"), ("-bad-", "invalid label key"),
+    ("k=v!", "expected: ',' or 'end of string'"), ("a,,b", "expected: identifier after ','"),
+    ("x" * 64, "invalid label key"), ("n>x", "for 'Gt', 'Lt' operators, the value must be an integer"),
+    ("n>1.5", "must be an integer"), ("n<99999999999999999999", "must be an integer"), ("n>", "must be an integer"),
+    ("n>(1)", "found '(', expected: identifier"), ("!k=v", "expected: ',' or 'end of string'"),
+    ("k in ($x)", "a valid label must be"), ("n>-1", "a valid label must be"),  # a value is a label value
+])
+def test_bad_selectors_are_refused(bad: str, words: str) -> None:
+    with pytest.raises(SelectorError, match=re.escape(words)):
         parse(bad)
 
 

@@ -72,6 +72,7 @@ class FakeCluster:
         self._actor: pykka.ActorRef[Any] | None = None
         self._http: api.ApiHttpServer | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._kubeconfigs: list[str] = []  # what write_kubeconfig wrote: rewritten on a token rotation
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -96,7 +97,7 @@ class FakeCluster:
             self._operator_core.endpoint = self._harness_http.url
         state = ClusterState(namespaces=("default", self.namespace), history=self._history, now=self.clock.wall())
         self._actor = api.ApiServerActor.start(state, token=self._token, clock=self.clock,
-                                               token_file=self._token_file)
+                                               token_file=self._token_file, on_token=self._token_rotated)
         self._http = api.ApiHttpServer(self._actor, port=self._port, clock=self.clock,
                                        bookmark_interval=self._bookmark_interval,
                                        tls=self.tls.server_context() if self.tls else None)
@@ -177,24 +178,43 @@ class FakeCluster:
         return KubeClient(self.access(), **kwargs)
 
     def kubeconfig(self) -> dict[str, Any]:
-        """A kubeconfig kubectl and the official client accept; the token is named as a file, so a
-        rotation is picked up by every client that reads it."""
+        """A kubeconfig every client accepts. The user carries the token inline and names the token file:
+        kr8s reads only `token`; client-go (kubectl), the official client, kubernetes_asyncio and jr2 itself
+        prefer `tokenFile`, so they pick up a rotation from the file. A rotation also rewrites every
+        kubeconfig this cluster wrote (`write_kubeconfig`), so the inline token follows too."""
         cluster: dict[str, Any] = {"server": self.url}
         if self.tls:
             cluster["certificate-authority-data"] = base64.b64encode(self.tls.ca_pem).decode()
         return {
             "apiVersion": "v1", "kind": "Config", "current-context": "jr2-fake", "preferences": {},
             "clusters": [{"name": "jr2-fake", "cluster": cluster}],
-            "users": [{"name": "jr2-fake", "user": {"tokenFile": self.token_file}}],
+            "users": [{"name": "jr2-fake", "user": {"token": self._token, "tokenFile": self.token_file}}],
             "contexts": [{"name": "jr2-fake", "context": {"cluster": "jr2-fake", "user": "jr2-fake",
                                                           "namespace": self.namespace}}],
         }
 
     def write_kubeconfig(self, path: str) -> str:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            yaml.safe_dump(self.kubeconfig(), f, sort_keys=False)
+        """Write `kubeconfig()` to `path` (mode 0600) atomically: a temp file in the same folder, then
+        `os.replace`, so a process that waits for the file never reads half of one, and a failed write
+        leaves the file that was there."""
+        self._write_kubeconfig(path)
+        if path not in self._kubeconfigs:
+            self._kubeconfigs.append(path)
         return path
+
+    def _write_kubeconfig(self, path: str) -> None:
+        api.write_atomically(path, yaml.safe_dump(self.kubeconfig(), sort_keys=False))
+
+    def _token_rotated(self, token: str) -> None:
+        """Called inside the API server actor once it holds a new token (`rotate_token`, or
+        `POST /_fake/rotate-token`): the kubeconfigs this cluster wrote now carry it inline."""
+        self._token = token
+        for path in list(self._kubeconfigs):
+            try:
+                self._write_kubeconfig(path)
+            except OSError as e:  # a folder removed under it: the token file still holds the token
+                log.warning("fake cluster: kubeconfig %s not rewritten after a token rotation: %s", path,
+                            e.strerror or e)
 
     # -- the store, in process ---------------------------------------------------------------------------
 

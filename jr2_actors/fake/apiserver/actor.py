@@ -19,13 +19,15 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import queue
 import secrets
 import ssl
+import tempfile
 import threading
 import typing
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, cast
 
@@ -216,13 +218,16 @@ class Restart(Knob):
 
 @dataclass(frozen=True)
 class RotateToken(Knob):
-    """A new bearer token (the old one gets 401); the token file holds the new one."""
+    """A new bearer token (the old one gets 401); the token file, and each kubeconfig `FakeCluster` wrote,
+    holds the new one."""
 
     route = ("POST", "rotate-token")
 
     def apply(self, server: ApiServerActor) -> str:
         server.token = secrets.token_urlsafe(24)
         server.write_token_file()
+        if server.on_token is not None:
+            server.on_token(server.token)
         return server.token  # to the caller in process only: over HTTP the answer is {"ok": true}
 
 
@@ -288,12 +293,13 @@ class ApiServerActor(Shell):
     name = "apiserver"
 
     def __init__(self, state: ClusterState, *, token: str | None, clock: Clock,
-                 token_file: str | None = None) -> None:
+                 token_file: str | None = None, on_token: Callable[[str], None] | None = None) -> None:
         super().__init__()
         self.state = state
         self.clock = clock
         self.token = token
         self.token_file = token_file
+        self.on_token = on_token  # told each new token after a rotation (FakeCluster rewrites its kubeconfigs)
         self.faults: list[FailNext] = []
         self.away = 0  # while not 0, every request is answered this status (the control plane is away)
         self.latency = 0.0
@@ -330,8 +336,7 @@ class ApiServerActor(Shell):
 
     def write_token_file(self) -> None:
         if self.token_file and self.token:
-            with open(self.token_file, "w", encoding="utf-8") as f:
-                f.write(self.token)
+            write_atomically(self.token_file, self.token)
 
     def _call(self, call: ApiCall) -> ApiAnswer | Delay | Opened:
         req = call.request
@@ -376,6 +381,21 @@ class ApiServerActor(Shell):
             self.watches_opened += 1
             self.max_open_watches = max(self.max_open_watches, len(self.tickets))
         return Opened(ticket)
+
+
+def write_atomically(path: str, text: str) -> None:
+    """`path` holds `text` (mode 0600), written to a temp file in the same folder and then renamed over it:
+    a reader (a client reading the token file on every request, a process waiting for a kubeconfig)
+    sees the old whole file or the new whole file, never half of one, and a failed write leaves the old."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 _REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
@@ -486,7 +506,8 @@ class ApiApp:
         if spec.table and frame.get("type") in ("ADDED", "MODIFIED", "DELETED"):
             obj = frame["object"]
             return {"type": frame["type"],
-                    "object": discovery.table([obj], obj["metadata"]["resourceVersion"], self.clock.wall())}
+                    "object": discovery.table(spec.kind, [obj], obj["metadata"]["resourceVersion"],
+                                              self.clock.wall())}
         return frame
 
     def _bookmark(self, r: Request, spec: WatchSpec) -> None:

@@ -1,25 +1,31 @@
-"""Discovery documents and server-side Table printing: enough for kubectl and the official client."""
+"""Discovery documents and server-side Table printing: enough for kubectl and the official client.
+
+Discovery lists every served kind (apiserver/kinds.py): jr2's CRDs and Secrets and Namespaces, and Events in
+`v1` and in `events.k8s.io/v1`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from jr2_actors.kube.kinds import JR2_KINDS, Kind
+from jr2_actors.fake.apiserver import events
+from jr2_actors.fake.apiserver.kinds import CUSTOM_GROUP, SERVED_KINDS, is_custom
+from jr2_actors.kube.kinds import Kind
 from jr2_actors.timefmt import parse_rfc3339
 
-GROUP = "core.jr2.dev"
+GROUP = CUSTOM_GROUP
 VERSION = "v1alpha1"
 SERVER_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-jr2fake", "gitCommit": "jr2fake",
                   "gitTreeState": "clean", "buildDate": "2026-11-01T00:00:00Z", "goVersion": "go1.22",
                   "compiler": "gc", "platform": "linux/amd64"}
 
-_SINGULAR = {"sandboxes": "sandbox", "repos": "repo", "secrets": "secret", "namespaces": "namespace"}
-_SHORT = {"sandboxes": ["sbx"], "namespaces": ["ns"]}
+_SINGULAR = {"sandboxes": "sandbox", "repos": "repo", "secrets": "secret", "namespaces": "namespace",
+             "events": "event"}
+_SHORT = {"sandboxes": ["sbx"], "namespaces": ["ns"], "events": ["ev"]}
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 
 def kind_for(api_version: str, plural: str) -> Kind | None:
-    return next((k for k in JR2_KINDS if k.api_version == api_version and k.plural == plural), None)
+    return next((k for k in SERVED_KINDS if k.api_version == api_version and k.plural == plural), None)
 
 
 def api_versions(address: str) -> dict[str, Any]:
@@ -27,28 +33,35 @@ def api_versions(address: str) -> dict[str, Any]:
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}]}
 
 
+def _groups() -> list[dict[str, Any]]:
+    """Each named group with its one version (jr2's CRDs, events.k8s.io), in the order served."""
+    versions = dict.fromkeys(k.api_version for k in SERVED_KINDS if k.group)
+    groups = []
+    for api_version in versions:
+        group, _, version = api_version.partition("/")
+        gv = {"groupVersion": api_version, "version": version}
+        groups.append({"name": group, "versions": [gv], "preferredVersion": gv})
+    return groups
+
+
 def api_groups() -> dict[str, Any]:
-    gv = {"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}
-    return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [{"name": GROUP, "versions": [gv], "preferredVersion": gv}]}
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": _groups()}
 
 
 def api_group(name: str) -> dict[str, Any] | None:
-    if name != GROUP:
-        return None
-    gv = {"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}
-    return {"kind": "APIGroup", "apiVersion": "v1", "name": GROUP, "versions": [gv], "preferredVersion": gv}
+    group = next((g for g in _groups() if g["name"] == name), None)
+    return None if group is None else {"kind": "APIGroup", "apiVersion": "v1", **group}
 
 
 def resource_list(api_version: str) -> dict[str, Any] | None:
-    kinds = [k for k in JR2_KINDS if k.api_version == api_version]
+    kinds = [k for k in SERVED_KINDS if k.api_version == api_version]
     if not kinds:
         return None
     resources: list[dict[str, Any]] = []
     for k in kinds:
         resources.append({"name": k.plural, "singularName": _SINGULAR[k.plural], "namespaced": k.namespaced,
                           "kind": k.kind, "verbs": _VERBS, "shortNames": _SHORT.get(k.plural, [])})
-        if k.group:
+        if is_custom(k):
             resources.append({"name": f"{k.plural}/status", "singularName": "", "namespaced": k.namespaced,
                               "kind": k.kind, "verbs": ["get", "patch", "update"]})
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": api_version, "resources": resources}
@@ -58,8 +71,17 @@ def wants_table(accept: str) -> bool:
     return "as=Table" in accept
 
 
-def table(items: list[dict[str, Any]], resource_version: str, now_wall: float) -> dict[str, Any]:
-    """`kubectl get` asks the server to print: a meta.k8s.io/v1 Table with NAME, PHASE, AGE."""
+def table(kind: Kind, items: list[dict[str, Any]], resource_version: str, now_wall: float) -> dict[str, Any]:
+    """`kubectl get` asks the server to print: a meta.k8s.io/v1 Table with NAME, PHASE, AGE (Events: the
+    server's event columns)."""
+    if kind.plural == "events":
+        columns = [{"name": name, "type": "string", "format": "", "description": name, "priority": 0}
+                   for name in events.COLUMNS]
+        event_rows = [{"cells": events.row(obj, now_wall, _age),
+                       "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                                  "metadata": obj.get("metadata", {})}} for obj in items]
+        return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
+                "columnDefinitions": columns, "rows": event_rows}
     rows = []
     for obj in items:
         meta = obj.get("metadata", {})
@@ -86,7 +108,7 @@ def _age(seconds: int) -> str:
 
 def openapi_v3_root() -> dict[str, Any]:
     paths = {}
-    for api_version in sorted({k.api_version for k in JR2_KINDS}):
+    for api_version in sorted({k.api_version for k in SERVED_KINDS}):
         rel = "api/v1" if api_version == "v1" else f"apis/{api_version}"
         paths[rel] = {"serverRelativeURL": f"/openapi/v3/{rel}?hash=jr2fake"}
     return {"paths": paths}
@@ -96,7 +118,7 @@ def openapi_v3(rel: str) -> dict[str, Any] | None:
     """A minimal OpenAPI v3 document per group version: schemas that keep unknown fields, and PATCH
     operations that declare `fieldValidation`, so kubectl validates on the server side."""
     api_version = "v1" if rel == "api/v1" else rel.removeprefix("apis/")
-    kinds = [k for k in JR2_KINDS if k.api_version == api_version]
+    kinds = [k for k in SERVED_KINDS if k.api_version == api_version]
     if not kinds:
         return None
     schemas: dict[str, Any] = {}

@@ -17,11 +17,19 @@ from urllib.parse import unquote
 
 import yaml
 
-from jr2_actors.fake.apiserver import discovery
-from jr2_actors.fake.apiserver.selectors import FieldSelector, Selector, SelectorError, parse, parse_fields
-from jr2_actors.fake.apiserver.state import ClusterState, WriteOptions
+from jr2_actors.fake.apiserver import discovery, events
+from jr2_actors.fake.apiserver.kinds import is_custom
+from jr2_actors.fake.apiserver.selectors import (
+    META_FIELDS,
+    FieldSelector,
+    Selector,
+    SelectorError,
+    parse,
+    parse_fields,
+)
+from jr2_actors.fake.apiserver.state import RETURNS_DELETED_OBJECT, ClusterState, WriteOptions
 from jr2_actors.fake.apiserver.status import StatusError
-from jr2_actors.kube.kinds import NAMESPACE, SECRET, Kind
+from jr2_actors.kube.kinds import NAMESPACE, Kind
 
 MAX_REQUEST_BODY = 3 * 1024 * 1024  # the API server's own request limit
 DEFAULT_WATCH_TIMEOUT = 1800  # seconds, when the client names none (the server's min-request-timeout)
@@ -45,7 +53,20 @@ class ApiRequest:
 
     @property
     def is_watch(self) -> bool:
-        return self.query.get("watch") in ("true", "1")
+        return bool(query_bool(self.query, "watch"))
+
+
+def query_bool(query: Mapping[str, str], name: str) -> bool | None:
+    """A boolean query parameter as the API server reads every one of them (`watch`, `allowWatchBookmarks`,
+    `force`, `orphanDependents`, ...): absent is None; `0` and `false` in any case are false; any other
+    value, the empty one included, is true (k8s.io/apimachinery pkg/runtime/conversion.go,
+    Convert_Slice_string_To_bool and Convert_Slice_string_To_Pointer_bool, which the generated query
+    conversions of ListOptions, PatchOptions and DeleteOptions call). So `watch=True`, as
+    kubernetes_asyncio sends it, opens a watch."""
+    value = query.get(name)
+    if value is None:
+        return None
+    return not (value == "0" or value.lower() == "false")
 
 
 @dataclass(frozen=True)
@@ -117,7 +138,7 @@ def _route(req: ApiRequest, state: ClusterState, now: float) -> ApiAnswer:
         raise _not_found()
     name = rest[1] if len(rest) >= 2 else None
     sub = rest[2] if len(rest) >= 3 else None
-    if sub not in (None, "status") or (sub == "status" and not kind.group and kind is not NAMESPACE):
+    if sub not in (None, "status") or (sub == "status" and not is_custom(kind) and kind is not NAMESPACE):
         raise _not_found()
     if name is None:
         return _collection(req, state, kind, namespace, now)
@@ -126,16 +147,16 @@ def _route(req: ApiRequest, state: ClusterState, now: float) -> ApiAnswer:
 
 def _collection(req: ApiRequest, state: ClusterState, kind: Kind, ns: str | None, now: float) -> ApiAnswer:
     labels = _labels(req.query.get("labelSelector"))
-    fields = _fields(req.query.get("fieldSelector"))
+    fields = _fields(req.query.get("fieldSelector"), kind)
     if req.method == "GET" and req.is_watch:
         return ApiAnswer(200, None, watch=WatchSpec(
             kind, ns, labels, fields, req.query.get("resourceVersion"), discovery.wants_table(req.accept),
-            req.query.get("allowWatchBookmarks") == "true", _timeout(req.query.get("timeoutSeconds"))))
+            bool(query_bool(req.query, "allowWatchBookmarks")), _timeout(req.query.get("timeoutSeconds"))))
     if req.method == "GET":
         doc = state.list_objects(kind, ns, labels, fields, limit=_limit(req.query.get("limit")),
                                  continue_token=req.query.get("continue") or None)
         if discovery.wants_table(req.accept):
-            doc = discovery.table(doc["items"], doc["metadata"]["resourceVersion"], now)
+            doc = discovery.table(kind, doc["items"], doc["metadata"]["resourceVersion"], now)
         return ApiAnswer(200, doc)
     if req.method == "POST":
         return ApiAnswer(201, state.create(kind, ns, _body(req), now=now, options=_options(req)))
@@ -151,40 +172,41 @@ def _item(req: ApiRequest, state: ClusterState, kind: Kind, ns: str | None, name
     if req.method == "GET":
         obj = state.get(kind, ns, name)
         if discovery.wants_table(req.accept):
-            return ApiAnswer(200, discovery.table([obj], obj["metadata"]["resourceVersion"], now))
+            return ApiAnswer(200, discovery.table(kind, [obj], obj["metadata"]["resourceVersion"], now))
         return ApiAnswer(200, obj)
     options = _options(req)
     if req.method == "PATCH":
         ctype = req.content_type.split(";")[0].strip()
         if ctype == APPLY:
-            force = req.query.get("force")
-            if force not in (None, "true", "false"):
-                raise StatusError(400, "BadRequest", "force: invalid value")
             existed = state.exists(kind, ns, name)
             obj = state.apply(kind, ns, name, _body(req, yaml_ok=True), manager=req.query.get("fieldManager", ""),
-                              now=now, force=force == "true", subresource=sub, options=options)
+                              now=now, force=bool(query_bool(req.query, "force")), subresource=sub, options=options)
             return ApiAnswer(200 if existed else 201, obj)
         patch_type = {MERGE: "merge", JSON_PATCH: "json"}.get(ctype)
-        if ctype == STRATEGIC and not kind.group:
+        if ctype == STRATEGIC and not is_custom(kind):
             patch_type = "strategic"  # built-in kinds only: a custom resource has no patch strategy
         if patch_type is None:
-            accepted = [JSON_PATCH, MERGE, APPLY] if kind.group else [JSON_PATCH, MERGE, APPLY, STRATEGIC]
+            accepted = [JSON_PATCH, MERGE, APPLY] if is_custom(kind) else [JSON_PATCH, MERGE, APPLY, STRATEGIC]
             raise StatusError(415, "UnsupportedMediaType",
                               f"the body of the request was in an unknown format - accepted media types include: "
                               f"{', '.join(accepted)}")
         return ApiAnswer(200, state.patch(kind, ns, name, _body(req, any_json=True), patch_type=patch_type,
                                           subresource=sub, options=options, now=now))
     if req.method == "PUT":
-        return ApiAnswer(200, state.replace(kind, ns, name, _body(req), subresource=sub, options=options, now=now))
+        existed = state.exists(kind, ns, name)  # an Event's PUT may create it (201)
+        return ApiAnswer(200 if existed else 201, state.replace(kind, ns, name, _body(req), subresource=sub,
+                                                                options=options, now=now))
     if req.method == "DELETE" and sub is None:
         body = _body(req, empty_ok=True)
         obj = state.delete(kind, ns, name, preconditions=_preconditions(body), propagation=_propagation(req, body),
                            options=options, now=now)
-        if kind is SECRET and not obj["metadata"].get("deletionTimestamp"):
-            # A built-in kind's delete answers a Status (its store does not return the deleted object).
+        if kind.plural not in RETURNS_DELETED_OBJECT and not obj["metadata"].get("deletionTimestamp"):
+            # Gone at once, from a store that does not return the deleted object: the generic store's
+            # finalizeDelete answers a Status naming it (apiserver pkg/registry/generic/registry/store.go).
+            # One a finalizer holds is answered with the object, as from every store.
+            details = {"name": name, "group": kind.group, "kind": kind.plural, "uid": obj["metadata"].get("uid")}
             return ApiAnswer(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                                   "details": {"name": name, "kind": kind.plural,
-                                               "uid": obj["metadata"].get("uid")}})
+                                   "details": {k: v for k, v in details.items() if v}})  # omitempty
         return ApiAnswer(200, obj)
     raise _not_allowed(req.method)
 
@@ -202,7 +224,7 @@ def _options(req: ApiRequest) -> WriteOptions:
 
 def _propagation(req: ApiRequest, body: Mapping[str, Any]) -> str | None:
     policy = body.get("propagationPolicy", req.query.get("propagationPolicy"))
-    if body.get("orphanDependents") is True or req.query.get("orphanDependents") == "true":
+    if body.get("orphanDependents") is True or query_bool(req.query, "orphanDependents"):
         policy = policy or "Orphan"
     if policy is not None and not isinstance(policy, str):
         raise StatusError(400, "BadRequest", "propagationPolicy: must be a string")
@@ -246,9 +268,9 @@ def _labels(text: str | None) -> Selector:
         raise StatusError(400, "BadRequest", str(e)) from e
 
 
-def _fields(text: str | None) -> FieldSelector:
+def _fields(text: str | None, kind: Kind) -> FieldSelector:
     try:
-        return parse_fields(text)
+        return parse_fields(text, events.field_labels(kind) if kind.plural == "events" else META_FIELDS)
     except SelectorError as e:
         raise StatusError(400, "BadRequest", str(e)) from e
 

@@ -1,7 +1,9 @@
 """The fake API server's object store and watch history: pure, single-threaded, deterministic.
 
-Theory of operation: the store holds objects of jr2's kinds by (plural, namespace, name) and one
-increasing resourceVersion counter. Every change that alters an object bumps the counter, stamps the
+Theory of operation: the store holds objects of jr2's kinds and Events by (plural, namespace, name) and
+one increasing resourceVersion counter. An Event is held in its core/v1 form; a call through
+`events.k8s.io/v1` is converted on the way in and out (events.py), so both views share objects, versions
+and watches, as on a real API server. Every change that alters an object bumps the counter, stamps the
 object, appends an event to a bounded history, and hands the event to each matching watcher's sink. A
 change that alters nothing (a no-op patch or apply) bumps nothing and notifies no one, as on a real
 API server — which is what makes "the operator writes status only when it changes" observable.
@@ -34,16 +36,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jr2_actors.fake.apiserver import apply as ssa
-from jr2_actors.fake.apiserver import patches
+from jr2_actors.fake.apiserver import events, patches
+from jr2_actors.fake.apiserver.kinds import EVENT, EVENTS_V1, STORED_KINDS, is_custom, storage_kind
 from jr2_actors.fake.apiserver.schema import schema_for
 from jr2_actors.fake.apiserver.selectors import FieldSelector, Selector
 from jr2_actors.fake.apiserver.status import MODIFIED_SINCE, StatusError, conflict, invalid, not_found, qualified
 from jr2_actors.fake.apiserver.validation import check_metadata
-from jr2_actors.kube.kinds import JR2_KINDS, NAMESPACE, SECRET, Kind
+from jr2_actors.kube.kinds import NAMESPACE, SECRET, Kind
 from jr2_actors.timefmt import rfc3339
 
 DEFAULT_HISTORY = 256
 STATUS_KINDS = frozenset({"sandboxes", "repos"})  # the CRDs with a status subresource
+# The kinds with `metadata.generation`: custom resources (the CRD strategy sets it to 1 and moves it with the
+# spec). The Secret, Namespace and Event strategies never set it, so those objects have none.
+GENERATION_KINDS = STATUS_KINDS
+# What a delete that removes the object at once answers with: the object itself where the kind's store sets
+# ReturnDeletedObject (custom resources, Namespaces), else a Status naming it (the generic store's
+# finalizeDelete: Secrets, Events).
+RETURNS_DELETED_OBJECT = STATUS_KINDS | {"namespaces"}
+OPAQUE = "Opaque"  # a Secret's type when it names none (SetDefaults_Secret)
 SERVER_META = ("uid", "creationTimestamp", "resourceVersion", "generation", "managedFields", "deletionTimestamp",
                "deletionGracePeriodSeconds", "selfLink")
 FOREGROUND = "foregroundDeletion"
@@ -94,15 +105,15 @@ class Watcher:
             return None
         now = self.selects(event.object)
         if event.type != "MODIFIED":
-            return {"type": event.type, "object": event.object} if now else None
+            return {"type": event.type, "object": events.view(self.kind, event.object)} if now else None
         before = self.selects(event.previous)
         if now:
-            return {"type": "MODIFIED" if before else "ADDED", "object": event.object}
+            return {"type": "MODIFIED" if before else "ADDED", "object": events.view(self.kind, event.object)}
         if before:
             assert event.previous is not None
             gone = copy.deepcopy(event.previous)
             gone["metadata"]["resourceVersion"] = str(event.rv)
-            return {"type": "DELETED", "object": gone}
+            return {"type": "DELETED", "object": events.view(self.kind, gone)}
         return None
 
 
@@ -131,7 +142,7 @@ class ClusterState:
         obj = self._objects.get((kind.plural, namespace, name))
         if obj is None:
             raise not_found(kind, name)
-        return copy.deepcopy(obj)
+        return events.view(kind, copy.deepcopy(obj))
 
     def list_objects(self, kind: Kind, namespace: str | None, selector: Selector | None = None,
                      fields: FieldSelector | None = None, *, limit: int | None = None,
@@ -154,7 +165,7 @@ class ClusterState:
             if limit is not None and len(items) == limit:
                 meta["continue"] = _encode_continue(_key_text(_key_of(kind, items[-1])), list_rv)
                 break
-            items.append(copy.deepcopy(o))
+            items.append(events.view(kind, copy.deepcopy(o)))
         return {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": items}
 
     def _as_of(self, rv: int, kind: Kind) -> dict[tuple[str, str | None, str], Obj]:
@@ -179,8 +190,8 @@ class ClusterState:
         return objects
 
     def objects(self, kind: Kind) -> list[Obj]:
-        return [copy.deepcopy(o) for (plural, _, _), o in sorted(self._objects.items(), key=_sort_key)
-                if plural == kind.plural]
+        return [events.view(kind, copy.deepcopy(o))
+                for (plural, _, _), o in sorted(self._objects.items(), key=_sort_key) if plural == kind.plural]
 
     @property
     def oldest_retained(self) -> int:
@@ -191,6 +202,10 @@ class ClusterState:
     def create(self, kind: Kind, namespace: str | None, body: Obj, *, now: float,
                options: WriteOptions = WriteOptions()) -> Obj:
         self._check_body(kind, namespace, body)
+        if kind is EVENTS_V1:
+            core = events.stored(kind, body)
+            events.check_v1_create(core, namespace)  # the strict rules of a create through events.k8s.io
+            return events.view(kind, self.create(EVENT, namespace, core, now=now, options=options))
         meta = body.get("metadata") or {}
         name = meta.get("name")
         if not name and isinstance(meta.get("generateName"), str) and meta["generateName"]:
@@ -202,7 +217,7 @@ class ClusterState:
         if (kind.plural, namespace, name) in self._objects:
             raise StatusError(409, "AlreadyExists", f'{qualified(kind)} "{name}" already exists',
                               {"name": name, "group": kind.group, "kind": kind.plural})
-        obj = _fold_string_data(kind, copy.deepcopy(body))
+        obj = events.stored(kind, _fold_string_data(kind, copy.deepcopy(body)))
         obj["apiVersion"] = kind.api_version
         obj["kind"] = kind.kind
         m = obj.setdefault("metadata", {})
@@ -211,7 +226,9 @@ class ClusterState:
         m["name"] = name
         m["uid"] = str(uuid.uuid4())
         m["creationTimestamp"] = rfc3339(now)
-        m["generation"] = 1
+        if kind.plural in GENERATION_KINDS:
+            m["generation"] = 1
+        _default(kind, obj)
         if kind.namespaced:
             m["namespace"] = namespace
         if kind.plural in STATUS_KINDS:
@@ -234,6 +251,7 @@ class ClusterState:
             raise StatusError(422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: '
                                               "Required value: is required for apply patch")
         self._check_body(kind, namespace, body)
+        view, kind = kind, storage_kind(kind)
         body_name = (body.get("metadata") or {}).get("name")
         if body_name and body_name != name:
             raise StatusError(400, "BadRequest", "the name of the object "
@@ -244,15 +262,19 @@ class ClusterState:
                 raise not_found(kind, name)
             applied = copy.deepcopy(body)
             applied.setdefault("metadata", {})["name"] = name
-            created = self.create(kind, namespace, applied, now=now, options=WriteOptions(dry_run=True))
-            ssa.record_apply(created, None, applied, manager, kind.api_version, now, subresource=None)
+            created = self.create(view, namespace, applied, now=now, options=WriteOptions(dry_run=True))
+            ssa.record_apply(created, None, applied, manager, view.api_version, now, subresource=None)
             if options.dry_run:
                 return created
-            return self._commit("ADDED", kind, namespace, created)
-        merged = ssa.apply(kind, existing, _fold_string_data(kind, copy.deepcopy(body)), manager, force=force,
-                           subresource=subresource, status_kind=kind.plural in STATUS_KINDS,
-                           api_version=kind.api_version, now=now)
-        return self._update(kind, namespace, existing, merged, options=options, manager="", now=now)
+            return events.view(view, self._commit("ADDED", kind, namespace, events.stored(view, created)))
+        merged = ssa.apply(view, events.view(view, copy.deepcopy(existing)),
+                           _fold_string_data(kind, copy.deepcopy(body)), manager, force=force, subresource=subresource,
+                           status_kind=kind.plural in STATUS_KINDS, api_version=view.api_version, now=now)
+        result = events.stored(view, merged)
+        if view is EVENTS_V1:
+            events.check_v1_update(result, existing)
+        return events.view(view, self._update(kind, namespace, existing, result, options=options, manager="",
+                                              now=now))
 
     def merge_patch(self, kind: Kind, namespace: str | None, name: str, patch: object, *,
                     subresource: str | None = None, options: WriteOptions = WriteOptions(), now: float = 0.0) -> Obj:
@@ -267,7 +289,7 @@ class ClusterState:
         if existing is None:
             raise not_found(kind, name)
         try:
-            patched = patches.apply_patch(patch_type, copy.deepcopy(existing), patch)
+            patched = patches.apply_patch(patch_type, events.view(kind, copy.deepcopy(existing)), patch)
         except patches.PatchError as e:
             raise StatusError(e.code, "BadRequest" if e.code == 400 else "Invalid", str(e)) from None
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
@@ -275,7 +297,7 @@ class ClusterState:
         sent_rv = patched["metadata"].get("resourceVersion")
         if sent_rv not in (None, "") and sent_rv != existing["metadata"].get("resourceVersion"):
             raise conflict(kind, name, MODIFIED_SINCE)  # optimistic locking by patch
-        return self._write_whole(kind, namespace, existing, patched, subresource, options, now)
+        return self._write_view(kind, namespace, existing, patched, subresource, options, now)
 
     def replace(self, kind: Kind, namespace: str | None, name: str, body: Obj, *, subresource: str | None = None,
                 options: WriteOptions = WriteOptions(), now: float = 0.0) -> Obj:
@@ -283,15 +305,19 @@ class ClusterState:
         (status on the main resource, the rest on /status) is kept."""
         self._check_subresource(kind, subresource)
         self._check_body(kind, namespace, body)
-        existing = self._objects.get((kind.plural, namespace, name))
-        if existing is None:
-            raise not_found(kind, name)
         meta = body.get("metadata") or {}
         if meta.get("name") not in (None, name):
             raise StatusError(400, "BadRequest", f"the name of the object ({meta.get('name')}) does not match "
                                                  f"the name on the URL ({name})")
+        existing = self._objects.get((kind.plural, namespace, name))
+        if existing is None and kind.plural == "events" and subresource is None:
+            # The Event strategy's AllowCreateOnUpdate: a PUT of a missing Event creates it.
+            return self.create(kind, namespace, {**body, "metadata": {**meta, "name": name}}, now=now,
+                               options=options)
+        if existing is None:
+            raise not_found(kind, name)
         sent_rv = meta.get("resourceVersion")
-        if not sent_rv and kind.group:
+        if not sent_rv and is_custom(kind):
             # Custom resources allow no unconditional update (the CRD strategy), built-in kinds do.
             raise invalid(kind, name, [("metadata.resourceVersion", "Invalid value",
                                         "0x0: must be specified for an update")])
@@ -301,7 +327,7 @@ class ClusterState:
         if uid and uid != existing["metadata"]["uid"]:
             raise conflict(kind, name, f"Precondition failed: UID in precondition: {uid}, "
                                        f"UID in object meta: {existing['metadata']['uid']}")
-        return self._write_whole(kind, namespace, existing, copy.deepcopy(body), subresource, options, now)
+        return self._write_view(kind, namespace, existing, copy.deepcopy(body), subresource, options, now)
 
     def replace_status(self, kind: Kind, namespace: str | None, name: str, status: Obj, *,
                        uid: str | None = None) -> Obj:
@@ -320,6 +346,9 @@ class ClusterState:
         """Delete, as a real server does: preconditions first (a mismatch is 409 and the object stays); an
         object with finalizers only gets its deletionTimestamp; dependents are collected (Background),
         orphaned (Orphan) or deleted before their owner (Foreground)."""
+        if kind is not storage_kind(kind):
+            return events.view(kind, self.delete(storage_kind(kind), namespace, name, preconditions=preconditions,
+                                                 propagation=propagation, options=options, now=now))
         existing = self._objects.get((kind.plural, namespace, name))
         if existing is None:
             raise not_found(kind, name)
@@ -403,6 +432,15 @@ class ClusterState:
 
     # -- internals -----------------------------------------------------------------------------------
 
+    def _write_view(self, kind: Kind, namespace: str | None, existing: Obj, result: Obj, subresource: str | None,
+                    options: WriteOptions, now: float) -> Obj:
+        """`_write_whole` of a result written through `kind`'s view: stored, checked, answered in the view."""
+        stored = events.stored(kind, result)
+        if kind is EVENTS_V1:
+            events.check_v1_update(stored, existing)
+        return events.view(kind, self._write_whole(storage_kind(kind), namespace, existing, stored, subresource,
+                                                   options, now))
+
     def _write_whole(self, kind: Kind, namespace: str | None, existing: Obj, result: Obj, subresource: str | None,
                      options: WriteOptions, now: float) -> Obj:
         """Keep what the target does not own: /status writes only status, the main resource of a status
@@ -450,8 +488,10 @@ class ClusterState:
         if old.get("deletionTimestamp") and set(new.get("finalizers") or []) - set(old.get("finalizers") or []):
             raise invalid(kind, old["name"], [("metadata.finalizers", "Forbidden",
                                               "no new finalizers can be added if the object is being deleted")])
-        if _spec_of(result) != _spec_of(existing):
+        if kind.plural in GENERATION_KINDS and _spec_of(result) != _spec_of(existing):
             new["generation"] = old.get("generation", 1) + 1
+        _default(kind, result)
+        _check_immutable(kind, existing, result)
         if manager:
             ssa.record_update(result, existing, manager, kind.api_version, now, operation="Update")
         if result == existing:
@@ -568,7 +608,7 @@ class ClusterState:
 
 
 def _kind(plural: str) -> Kind:
-    return next(k for k in JR2_KINDS if k.plural == plural)
+    return STORED_KINDS[plural]
 
 
 def _key_of(kind: Kind, obj: Obj) -> tuple[str, str | None, str]:
@@ -627,9 +667,24 @@ def _fold_string_data(kind: Kind, obj: Obj) -> Obj:
     return obj
 
 
+def _default(kind: Kind, obj: Obj) -> None:
+    """What the API server's defaulting fills in on every write (it decodes each body through it)."""
+    if kind is SECRET and not obj.get("type"):
+        obj["type"] = OPAQUE
+
+
+def _check_immutable(kind: Kind, existing: Obj, result: Obj) -> None:
+    """ValidateSecretUpdate: a Secret's `type` never changes (422, `field is immutable`)."""
+    if kind is SECRET and result.get("type") != existing.get("type", OPAQUE):
+        raise invalid(kind, existing["metadata"]["name"],
+                      [("type", "Invalid value", f'"{result.get("type")}": field is immutable')])
+
+
 def _validate(kind: Kind, obj: Obj) -> None:
     """A jr2 custom resource is checked against its CRD's schema — the very file in manifests/crds/ (issue 12:
     one source of truth): what it refuses is a 422 Invalid naming each field, as from a real API server."""
+    if kind is EVENT:
+        events.check(obj)
     if kind.plural not in STATUS_KINDS:
         return
     crd = schema_for(kind.plural)

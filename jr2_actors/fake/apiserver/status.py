@@ -54,11 +54,16 @@ def invalid(kind: Kind, name: str, causes: Sequence[Cause], *,
     """The 422 `Invalid` Status: `Sandbox.core.jr2.dev "x" is invalid: metadata.labels: Invalid value: …`."""
     group, kind_name = group_kind or (kind.group, kind.kind)
     qualified = f"{kind_name}.{group}" if group else kind_name
-    texts = [f"{field}: {what}: {detail}" for field, what, detail in causes]
+    texts = [f"{field}: {_words(what, detail)}" for field, what, detail in causes]
     message = f'{qualified} "{name}" is invalid: ' + (texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]")
     return StatusError(422, "Invalid", message, {
         "name": name, "group": group, "kind": kind_name,
-        "causes": [{"reason": _CAUSE_REASONS.get(what, "FieldValueInvalid"), "message": f"{what}: {detail}",
+        "causes": [{"reason": _CAUSE_REASONS.get(what, "FieldValueInvalid"), "message": _words(what, detail),
                     "field": field} for field, what, detail in causes]})
 
 
+
+
+def _words(what: str, detail: str) -> str:
+    """`Required value` alone, or `Invalid value: "x": why` (field.Error's ErrorBody)."""
+    return f"{what}: {detail}" if detail else what

@@ -32,6 +32,11 @@ LABEL_MESSAGE = ("a lowercase RFC 1123 label must consist of lower case alphanum
                  "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
                  "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
 
+def is_dns_subdomain(name: str) -> bool:
+    """An RFC 1123 subdomain (at most 253 characters): most kinds' object names."""
+    return len(name) <= 253 and bool(_DNS_SUBDOMAIN.match(name))
+
+
 def is_namespace_name(name: str) -> bool:
     """A namespace name as the API server takes it: an RFC 1123 label (at most 63 characters)."""
     return len(name) <= 63 and bool(_DNS_LABEL.match(name))
@@ -43,7 +48,13 @@ def check_metadata(kind: Kind, name: str, meta: Mapping[str, Any], *, creating: 
         if kind is NAMESPACE:
             if not is_namespace_name(name):
                 causes.append(("metadata.name", "Invalid value", f'"{name}": {LABEL_MESSAGE}'))
-        elif len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        elif kind.plural == "events":
+            # An Event's strategy checks no name rule of its own: only the generic path-segment one
+            # (ValidatePathSegmentName), so `kubectl`'s `<object>.<hex>` and any other segment pass.
+            if name in (".", "..") or "/" in name or "%" in name:
+                causes.append(("metadata.name", "Invalid value", f'"{name}": may not contain \'/\' or \'%\', '
+                                                                 "nor be '.' or '..'"))
+        elif not is_dns_subdomain(name):
             causes.append(("metadata.name", "Invalid value", f'"{name}": {SUBDOMAIN_MESSAGE}'))
     for key in ("labels", "annotations"):
         value = meta.get(key)
