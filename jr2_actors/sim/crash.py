@@ -244,7 +244,8 @@ class Trial:
                 sandboxes=[_sandbox_facts(o) for o in objects],
                 follower_lines={f.run_id: dict(f.lines) for f in followers},
                 follower_problems=[p for f in followers for p in f.problems],
-                stored_feeds=feeds if accepted else {}, nudge_text=briefing.NUDGE)
+                stored_feeds=feeds if accepted else {}, nudge_text=briefing.NUDGE,
+                readmit_text=briefing.READMIT)
             violations += invariants.check(facts)
         return TrialResult(self.trial, violations, time.monotonic() - started, len(accepted), killed_at, statuses)
 

@@ -41,6 +41,7 @@ class Facts:
     stored_feeds: Mapping[str, Mapping[int, str]]
     tracebacks: list[str] = field(default_factory=list)
     nudge_text: str = ""
+    readmit_text: str = ""  # how a re-admission's message starts
 
 
 def fingerprint(event: FeedEvent) -> str:
@@ -93,9 +94,11 @@ def notices(facts: Facts) -> list[str]:
         sandbox, peak = str(kill.get("sandbox")), str(kill.get("peak"))
         if number is None:
             continue
+        # A nudge and a re-admission continue their Turn: ADR-0062 leaves them the kills the Turn's own `bash`
+        # did not report, so only a Turn's own first admission must carry the kill.
         later_turns = [a for a in accepted if a.get("sandbox") == sandbox
                        and (_number(_SUBMISSION, a.get("submissionId")) or 0) > number
-                       and (a.get("body") or {}).get("message") != facts.nudge_text]
+                       and _first_admission(a, facts)]
         if not later_turns or (sandbox, peak) in told:
             continue
         # A list read raises the newest kill's notice only (ADR-0062): a newer kill's notice covers this one.
@@ -106,6 +109,11 @@ def notices(facts: Facts) -> list[str]:
             out.append(f"{sandbox}: the guard kill {kill.get('id')} (peak {peak}, agent {kill.get('agent') or '-'}) "
                        f"reached none of the {len(later_turns)} Turn admissions after it: {seen}")
     return out
+
+
+def _first_admission(a: Mapping[str, Any], facts: Facts) -> bool:
+    message = str((a.get("body") or {}).get("message"))
+    return message != facts.nudge_text and not (facts.readmit_text and message.startswith(facts.readmit_text))
 
 
 def _admission_text(a: Mapping[str, Any]) -> str:

@@ -28,6 +28,7 @@ import pykka
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness import core as fake_harness
 from jr2_actors.fake.operator.core import Quota
+from jr2_actors.harness import briefing
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.sim import invariants
@@ -175,6 +176,13 @@ class Sim:
     def _cluster(self) -> Iterator[FakeCluster]:
         with self.store_switch, FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=1.0) as cluster:
             cluster.harness(lambda core: core.pick_first_allowed(True))
+            latency, run_on = self.schedule.answer_latency, self.schedule.run_on
+
+            def model(core: fake_harness.HarnessCore) -> None:
+                core.set_answer_latency(latency)
+                core.set_run_on(run_on)
+
+            cluster.harness(model)
             yield cluster
 
     def _state_dir(self) -> str:
@@ -246,7 +254,8 @@ class Sim:
             follower_problems=[p for f in followers for p in f.problems],
             stored_feeds=feeds,
             tracebacks=list(errors.records),
-            nudge_text=_nudge_text(),
+            nudge_text=briefing.NUDGE,
+            readmit_text=briefing.READMIT,
         )
         return invariants.check(facts), statuses
 
@@ -328,6 +337,8 @@ class Sim:
                 cluster.harness(lambda core: core.restart(target))
                 cluster.kill_harness(target, reason="Error", message="the sim restarted the Harness")
             self._quietly(what, restart)
+        elif kind == "answers-refused":
+            self._quietly(what, lambda: cluster.harness(lambda core: core.refuse_answers(fault.count, fault.status)))
         elif kind == "kernel-kill":
             def oom() -> None:
                 cluster.harness(lambda core: core.restart(target))
@@ -352,9 +363,11 @@ class Sim:
             plan = self.schedule.runs[fault.run]
 
             def cancel() -> None:
-                status = current.get().cancel(plan.run_id)
-                if status is not None and status.get("status") == "running":
-                    self.cancelled.add(plan.run_id)
+                orch = current.get()
+                before = orch.status(plan.run_id)
+                if before is not None and before.get("status") == "running":
+                    self.cancelled.add(plan.run_id)  # asked while live: it may end cancelled (or done, if first)
+                orch.cancel(plan.run_id)
             self._quietly(what, cancel)
         elif kind in ("restart-clean", "restart-crash"):
             state_dir = self._restart(cluster, current, state_dir, crash=kind == "restart-crash")
@@ -444,12 +457,6 @@ def _sandbox_facts(obj: dict[str, Any]) -> dict[str, Any]:
     return {"name": meta.get("name"), "runId": annotations.get("jr2.dev/run-id"),
             "workspace": annotations.get("jr2.dev/workspace"), "phase": status.get("phase"),
             "podUID": status.get("podUID"), "deleting": bool(meta.get("deletionTimestamp"))}
-
-
-def _nudge_text() -> str:
-    from jr2_actors.harness import briefing
-
-    return briefing.NUDGE
 
 
 def clean_workdir(path: str) -> None:

@@ -31,6 +31,7 @@ FaultKind = Literal[
     "evict",              # a running Sandbox is evicted: the Workspace is lost
     "harness-restart",    # a Harness container restarts: its Turns end, its conversations are gone
     "harness-draining",   # a Harness answers admissions 503 for a while
+    "answers-refused",    # the next N answers to picks are refused 503: the model's call still waits
     "conversations-lost",  # a Harness forgets its conversations (404 kept: false on the next admission)
     "list-kill",          # a guard kill on a Harness's list while no Turn may run
     "kernel-kill",        # the kernel OOM-kills a Harness container (a Turn may or may not run)
@@ -43,8 +44,8 @@ FaultKind = Literal[
 
 FAULT_KINDS: tuple[FaultKind, ...] = (
     "api-latency", "watch-drop", "watch-expire", "watch-stall", "api-refuse", "control-plane-away",
-    "token-rotation", "evict", "harness-restart", "harness-draining", "conversations-lost", "list-kill",
-    "kernel-kill", "quota", "cancel", "store-unwritable", "restart-clean", "restart-crash",
+    "token-rotation", "evict", "harness-restart", "harness-draining", "answers-refused", "conversations-lost",
+    "list-kill", "kernel-kill", "quota", "cancel", "store-unwritable", "restart-clean", "restart-crash",
 )
 # Faults aimed at one run's Workspace (the runner finds its Sandbox when the fault is due).
 TARGETED: frozenset[FaultKind] = frozenset({"evict", "harness-restart", "harness-draining", "conversations-lost",
@@ -52,6 +53,10 @@ TARGETED: frozenset[FaultKind] = frozenset({"evict", "harness-restart", "harness
 
 WorkflowShape = Literal["same-agent", "self-loop", "review", "fan-out"]
 SHAPES: tuple[WorkflowShape, ...] = ("same-agent", "self-loop", "review", "fan-out")
+
+# The Harness models a seed draws: (answer latency, run-on after `over: true`), in seconds — the issue's 0, 50
+# and 500 ms answers, with Submissions that settle at once or run on after their answer.
+HARNESS_MODELS: tuple[tuple[float, float], ...] = ((0.0, 0.0), (0.05, 0.0), (0.05, 0.3), (0.5, 0.3), (0.0, 0.3))
 
 # A seed's time: faults fall in its first WINDOW seconds; each lasting fault lasts at most MAX_SPAN.
 WINDOW_SECONDS = 4.0
@@ -98,9 +103,14 @@ class Schedule:
     seed: int
     runs: tuple[RunPlan, ...]
     faults: tuple[Fault, ...]
+    # The Harness's model for the whole seed (issue 16, item 1): each answer to a pick reaches it this late,
+    # and a Submission answered `over: true` (or aborted) runs on this long before it settles.
+    answer_latency: float = 0.0
+    run_on: float = 0.0
 
     def describe(self) -> str:
-        lines = [f"seed {self.seed}: {len(self.runs)} runs, {len(self.faults)} faults"]
+        lines = [f"seed {self.seed}: {len(self.runs)} runs, {len(self.faults)} faults, answers take "
+                 f"{self.answer_latency * 1000:.0f} ms, Submissions run on {self.run_on * 1000:.0f} ms"]
         lines += [f"  run#{i} {r.run_id} {r.shape}" for i, r in enumerate(self.runs)]
         lines += [f"  {f.describe()}" for f in self.faults]
         return "\n".join(lines)
@@ -216,7 +226,8 @@ def draw(seed: int, *, runs: int | None = None, faults: int | None = None) -> Sc
     n_faults = faults if faults is not None else rng.randint(4, 10)
     drawn = [_fault(rng, plans) for _ in range(n_faults)]
     drawn = [replace(f, peak=peaks.pop(0)) if f.kind == "list-kill" and peaks else f for f in drawn]
-    return Schedule(seed, tuple(plans), tuple(sorted(drawn, key=lambda f: f.at)))
+    latency, run_on = rng.choice(HARNESS_MODELS)
+    return Schedule(seed, tuple(plans), tuple(sorted(drawn, key=lambda f: f.at)), latency, run_on)
 
 
 def _fault(rng: random.Random, plans: list[RunPlan]) -> Fault:
@@ -227,6 +238,8 @@ def _fault(rng: random.Random, plans: list[RunPlan]) -> Fault:
         run = rng.randrange(len(plans))
         workspace = rng.choice(workspaces_of(plans[run].shape))
         return Fault(at, kind, run, workspace, seconds=span if kind == "harness-draining" else 0.0)
+    if kind == "answers-refused":
+        return Fault(at, kind, count=rng.randint(1, 3), status=503)
     if kind == "api-refuse":
         status = rng.choice((403, 429, 500, 503))
         return Fault(at, kind, count=rng.randint(1, 6), status=status)
