@@ -176,11 +176,11 @@ def run_crash_trials(args: argparse.Namespace, stop: threading.Event) -> int:
         played += 1
         accepted += result.accepted
         if result.ok:
-            print(f"trial {n}: ok ({result.accepted} runs accepted, killed at {result.killed_at:.2f}s, "
-                  f"{result.seconds:.1f}s)", file=out, flush=True)
+            print(f"trial {n}: ok ({result.accepted} runs accepted; {result.describe}; {result.seconds:.1f}s)",
+                  file=out, flush=True)
         else:
             failed.append(n)
-            print(f"trial {n}: {len(result.violations)} violation(s) (killed at {result.killed_at:.2f}s)", file=out)
+            print(f"trial {n}: {len(result.violations)} violation(s) ({result.describe})", file=out)
             for v in result.violations:
                 print(f"  violation: {v}", file=out)
             print(f"  replay: jr2-actors sim --seeds {seed} --crash-trials {n + 1} (trial {n})", file=out,

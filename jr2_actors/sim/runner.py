@@ -123,7 +123,7 @@ class _ErrorLog(logging.Handler):
             self.records.append(f"{record.name}: {record.getMessage()[:300]}")
 
 
-def _harness_actions(actions: tuple[Any, ...]) -> list[fake_harness.Action]:
+def harness_actions(actions: tuple[Any, ...]) -> list[fake_harness.Action]:
     out: list[fake_harness.Action] = []
     for kind, value in actions:
         if kind == "say":
@@ -207,7 +207,7 @@ class Sim:
         schedule = self.schedule
         for plan in schedule.runs:
             for agent, turns in plan.scripts.items():
-                cluster.script(agent, *[_harness_actions(t) for t in turns])
+                cluster.script(agent, *[harness_actions(t) for t in turns])
         state_dir = self._state_dir()
         orch = self._orchestrator(cluster, state_dir)
         current = _Current(orch)
@@ -249,7 +249,7 @@ class Sim:
             cancelled=set(self.cancelled),
             admissions=cluster.admissions(),
             kills=cluster.harness(lambda core: core.kill_log()),
-            sandboxes=[_sandbox_facts(obj) for obj in objects],
+            sandboxes=[sandbox_facts(obj) for obj in objects],
             follower_lines={f.run_id: dict(f.lines) for f in followers},
             follower_problems=[p for f in followers for p in f.problems],
             stored_feeds=feeds,
@@ -450,7 +450,7 @@ def _where(frame: Any) -> str:
     return " < ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in reversed(stack)) or "?"
 
 
-def _sandbox_facts(obj: dict[str, Any]) -> dict[str, Any]:
+def sandbox_facts(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
     annotations = meta.get("annotations") or {}
