@@ -281,6 +281,7 @@ class Trial:
             facts = invariants.Facts(
                 runs=accepted, statuses=statuses, cancelled=set(), admissions=cluster.admissions(),
                 kills=cluster.harness(lambda core: core.kill_log()),
+                reads=cluster.harness(lambda core: list(core.read_log)), restarts=1,
                 sandboxes=[sandbox_facts(o) for o in objects],
                 follower_lines={f.run_id: dict(f.lines) for f in followers},
                 follower_problems=[p for f in followers for p in f.problems],

@@ -249,6 +249,8 @@ class Sim:
             cancelled=set(self.cancelled),
             admissions=cluster.admissions(),
             kills=cluster.harness(lambda core: core.kill_log()),
+            reads=cluster.harness(lambda core: list(core.read_log)),
+            restarts=len(self.restarts),
             sandboxes=[sandbox_facts(obj) for obj in objects],
             follower_lines={f.run_id: dict(f.lines) for f in followers},
             follower_problems=[p for f in followers for p in f.problems],

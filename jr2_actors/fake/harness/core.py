@@ -135,6 +135,7 @@ class HarnessCore:
         self.answer_latency = 0.0  # seconds each `POST …/answers` takes to reach the Harness (the shell waits)
         self._refused_answers: list[int] = []  # statuses the next answers are refused with, untaken
         self.reads: dict[str, int] = {}  # GET /memory-kills answered, per Harness
+        self.read_log: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)
         self.admissions: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)  # every admission body, as received
         self.answers: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)
         self._ids = itertools.count(1)
@@ -309,6 +310,9 @@ class HarnessCore:
 
     def memory_kills(self, sandbox: str) -> bytes:
         self.reads[sandbox] = self.reads.get(sandbox, 0) + 1
+        # When, among kills and Submissions (one counter), each read was answered: a test tells a kill the
+        # read before an admission could see from one it could not.
+        self.read_log.append({"sandbox": sandbox, "seq": next(self._ids)})
         harness = self._harness(sandbox)
         if harness.raw_kills is not None:
             return harness.raw_kills
