@@ -1,12 +1,15 @@
 """The Orchestrator's HTTP surface (CONTRACTS.md §4) as a WSGI application over a `Backend`.
 
 Routes: `GET /healthz` and `GET /metrics` are open; everything under `/runs` needs the Instance token
-(`authorization: Bearer …`, compared in constant time; anything else is a bare 401). Bodies are capped at
-1 MiB and must be JSON objects; a workflow the parser refuses is a 400 whose body names the key at fault.
+(`authorization: Bearer …`, compared in constant time; anything else is a bare 401). Bodies need their
+`Content-Length`, are capped at 1 MiB and must be JSON objects; a workflow the parser refuses is a 400 whose
+body names the key at fault (a 413 when it is over its size). Every header the app parses (the token,
+`Content-Length`, `Last-Event-ID`) answers a hostile value with a 4xx, never a 500.
 An unknown path is 404, a wrong method 405 with `Allow`. `GET /runs/{id}/events` is a server-sent-event
 stream of the run's feed that resumes after `Last-Event-ID`, sends a comment line as a heartbeat (so a
 gone client is noticed by a failed write), ends when the run has finished, and is refused with 503 when
-too many streams are open (each holds a server thread).
+too many streams are open (each holds a server thread); a stream whose client has closed ends within a slice
+(`environ["jr2.client_gone"]`, from `api/server.py`), not at the next failed heartbeat.
 """
 
 from __future__ import annotations
@@ -15,25 +18,28 @@ import json
 import logging
 import re
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jr2_actors import __version__
 from jr2_actors.api import sse
-from jr2_actors.constants import API_HEARTBEAT_SECONDS, API_STREAM_SLICE_SECONDS
+from jr2_actors.constants import API_HEARTBEAT_SECONDS, API_MAX_BODY_BYTES, API_STREAM_SLICE_SECONDS
 from jr2_actors.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.run.wire import feed_doc
 from jr2_actors.security import constant_time_equal
-from jr2_actors.workflow import WorkflowError
+from jr2_actors.workflow import WorkflowError, WorkflowTooLarge
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 1024 * 1024
+MAX_BODY_BYTES = API_MAX_BODY_BYTES
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_LINE_NUMBER = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit() also says yes to '²'
+_LAST_EVENT_ID = "Last-Event-ID must be a feed line's number (ASCII digits, at most 18)"
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
@@ -68,7 +74,8 @@ class HttpError(Exception):
 
 
 _REASONS = {200: "OK", 201: "Created", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized",
-            404: "Not Found", 405: "Method Not Allowed", 411: "Length Required", 413: "Payload Too Large",
+            404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 411: "Length Required",
+            413: "Payload Too Large",
             415: "Unsupported Media Type", 500: "Internal Server Error", 503: "Service Unavailable"}
 
 
@@ -173,6 +180,8 @@ class Api:
             raise HttpError(400, "input must be an object", key="input")
         try:
             run_id = self.backend.submit(doc["workflow"], run_input)
+        except WorkflowTooLarge as e:
+            raise HttpError(413, str(e), key="workflow") from e
         except WorkflowError as e:
             raise HttpError(400, str(e), key=f"workflow.{e.key}" if e.key else "workflow") from e
         return _json(start_response, 201, {"runId": run_id}, [("Location", f"/runs/{run_id}")])
@@ -201,15 +210,18 @@ class Api:
             raise HttpError(503, "too many event streams are open; try again later")
         start_response("200 OK", [("Content-Type", "text/event-stream; charset=utf-8"),
                                   ("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")])
-        return _Stream(self, run, after, first)
+        gone = environ.get("jr2.client_gone")
+        return _Stream(self, run, after, first, gone if callable(gone) else None)
 
 
 class _Stream:
     """The SSE body: a WSGI iterable whose `close()` (called by the server, even when the client left)
     gives the stream's slot back."""
 
-    def __init__(self, api: Api, run: str, after: int, first: tuple[list[FeedEvent], bool]) -> None:
+    def __init__(self, api: Api, run: str, after: int, first: tuple[list[FeedEvent], bool],
+                 client_gone: Callable[[], bool] | None = None) -> None:
         self._api = api
+        self._client_gone = client_gone
         self._run = run
         self._after = after
         self._first: tuple[list[FeedEvent], bool] | None = first
@@ -228,6 +240,8 @@ class _Stream:
                 got = self._api.backend.feed(self._run, self._after, wait)
                 if got is None or self._api._closing.is_set():
                     return
+                if self._client_gone is not None and self._client_gone():
+                    return  # the client closed: its slot comes back now, not at the next failed heartbeat
                 batch = got
                 quiet += wait
             events, finished = batch
@@ -249,13 +263,19 @@ class _Stream:
 
 
 def _last_event_id(environ: Mapping[str, Any]) -> int:
+    """The header's number, or the query's `lastEventId` (for EventSource clients that cannot set headers);
+    0 when neither is given. A value that is not a line's number is a 400, never ignored."""
     raw = str(environ.get("HTTP_LAST_EVENT_ID", "")).strip()
     if not raw:
-        query = str(environ.get("QUERY_STRING", ""))
-        match = re.search(r"(?:^|&)lastEventId=([0-9]{1,18})(?:&|$)", query)
-        raw = match.group(1) if match else "0"
-    if not raw.isdigit() or len(raw) > 18:
-        raise HttpError(400, "Last-Event-ID must be a feed line's number")
+        query = urllib.parse.parse_qs(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
+        values = query.get("lastEventId", [])
+        if not values:
+            return 0
+        if len(values) > 1:
+            raise HttpError(400, _LAST_EVENT_ID)
+        raw = values[0]
+    if not _LINE_NUMBER.fullmatch(raw):
+        raise HttpError(400, _LAST_EVENT_ID)
     return int(raw)
 
 
@@ -263,15 +283,28 @@ def _json_body(environ: Mapping[str, Any]) -> dict[str, Any]:
     ctype = str(environ.get("CONTENT_TYPE", "")).split(";")[0].strip().lower()
     if ctype != "application/json":
         raise HttpError(415, "the body must be application/json")
-    length_text = str(environ.get("CONTENT_LENGTH", "") or "")
-    if length_text and (not length_text.isdigit() or int(length_text) > MAX_BODY_BYTES):
+    length_text = str(environ.get("CONTENT_LENGTH", "") or "").strip()
+    if not length_text:
+        raise HttpError(411, "a body needs a Content-Length")
+    if not re.fullmatch(r"[0-9]+", length_text):
+        raise HttpError(400, "Content-Length must be a number of bytes (ASCII digits)")
+    if len(length_text) > 18 or int(length_text) > MAX_BODY_BYTES:
         error = HttpError(413, f"the body is over {MAX_BODY_BYTES} bytes")
         error.headers.append(("Connection", "close"))
         raise error
-    stream = environ["wsgi.input"]
-    raw = stream.read(int(length_text)) if length_text else stream.read(MAX_BODY_BYTES + 1)
-    if len(raw) > MAX_BODY_BYTES:
-        error = HttpError(413, f"the body is over {MAX_BODY_BYTES} bytes")
+    length = int(length_text)
+    try:
+        raw = environ["wsgi.input"].read(length)
+    except TimeoutError as e:  # the listener's body deadline (api/server.py): a trickled or short body
+        error = HttpError(408, "the body did not arrive in time")
+        error.headers.append(("Connection", "close"))
+        raise error from e
+    except OSError as e:
+        error = HttpError(400, "the body could not be read")
+        error.headers.append(("Connection", "close"))
+        raise error from e
+    if len(raw) < length:
+        error = HttpError(400, f"the body ended after {len(raw)} of its {length} bytes")
         error.headers.append(("Connection", "close"))
         raise error
     try:
