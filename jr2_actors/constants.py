@@ -104,9 +104,10 @@ API_HEADER_SECONDS = 5.0
 API_MAX_HEADER_BYTES = 16 * 1024
 # A declared body over this is a 413 before a byte of it is read.
 API_MAX_BODY_BYTES = 1024 * 1024
-# A body arrives at this minimum rate after a grace: its next byte is due by start + grace + read / rate.
-API_BODY_GRACE_SECONDS = 5.0
-API_BODY_MIN_BYTES_PER_SECOND = 64 * 1024
+# A body arrives, and an answer's every write is taken, at this minimum rate after a grace: the next byte is
+# due by start + grace + bytes moved / rate (a client that trickles or stops reading is cut).
+API_PACE_GRACE_SECONDS = 5.0
+API_MIN_BYTES_PER_SECOND = 64 * 1024
 # Open connections from one peer address (429 past it), and in all (503 past it).
 API_MAX_CONNECTIONS_PER_PEER = 32
 API_MAX_CONNECTIONS = 512

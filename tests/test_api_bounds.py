@@ -38,8 +38,9 @@ GENEROUS = 10.0
 class _Live:
     """A healthy Backend with one live run, `r-1`, whose feed has nothing new (each wait runs out)."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: str = "") -> None:
         self._closing = threading.Event()
+        self._metrics = metrics
 
     def submit(self, document: object, run_input: Mapping[str, Any] | None) -> str:
         parse_workflow(document)  # as the Orchestrator does: the workflow's bounds are the parser's
@@ -64,7 +65,7 @@ class _Live:
         return True, ""
 
     def metrics(self) -> str:
-        return ""
+        return self._metrics
 
     def interrupt_feeds(self) -> None:
         self._closing.set()
@@ -72,8 +73,8 @@ class _Live:
 
 @contextmanager
 def served(limits: ApiLimits | None = None, *, threads: int = 2, timeout: float = 30.0,
-           max_streams: int = 8, heartbeat: float = 60.0) -> Iterator[ApiServer]:
-    server = ApiServer(Api(_Live(), TOKEN, heartbeat=heartbeat, max_streams=max_streams), threads=threads,
+           max_streams: int = 8, heartbeat: float = 60.0, backend: _Live | None = None) -> Iterator[ApiServer]:
+    server = ApiServer(Api(backend or _Live(), TOKEN, heartbeat=heartbeat, max_streams=max_streams), threads=threads,
                        timeout=timeout, limits=limits or ApiLimits())
     server.start()
     try:
@@ -89,8 +90,14 @@ def answered(server: ApiServer) -> None:
     assert runs.status_code == 200 and runs.json() == {"runs": [{"runId": "r-1"}]}
 
 
-def connect(server: ApiServer, source: str = "127.0.0.1") -> socket.socket:
-    return socket.create_connection(server.address, timeout=GENEROUS, source_address=(source, 0))
+def connect(server: ApiServer, source: str = "127.0.0.1", receive_buffer: int | None = None) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if receive_buffer is not None:  # before the connect: it sets the window the client offers
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.settimeout(GENEROUS)
+    sock.bind((source, 0))
+    sock.connect(server.address)
+    return sock
 
 
 def crowd(stack: ExitStack, server: ApiServer, count: int) -> list[socket.socket]:
@@ -252,7 +259,7 @@ def _submit_head(length: int) -> bytes:
 def test_a_body_shorter_than_its_content_length_is_408_without_a_traceback(
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    with served(ApiLimits(body_grace_seconds=0.5)) as server, connect(server, SOURCES[0]) as sock:
+    with served(ApiLimits(pace_grace_seconds=0.5)) as server, connect(server, SOURCES[0]) as sock:
         sock.sendall(_submit_head(100) + b'{"workflow"')  # 11 of the 100 bytes, then nothing
         cut = answer(sock)
         answered(server)
@@ -262,7 +269,7 @@ def test_a_body_shorter_than_its_content_length_is_408_without_a_traceback(
 
 def test_a_body_trickled_below_the_minimum_rate_is_cut_with_408() -> None:
     stop = threading.Event()
-    limits = ApiLimits(body_grace_seconds=0.5, body_min_bytes_per_second=1000)
+    limits = ApiLimits(pace_grace_seconds=0.5, min_bytes_per_second=1000)
     with served(limits) as server, connect(server, SOURCES[0]) as sock:
         sock.sendall(_submit_head(10_000))
 
@@ -288,7 +295,7 @@ def test_a_body_trickled_below_the_minimum_rate_is_cut_with_408() -> None:
 
 def test_a_refused_submission_does_not_wait_for_its_body() -> None:
     """A 401 does not drain a body that has not arrived: the connection closes instead of holding a worker."""
-    with served(ApiLimits(body_grace_seconds=60.0)) as server, ExitStack() as stack:
+    with served(ApiLimits(pace_grace_seconds=60.0)) as server, ExitStack() as stack:
         socks = crowd(stack, server, 8)  # more than the 2 workers
         for sock in socks:
             sock.sendall(b"POST /runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -296,6 +303,18 @@ def test_a_refused_submission_does_not_wait_for_its_body() -> None:
         refusals = [answer(sock) for sock in socks]
         answered(server)
     assert [status_of(r) for r in refusals] == [401] * 8
+
+
+def test_clients_that_do_not_read_their_answers_hold_no_worker() -> None:
+    """Four clients ask for a large answer over a tiny window and never read it: each write is paced, so a
+    worker is cut loose within its grace and /healthz is answered by the two workers meanwhile."""
+    limits = ApiLimits(pace_grace_seconds=0.5, min_bytes_per_second=4 * 1024 * 1024)
+    with served(limits, backend=_Live(metrics="m" * (8 * 1024 * 1024))) as server, ExitStack() as stack:
+        for i in range(4):
+            sock = stack.enter_context(connect(server, SOURCES[i], receive_buffer=4096))
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")  # and never a read
+        answered(server)
+        answered(server)
 
 
 @pytest.mark.parametrize("header", [

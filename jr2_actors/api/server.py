@@ -18,9 +18,11 @@ after an answer it drains whatever body the client declared. So, by cheroot's ow
   clients cost a parked socket, never a worker.
 - **Per-peer and total connection caps** (429 and 503), counted from the gate's first sight of a connection
   to its `close()`.
-- **A body at a minimum rate**: the connection's reader (`_Inlet`, the socket's read side) serves the bytes
-  the gate took first, then reads the socket with each read's timeout cut to the time the next byte is due
-  (`start + grace + bytes read / rate`): a trickled body is a 408 within its grace.
+- **A body, and an answer, at a minimum rate**: the connection's reader (`_Inlet`, the socket's read side)
+  serves the bytes the gate took first, then reads the socket with each read's timeout cut to the time the
+  next byte is due (`start + grace + bytes moved / rate`): a trickled body is a 408 within its grace. Each
+  write of an answer is paced the same way (`_Outlet`), so a client that stops reading is cut, where
+  cheroot's timeout per send would hold the worker as long as a byte is taken now and then.
 - **No drain of an unread body**: an answer given without reading the body (a 401, a 404) takes what has
   already arrived and closes the connection, rather than wait in a worker for the rest.
 - `max_request_header_size` and `max_request_body_size` are set too, as cheroot's own backstops.
@@ -39,22 +41,22 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
 from cheroot import server as cheroot_server
 from cheroot import wsgi
-from cheroot.makefile import MakeFile, StreamReader
+from cheroot.makefile import MakeFile, StreamReader, StreamWriter
 
 from jr2_actors.constants import (
-    API_BODY_GRACE_SECONDS,
-    API_BODY_MIN_BYTES_PER_SECOND,
     API_HEADER_SECONDS,
     API_MAX_BODY_BYTES,
     API_MAX_CONNECTIONS,
     API_MAX_CONNECTIONS_PER_PEER,
     API_MAX_HEADER_BYTES,
+    API_MIN_BYTES_PER_SECOND,
+    API_PACE_GRACE_SECONDS,
     API_SHUTDOWN_SECONDS,
     API_SOCKET_TIMEOUT_SECONDS,
 )
@@ -76,8 +78,8 @@ class ApiLimits:
     header_seconds: float = API_HEADER_SECONDS
     max_header_bytes: int = API_MAX_HEADER_BYTES
     max_body_bytes: int = API_MAX_BODY_BYTES
-    body_grace_seconds: float = API_BODY_GRACE_SECONDS
-    body_min_bytes_per_second: float = API_BODY_MIN_BYTES_PER_SECOND
+    pace_grace_seconds: float = API_PACE_GRACE_SECONDS
+    min_bytes_per_second: float = API_MIN_BYTES_PER_SECOND
     max_connections_per_peer: int = API_MAX_CONNECTIONS_PER_PEER
     max_connections: int = API_MAX_CONNECTIONS
 
@@ -292,21 +294,13 @@ class _Inlet(socket.SocketIO):
                 return super().readinto(b)  # None when nothing has arrived
         if self.pace is None:
             return super().readinto(b)
-        left = self.pace.due() - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("timed out")  # cheroot and the app both read this as a 408
-        with self.timeout_of(min(self.timeout, left)):
+        with self.timeout_of(min(self.timeout, self.pace.left())):
             got = super().readinto(b)
-        self.pace.read += got or 0
+        self.pace.moved += got or 0
         return got
 
-    @contextmanager
-    def timeout_of(self, seconds: float) -> Iterator[None]:
-        self.sock.settimeout(seconds)
-        try:
-            yield
-        finally:
-            self.sock.settimeout(self.timeout)
+    def timeout_of(self, seconds: float) -> AbstractContextManager[None]:
+        return _timeout_of(self.sock, seconds, self.timeout)
 
     def pull(self, cap: int) -> bool:
         """Append what the socket has (up to `cap` bytes of head) without blocking; True at its end."""
@@ -353,17 +347,70 @@ class _Inlet(socket.SocketIO):
         return taken
 
 
+@contextmanager
+def _timeout_of(sock: socket.socket, seconds: float, restore: float) -> Iterator[None]:
+    """The socket's timeout for one operation (0: non-blocking), then its usual one again."""
+    sock.settimeout(seconds)
+    try:
+        yield
+    finally:
+        sock.settimeout(restore)
+
+
 @dataclass
 class _Pace:
-    """A body's minimum rate: its next byte is due by start + grace + bytes read / rate."""
+    """A minimum rate, for a body read or an answer's write: the next byte is due by
+    start + grace + bytes moved / rate."""
 
     start: float
     grace: float
     rate: float
-    read: int = 0
+    moved: int = 0
 
-    def due(self) -> float:
-        return self.start + self.grace + self.read / self.rate
+    def left(self) -> float:
+        """Seconds until the next byte is due; a TimeoutError (what cheroot and the app read as a 408,
+        or as a client gone mid-answer) once it is overdue."""
+        left = self.start + self.grace + self.moved / self.rate - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        return left
+
+
+class _Outlet(socket.SocketIO):
+    """A connection's write side, each write of an answer paced: a client that stops reading is cut within
+    the grace, not held for a socket timeout per send that every trickled byte renews."""
+
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
+        super().__init__(sock, "wb")
+        self.sock = sock
+        self.timeout = timeout
+        self.pace: _Pace | None = None
+
+    def write(self, b: Any) -> int | None:
+        if self.pace is None:
+            return super().write(b)
+        with _timeout_of(self.sock, min(self.timeout, self.pace.left()), self.timeout):
+            sent = super().write(b)
+        self.pace.moved += sent or 0
+        return sent
+
+
+class _Writer(StreamWriter):
+    """cheroot's socket writer over an `_Outlet`; each `write` (a head, a chunk, an event) is paced."""
+
+    def __init__(self, outlet: _Outlet, bufsize: int, limits: ApiLimits) -> None:
+        super(StreamWriter, self).__init__(outlet, bufsize)
+        self.bytes_written = 0
+        self._outlet = outlet
+        self._limits = limits
+
+    def write(self, b: Any) -> Any:
+        self._outlet.pace = _Pace(time.monotonic(), self._limits.pace_grace_seconds,
+                                  self._limits.min_bytes_per_second)
+        try:
+            return super().write(b)  # type: ignore[no-untyped-call]  # cheroot's stub leaves it untyped
+        finally:
+            self._outlet.pace = None
 
 
 class _Reader(StreamReader):
@@ -378,13 +425,16 @@ class _Reader(StreamReader):
 class _Connection(cheroot_server.HTTPConnection):
     def __init__(self, server: _Server, sock: socket.socket, makefile: Callable[..., Any] = MakeFile) -> None:
         self.inlet = _Inlet(sock, float(server.timeout))
+        self.outlet = _Outlet(sock, float(server.timeout))
         super().__init__(server, sock, self._makefile)
         self.admitted = False
         self.head_deadline: float | None = time.time() + server.limits.header_seconds  # from the accept
         self._closed = False
 
     def _makefile(self, sock: socket.socket, mode: str = "r", bufsize: int = io.DEFAULT_BUFFER_SIZE) -> Any:
-        return _Reader(self.inlet, bufsize) if "r" in mode else MakeFile(sock, mode, bufsize)
+        if "r" in mode:
+            return _Reader(self.inlet, bufsize)
+        return _Writer(self.outlet, bufsize, self.server.limits)
 
     def client_gone(self) -> bool:
         """The client has closed (or reset) this connection; never blocks. For a worker that holds it."""
@@ -429,7 +479,7 @@ class _Request(cheroot_server.HTTPRequest):
         """The body's reads are paced from here: a trickled body is cut within its grace."""
         limits = self.server.limits
         inlet = self.conn.inlet
-        inlet.pace = _Pace(time.monotonic(), limits.body_grace_seconds, limits.body_min_bytes_per_second)
+        inlet.pace = _Pace(time.monotonic(), limits.pace_grace_seconds, limits.min_bytes_per_second)
         try:
             super().respond()
         finally:
