@@ -417,6 +417,23 @@ def test_a_closed_event_stream_frees_its_slot_before_any_heartbeat() -> None:
         answered(server)
 
 
+def test_eight_quick_open_close_cycles_leave_all_eight_slots_free() -> None:
+    with served(max_streams=8, heartbeat=600.0, threads=10) as server:  # a stream holds a worker
+        url = server.url + "/runs/r-1/events"
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        for _ in range(8):
+            with requests.get(url, headers=auth, stream=True, timeout=GENEROUS) as resp:
+                assert resp.status_code == 200
+
+        def all_eight_open() -> bool:
+            with ExitStack() as stack:
+                opened = [stack.enter_context(requests.get(url, headers=auth, stream=True, timeout=GENEROUS))
+                          for _ in range(8)]
+                return all(r.status_code == 200 for r in opened)
+
+        wait_until(all_eight_open, GENEROUS, what="eight slots free after eight closed streams")
+
+
 def test_a_pipelined_keep_alive_request_is_served_after_the_first() -> None:
     two = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     with served() as server:

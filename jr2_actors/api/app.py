@@ -8,8 +8,8 @@ body names the key at fault (a 413 when it is over its size). Every header the a
 An unknown path is 404, a wrong method 405 with `Allow`. `GET /runs/{id}/events` is a server-sent-event
 stream of the run's feed that resumes after `Last-Event-ID`, sends a comment line as a heartbeat (so a
 gone client is noticed by a failed write), ends when the run has finished, and is refused with 503 when
-too many streams are open (each holds a server thread); a stream whose client has closed ends within a slice
-(`environ["jr2.client_gone"]`, from `api/server.py`), not at the next failed heartbeat.
+too many streams are open (each holds a server thread); a stream whose client closes gives its slot back at
+once (`environ["jr2.watch_client"]`, from `api/server.py`), not at the next failed heartbeat.
 """
 
 from __future__ import annotations
@@ -210,18 +210,21 @@ class Api:
             raise HttpError(503, "too many event streams are open; try again later")
         start_response("200 OK", [("Content-Type", "text/event-stream; charset=utf-8"),
                                   ("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")])
-        gone = environ.get("jr2.client_gone")
-        return _Stream(self, run, after, first, gone if callable(gone) else None)
+        stream = _Stream(self, run, after, first)
+        watch = environ.get("jr2.watch_client")
+        if callable(watch):  # the listener calls close() the moment the client closes (api/server.py)
+            stream.unwatch = watch(stream.close)
+        return stream
 
 
 class _Stream:
-    """The SSE body: a WSGI iterable whose `close()` (called by the server, even when the client left)
-    gives the stream's slot back."""
+    """The SSE body: a WSGI iterable whose `close()` (called by the server when the body ends, and by its
+    watch the moment the client closes) gives the stream's slot back, once."""
 
-    def __init__(self, api: Api, run: str, after: int, first: tuple[list[FeedEvent], bool],
-                 client_gone: Callable[[], bool] | None = None) -> None:
+    def __init__(self, api: Api, run: str, after: int, first: tuple[list[FeedEvent], bool]) -> None:
         self._api = api
-        self._client_gone = client_gone
+        self._lock = threading.Lock()
+        self.unwatch: Callable[[], None] | None = None
         self._run = run
         self._after = after
         self._first: tuple[list[FeedEvent], bool] | None = first
@@ -240,8 +243,6 @@ class _Stream:
                 got = self._api.backend.feed(self._run, self._after, wait)
                 if got is None or self._api._closing.is_set():
                     return
-                if self._client_gone is not None and self._client_gone():
-                    return  # the client closed: its slot comes back now, not at the next failed heartbeat
                 batch = got
                 quiet += wait
             events, finished = batch
@@ -257,9 +258,13 @@ class _Stream:
                 yield b": keepalive\n\n"
 
     def close(self) -> None:
-        if not self._closed:
+        with self._lock:
+            if self._closed:
+                return
             self._closed = True
-            self._api._streams.release()
+        self._api._streams.release()
+        if self.unwatch is not None:
+            self.unwatch()
 
 
 def _last_event_id(environ: Mapping[str, Any]) -> int:

@@ -27,16 +27,19 @@ after an answer it drains whatever body the client declared. So, by cheroot's ow
   already arrived and closes the connection, rather than wait in a worker for the rest.
 - `max_request_header_size` and `max_request_body_size` are set too, as cheroot's own backstops.
 
-An event stream's `environ["jr2.client_gone"]` tells the app, without blocking, that its client has closed
-(so its slot is freed within a stream slice, not at the next failed heartbeat).
+An event stream registers its close with `environ["jr2.watch_client"]`: one thread (`_ClientWatch`) watches
+the sockets of open streams and calls it the moment a client closes, so the stream's slot comes back at
+once, not at the next failed heartbeat (its worker follows within a stream slice).
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import logging
 import re
+import selectors
 import socket
 import threading
 import time
@@ -151,6 +154,11 @@ class _Server(wsgi.Server):
         self._peers: dict[str, int] = {}
         self._open = 0
         self._count_lock = threading.Lock()
+        self.client_watch = _ClientWatch()
+
+    def stop(self) -> None:
+        super().stop()
+        self.client_watch.stop()
 
     def error_log(self, msg: str = "", level: int = logging.INFO, traceback: bool = False) -> None:
         """cheroot's messages into our log (it writes to stderr); a client's reset or timeout is DEBUG."""
@@ -436,16 +444,6 @@ class _Connection(cheroot_server.HTTPConnection):
             return _Reader(self.inlet, bufsize)
         return _Writer(self.outlet, bufsize, self.server.limits)
 
-    def client_gone(self) -> bool:
-        """The client has closed (or reset) this connection; never blocks. For a worker that holds it."""
-        with self.inlet.timeout_of(0.0):
-            try:
-                return bool(self.socket.recv(1, socket.MSG_PEEK) == b"")
-            except BlockingIOError:
-                return False
-            except OSError:
-                return True
-
     def refuse(self, status: int, error: str) -> None:
         """Answer the gate's refusal, then close."""
         self._say(status, error)
@@ -507,4 +505,65 @@ _Connection.RequestHandlerClass = _Request
 class _Gateway(wsgi.Gateway_10):
     def __init__(self, req: Any) -> None:
         super().__init__(req)
-        self.env["jr2.client_gone"] = req.conn.client_gone
+        self.env["jr2.watch_client"] = functools.partial(req.server.client_watch.watch, req.conn.socket)
+
+
+class _ClientWatch:
+    """One thread that watches the sockets of open event streams (a worker holds each, blocked in its feed
+    wait) and calls a stream's `close` the moment its client closes or resets the connection."""
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._lock = threading.Lock()
+        self._wake, self._waker = socket.socketpair()
+        self._selector.register(self._wake, selectors.EVENT_READ)
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def watch(self, sock: socket.socket, gone: Callable[[], None]) -> Callable[[], None]:
+        """Call `gone` once when `sock`'s client closes; the function returned stops the watch."""
+        with self._lock:
+            if self._stopped:
+                return lambda: None
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="jr2-api-watch", daemon=True)
+                self._thread.start()
+            self._selector.register(sock, selectors.EVENT_READ, gone)
+        return lambda: self._forget(sock)
+
+    def _forget(self, sock: socket.socket) -> None:
+        with self._lock, suppress(KeyError, ValueError):
+            self._selector.unregister(sock)
+
+    def _run(self) -> None:
+        while True:
+            for key, _ in self._selector.select():
+                if key.fileobj is self._wake:
+                    return
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                self._forget(sock)  # readable: gone, or sending — neither is watched again (no busy loop)
+                if _closed_by_peer(sock):
+                    key.data()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            thread = self._thread
+        self._waker.send(b"x")
+        if thread is not None:
+            thread.join(API_SHUTDOWN_SECONDS)
+        self._selector.close()
+        self._wake.close()
+        self._waker.close()
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """A readable socket whose next read is its end (or a reset). MSG_DONTWAIT, not a timeout of 0: the
+    worker that holds the socket may be writing on it, and the timeout is the socket's, shared."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
