@@ -432,6 +432,7 @@ class _Reader(StreamReader):
 
 class _Connection(cheroot_server.HTTPConnection):
     def __init__(self, server: _Server, sock: socket.socket, makefile: Callable[..., Any] = MakeFile) -> None:
+        del makefile  # cheroot's; ours wraps the socket in an _Inlet and an _Outlet
         self.inlet = _Inlet(sock, float(server.timeout))
         self.outlet = _Outlet(sock, float(server.timeout))
         super().__init__(server, sock, self._makefile)
@@ -498,8 +499,6 @@ class _Request(cheroot_server.HTTPRequest):
 
 
 _Connection.RequestHandlerClass = _Request
-
-
 
 
 class _Gateway(wsgi.Gateway_10):
