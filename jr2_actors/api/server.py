@@ -225,8 +225,10 @@ class _Server(wsgi.Server):
         head = bytes(inlet.head)
         end, size = _head_end(head)
         if end < 0:
+            if gone and head:  # a client that half-closed may still read why
+                raise _Refused(400, "the connection ended before the request line and headers did")
             if gone:
-                raise OSError("the client left before its request was whole")
+                raise OSError("the client left before it began a request")
             if len(head) >= limits.max_header_bytes:
                 raise _Refused(431, f"the request line and headers are over {limits.max_header_bytes} bytes")
             if time.time() >= conn.head_deadline:
