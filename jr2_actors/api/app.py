@@ -75,8 +75,8 @@ class HttpError(Exception):
 
 _REASONS = {200: "OK", 201: "Created", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized",
             404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 411: "Length Required",
-            413: "Payload Too Large",
-            415: "Unsupported Media Type", 500: "Internal Server Error", 503: "Service Unavailable"}
+            413: "Payload Too Large", 415: "Unsupported Media Type", 500: "Internal Server Error",
+            503: "Service Unavailable"}
 
 
 @dataclass(frozen=True)
