@@ -48,3 +48,12 @@ def test_seed_185_a_list_kill_after_the_next_turns_read_is_kept_for_a_later_read
     play(tmp_path, 185, Fault(0.37, "evict", 1, "B"), Fault(0.66, "harness-draining", 2, "W", seconds=1.43),
          Fault(0.87, "answers-refused", count=3, status=503), Fault(1.9, "list-kill", 2, "W", peak="300Mi"),
          Fault(2.0, "control-plane-away", seconds=0.28), answer_latency=0.5, run_on=0.3)
+
+
+def test_seed_257_a_sandbox_evicted_and_made_again_gets_a_fresh_harness_and_the_run_ends(tmp_path: Path) -> None:
+    # Found: the fake kept a deleted Sandbox's Harness for the one made again under its name, and its orphan
+    # Submission refused every admission 409: an agent.fault loop of 500 Turns. A new pod has a new Harness.
+    play(tmp_path, 257, Fault(0.17, "restart-crash"), Fault(0.21, "evict", 2, "W"),
+         Fault(0.51, "api-refuse", count=3, status=503), Fault(2.54, "harness-draining", 1, "W", seconds=1.95),
+         Fault(2.65, "api-latency", seconds=0.52), Fault(3.73, "cancel", 1, "W"),
+         Fault(3.86, "api-refuse", count=6, status=403))

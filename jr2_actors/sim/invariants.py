@@ -41,6 +41,7 @@ class Facts:
     stored_feeds: Mapping[str, Mapping[int, str]]
     tracebacks: list[str] = field(default_factory=list)
     reads: list[dict[str, Any]] = field(default_factory=list)  # each /memory-kills read: {sandbox, seq}
+    stuck: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # a run that never ended: its status
     restarts: int = 0  # orchestrator restarts in the schedule
     nudge_text: str = ""
     readmit_text: str = ""  # how a re-admission's message starts
@@ -61,7 +62,9 @@ def outcomes(facts: Facts) -> list[str]:
     for run_id in facts.runs:
         status = facts.statuses.get(run_id, "missing")
         if status not in TERMINAL:
-            out.append(f"{run_id}: never ended (status {status})")
+            doc = facts.stuck.get(run_id)
+            where = f": {json.dumps(doc, sort_keys=True, default=str)[:600]}" if doc else ""
+            out.append(f"{run_id}: never ended (status {status}){where}")
             continue
         allowed = {"done", "cancelled"} if run_id in facts.cancelled else {"done"}
         if status not in allowed:
