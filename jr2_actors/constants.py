@@ -64,6 +64,12 @@ DELETE_VERSION_REREADS = 3
 # until then, so a restart retries it too.
 DELETE_RETRY_BACKOFF = Backoff(initial=0.5, cap=10.0, jitter=0.2)
 
+# An attach that no Harness answered (503, 502, 504, no answer) is tried again this often, on this schedule
+# (about 15 s in all): an evicted pod's Harness is gone before the watch says Lost, and a restarting one comes
+# back; the watch's Lost or Gone ends it as a loss. Past it the Workspace faults with the Harness's words.
+ATTACH_ATTEMPTS = 5
+ATTACH_RETRY_BACKOFF = Backoff(initial=0.5, cap=8.0, jitter=0.2)
+
 # ADR-0063 / ADR-0064: the Lease renewal interval and its jitter.
 LEASE_INTERVAL_SECONDS = 300.0
 LEASE_JITTER = 0.2

@@ -55,6 +55,8 @@ from typing import Any, Literal
 
 from jr2_actors.backoff import Jitter, NoJitter
 from jr2_actors.constants import (
+    ATTACH_ATTEMPTS,
+    ATTACH_RETRY_BACKOFF,
     DELETE_RETRY_BACKOFF,
     FORBIDDEN_GRACE_SECONDS,
     LEASE_INTERVAL_SECONDS,
@@ -148,6 +150,9 @@ class Attached:
 @dataclass(frozen=True)
 class AttachFailed:
     message: str
+    # No Harness served the call (503, 502, 504, or no answer): the pod may be going (an eviction the watch
+    # has not told yet) or not yet serving again — the attach is tried again, and the watch decides.
+    unavailable: bool = False
 
 
 @dataclass(frozen=True)
@@ -386,6 +391,7 @@ class WorkspaceCore:
         self._lease_due: float | None = None
         self._budget_ends: float | None = None
         self._retry_at: float | None = None
+        self._attach_failures = 0  # attaches no Harness answered, in a row
         self._retry: Action | None = None
         self._write_failures = 0
         self._delete_failures = 0
@@ -507,10 +513,20 @@ class WorkspaceCore:
         self._out.append(Unknown(self.path, message))  # a dropped watch is never loss (ADR-0063)
 
     def _attached(self, event: Attached, now: float, wall: float) -> None:
+        self._attach_failures = 0
+        self._retry_at = self._retry = None
         self._go("running")
         self._out.append(Running(self.path, dict(event.repos), self._endpoint))
 
     def _attach_failed(self, event: AttachFailed, now: float, wall: float) -> None:
+        # An attach no Harness answered races the watch: an evicted pod's Harness is gone before the watch
+        # says `Lost` (found by the simulation, seed 184). It is tried again on ATTACH_RETRY_BACKOFF while the
+        # Sandbox is still ours and Ready; the watch's Lost or Gone ends it as a loss, never a fault.
+        if event.unavailable and self._attach_failures < ATTACH_ATTEMPTS:
+            self._attach_failures += 1
+            self._retry = Attach(self._endpoint)
+            self._retry_at = now + ATTACH_RETRY_BACKOFF.delay(self._attach_failures, self._random)
+            return
         self._fault(f"attach: {event.message}")
 
     def _release(self, event: Release, now: float, wall: float) -> None:
@@ -805,7 +821,7 @@ TABLE: tuple[tuple[tuple[State, ...], type, tuple[State, ...], Handler], ...] = 
     (("provisioning",), Tick, ("faulted",), W._tick),
     (("placing", "reconciling", "attaching", "running"), Tick, (), W._tick),
     (("attaching",), Attached, ("running",), W._attached),
-    (("attaching",), AttachFailed, ("faulted",), W._attach_failed),
+    (("attaching",), AttachFailed, ("attaching", "faulted"), W._attach_failed),
     (ENDED, Attached, (), _ignore),
     (ENDED, AttachFailed, (), _ignore),
     ((*LIVE, "lost", "faulted"), Release, ("released",), W._release),
