@@ -3,6 +3,7 @@ orchestrator's API — each as a process, with good input and bad."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -96,8 +97,9 @@ def test_demo_keep_stays_up_until_ctrl_c_and_leaves_nothing_behind(tmp_path: Pat
 
 # -- the client commands ---------------------------------------------------------------------------------
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, FakeCluster, Orchestrator]]:
+@contextlib.contextmanager
+def api_on_fake(tmp_path: Path) -> Iterator[tuple[str, FakeCluster, Orchestrator]]:
+    """The API of an orchestrator on a fake cluster: its URL, the cluster, the orchestrator."""
     with FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=None) as cluster:
         client = cluster.client()
         with Orchestrator(client, state_dir=str(tmp_path / "state"), signing_key=cluster.signing_key) as orch:
@@ -108,6 +110,12 @@ def server(tmp_path: Path) -> Iterator[tuple[str, FakeCluster, Orchestrator]]:
             finally:
                 api.stop()
         client.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, FakeCluster, Orchestrator]]:
+    with api_on_fake(tmp_path) as served:
+        yield served
 
 
 def test_submit_runs_status_events_and_cancel(server: tuple[str, FakeCluster, Orchestrator], tmp_path: Path) -> None:

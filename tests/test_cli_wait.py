@@ -22,24 +22,16 @@ from jr2_actors.fake.operator.core import Node
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.workflow import read_document
 from tests.slow_server import SlowServer
-from tests.test_cli_runs import TOKEN, WORKFLOW, jr2, one_line_exit_2
+from tests.test_cli_runs import TOKEN, WORKFLOW, api_on_fake, jr2, one_line_exit_2
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, FakeCluster, Orchestrator]]:
-    with FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=None) as cluster:
-        client = cluster.client()
-        with Orchestrator(client, state_dir=str(tmp_path / "state"), signing_key=cluster.signing_key) as orch:
-            api = ApiServer(Api(orch, TOKEN))
-            api.start()
-            try:
-                yield api.url, cluster, orch
-            finally:
-                api.stop()
-        client.close()
+def server(tmp_path: Path) -> Iterator[tuple[str, FakeCluster, Orchestrator]]:
+    with api_on_fake(tmp_path) as served:
+        yield served
 
 
 def workflow_file(tmp_path: Path) -> str:
@@ -48,9 +40,9 @@ def workflow_file(tmp_path: Path) -> str:
     return str(path)
 
 
-def test_submit_wait_exits_0_for_a_run_that_ends_done(served: tuple[str, FakeCluster, Orchestrator],
+def test_submit_wait_exits_0_for_a_run_that_ends_done(server: tuple[str, FakeCluster, Orchestrator],
                                                       tmp_path: Path) -> None:
-    url, cluster, _ = served
+    url, cluster, _ = server
     cluster.script("worker", [Pick("finish")])
     out = jr2("submit", workflow_file(tmp_path), "--wait", "--server", url)
     assert out.returncode == 0, out.stderr
@@ -58,17 +50,17 @@ def test_submit_wait_exits_0_for_a_run_that_ends_done(served: tuple[str, FakeClu
     assert submitted.startswith("submitted r-") and ended == f"{submitted.split()[1]} done"
 
 
-def test_submit_wait_exits_3_for_a_run_that_ends_failed_and_says_why(served: tuple[str, FakeCluster, Orchestrator],
+def test_submit_wait_exits_3_for_a_run_that_ends_failed_and_says_why(server: tuple[str, FakeCluster, Orchestrator],
                                                                      tmp_path: Path) -> None:
-    url, _, _ = served  # unscripted, the fake's agent says "Done." without a pick: nudged once, then a fault
+    url, _, _ = server  # unscripted, the fake's agent says "Done." without a pick: nudged once, then a fault
     out = jr2("submit", workflow_file(tmp_path), "--wait", "--server", url)
     assert out.returncode == EXIT_BY_STATUS["failed"] == 3, out.stderr
     assert "failed: worker ended its Turn without a pick" in out.stdout
 
 
-def test_submit_watch_prints_the_feed_and_exits_by_the_end(served: tuple[str, FakeCluster, Orchestrator],
+def test_submit_watch_prints_the_feed_and_exits_by_the_end(server: tuple[str, FakeCluster, Orchestrator],
                                                           tmp_path: Path) -> None:
-    url, cluster, _ = served
+    url, cluster, _ = server
     cluster.script("worker", [Pick("finish")])
     out = jr2("submit", workflow_file(tmp_path), "--watch", "--server", url)
     assert out.returncode == 0, out.stderr
@@ -76,8 +68,8 @@ def test_submit_watch_prints_the_feed_and_exits_by_the_end(served: tuple[str, Fa
 
 
 def test_wait_for_several_runs_exits_with_the_first_that_did_not_end_done(
-        served: tuple[str, FakeCluster, Orchestrator]) -> None:
-    url, cluster, orch = served
+        server: tuple[str, FakeCluster, Orchestrator]) -> None:
+    url, cluster, orch = server
     cluster.script("worker", [Pick("finish")])
     good = orch.submit(read_document(WORKFLOW))
     assert orch.wait_finished(good, 30)
@@ -90,8 +82,8 @@ def test_wait_for_several_runs_exits_with_the_first_that_did_not_end_done(
     assert as_json.returncode == 0 and json.loads(as_json.stdout)["status"] == "done"
 
 
-def test_wait_for_an_unknown_run_is_one_line_and_exit_2(served: tuple[str, FakeCluster, Orchestrator]) -> None:
-    url, _, _ = served
+def test_wait_for_an_unknown_run_is_one_line_and_exit_2(server: tuple[str, FakeCluster, Orchestrator]) -> None:
+    url, _, _ = server
     one_line_exit_2(jr2("wait", "r-nosuchrun", "--server", url), "404")
 
 

@@ -91,15 +91,13 @@ class _Serve:
         return [line.strip()[:200] for line in self.lines if "Traceback" in line]
 
 
-class _Follower(threading.Thread):
+class _Follower(threading.Thread, invariants.FeedRecord):
     """An EventSource: reads the run's events, and after a cut reconnects with `Last-Event-ID`."""
 
     def __init__(self, run_id: str, server: list[str], token: str, stop: threading.Event) -> None:
-        super().__init__(name=f"jr2-crash-follow-{run_id}", daemon=True)
-        self.run_id, self.server, self.token, self.stop_event = run_id, server, token, stop
-        self.lines: dict[int, str] = {}
-        self.problems: list[str] = []
-        self.last = 0
+        threading.Thread.__init__(self, name=f"jr2-crash-follow-{run_id}", daemon=True)
+        invariants.FeedRecord.__init__(self, run_id)
+        self.server, self.token, self.stop_event = server, token, stop
         self.ended = False
 
     def run(self) -> None:
@@ -114,7 +112,7 @@ class _Follower(threading.Thread):
                         self.stop_event.wait(0.2)
                         continue
                     for doc in sse.decode(raw or "" for raw in resp.iter_lines(decode_unicode=True)):
-                        self.take(doc)
+                        self.take_doc(doc)
                         if self.stop_event.is_set():
                             return
                     self.ended = self.ended or self._finished()
@@ -124,19 +122,12 @@ class _Follower(threading.Thread):
     def _finished(self) -> bool:
         return any(json.loads(t).get("kind") == "ended" for t in self.lines.values())
 
-    def take(self, doc: dict[str, Any]) -> None:
+    def take_doc(self, doc: dict[str, Any]) -> None:
         event_id = doc.get("id")
         if not isinstance(event_id, int):
             self.problems.append(f"{self.run_id}: an event without an integer id: {str(doc)[:120]}")
             return
-        text = json.dumps(doc, sort_keys=True)
-        if event_id <= self.last:
-            self.problems.append(f"{self.run_id}: event id {event_id} came after id {self.last}")
-        seen = self.lines.get(event_id)
-        if seen is not None and seen != text:
-            self.problems.append(f"{self.run_id}: event id {event_id} named two lines: {seen[:160]} and {text[:160]}")
-        self.lines[event_id] = text
-        self.last = max(self.last, event_id)
+        self.take(event_id, json.dumps(doc, sort_keys=True))
 
 
 # One fault on the way of each trial, beside the kill (the real process meets it over loopback).

@@ -47,6 +47,27 @@ class Facts:
     readmit_text: str = ""  # how a re-admission's message starts
 
 
+class FeedRecord:
+    """What one follower holds of a run's feed, as an EventSource holds it: each id's line. A second line
+    under one id, or an id that does not grow, is a problem."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.lines: dict[int, str] = {}
+        self.problems: list[str] = []
+        self.last = 0
+
+    def take(self, event_id: int, text: str) -> None:
+        if event_id <= self.last:
+            self.problems.append(f"{self.run_id}: feed id {event_id} came after id {self.last}")
+        seen = self.lines.get(event_id)
+        if seen is not None and seen != text:
+            self.problems.append(f"{self.run_id}: feed id {event_id} named two lines: {seen[:200]!r} and "
+                                 f"{text[:200]!r}")
+        self.lines[event_id] = text
+        self.last = max(self.last, event_id)
+
+
 def fingerprint(event: FeedEvent) -> str:
     """One feed line as text: what a reader holds under its id."""
     return json.dumps({"kind": event.kind, "fields": line_fields(event.line)}, sort_keys=True, default=str)

@@ -72,18 +72,15 @@ class _Current:
             self._orch = orch
 
 
-class _Follower(threading.Thread):
+class _Follower(threading.Thread, invariants.FeedRecord):
     """A reader of one run's feed, as an EventSource is: it resumes after the last id it holds, across
     restarts, and remembers what each id said (a second line under one id is a violation)."""
 
     def __init__(self, run_id: str, current: _Current, stop: threading.Event) -> None:
-        super().__init__(name=f"jr2-sim-follow-{run_id}", daemon=True)
-        self.run_id = run_id
+        threading.Thread.__init__(self, name=f"jr2-sim-follow-{run_id}", daemon=True)
+        invariants.FeedRecord.__init__(self, run_id)
         self.current = current
         self.stop_event = stop
-        self.lines: dict[int, str] = {}
-        self.problems: list[str] = []
-        self.last = 0
 
     def run(self) -> None:
         while not self.stop_event.is_set():
@@ -101,14 +98,6 @@ class _Follower(threading.Thread):
             if not events:
                 self.stop_event.wait(0.01)
 
-    def take(self, event_id: int, text: str) -> None:
-        if event_id <= self.last:
-            self.problems.append(f"{self.run_id}: feed id {event_id} came after id {self.last}")
-        seen = self.lines.get(event_id)
-        if seen is not None and seen != text:
-            self.problems.append(f"{self.run_id}: feed id {event_id} named two lines: {seen!r} and {text!r}")
-        self.lines[event_id] = text
-        self.last = max(self.last, event_id)
 
 
 class _ErrorLog(logging.Handler):
