@@ -79,6 +79,13 @@ def test_a_kill_no_later_turn_heard_is_a_violation_but_a_nudge_or_no_later_turn_
                          reads=[read(3, other)])) == []
 
 
+def test_a_kill_of_a_pod_that_went_is_owed_only_to_the_admissions_into_that_pod() -> None:
+    gone = {**kill(2, "1.5Gi"), "goneAt": 5}
+    assert notices(facts(admissions=[admission(6)], kills=[gone], reads=[read(3)])) == []
+    (v,) = notices(facts(admissions=[admission(4)], kills=[gone], reads=[read(3)]))
+    assert "k-2" in v
+
+
 def test_a_kill_after_the_last_read_before_an_admission_is_for_the_next_read() -> None:
     # The admission's read (seq 1) came before the kill (seq 2): it could not see it; the list keeps it.
     assert notices(facts(admissions=[admission(3)], kills=[kill(2, "1.5Gi")], reads=[read(1)])) == []

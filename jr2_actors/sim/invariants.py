@@ -128,11 +128,15 @@ def notices(facts: Facts) -> list[str]:
         sandbox, peak = str(kill.get("sandbox")), str(kill.get("peak"))
         if number is None:
             continue
+        # A kill of a pod that went since is news only to the admissions into that pod: its Sandbox's processes
+        # went with it, and a new pod under the name is another Sandbox (ADR-0062: a lost pod takes the file).
+        until = kill.get("goneAt") if isinstance(kill.get("goneAt"), int) else None
         # A nudge and a re-admission continue their Turn: ADR-0062 leaves them the kills the Turn's own `bash`
         # did not report, so only a Turn's own first admission must carry the kill.
         # ...and only one whose read of the list came after the kill: a read before it could not see it.
         later_turns = [a for a in accepted if a.get("sandbox") == sandbox
-                       and _read_before(a, facts) > number and _first_admission(a, facts)]
+                       and _read_before(a, facts) > number and _first_admission(a, facts)
+                       and (until is None or (_number(_SUBMISSION, a.get("submissionId")) or 0) < until)]
         if not later_turns or (sandbox, peak) in told:
             continue
         # A list read raises the newest kill's notice only (ADR-0062): a newer kill's notice covers this one.

@@ -184,7 +184,8 @@ class HarnessCore:
         under the same name gets a Harness of its own, as a new pod does."""
         gone = self._harnesses.pop(sandbox, None)
         if gone is not None:
-            self._forgotten.extend({"sandbox": sandbox, **kill} for kill in gone.kills)
+            at = next(self._ids)  # when, among kills and Submissions, the pod went
+            self._forgotten.extend({"sandbox": sandbox, **kill, "goneAt": at} for kill in gone.kills)
 
     def pick_now(self, agent: str, pick: str, args: Mapping[str, Any] | None = None) -> bool:
         """The model of a hung Turn of `agent` picks now (a test's hand on the model): False when none hangs."""
@@ -314,7 +315,8 @@ class HarnessCore:
 
     def kill_log(self) -> list[dict[str, Any]]:
         """Every kill on every Harness's list, oldest first, with its Sandbox: what a test counts notices
-        against (`k-N` and `s-N` ids come from one counter, so they order kills among Submissions)."""
+        against (`k-N` and `s-N` ids come from one counter, so they order kills among Submissions). A kill of
+        a pod that is gone since says when it went (`goneAt`, on the same counter)."""
         kills = [*self._forgotten,
                  *({"sandbox": sandbox, **kill} for sandbox, h in self._harnesses.items() for kill in h.kills)]
         return sorted(kills, key=lambda k: int(str(k["id"]).removeprefix("k-") or 0))
