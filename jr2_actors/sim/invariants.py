@@ -143,10 +143,21 @@ def notices(facts: Facts) -> list[str]:
         newer = [k for k in facts.kills if k.get("sandbox") == sandbox
                  and (_number(_KILL, k.get("id")) or 0) > number and (sandbox, str(k.get("peak"))) in told]
         if not newer:
-            seen = "; ".join(_admission_text(a) for a in later_turns[:4])
+            seen = "; ".join(_admission_text(a) for a in later_turns[:4]) + _story(facts, sandbox)
             out.append(f"{sandbox}: the guard kill {kill.get('id')} (peak {peak}, agent {kill.get('agent') or '-'}) "
                        f"reached none of the {len(later_turns)} Turn admissions after it: {seen}")
     return out
+
+
+def _story(facts: Facts, sandbox: str) -> str:
+    """The feed of the run that owns `sandbox`, in a line: what a reader of the violation needs first."""
+    for run_id, plan in facts.runs.items():
+        if any(sandbox_name(run_id, w) == sandbox for w in plan.document.get("workspaces", {})):
+            lines = [json.loads(t) for _, t in sorted(facts.stored_feeds.get(run_id, {}).items())]
+            told = [f"{d['kind']}({','.join(f'{k}={v}' for k, v in d['fields'].items() if v not in (None, '', []))})"
+                    for d in lines][-40:]
+            return f" — the feed of {run_id}: " + " | ".join(told)[:3000]
+    return ""
 
 
 def _read_before(a: Mapping[str, Any], facts: Facts) -> int:
