@@ -308,6 +308,8 @@ class Sim:
                 cluster.compact()
                 cluster.end_watches()
             self._quietly(what, expire)
+        elif kind == "watch-error":
+            self._quietly(what, lambda: cluster.faults.stream_error(fault.status))
         elif kind == "watch-stall":
             self._quietly(what, lambda: cluster.stall_watches(True))
             undo.append((now + fault.seconds, "stall off", lambda: cluster.stall_watches(False)))

@@ -25,6 +25,7 @@ FaultKind = Literal[
     "watch-drop",         # every open watch ends cleanly
     "watch-expire",       # the history is compacted and watches end: resumes get 410
     "watch-stall",        # open watches go silent for a while
+    "watch-error",        # an in-stream ERROR frame (500, 504 too-large version, 403), then the watch ends
     "api-refuse",         # the next N requests get 403/429/500/503 (429 with Retry-After)
     "control-plane-away",  # every request is refused 503 for a while
     "token-rotation",     # the bearer token rotates (the file holds the new one)
@@ -43,7 +44,7 @@ FaultKind = Literal[
 ]
 
 FAULT_KINDS: tuple[FaultKind, ...] = (
-    "api-latency", "watch-drop", "watch-expire", "watch-stall", "api-refuse", "control-plane-away",
+    "api-latency", "watch-drop", "watch-expire", "watch-stall", "watch-error", "api-refuse", "control-plane-away",
     "token-rotation", "evict", "harness-restart", "harness-draining", "answers-refused", "conversations-lost",
     "list-kill", "kernel-kill", "quota", "cancel", "store-unwritable", "restart-clean", "restart-crash",
 )
@@ -238,6 +239,8 @@ def _fault(rng: random.Random, plans: list[RunPlan]) -> Fault:
         run = rng.randrange(len(plans))
         workspace = rng.choice(workspaces_of(plans[run].shape))
         return Fault(at, kind, run, workspace, seconds=span if kind == "harness-draining" else 0.0)
+    if kind == "watch-error":
+        return Fault(at, kind, status=rng.choice((500, 504, 403)))
     if kind == "answers-refused":
         return Fault(at, kind, count=rng.randint(1, 3), status=503)
     if kind == "api-refuse":
