@@ -55,11 +55,12 @@ def test_a_notice_told_twice_is_a_violation() -> None:
 
 def test_a_notice_retold_only_by_a_readmission_after_a_restart_is_adr_0062s_delivered_not_yet_heard() -> None:
     again = admission(5, "1.5Gi", message=briefing.readmit("Work."))
-    assert notices(facts(admissions=[admission(3, "1.5Gi"), again], kills=[kill(2, "1.5Gi")], restarts=1,
+    assert notices(facts(admissions=[admission(3, "1.5Gi"), again], kills=[kill(2, "1.5Gi")], restart_marks=[1],
                          readmit_text=briefing.READMIT)) == []
-    (v,) = notices(facts(admissions=[admission(3, "1.5Gi"), again], kills=[kill(2, "1.5Gi")], restarts=0,
-                         readmit_text=briefing.READMIT))
-    assert "told 2 times" in v
+    for marks in ([], [0], [2]):  # no restart, or none between the two tellings: told twice
+        (v,) = notices(facts(admissions=[admission(3, "1.5Gi"), again], kills=[kill(2, "1.5Gi")],
+                             restart_marks=marks, readmit_text=briefing.READMIT))
+        assert "told 2 times" in v
 
 
 def test_a_notice_retold_to_a_conversation_the_harness_lost_is_adr_0062s_not_kept() -> None:
@@ -70,7 +71,13 @@ def test_a_notice_retold_to_a_conversation_the_harness_lost_is_adr_0062s_not_kep
 
 def test_a_kill_no_later_turn_heard_is_a_violation_but_a_nudge_or_no_later_turn_is_not() -> None:
     (v,) = notices(facts(admissions=[admission(1), admission(4)], kills=[kill(2, "1.5Gi")], reads=[read(3)]))
-    assert "k-2" in v and "reached none of the 1 Turn admissions" in v
+    assert "k-2" in v and "did not reach the next Turn admission" in v
+
+
+def test_a_kill_must_reach_the_next_turn_admission_not_a_later_one() -> None:
+    (v,) = notices(facts(admissions=[admission(4), admission(6, "1.5Gi")], kills=[kill(2, "1.5Gi")],
+                         reads=[read(3), read(5)]))
+    assert "did not reach the next Turn admission" in v and "s-4" in v
     assert notices(facts(admissions=[admission(1)], kills=[kill(2, "1.5Gi")])) == []
     assert notices(facts(admissions=[admission(1), admission(4, message=briefing.NUDGE)],
                          kills=[kill(2, "1.5Gi")], reads=[read(3)])) == []
@@ -105,6 +112,12 @@ def test_a_sandbox_left_after_done_or_never_ran_or_misnamed_is_a_violation() -> 
     assert "never ran" in never
     (misnamed,) = sandboxes(facts(statuses={RUN: "failed"}, sandboxes=[{**ran, "name": "ws-other"}]))
     assert "is not its run's" in misnamed
+
+
+def test_a_follower_that_skipped_lines_in_the_middle_is_a_violation() -> None:
+    (v,) = feeds(facts(follower_lines={RUN: {1: "a", 2: "b", 5: "e"}},
+                       stored_feeds={RUN: {1: "a", 2: "b", 3: "c", 4: "d", 5: "e"}}))
+    assert "skipped lines [3, 4]" in v
 
 
 def test_one_feed_id_with_two_lines_or_a_follower_that_missed_lines_is_a_violation() -> None:

@@ -294,6 +294,7 @@ class RunCore:
         self.after_wall: float | None = None
         self._after_mono: float | None = None
         self._finished = False
+        self._abort_before: set[str] = set()  # seats whose first Turn in this process aborts first (a restore)
         self._out: list[Action | FeedEvent] = []
         self._persist = False
         self._now = 0.0
@@ -550,8 +551,14 @@ class RunCore:
         turn.phase = "reading"
         turn.reading = "resume" if turn.resumed else "turn"
         turn.started_wall = turn.started_wall or self._wall
+        # A restored run does not know what its conversations hold: a Submission of an earlier Turn whose answer
+        # never landed (or whose admission's answer was lost with the process) may still run, and would refuse
+        # every admission 409. Each seat's first Turn after a restore aborts first, as the restored Turn does
+        # (CONTRACTS §3: a seat admits only after the previous Submission, or its abort, settled; sim seed 28).
+        abort_first = turn.resumed or turn.agent in self._abort_before
+        self._abort_before.discard(turn.agent)
         self._tell(turn, seat.StartTurn(str(turn.id), turn.conversation, endpoint, in_workspace=path is not None,
-                                        abort_first=turn.resumed))
+                                        abort_first=abort_first))
         self._feed(TurnLine(turn.agent, turn.id, turn.state))
 
     def _tell(self, turn: TurnRecord, message: seat.ToSeat) -> None:
@@ -857,6 +864,7 @@ class RunCore:
         core.turns = int(blob.get("turns", 0))
         core.conversations = {str(k): int(v) for k, v in dict(blob.get("conversations") or {}).items()}
         core.ledger = Ledger.restore(blob.get("ledger") or {})
+        core._abort_before = set(core.workflow.agents)  # what their conversations hold is not known here
         core.ended_workspaces = {str(k): str(v) for k, v in dict(blob.get("endedWorkspaces") or {}).items()}
         feed_next = int(blob.get("feedNext", 1))
         reserved = blob.get("feedReserved")

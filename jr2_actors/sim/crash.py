@@ -165,6 +165,7 @@ class Trial:
         self.stop = stop or threading.Event()
         self.token = secrets.token_hex(16)
         self.describe = ""
+        self.last_docs: dict[str, Any] = {}  # each run's last RunStatus: a run that never ended is shown
         self.signing_key = secrets.token_hex(32).encode()  # serve reads the env's text as the key's bytes
 
     def plans(self) -> list[RunPlan]:
@@ -185,6 +186,7 @@ class Trial:
         violations: list[str] = []
         statuses: dict[str, str] = {}
         accepted: dict[str, RunPlan] = {}
+        killed_admissions = 0
         killed_at = round(self.rng.uniform(0.0, KILL_WINDOW_SECONDS), 2)
         latency, run_on = self.rng.choice(HARNESS_MODELS)
         fault = self.rng.choice(TRIAL_FAULTS)
@@ -235,6 +237,7 @@ class Trial:
                         self.stop.wait(0.02)
                     proc.proc.send_signal(signal.SIGKILL)
                     proc.proc.wait(10)
+                    killed_admissions = len(cluster.admissions())  # what the dead process had sent, landed
                     submitter.join(15)
                     violations += [f"serve #1 logged: {t}" for t in proc.tracebacks()]
                     again = second()
@@ -272,11 +275,12 @@ class Trial:
             facts = invariants.Facts(
                 runs=accepted, statuses=statuses, cancelled=set(), admissions=cluster.admissions(),
                 kills=cluster.harness(lambda core: core.kill_log()),
-                reads=cluster.harness(lambda core: list(core.read_log)), restarts=1,
+                reads=cluster.harness(lambda core: list(core.read_log)), restart_marks=[killed_admissions],
                 sandboxes=[sandbox_facts(o) for o in objects],
                 follower_lines={f.run_id: dict(f.lines) for f in followers},
                 follower_problems=[p for f in followers for p in f.problems],
                 stored_feeds=feeds if accepted else {}, nudge_text=briefing.NUDGE,
+                stuck={r: d for r, d in self.last_docs.items() if statuses.get(r) not in invariants.TERMINAL},
                 readmit_text=briefing.READMIT)
             violations += invariants.check(facts)
         return TrialResult(self.trial, violations, time.monotonic() - started, len(accepted), killed_at, statuses,
@@ -327,8 +331,10 @@ class Trial:
                     statuses[run_id] = "missing"
                     pending.remove(run_id)
                 elif resp.ok:
-                    status = str(resp.json().get("status"))
+                    doc = resp.json()
+                    status = str(doc.get("status"))
                     statuses[run_id] = status
+                    self.last_docs[run_id] = doc
                     if status in invariants.TERMINAL:
                         pending.remove(run_id)
             self.stop.wait(0.2)

@@ -42,7 +42,7 @@ class Facts:
     tracebacks: list[str] = field(default_factory=list)
     reads: list[dict[str, Any]] = field(default_factory=list)  # each /memory-kills read: {sandbox, seq}
     stuck: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # a run that never ended: its status
-    restarts: int = 0  # orchestrator restarts in the schedule
+    restart_marks: list[int] = field(default_factory=list)  # how many admissions the Harness had at each restart
     nudge_text: str = ""
     readmit_text: str = ""  # how a re-admission's message starts
 
@@ -118,7 +118,10 @@ def notices(facts: Facts) -> list[str]:
         # that retelling is allowed, and only when the schedule restarted the orchestrator.
         # And ADR-0062's NotKept: a Harness that lost the conversation heard none of it, so the new conversation
         # is told again what the Turn's admissions carried (that admission says `conversation-new`).
-        retold = [s for s in seqs[1:] if (facts.restarts and not _first_admission(by_seq[s], facts))
+        index = {id(a): i for i, a in enumerate(facts.admissions)}
+        first_at = index[id(by_seq[seqs[0]])]
+        retold = [s for s in seqs[1:] if (not _first_admission(by_seq[s], facts)
+                                          and _restart_between(facts, first_at, index[id(by_seq[s])]))
                   or _new_conversation(by_seq[s])]
         if len(seqs) - len(retold) > 1:
             seen = "; ".join(_admission_text(by_seq[s]) for s in seqs[:4])
@@ -137,15 +140,23 @@ def notices(facts: Facts) -> list[str]:
         later_turns = [a for a in accepted if a.get("sandbox") == sandbox
                        and _read_before(a, facts) > number and _first_admission(a, facts)
                        and (until is None or (_number(_SUBMISSION, a.get("submissionId")) or 0) < until)]
-        if not later_turns or (sandbox, peak) in told:
+        if not later_turns:
+            continue
+        # ADR-0062: it "goes to the next admission of any Agent in that Workspace that takes it" — the first
+        # such Turn admission carries it, unless it was told already (on a stream's nudge, say).
+        first = later_turns[0]
+        first_seq = _number(_SUBMISSION, first.get("submissionId")) or 0
+        if any(s <= first_seq for s in told.get((sandbox, peak), [])):
             continue
         # A list read raises the newest kill's notice only (ADR-0062): a newer kill's notice covers this one.
-        newer = [k for k in facts.kills if k.get("sandbox") == sandbox
-                 and (_number(_KILL, k.get("id")) or 0) > number and (sandbox, str(k.get("peak"))) in told]
-        if not newer:
-            seen = "; ".join(_admission_text(a) for a in later_turns[:4]) + _story(facts, sandbox)
-            out.append(f"{sandbox}: the guard kill {kill.get('id')} (peak {peak}, agent {kill.get('agent') or '-'}) "
-                       f"reached none of the {len(later_turns)} Turn admissions after it: {seen}")
+        carried = {str(n.get("peak")) for n in (first.get("body") or {}).get("notices") or []
+                   if isinstance(n, dict) and n.get("kind") == "memory-limit"}
+        if any(k.get("sandbox") == sandbox and (_number(_KILL, k.get("id")) or 0) > number
+               and str(k.get("peak")) in carried for k in facts.kills):
+            continue
+        seen = "; ".join(_admission_text(a) for a in later_turns[:4]) + _story(facts, sandbox)
+        out.append(f"{sandbox}: the guard kill {kill.get('id')} (peak {peak}, agent {kill.get('agent') or '-'}) did "
+                   f"not reach the next Turn admission after it ({len(later_turns)} in all): {seen}")
     return out
 
 
@@ -165,6 +176,11 @@ def _read_before(a: Mapping[str, Any], facts: Facts) -> int:
     seq = _number(_SUBMISSION, a.get("submissionId")) or 0
     return max((int(r["seq"]) for r in facts.reads if r.get("sandbox") == a.get("sandbox") and r["seq"] < seq),
                default=0)
+
+
+def _restart_between(facts: Facts, first: int, then: int) -> bool:
+    """An orchestrator restart fell between the admissions at these places in the Harness's record."""
+    return any(first < mark <= then for mark in facts.restart_marks)
 
 
 def _new_conversation(a: Mapping[str, Any]) -> bool:
@@ -208,6 +224,10 @@ def feeds(facts: Facts) -> list[str]:
     out = list(facts.follower_problems)
     for run_id, stored in facts.stored_feeds.items():
         held = facts.follower_lines.get(run_id, {})
+        if held:
+            holes = sorted(i for i in stored if min(held) < i < max(held) and i not in held)
+            if holes:
+                out.append(f"{run_id}: a follower skipped lines {holes[:10]} that the store keeps")
         for event_id, text in stored.items():
             if event_id in held and held[event_id] != text:
                 out.append(f"{run_id}: feed id {event_id} is {held[event_id]!r} to a follower and {text!r} "

@@ -242,7 +242,7 @@ class Sim:
             admissions=cluster.admissions(),
             kills=cluster.harness(lambda core: core.kill_log()),
             reads=cluster.harness(lambda core: list(core.read_log)),
-            restarts=len(self.restarts),
+            restart_marks=list(self.restarts),
             sandboxes=[sandbox_facts(obj) for obj in objects],
             follower_lines={f.run_id: dict(f.lines) for f in followers},
             follower_problems=[p for f in followers for p in f.problems],
@@ -367,7 +367,6 @@ class Sim:
 
     def _restart(self, cluster: FakeCluster, current: _Current, state_dir: str, *, crash: bool) -> str:
         old = current.get()
-        self.restarts.append(len(cluster.admissions()))
         if crash:
             # The process dies here: nothing it writes from now lands, and what it does without a write first
             # is what a process may have had in flight when killed.
@@ -378,6 +377,7 @@ class Sim:
             state_dir = fresh
         else:
             self._stop(old)
+        self.restarts.append(len(cluster.admissions()))  # what the old process sent has landed by now
         self.store_switch.frozen.clear()
         self.store_switch.refuse.clear()  # the process comes back on a disk that writes (else it would not start)
         current.set(self._orchestrator(cluster, state_dir))

@@ -356,7 +356,9 @@ __all__ = ["Release", "WorkspaceActor"]
 
 
 def _unavailable(e: Exception) -> bool:
-    """No Harness served the call: a gateway's or a draining Harness's 5xx, or no answer at all."""
+    """No Harness served the call: a gateway's or a draining Harness's 5xx, or a call that never reached it.
+    One that may have reached it (a read that timed out) is not sent again (CONTRACTS.md §3): the first may
+    still be cloning."""
     if isinstance(e, HarnessError):
         return e.status in (502, 503, 504)
-    return isinstance(e, HarnessUnreachable)
+    return isinstance(e, HarnessUnreachable) and not e.reached
