@@ -16,8 +16,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jr2_actors.store import core as runstore
-from jr2_actors.store.core import RunStore
+from jr2_actors.store import rows as runstore
+from jr2_actors.store.rows import RunStore
 
 
 def blob(size: int) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from jr2_actors.clock import Clock
 from jr2_actors.constants import METRICS_BUSIEST_ACTORS, METRICS_STATE_LABELS
 from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, FrameError, WatchEvent
 from jr2_actors.run.feedlines import AdmittedLine
-from jr2_actors.store.core import STATUSES as STORE_STATUSES
+from jr2_actors.store.rows import STATUSES as STORE_STATUSES
 from jr2_actors.watch import core as watch_core
 from jr2_actors.workspace.core import State as WorkspaceState
 from jr2_actors.workspace.core import WaitOn

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.store.core import RunStore
+from jr2_actors.store.rows import RunStore
 
 
 def unwritable(monkeypatch: pytest.MonkeyPatch) -> threading.Event:

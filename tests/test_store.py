@@ -14,7 +14,7 @@ import pytest
 
 from jr2_actors.clock import VirtualClock
 from jr2_actors.store.actor import Fetch, Healthy, Persist, Restore, StoreActor, Sweep, WriteFailed
-from jr2_actors.store.core import APPLICATION_ID, Restored, RunRecord, RunStore, StoreError, StoreUnusable
+from jr2_actors.store.rows import APPLICATION_ID, Restored, RunRecord, RunStore, StoreError, StoreUnusable
 from tests.stores import unwritable
 
 DAY = 86400.0
@@ -76,7 +76,7 @@ def test_bad_persists_are_refused_by_name(store: RunStore, status: str, blob: di
 def test_a_persist_survives_the_process_being_killed(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import os, signal
-        from jr2_actors.store.core import RunStore
+        from jr2_actors.store.rows import RunStore
         s = RunStore({str(tmp_path)!r})
         s.open()
         for i in range(50):

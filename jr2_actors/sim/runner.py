@@ -407,7 +407,7 @@ class _StoreSwitch:
             self._idle.wait_for(lambda: self._inflight == 0, timeout)
 
     def __enter__(self) -> _StoreSwitch:
-        from jr2_actors.store.core import RunStore
+        from jr2_actors.store.rows import RunStore
 
         switch = self
         for name in self.NAMES:
@@ -429,7 +429,7 @@ class _StoreSwitch:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from jr2_actors.store.core import RunStore
+        from jr2_actors.store.rows import RunStore
 
         for name, method in self._saved.items():
             setattr(RunStore, name, method)

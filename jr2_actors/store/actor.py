@@ -25,7 +25,7 @@ from jr2_actors.actorkit import Recipient, Shell, Timers, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.constants import STORE_ROWS_RECOUNT_SECONDS, SWEEP_INTERVAL_SECONDS
 from jr2_actors.metrics import Telemetry
-from jr2_actors.store.core import Restored, RunRecord, RunStore, StoreError, StoreUnusable, Unreadable
+from jr2_actors.store.rows import Restored, RunRecord, RunStore, StoreError, StoreUnusable, Unreadable
 
 log = logging.getLogger(__name__)
 
