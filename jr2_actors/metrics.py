@@ -137,6 +137,18 @@ class Mailbox(queue.Queue[Any]):
             self.stamps.popleft()
             return self.queue.popleft()
 
+    def take_while(self, wanted: Callable[[Any], bool], limit: int) -> list[Any]:
+        """Take, without waiting, the messages at the head for which `wanted(message)` holds (at most
+        `limit`): their envelopes, in order. The actor's thread handles them as one (the store's group
+        commit) and answers each itself; the first message that is not wanted stays, so order holds."""
+        taken: list[Any] = []
+        with self.mutex:
+            waiting = self.queue
+            while waiting and len(taken) < limit and wanted(waiting[0].message):
+                self.stamps.popleft()
+                taken.append(waiting.popleft())
+        return taken
+
     def oldest_age(self, now: float) -> float:
         """Seconds the oldest waiting message has waited (0 when none waits)."""
         with self.mutex:

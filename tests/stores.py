@@ -26,6 +26,6 @@ def unwritable(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
 
         return write
 
-    for name in ("persist", "probe_write", "can_write"):
+    for name in ("persist_many", "probe_write", "can_write"):
         monkeypatch.setattr(RunStore, name, guarded(getattr(RunStore, name)))
     return refuse

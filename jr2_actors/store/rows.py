@@ -23,7 +23,7 @@ import json
 import os
 import pathlib
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,17 @@ class RunRecord:
     blob: dict[str, Any]
     reason: str | None
     updated_at: float
+
+
+@dataclass(frozen=True)
+class Row:
+    """One persist of a run's row: what `persist_many` writes."""
+
+    run_id: str
+    status: str
+    blob: Mapping[str, Any]
+    reason: str | None = None
+    create: bool = False  # the run's first row: refused when the id is taken
 
 
 @dataclass(frozen=True)
@@ -184,26 +195,43 @@ class RunStore:
         """Upsert the run's one row; on return the row is in the OS's hands (WAL, NORMAL). Returns the blob's
         size in bytes (as stored: JSON text). `create`: the run's first row, refused when the id is taken
         (a live row set aside at boot is never overwritten)."""
-        if status not in STATUSES:
-            raise StoreError(f"status {status!r} is not one of {', '.join(STATUSES)}")
-        if not run_id:
-            raise StoreError("a run needs an id")
+        (outcome,) = self.persist_many([Row(run_id, status, blob, reason, create)], now)
+        if isinstance(outcome, StoreError):
+            raise outcome
+        return outcome
+
+    def persist_many(self, rows: Sequence[Row], now: float) -> list[int | StoreError]:
+        """Write `rows` in order in one transaction (group commit, issue 18): on return every row answered
+        with its size is committed, in the OS's hands. A row the store refuses (our bug: a bad status, a blob
+        that is not JSON, a taken id, a finished run made live) is answered its `StoreError` and the others
+        still land: a refused statement is backed out alone (sqlite's ABORT), the transaction goes on. What
+        the disk refuses raises, and then nothing of the batch is written (rolled back)."""
+        outcomes: list[int | StoreError] = []
+        ready: list[tuple[int, Row, str]] = []
+        for i, row in enumerate(rows):
+            text = _encode(row)
+            outcomes.append(text if isinstance(text, StoreError) else len(text.encode()))
+            if not isinstance(text, StoreError):
+                ready.append((i, row, text))
+        if not ready:
+            return outcomes
+        # The connection itself, not peewee's `execute_sql` (which builds a cursor and logs each call): the
+        # statements are fixed, and the query builder once cost thirty times the write (bench/store_persist.py).
+        conn = self.db.connection()
+        alone = len(ready) == 1  # one statement is its own transaction: no BEGIN/COMMIT round trips
+        if not alone:
+            conn.execute("BEGIN IMMEDIATE")
         try:
-            text = json.dumps(blob, separators=(",", ":"), allow_nan=False)
-        except (TypeError, ValueError) as e:
-            raise StoreError(f"run {run_id}: the snapshot is not JSON: {e}") from e
-        # One prepared statement, not peewee's query builder: building the upsert cost ~0.3 ms a persist,
-        # thirty times the write itself (bench/store_persist.py).
-        if create:
-            try:
-                self.db.execute_sql(_INSERT, (run_id, status, text, reason, now))
-            except peewee.IntegrityError:
-                raise StoreError(f"run {run_id} exists") from None
-            return len(text.encode())
-        cursor = self.db.execute_sql(_UPSERT, (run_id, status, text, reason, now))
-        if cursor.rowcount == 0:
-            raise StoreError(f"run {run_id} has finished: it cannot be live again")
-        return len(text.encode())
+            for i, row, text in ready:
+                refused = _write(conn, row, text, now)
+                if refused is not None:
+                    outcomes[i] = refused
+            if not alone:
+                conn.execute("COMMIT")
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        return outcomes
 
     def can_write(self) -> None:
         """Take the write lock and give it back: raises when the database cannot be written."""
@@ -243,6 +271,32 @@ class RunStore:
         """Delete every non-live row whose terminal write is older than the retention (7 days)."""
         run = self._run
         return int(run.delete().where((run.status != "live") & (run.updated_at < now - RETENTION_SECONDS)).execute())
+
+
+def _encode(row: Row) -> str | StoreError:
+    """The row's blob as stored (compact JSON), or why the store refuses the row."""
+    if row.status not in STATUSES:
+        return StoreError(f"status {row.status!r} is not one of {', '.join(STATUSES)}")
+    if not row.run_id:
+        return StoreError("a run needs an id")
+    try:
+        return json.dumps(row.blob, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as e:
+        return StoreError(f"run {row.run_id}: the snapshot is not JSON: {e}")
+
+
+def _write(conn: sqlite3.Connection, row: Row, text: str, now: float) -> StoreError | None:
+    """One row's statement; the refusal that is our bug, if any (the disk's raises)."""
+    params = (row.run_id, row.status, text, row.reason, now)
+    if row.create:
+        try:
+            conn.execute(_INSERT, params)
+        except sqlite3.IntegrityError:
+            return StoreError(f"run {row.run_id} exists")
+        return None
+    if conn.execute(_UPSERT, params).rowcount == 0:
+        return StoreError(f"run {row.run_id} has finished: it cannot be live again")
+    return None
 
 
 def _record(row: Any) -> RunRecord | str:
