@@ -373,7 +373,9 @@ class Sim:
             # is what a process may have had in flight when killed.
             self.store_switch.freeze()
             fresh = self._state_dir()
-            _snapshot(os.path.join(state_dir, "state.db"), os.path.join(fresh, "state.db"))
+            for name in ("state.db", "history.db"):  # the live rows, then the finished (store/rows.py)
+                if os.path.exists(os.path.join(state_dir, name)):
+                    _snapshot(os.path.join(state_dir, name), os.path.join(fresh, name))
             self._stop(old)
             state_dir = fresh
         else:

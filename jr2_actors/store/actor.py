@@ -170,9 +170,19 @@ class StoreActor(Shell):
                 envelope.reply_to.set(None)
             else:
                 envelope.reply_to.set_exception((type(outcome), outcome, outcome.__traceback__))
+        self._settle()
         if not isinstance(outcomes[0], int):
             raise outcomes[0]  # our bug (or a taken id), or the disk's: answered to the asker
         return None
+
+    def _settle(self) -> None:
+        """Move the runs that ended to the history, after the answers: a restore never reads them. One the
+        disk refuses now is moved by the next write's settle, or at the next open."""
+        try:
+            self.store.settle()
+        except Exception as e:
+            log.warning("moving finished runs to %s failed (tried again): %s: %s", self.store.history_path,
+                        type(e).__name__, e)
 
     def _healthy(self) -> bool | str:
         """The present, not the past: after a failed write, a real write decides (and clears it)."""
@@ -227,5 +237,5 @@ class StoreActor(Shell):
                 log.exception("counting the store's rows failed (only the metrics miss it)")
 
 
-__all__ = ["STORE_DOWN", "Fetch", "Healthy", "Persist", "Restore", "Restored", "RunRecord", "StoreActor",
-           "StoreUnusable", "Sweep", "Unreadable", "WriteFailed"]
+__all__ = ["STORE_DOWN", "STORE_GROUP_COMMIT_ROWS", "Fetch", "Healthy", "Persist", "Restore", "Restored", "RunRecord",
+           "StoreActor", "StoreUnusable", "Sweep", "Unreadable", "WriteFailed"]
