@@ -4,12 +4,13 @@ Two stores are written through `RunStore.persist_many` as a serving process writ
 101,000 runs created in order, 1,000 of them (spread evenly) still live and the rest finished after a few
 saves each; `alone` has the same 1,000 live runs and nothing else. A round opens each store and restores
 its live runs (`open` + `restore`, what a boot does), first with a cold file cache — every file of the
-store fsynced, then dropped with `os.posix_fadvise(..., POSIX_FADV_DONTNEED)` — then warm (again, at
-once). Figures are the median of `--rounds` interleaved rounds (alone, beside, alone, beside …); a ratio is
-beside over alone, in wall time and in CPU time. Goal: cold ≤ 1.2×, warm ≤ 1.1×. Stores live in a temp
-folder, never the checkout.
+store fsynced, then dropped with `os.posix_fadvise(..., POSIX_FADV_DONTNEED)` — then warm (five times
+more at once, their median). Figures are the median of `--rounds` interleaved rounds (alone, beside,
+alone, beside …); a ratio is beside over alone, in wall time and in CPU time. Goal: cold ≤ 1.2× (wall
+time: what a cold cache costs is the wait on the disk, not CPU), warm ≤ 1.1× (CPU time). Stores live in a
+temp folder, never the checkout.
 
-    python bench/store_restore.py [--rounds 5] [--live 1000] [--finished 100000]
+    python bench/store_restore.py [--rounds 9] [--live 1000] [--finished 100000]
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def size(where: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--live", type=int, default=1000)
     parser.add_argument("--finished", type=int, default=100_000)
     args = parser.parse_args()
@@ -93,15 +94,17 @@ def main() -> None:
             for name, where in stores.items():
                 drop_cache(where)
                 figures.setdefault((name, "cold"), []).append(restore(where, args.live))
-                figures.setdefault((name, "warm"), []).append(restore(where, args.live))
+                warm = [restore(where, args.live) for _ in range(5)]  # five, their median: 6 ms each is noisy
+                figures.setdefault((name, "warm"), []).append((statistics.median(w for w, _ in warm),
+                                                               statistics.median(c for _, c in warm)))
         print(f"{'cache':<6}{'side':<8}{'wall ms':>10}{'CPU ms':>10}")
-        for cache, goal in (("cold", "≤ 1.2"), ("warm", "≤ 1.1")):
+        for cache, goal in (("cold", "≤ 1.2 (wall: a cold read waits on the disk)"), ("warm", "≤ 1.1 (CPU)")):
             med = {name: (statistics.median(w for w, _ in figures[(name, cache)]),
                           statistics.median(c for _, c in figures[(name, cache)])) for name in stores}
             for name in stores:
                 print(f"{cache:<6}{name:<8}{med[name][0] * 1e3:>10.2f}{med[name][1] * 1e3:>10.2f}")
             print(f"{cache:<6}{'ratio':<8}{med['beside'][0] / med['alone'][0]:>10.2f}"
-                  f"{med['beside'][1] / med['alone'][1]:>10.2f}   goal {goal} (wall)")
+                  f"{med['beside'][1] / med['alone'][1]:>10.2f}   goal {goal}")
 
 
 if __name__ == "__main__":

@@ -480,7 +480,7 @@ class StoreMetrics:
         rows = self._rows
         if rows is None:
             return
-        family = GaugeMetricFamily(STORE_ROWS, "Rows in state.db by status (recounted at most once a second).",
+        family = GaugeMetricFamily(STORE_ROWS, "Rows in the store by status (recounted at most once a second).",
                                    labels=["status"])
         for status in self._statuses:
             family.add_metric([status], rows.get(status, 0))

@@ -181,6 +181,8 @@ class RunStore:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
         conn.execute("VACUUM main")
+        for schema in ("main", "history"):  # the copies went through the WALs: give that space back now
+            conn.execute(f"PRAGMA {schema}.wal_checkpoint(TRUNCATE)")
         self._ended_unknown = False
 
     def _write_meta(self) -> None:
