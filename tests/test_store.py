@@ -305,3 +305,13 @@ def test_a_run_that_ends_moves_to_the_history_and_a_crash_between_the_moves_leav
     third.persist("r1", "done", {"s": 3}, "late", T0 + 5)  # a late save of a finished run: in the history
     record = third.get("r1")
     assert record is not None and (record.blob, record.reason, record.updated_at) == ({"s": 3}, "late", T0 + 1)
+
+
+def test_a_history_file_that_is_not_ours_is_refused_by_name_and_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA application_id = 1234")
+    before = path.read_bytes()
+    with pytest.raises(StoreUnusable, match=re.escape(f"{path}: not a jr2 run store (another program's file")):
+        RunStore(str(tmp_path)).open()
+    assert path.read_bytes() == before
