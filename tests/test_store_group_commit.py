@@ -219,3 +219,17 @@ def test_a_crash_between_group_commits_loses_no_acknowledged_row(tmp_path: Path)
     store.close()
     assert len(acked) == 20
     assert all(kept[run] >= n for run, n in acked.items()), {r: (n, kept.get(r)) for r, n in acked.items()}
+
+
+def test_a_snapshot_too_deep_to_encode_is_our_bug_answered_alone_and_the_store_stays_healthy(
+        tmp_path: Path) -> None:
+    deep: list[object] = []
+    for _ in range(100_000):
+        deep = [deep]
+    ref = StoreActor.start(str(tmp_path))
+    try:
+        with pytest.raises(StoreError, match="not JSON"):
+            ref.ask(Persist("deep", "live", {"turn": deep}), timeout=WAIT)
+        assert ref.ask(Healthy(), timeout=WAIT) is True  # not the disk's: /healthz is not turned 503 by it
+    finally:
+        ref.stop(block=True, timeout=10)

@@ -96,6 +96,7 @@ class StoreActor(Shell):
         self._next_sweep: int | None = None
         self._recount_due = False
         self._write_error = ""
+        self._settle_error = False  # said once until a move lands again
         self._unusable: StoreUnusable | None = None
 
     def started(self) -> None:
@@ -158,7 +159,8 @@ class StoreActor(Shell):
                 metrics.persisted(took, outcome)
             else:
                 metrics.persist_failed()
-        if any(isinstance(outcome, int) for outcome in outcomes):
+        wrote = any(isinstance(outcome, int) for outcome in outcomes)
+        if wrote:
             self._wrote()
             self._recount_soon()
         # ADR-0065: every row of the batch is committed now; only now does any asker hear its answer.
@@ -170,7 +172,8 @@ class StoreActor(Shell):
                 envelope.reply_to.set(None)
             else:
                 envelope.reply_to.set_exception((type(outcome), outcome, outcome.__traceback__))
-        self._settle()
+        if wrote:
+            self._settle()
         if not isinstance(outcomes[0], int):
             raise outcomes[0]  # our bug (or a taken id), or the disk's: answered to the asker
         return None
@@ -181,8 +184,12 @@ class StoreActor(Shell):
         try:
             self.store.settle()
         except Exception as e:
-            log.warning("moving finished runs to %s failed (tried again): %s: %s", self.store.history_path,
-                        type(e).__name__, e)
+            if not self._settle_error:
+                log.warning("moving finished runs to %s failed (tried after each write): %s: %s",
+                            self.store.history_path, type(e).__name__, e)
+            self._settle_error = True
+        else:
+            self._settle_error = False
 
     def _healthy(self) -> bool | str:
         """The present, not the past: after a failed write, a real write decides (and clears it)."""
