@@ -206,7 +206,7 @@ def test_a_crash_between_group_commits_loses_no_acknowledged_row(tmp_path: Path)
         for count, line in enumerate(proc.stdout):
             run, n = line.split()
             acked[run] = int(n)
-            if count == 2000:
+            if count >= 2000 and len(acked) == 20:  # every run has saved (a loaded machine starves some a while)
                 proc.send_signal(signal.SIGKILL)
                 break
     finally:
