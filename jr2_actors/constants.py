@@ -101,6 +101,8 @@ RETENTION_SECONDS = 7 * 24 * 3600.0
 SWEEP_INTERVAL_SECONDS = 3600.0
 # Issue 11: the store's rows by status are recounted at most this often, after writes (one GROUP BY).
 STORE_ROWS_RECOUNT_SECONDS = 1.0
+# Issue 18: the StoreActor writes at most this many waiting persists in one transaction (group commit).
+STORE_GROUP_COMMIT_ROWS = 256
 
 # Server-side apply's field manager (CONTRACTS.md §2).
 FIELD_MANAGER = "jr2"

@@ -35,7 +35,7 @@ from jr2_actors.clock import Clock
 from jr2_actors.constants import METRICS_BUSIEST_ACTORS, METRICS_STATE_LABELS
 from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, FrameError, WatchEvent
 from jr2_actors.run.feedlines import AdmittedLine
-from jr2_actors.store.core import STATUSES as STORE_STATUSES
+from jr2_actors.store.rows import STATUSES as STORE_STATUSES
 from jr2_actors.watch import core as watch_core
 from jr2_actors.workspace.core import State as WorkspaceState
 from jr2_actors.workspace.core import WaitOn
@@ -136,6 +136,18 @@ class Mailbox(queue.Queue[Any]):
                         self.not_empty.wait(remaining)
             self.stamps.popleft()
             return self.queue.popleft()
+
+    def take_while(self, wanted: Callable[[Any], bool], limit: int) -> list[Any]:
+        """Take, without waiting, the messages at the head for which `wanted(message)` holds (at most
+        `limit`): their envelopes, in order. The actor's thread handles them as one (the store's group
+        commit) and answers each itself; the first message that is not wanted stays, so order holds."""
+        taken: list[Any] = []
+        with self.mutex:
+            waiting = self.queue
+            while waiting and len(taken) < limit and wanted(waiting[0].message):
+                self.stamps.popleft()
+                taken.append(waiting.popleft())
+        return taken
 
     def oldest_age(self, now: float) -> float:
         """Seconds the oldest waiting message has waited (0 when none waits)."""
@@ -468,7 +480,7 @@ class StoreMetrics:
         rows = self._rows
         if rows is None:
             return
-        family = GaugeMetricFamily(STORE_ROWS, "Rows in state.db by status (recounted at most once a second).",
+        family = GaugeMetricFamily(STORE_ROWS, "Rows in the store by status (recounted at most once a second).",
                                    labels=["status"])
         for status in self._statuses:
             family.add_metric([status], rows.get(status, 0))

@@ -48,8 +48,8 @@ from jr2_actors.run.core import Cancel, Persist, RunCore, RunStep, Start
 from jr2_actors.run.feed import FeedHub, FeedRead
 from jr2_actors.run.wire import status_doc
 from jr2_actors.store import actor as store
-from jr2_actors.store.core import StoreError
 from jr2_actors.store.lock import StateLock
+from jr2_actors.store.rows import StoreError
 from jr2_actors.watch.actor import Health as WatchHealthAsk
 from jr2_actors.watch.actor import WatchActor, WatchHealth
 from jr2_actors.watch.identity import sandbox_name

@@ -1,7 +1,8 @@
-"""A store that cannot write, on a switch: while it is on, every `RunStore` write — a persist, the health
-probe, the write-lock check — runs on a connection made read-only (`PRAGMA query_only`), so sqlite refuses
-it as it refuses a read-only `state.db` ("attempt to write a readonly database"). Tests run as root, for
-whom a chmod does not stop sqlite; this is the real refusal on the store's real write path instead."""
+"""A store that cannot write, on a switch: while it is on, every `RunStore` write — a persist, the move to
+the history, the health probe, the write-lock check — runs on a connection made read-only (`PRAGMA
+query_only`), so sqlite refuses it as it refuses a read-only `state.db` ("attempt to write a readonly
+database"). Tests run as root, for whom a chmod does not stop sqlite; this is the real refusal on the
+store's real write path instead."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.store.core import RunStore
+from jr2_actors.store.rows import RunStore
 
 
 def unwritable(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
@@ -26,6 +27,6 @@ def unwritable(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
 
         return write
 
-    for name in ("persist", "probe_write", "can_write"):
+    for name in ("persist_many", "settle", "probe_write", "can_write"):
         monkeypatch.setattr(RunStore, name, guarded(getattr(RunStore, name)))
     return refuse

@@ -138,7 +138,7 @@ def test_a_timer_callback_that_raises_never_ends_the_shared_timer_thread() -> No
 
 def test_a_store_whose_sweep_fails_keeps_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from jr2_actors.store import actor as store
-    from jr2_actors.store.core import RunRecord
+    from jr2_actors.store.rows import RunRecord
 
     ref = StoreActor.start(str(tmp_path))
     try:

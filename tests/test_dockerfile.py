@@ -202,7 +202,8 @@ def test_the_build_context_keeps_what_the_build_copies() -> None:
 
 
 @pytest.mark.parametrize("path", [".git", "tests/test_dockerfile.py", "jr2_actors/__pycache__/x.pyc",
-                                  "state.db", "state.db-wal", ".venv/bin/python", "manifests/overlays/x.yaml"])
+                                  "state.db", "state.db-wal", "history.db", ".venv/bin/python",
+                                  "manifests/overlays/x.yaml"])
 def test_the_build_context_leaves_out_what_the_image_never_needs(path: str) -> None:
     assert ignored(path, ignore_patterns())
 

@@ -14,11 +14,20 @@ import pytest
 
 from jr2_actors.clock import VirtualClock
 from jr2_actors.store.actor import Fetch, Healthy, Persist, Restore, StoreActor, Sweep, WriteFailed
-from jr2_actors.store.core import APPLICATION_ID, Restored, RunRecord, RunStore, StoreError, StoreUnusable
+from jr2_actors.store.rows import APPLICATION_ID, Restored, Row, RunRecord, RunStore, StoreError, StoreUnusable
 from tests.stores import unwritable
 
 DAY = 86400.0
 T0 = 1_790_000_000.0
+
+
+def rows_on_disk(store: RunStore) -> dict[str, list[str]]:
+    """The run ids in each file, read on a connection of the test's own."""
+    found = {}
+    for name, path in (("live", store.path), ("history", store.history_path)):
+        with sqlite3.connect(path) as db:
+            found[name] = sorted(str(r) for (r,) in db.execute("SELECT run_id FROM runs"))
+    return found
 
 
 @pytest.fixture
@@ -43,7 +52,7 @@ def test_one_row_per_run_upserted(store: RunStore) -> None:
     assert record is not None
     assert (record.status, record.blob, record.reason, record.updated_at) == (
         "failed", {"state": "failed"}, "provider limit: retries ran out", T0 + 2)
-    assert sqlite3.connect(store.path).execute("select count(*) from runs").fetchone() == (1,)
+    assert rows_on_disk(store) == {"live": [], "history": ["r1"]}  # one row: the run's, moved once it ended
 
 
 def test_restore_reads_live_rows_only_and_never_parses_finished_ones(store: RunStore) -> None:
@@ -76,7 +85,7 @@ def test_bad_persists_are_refused_by_name(store: RunStore, status: str, blob: di
 def test_a_persist_survives_the_process_being_killed(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import os, signal
-        from jr2_actors.store.core import RunStore
+        from jr2_actors.store.rows import RunStore
         s = RunStore({str(tmp_path)!r})
         s.open()
         for i in range(50):
@@ -225,3 +234,84 @@ def test_a_store_that_cannot_write_answers_write_failed_and_health_follows_the_p
         assert isinstance(record, RunRecord) and record.blob == {"s": 1}  # the last row written is kept
     finally:
         ref.stop(block=True, timeout=10)
+
+
+# Schema 1, as the previous version wrote it (read back from a file it made): one file, every row, peewee's
+# two indexes. Issue 18 moves its finished rows to history.db at the first open.
+SCHEMA_1 = (
+    'CREATE TABLE "runs" ("run_id" VARCHAR(255) NOT NULL PRIMARY KEY, "status" VARCHAR(255) NOT NULL, '
+    '"blob" TEXT NOT NULL, "reason" TEXT, "updated_at" REAL NOT NULL)',
+    'CREATE INDEX "run_status" ON "runs" ("status")',
+    'CREATE INDEX "run_updated_at" ON "runs" ("updated_at")',
+    f"PRAGMA application_id = {APPLICATION_ID}",
+    "PRAGMA user_version = 1",
+)
+
+
+def schema_1_store(path: Path, rows: list[tuple[str, str, str, str | None, float]]) -> None:
+    with sqlite3.connect(path / "state.db") as db:
+        db.execute("PRAGMA journal_mode = wal")
+        for statement in SCHEMA_1:
+            db.execute(statement)
+        db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?)", rows)
+
+
+def test_a_store_of_the_previous_schema_opens_restores_and_keeps_its_history(tmp_path: Path) -> None:
+    schema_1_store(tmp_path, [("old-done", "done", '{"n": 1}', None, T0 - 8 * DAY),
+                              ("live-a", "live", '{"n": 2}', None, T0 - 9 * DAY),
+                              ("failed", "failed", '{"n": 3}', "boom", T0 - DAY),
+                              ("live-b", "live", '{"n": 4}', None, T0)])
+    store = RunStore(str(tmp_path))
+    store.open()
+    assert [(r.run_id, r.blob) for r in store.restore().runs] == [("live-a", {"n": 2}), ("live-b", {"n": 4})]
+    assert rows_on_disk(store) == {"live": ["live-a", "live-b"], "history": ["failed", "old-done"]}
+    failed = store.get("failed")
+    assert failed is not None and (failed.status, failed.reason, failed.updated_at) == ("failed", "boom", T0 - DAY)
+    assert store.count_by_status() == {"live": 2, "done": 1, "failed": 1}
+    assert store.sweep(T0) == 1  # the week still counts from the terminal write
+    with pytest.raises(StoreError, match="exists"):
+        store.persist("failed", "live", {}, None, T0, create=True)  # a finished id is still taken
+    with pytest.raises(StoreError, match="cannot be live again"):
+        store.persist("failed", "live", {}, None, T0)
+    store.close()
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+        assert db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL").fetchall() == []
+    again = RunStore(str(tmp_path))  # and it opens again as it is now
+    again.open()
+    assert [r.run_id for r in again.restore().runs] == ["live-a", "live-b"]
+
+
+def test_a_run_that_ends_moves_to_the_history_and_a_crash_between_the_moves_leaves_it_finished(
+        store: RunStore, tmp_path: Path) -> None:
+    store.persist("r1", "live", {"s": 1}, None, T0, create=True)
+    store.persist("r2", "live", {"s": 1}, None, T0, create=True)
+    store.persist_many([Row("r1", "done", {"s": 2})], T0 + 1)  # ended; the StoreActor settles after answering
+    assert rows_on_disk(store) == {"live": ["r1", "r2"], "history": []}
+    assert [r.run_id for r in store.restore().runs] == ["r2"]  # an ended row not yet moved is not restored
+    store.close()  # as if killed before the move: the next open moves it
+    again = RunStore(str(tmp_path))
+    again.open()
+    assert rows_on_disk(again) == {"live": ["r2"], "history": ["r1"]}
+    record = again.get("r1")
+    assert record is not None and (record.status, record.blob, record.updated_at) == ("done", {"s": 2}, T0 + 1)
+    with sqlite3.connect(again.path) as db:  # the other crash: copied to the history, not yet deleted here
+        db.execute("INSERT INTO runs VALUES ('r1', 'done', '{\"s\": 2}', NULL, ?)", (T0 + 1,))
+    assert again.count_by_status() == {"live": 1, "done": 1}  # counted once
+    again.close()
+    third = RunStore(str(tmp_path))
+    third.open()
+    assert rows_on_disk(third) == {"live": ["r2"], "history": ["r1"]}
+    third.persist("r1", "done", {"s": 3}, "late", T0 + 5)  # a late save of a finished run: in the history
+    record = third.get("r1")
+    assert record is not None and (record.blob, record.reason, record.updated_at) == ({"s": 3}, "late", T0 + 1)
+
+
+def test_a_history_file_that_is_not_ours_is_refused_by_name_and_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA application_id = 1234")
+    before = path.read_bytes()
+    with pytest.raises(StoreUnusable, match=re.escape(f"{path}: not a jr2 run store (another program's file")):
+        RunStore(str(tmp_path)).open()
+    assert path.read_bytes() == before

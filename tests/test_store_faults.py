@@ -48,9 +48,13 @@ def orchestrator(cluster: FakeCluster, state: Path) -> Orchestrator:
 
 
 def rows(state: Path) -> list[tuple[str, str]]:
-    """What is on disk, read on a connection of the test's own."""
-    with sqlite3.connect(state / "state.db") as db:
-        return [(str(r), str(s)) for r, s in db.execute("SELECT run_id, status FROM runs ORDER BY run_id")]
+    """What is on disk, live rows and the history's, read on a connection of the test's own."""
+    found: list[tuple[str, str]] = []
+    for name in ("state.db", "history.db"):
+        if (state / name).exists():
+            with sqlite3.connect(state / name) as db:
+                found += [(str(r), str(s)) for r, s in db.execute("SELECT run_id, status FROM runs")]
+    return sorted(found)
 
 
 def failures(orch: Orchestrator) -> float:

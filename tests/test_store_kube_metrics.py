@@ -16,7 +16,7 @@ from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.metrics import Telemetry
 from jr2_actors.store.actor import Healthy, Persist, StoreActor, Sweep
-from jr2_actors.store.core import StoreError
+from jr2_actors.store.rows import StoreError
 from tests.metrics_text import samples, value
 from tests.waiting import wait_until
 

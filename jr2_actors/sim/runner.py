@@ -372,7 +372,9 @@ class Sim:
             # is what a process may have had in flight when killed.
             self.store_switch.freeze()
             fresh = self._state_dir()
-            _snapshot(os.path.join(state_dir, "state.db"), os.path.join(fresh, "state.db"))
+            for name in ("state.db", "history.db"):  # the live rows, then the finished (store/rows.py)
+                if os.path.exists(os.path.join(state_dir, name)):
+                    _snapshot(os.path.join(state_dir, name), os.path.join(fresh, name))
             self._stop(old)
             state_dir = fresh
         else:
@@ -392,7 +394,7 @@ class _StoreSwitch:
     flight, so a copy of the file taken then is what a SIGKILL would leave — and, since a run does nothing
     before its row is written (ADR-0065), the world holds no side effect of a step the copy does not know."""
 
-    NAMES = ("persist", "probe_write", "can_write")
+    NAMES = ("persist_many", "settle", "probe_write", "can_write")  # every write of the store
 
     def __init__(self) -> None:
         self.refuse = threading.Event()
@@ -407,7 +409,7 @@ class _StoreSwitch:
             self._idle.wait_for(lambda: self._inflight == 0, timeout)
 
     def __enter__(self) -> _StoreSwitch:
-        from jr2_actors.store.core import RunStore
+        from jr2_actors.store.rows import RunStore
 
         switch = self
         for name in self.NAMES:
@@ -429,7 +431,7 @@ class _StoreSwitch:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from jr2_actors.store.core import RunStore
+        from jr2_actors.store.rows import RunStore
 
         for name, method in self._saved.items():
             setattr(RunStore, name, method)

@@ -2,6 +2,12 @@
 disk (in WAL, handed to the OS) before the caller's next side effect — the ordering ADR-0065 keeps the
 write synchronous for. The actor owns its one connection; it sweeps finished rows at boot and hourly.
 
+Group commit (issue 18): when it takes a `Persist`, it also takes every `Persist` waiting behind it in its
+mailbox (up to `STORE_GROUP_COMMIT_ROWS`, stopping at the first other message, so order holds) and writes
+them in one transaction; each ask is answered only after that commit, so every caller still has its row on
+disk before its next side effect. Nothing waits for company: a lone persist is written at once, and a
+batch is only what queued while the previous write was on the disk.
+
 A write the disk refuses (read-only, full, I/O) is answered `WriteFailed` with the reason: the caller
 holds and retries (a run stops before its next side effect; a submission is refused with 503), and
 `Healthy` says the store cannot write until a write lands again — its own probe, a real committed write,
@@ -23,9 +29,9 @@ import pykka
 
 from jr2_actors.actorkit import Recipient, Shell, Timers, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import STORE_ROWS_RECOUNT_SECONDS, SWEEP_INTERVAL_SECONDS
+from jr2_actors.constants import STORE_GROUP_COMMIT_ROWS, STORE_ROWS_RECOUNT_SECONDS, SWEEP_INTERVAL_SECONDS
 from jr2_actors.metrics import Telemetry
-from jr2_actors.store.core import Restored, RunRecord, RunStore, StoreError, StoreUnusable, Unreadable
+from jr2_actors.store.rows import Restored, Row, RunRecord, RunStore, StoreError, StoreUnusable, Unreadable
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +79,10 @@ class _Recount:
     pass
 
 
+def _is_persist(message: object) -> bool:
+    return isinstance(message, Persist)
+
+
 class StoreActor(Shell):
     def __init__(self, state_dir: str, *, clock: Clock | None = None,
                  sweep_interval: float = SWEEP_INTERVAL_SECONDS, parent: Recipient | None = None,
@@ -86,6 +96,7 @@ class StoreActor(Shell):
         self._next_sweep: int | None = None
         self._recount_due = False
         self._write_error = ""
+        self._settle_error = False  # said once until a move lands again
         self._unusable: StoreUnusable | None = None
 
     def started(self) -> None:
@@ -109,24 +120,7 @@ class StoreActor(Shell):
                 return None
             raise self._unusable
         if isinstance(message, Persist):
-            metrics = self.telemetry.store
-            began = self.telemetry.monotonic()
-            try:
-                size = self.store.persist(message.run_id, message.status, message.blob, message.reason,
-                                          self.clock.wall(), create=message.create)
-            except StoreError:
-                metrics.persist_failed()
-                raise  # our bug (or a taken id), answered to the asker; the store itself is fine
-            except Exception as e:  # the disk's: answered as such, and /healthz says so until a write lands
-                metrics.persist_failed()
-                if not self._write_error:
-                    log.error("the store cannot write %s: %s: %s", self.store.path, type(e).__name__, e)
-                self._write_error = f"{type(e).__name__}: {e}"
-                raise WriteFailed(self._write_error) from e
-            metrics.persisted(self.telemetry.monotonic() - began, size)
-            self._wrote()
-            self._recount_soon()
-            return None
+            return self._persist(message)
         if isinstance(message, _Recount):
             self._recount_due = False
             self._recount()
@@ -140,6 +134,62 @@ class StoreActor(Shell):
         if isinstance(message, Sweep):
             return self._sweep()
         return None
+
+    def _persist(self, first: Persist) -> None:
+        """Write `first` and every persist waiting behind it in one transaction, then answer each: the
+        others' asks here, `first`'s by returning (or raising) to the shell's loop."""
+        waiting = self.mailbox.take_while(_is_persist, STORE_GROUP_COMMIT_ROWS - 1)
+        batch = [first, *(envelope.message for envelope in waiting)]
+        metrics = self.telemetry.store
+        began = self.telemetry.monotonic()
+        outcomes: list[int | StoreError | WriteFailed]
+        try:
+            outcomes = [*self.store.persist_many(
+                [Row(p.run_id, p.status, p.blob, p.reason, p.create) for p in batch], self.clock.wall())]
+        except Exception as e:  # the disk's: nothing of the batch is written; /healthz says so until a write lands
+            if not self._write_error:
+                log.error("the store cannot write %s: %s: %s", self.store.path, type(e).__name__, e)
+            self._write_error = f"{type(e).__name__}: {e}"
+            failed = WriteFailed(self._write_error)
+            failed.__cause__ = e
+            outcomes = [failed] * len(batch)
+        took = self.telemetry.monotonic() - began
+        for outcome in outcomes:
+            if isinstance(outcome, int):
+                metrics.persisted(took, outcome)
+            else:
+                metrics.persist_failed()
+        wrote = any(isinstance(outcome, int) for outcome in outcomes)
+        if wrote:
+            self._wrote()
+            self._recount_soon()
+        # ADR-0065: every row of the batch is committed now; only now does any asker hear its answer.
+        for envelope, outcome in zip(waiting, outcomes[1:], strict=True):
+            if envelope.reply_to is None:
+                if not isinstance(outcome, int):
+                    log.error("a persist told, not asked, was refused: %s", outcome)
+            elif isinstance(outcome, int):
+                envelope.reply_to.set(None)
+            else:
+                envelope.reply_to.set_exception((type(outcome), outcome, outcome.__traceback__))
+        if wrote:
+            self._settle()
+        if not isinstance(outcomes[0], int):
+            raise outcomes[0]  # our bug (or a taken id), or the disk's: answered to the asker
+        return None
+
+    def _settle(self) -> None:
+        """Move the runs that ended to the history, after the answers: a restore never reads them. One the
+        disk refuses now is moved by the next write's settle, or at the next open."""
+        try:
+            self.store.settle()
+        except Exception as e:
+            if not self._settle_error:
+                log.warning("moving finished runs to %s failed (tried after each write): %s: %s",
+                            self.store.history_path, type(e).__name__, e)
+            self._settle_error = True
+        else:
+            self._settle_error = False
 
     def _healthy(self) -> bool | str:
         """The present, not the past: after a failed write, a real write decides (and clears it)."""
@@ -194,5 +244,5 @@ class StoreActor(Shell):
                 log.exception("counting the store's rows failed (only the metrics miss it)")
 
 
-__all__ = ["STORE_DOWN", "Fetch", "Healthy", "Persist", "Restore", "Restored", "RunRecord", "StoreActor",
-           "StoreUnusable", "Sweep", "Unreadable", "WriteFailed"]
+__all__ = ["STORE_DOWN", "STORE_GROUP_COMMIT_ROWS", "Fetch", "Healthy", "Persist", "Restore", "Restored", "RunRecord",
+           "StoreActor", "StoreUnusable", "Sweep", "Unreadable", "WriteFailed"]
