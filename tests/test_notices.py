@@ -26,7 +26,7 @@ from jr2_actors.run.notices import (
     nudge_eligible,
 )
 from jr2_actors.workflow import load_workflow, read_document
-from jr2_actors.workspace import core as ws
+from jr2_actors.workspace import messages as ws
 
 WALL0 = 1_790_000_000.0
 

@@ -14,8 +14,8 @@ from jr2_actors.step import OffTable
 from jr2_actors.watch.core import SandboxGone, SandboxSeen, Termination, WatchFailed
 from jr2_actors.watch.identity import SandboxKey
 from jr2_actors.watch.sandbox import view
-from jr2_actors.workspace.core import (
-    TRANSITIONS,
+from jr2_actors.workspace.core import TRANSITIONS, WorkspaceCore
+from jr2_actors.workspace.messages import (
     Applied,
     ApplySandbox,
     ApplySecret,
@@ -47,7 +47,6 @@ from jr2_actors.workspace.core import (
     WaitEntry,
     Waiting,
     WatchClosed,
-    WorkspaceCore,
     WriteFailed,
 )
 from tests.sandboxes import fixture
@@ -653,10 +652,9 @@ def test_every_edge_leads_only_where_the_table_says(monkeypatch: pytest.MonkeyPa
     and the very move the handler makes on it raises."""
     from jr2_actors.workspace import core as workspace_core
 
-    narrowed = dict(TRANSITIONS)
-    edge = narrowed[("placing", SandboxSeen)]
-    narrowed[("placing", SandboxSeen)] = workspace_core.Edge(frozenset({"lost", "faulted"}), edge.handler)
-    monkeypatch.setattr(workspace_core, "TRANSITIONS", narrowed)
+    edge = TRANSITIONS[("placing", SandboxSeen)]
+    monkeypatch.setitem(workspace_core.MACHINE.edges, ("placing", SandboxSeen),
+                        workspace_core.Edge(frozenset({"lost", "faulted"}), edge.handler))
     d = Drive()
     d.written()
     with pytest.raises(OffTable, match="SandboxSeen in placing cannot lead to provisioning"):

@@ -72,7 +72,7 @@ from jr2_actors.run.notices import (
 from jr2_actors.run.notices import conversation_new as conversation_new_notice
 from jr2_actors.step import OffTable, Step
 from jr2_actors.workflow import EVENTS, StateDef, Workflow, parse_workflow
-from jr2_actors.workspace import core as ws
+from jr2_actors.workspace import messages as ws
 
 RunStatusName = Literal["running", "done", "failed", "cancelled", "error", "lost"]
 ReleaseWhy = ws.ReleaseWhy

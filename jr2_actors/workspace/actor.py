@@ -40,8 +40,8 @@ from jr2_actors.metrics import Telemetry
 from jr2_actors.watch import actor as watch
 from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import identify
-from jr2_actors.workspace import core as ws
-from jr2_actors.workspace.core import Release
+from jr2_actors.workspace import core as ws_core
+from jr2_actors.workspace import messages as ws
 from jr2_actors.workspace.manifest import (
     WorkspaceSpec,
     attach_branch,
@@ -52,6 +52,7 @@ from jr2_actors.workspace.manifest import (
     token_secret,
     written_by,
 )
+from jr2_actors.workspace.messages import Release
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ class WorkspaceActor(Shell):
         self.kube_pool = kube_pool
         self.attach_pool = attach_pool
         self.clock = clock or SystemClock()
-        self.core = ws.WorkspaceCore(spec.path, memory_limit=spec.definition.memory, rng=jitter_source(seed),
+        self.core = ws_core.WorkspaceCore(spec.path, memory_limit=spec.definition.memory, rng=jitter_source(seed),
                                      secret_name=spec.secret_name, **core_options)
         self._harness_factory = harness_factory or (lambda url, token: HarnessClient(url, token, clock=self.clock))
         self._restored = restored
