@@ -39,7 +39,8 @@ class Edge(Generic[H]):
     handler: H
 
 
-Row = tuple[tuple[str, ...], type, tuple[str, ...], H]
+# (from states, the input type — or several that share the edge —, where it may lead, its handler)
+Row = tuple[tuple[str, ...], type | tuple[type, ...], tuple[str, ...], H]
 
 
 class Machine(Generic[H]):
@@ -49,11 +50,12 @@ class Machine(Generic[H]):
         self.name = name
         self.rows: tuple[Row[H], ...] = tuple(rows)
         self.edges: dict[tuple[str, type], Edge[H]] = {}
-        for states, event, to, handler in self.rows:
-            for state in states:
-                if (state, event) in self.edges:
-                    raise ValueError(f"{name}: two rows for {event.__name__} in {state}")
-                self.edges[(state, event)] = Edge(frozenset(to), handler)
+        for states, events, to, handler in self.rows:
+            for event in events if isinstance(events, tuple) else (events,):
+                for state in states:
+                    if (state, event) in self.edges:
+                        raise ValueError(f"{name}: two rows for {event.__name__} in {state}")
+                    self.edges[(state, event)] = Edge(frozenset(to), handler)
 
     def edge(self, who: str, state: str, event: object) -> Edge[H]:
         """The edge `event` takes in `state`; none is our bug (`OffTable`)."""
@@ -74,6 +76,7 @@ class Machine(Generic[H]):
     def markdown(self) -> str:
         """The table as markdown, for docs/architecture.md (a test keeps the two the same)."""
         rows = ["| in | input | may lead to |", "| --- | --- | --- |"]
-        for states, event, to, _ in self.rows:
-            rows.append(f"| {', '.join(states)} | {event.__name__} | {', '.join(to) if to else '(stays)'} |")
+        for states, events, to, _ in self.rows:
+            names = ", ".join(e.__name__ for e in (events if isinstance(events, tuple) else (events,)))
+            rows.append(f"| {', '.join(states)} | {names} | {', '.join(to) if to else '(stays)'} |")
         return "\n".join(rows)
