@@ -10,11 +10,13 @@ import pytest
 
 from jr2_actors.agent import core as turn
 from jr2_actors.step import Machine, OffTable
+from jr2_actors.watch import stream
 from jr2_actors.workspace import core as workspace
 
 MACHINES: dict[str, Machine[Any]] = {
     "Workspace": workspace.MACHINE,
     "Turn": turn.MACHINE,
+    "the Sandbox watch": stream.MACHINE,
 }
 
 
@@ -30,6 +32,16 @@ def test_a_turn_input_off_the_table_raises_where_it_used_to_be_dropped_unseen() 
         core.step(turn.Events([], "1"))  # a stream read nobody asked for
     with pytest.raises(OffTable, match="Admitted in idle"):
         core.step(turn.Admitted("s-1", "0"))  # an admission's answer with no admission out
+
+
+def test_the_stream_keeper_raises_on_a_second_start_and_ignores_a_late_answer() -> None:
+    keeper = stream.StreamKeeper()
+    assert keeper.step(stream.Started(), 0.0).actions == [stream.ListNow()]
+    with pytest.raises(OffTable, match="Started in listing"):
+        keeper.step(stream.Started(), 1.0)
+    keeper.step(stream.Listed([], "5"), 2.0)
+    late = keeper.step(stream.ListFailed(stream.Failure("transport", "late")), 3.0)
+    assert (late.actions, late.reports, keeper.phase) == ([], [], "watching")
 
 
 def test_a_handler_that_moves_off_its_edge_raises() -> None:
