@@ -12,7 +12,7 @@ import pytest
 from jr2_actors.constants import DELETE_RETRY_BACKOFF, FORBIDDEN_GRACE_SECONDS
 from jr2_actors.step import OffTable
 from jr2_actors.watch.core import SandboxGone, SandboxSeen, Termination, WatchFailed
-from jr2_actors.watch.identity import SandboxKey
+from jr2_actors.watch.identity import Foreign, SandboxKey
 from jr2_actors.watch.sandbox import view
 from jr2_actors.workspace.core import TRANSITIONS, WorkspaceCore
 from jr2_actors.workspace.messages import (
@@ -31,6 +31,7 @@ from jr2_actors.workspace.messages import (
     LastEndSeen,
     LeaseRenewed,
     Lost,
+    NameTaken,
     PlacedLine,
     PlacingLine,
     Release,
@@ -371,13 +372,25 @@ def test_a_failed_secret_write_is_retried_not_dropped() -> None:
 def test_a_name_held_by_another_runs_workspace_is_a_named_fault_and_never_deleted() -> None:
     d = Drive()
     d(Begin())
-    d(WriteFailed("sandbox", "ws-x belongs to run-2/F-1", 409, collision=True), at=1.0)
+    d(NameTaken("ws-x", SandboxKey("run-2", "F-1")), at=1.0)
     (fault,) = d.of(Faulted)
-    assert "taken by another run's Workspace" in fault.reason
+    assert "taken by another run's Workspace" in fault.reason and "ws-x belongs to run-2/F-1" in fault.reason
     d.until(10_000.0)
     assert not d.of(RenewLease) and not d.of(Attach)
     d(Release("run-faulted"), at=10_001.0)
     assert d.of(DeleteSandbox) == [DeleteSandbox("")]  # by name and key only: the shell checks it is ours
+
+
+def test_a_taken_name_is_adopted_only_when_it_is_this_workspaces_own_and_a_foreign_one_is_a_collision() -> None:
+    for holder in (SandboxKey("run-1", "F-1"), None):  # an earlier write's answer was lost; or gone since
+        d = Drive(run_id="run-1")
+        d(Begin())
+        assert d(NameTaken("ws-x", holder), at=1.0).actions == (ApplySandbox(create=False),)
+        assert d.state == "placing" and not d.of(Faulted)
+    d = Drive(run_id="run-1")
+    d(Begin())
+    d(NameTaken("ws-x", Foreign("ws-x", "u-9", "no jr2.dev/run-id annotation")), at=1.0)
+    assert d.state == "faulted" and "taken by another run's Workspace" in d.of(Faulted)[0].reason
 
 
 def test_events_of_another_uid_under_the_key_are_not_ours() -> None:

@@ -1,8 +1,8 @@
 """WorkspaceActor: one Workspace, a thin shell over `WorkspaceCore` (DESIGN.md).
 
 It registers with the WatchActor for its Sandbox's key and performs what the core asks: write the Sandbox
-(the first write creates; a name already taken is adopted only when its annotations name this very
-Workspace), then its token Secret owned by the Sandbox's uid; renew the Lease (a merge patch of
+(the first write creates; a name already taken is read and told as `NameTaken` — the core adopts it only
+when its annotations name this very Workspace), then its token Secret owned by the Sandbox's uid; renew the Lease (a merge patch of
 `jr2.dev/keepalive`); attach through the Harness; delete with the uid it wrote and the newest version it
 knows as preconditions. Cluster writes run one at a time, in order, on the kube pool (a delete never
 overtakes the write before it); the attach runs on a pool of its own, so a slow Harness never delays any
@@ -101,7 +101,8 @@ class WorkspaceActor(Shell):
         self.attach_pool = attach_pool
         self.clock = clock or SystemClock()
         self.core = ws_core.WorkspaceCore(spec.path, memory_limit=spec.definition.memory, rng=jitter_source(seed),
-                                     secret_name=spec.secret_name, **core_options)
+                                     secret_name=spec.secret_name, run_id=spec.run_id,
+                                               **core_options)
         self._harness_factory = harness_factory or (lambda url, token: HarnessClient(url, token, clock=self.clock))
         self._restored = restored
         self._owns_timers = timers is None
@@ -236,11 +237,9 @@ class WorkspaceActor(Shell):
                 except KubeError as e:
                     if e.status != 409:
                         raise
-                # The name is taken: ours from an earlier write whose answer was lost, or a collision.
+                # The name is taken: whose it is, the core decides (it adopts its own with an apply).
                 existing = self.client.get(SANDBOX, name)
-                if existing is not None and identify(existing) != spec.key:
-                    return _Done(ws.WriteFailed("sandbox", f"{name} belongs to {identify(existing)}",
-                                                409, collision=True), "kube")
+                return _Done(ws.NameTaken(name, identify(existing) if existing is not None else None), "kube")
             done = _Done(_applied(self.client.apply(SANDBOX, name, body)), "kube")
         except KUBE_ERRORS as e:
             return _Done(_write_failed("sandbox", e), "kube")

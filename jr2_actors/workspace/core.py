@@ -61,45 +61,11 @@ from jr2_actors.constants import (
 )
 from jr2_actors.step import Edge, Machine, Step
 from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.watch.identity import SandboxKey
 from jr2_actors.watch.sandbox import SandboxView
+from jr2_actors.workspace import messages as m
 from jr2_actors.workspace import reading
-from jr2_actors.workspace.messages import (
-    ENDED,
-    LIVE,
-    Action,
-    Applied,
-    ApplySandbox,
-    ApplySecret,
-    Attach,
-    Attached,
-    AttachFailed,
-    Begin,
-    Deleted,
-    DeleteFailed,
-    DeleteSandbox,
-    Faulted,
-    HarnessEnded,
-    Input,
-    LastEndSeen,
-    LeaseRenewed,
-    Lost,
-    Phase,
-    Release,
-    Released,
-    RenewLease,
-    Report,
-    Restored,
-    Running,
-    Saved,
-    SecretWritten,
-    State,
-    Tick,
-    Unknown,
-    WaitOn,
-    WatchClosed,
-    WorkspaceStep,
-    WriteFailed,
-)
+from jr2_actors.workspace.messages import ENDED, LIVE, State, WaitOn
 from jr2_actors.workspace.wait import PlacingWait
 
 # The vocabulary is `messages.py`'s; `State` and `WaitOn` stay importable from here for the metrics.
@@ -111,8 +77,9 @@ __all__ = ["MACHINE", "TRANSITIONS", "Edge", "State", "WaitOn", "WorkspaceCore",
 class WorkspaceCore:
     def __init__(self, path: str, *, memory_limit: str | None = None, rng: Jitter | None = None,
                  lease_interval: float = LEASE_INTERVAL_SECONDS, budget: float = PROVISION_BUDGET_SECONDS,
-                 secret_name: str = "") -> None:
+                 secret_name: str = "", run_id: str = "") -> None:
         self.path = path
+        self.key = SandboxKey(run_id, path)  # whose Workspace a Sandbox must name to be ours
         self.state: State = "new"
         self.uid = ""
         self.rv = ""  # the newest resourceVersion of its Sandbox this Workspace wrote or saw
@@ -124,7 +91,7 @@ class WorkspaceCore:
         self._lease_due: float | None = None
         self._budget_ends: float | None = None
         self._retry_at: float | None = None
-        self._retry: Action | None = None
+        self._retry: m.Action | None = None
         self._write_failures = 0
         self._delete_failures = 0
         self._forbidden_since: float | None = None  # when the 403s in a row began
@@ -135,14 +102,14 @@ class WorkspaceCore:
         self._pending_seen: SandboxSeen | None = None
         self._restart_count: int | None = None
         self._last_end: tuple[str, int | None, str] | None = None
-        self._out: list[Action | Report] = []
+        self._out: list[m.Action | m.Report] = []
         self._edge: tuple[State, type] | None = None
         self._now = 0.0
         self._wall = 0.0
 
     # -- the one entry point -------------------------------------------------------------------------
 
-    def step(self, event: Input, now: float, wall: float) -> WorkspaceStep:
+    def step(self, event: m.Input, now: float, wall: float) -> m.WorkspaceStep:
         self._out = []
         self._now, self._wall = now, wall
         entry = MACHINE.edge(f"Workspace {self.path}", self.state, event)
@@ -165,8 +132,8 @@ class WorkspaceCore:
 
     # -- handlers (see TRANSITIONS) --------------------------------------------------------------------
 
-    def _begin(self, event: Begin, now: float, wall: float) -> None:
-        restored = event.restored or Restored()
+    def _begin(self, event: m.Begin, now: float, wall: float) -> None:
+        restored = event.restored or m.Restored()
         self.uid = restored.uid
         self._placed = restored.placed
         self._lease_due = now + self._random.uniform(0, self._lease_interval / 5)
@@ -178,9 +145,9 @@ class WorkspaceCore:
             self._wait.restore(w)
         self._go("placing")
         if not restored.releasing:  # a Sandbox deleted before the restart is never written again
-            self._out.append(ApplySandbox(create=not self.uid))  # idempotent: a restart re-enters placing
+            self._out.append(m.ApplySandbox(create=not self.uid))  # idempotent: a restart re-enters placing
 
-    def _applied(self, event: Applied, now: float, wall: float) -> None:
+    def _applied(self, event: m.Applied, now: float, wall: float) -> None:
         if event.uid != self.uid:
             self.rv = ""
         self.uid = event.uid
@@ -188,23 +155,29 @@ class WorkspaceCore:
         self._write_failures = 0
         self._forbidden_since = None
         self._saved()
-        self._out.append(ApplySecret(event.uid))
+        self._out.append(m.ApplySecret(event.uid))
         if self._pending_seen is not None:  # what the watch said before the write's answer came back
             seen, self._pending_seen = self._pending_seen, None
             if seen.sandbox.uid == self.uid:
                 self._seen(seen, now, wall)
 
-    def _applied_late(self, event: Applied, now: float, wall: float) -> None:
+    def _applied_late(self, event: m.Applied, now: float, wall: float) -> None:
         self.uid = event.uid  # ended meanwhile: a delete already queued finds it by name
         self._newer(event.resource_version)
 
-    def _renewed(self, event: LeaseRenewed, now: float, wall: float) -> None:
+    def _renewed(self, event: m.LeaseRenewed, now: float, wall: float) -> None:
         self._newer(event.resource_version)
 
-    def _write_failed(self, event: WriteFailed, now: float, wall: float) -> None:
-        if event.collision:
-            self._fault(f"the Sandbox name is taken by another run's Workspace, never ours to use: {event.message}")
-            return
+    def _name_taken(self, event: m.NameTaken, now: float, wall: float) -> None:
+        """Ours from an earlier write whose answer was lost (adopted: applied), or another run's Workspace's: a
+        named fault, never adopted, renewed or deleted."""
+        if event.holder is None or event.holder == self.key:
+            self._out.append(m.ApplySandbox(create=False))
+        else:
+            self._fault(f"the Sandbox name is taken by another run's Workspace, never ours to use: {event.name} "
+                        f"belongs to {event.holder}")
+
+    def _write_failed(self, event: m.WriteFailed, now: float, wall: float) -> None:
         if self._refused(event.status, now):
             self._fault(f"writing the {'token Secret' if event.what == 'secret' else 'Sandbox'} was refused: "
                         f"{event.message}")
@@ -216,9 +189,9 @@ class WorkspaceCore:
         if event.retry_after is not None:
             delay = max(delay, event.retry_after)
         self._retry_at = now + delay
-        self._retry = ApplySandbox(create=not self.uid) if event.what == "sandbox" else ApplySecret(self.uid)
+        self._retry = m.ApplySandbox(create=not self.uid) if event.what == "sandbox" else m.ApplySecret(self.uid)
 
-    def _secret_written(self, event: SecretWritten, now: float, wall: float) -> None:
+    def _secret_written(self, event: m.SecretWritten, now: float, wall: float) -> None:
         self._write_failures = 0
         self._forbidden_since = None
 
@@ -236,18 +209,18 @@ class WorkspaceCore:
         if self.state == "reconciling" or (self.uid and event.uid in (self.uid, "")):
             self._lose(f"the Sandbox was deleted ({event.reason})")
 
-    def _unknown(self, event: WatchFailed | WatchClosed, now: float, wall: float) -> None:
+    def _unknown(self, event: WatchFailed | m.WatchClosed, now: float, wall: float) -> None:
         message = event.message if isinstance(event, WatchFailed) else "the Sandbox watch stopped"
-        self._out.append(Unknown(self.path, message))  # a dropped watch is never loss (ADR-0063)
+        self._out.append(m.Unknown(self.path, message))  # a dropped watch is never loss (ADR-0063)
 
-    def _attached(self, event: Attached, now: float, wall: float) -> None:
+    def _attached(self, event: m.Attached, now: float, wall: float) -> None:
         self._go("running")
-        self._out.append(Running(self.path, dict(event.repos), self._endpoint))
+        self._out.append(m.Running(self.path, dict(event.repos), self._endpoint))
 
-    def _attach_failed(self, event: AttachFailed, now: float, wall: float) -> None:
+    def _attach_failed(self, event: m.AttachFailed, now: float, wall: float) -> None:
         self._fault(f"attach: {event.message}")
 
-    def _release(self, event: Release, now: float, wall: float) -> None:
+    def _release(self, event: m.Release, now: float, wall: float) -> None:
         state = self.state
         self._end_wait("released")
         self._go("released")
@@ -259,13 +232,13 @@ class WorkspaceCore:
             self._teardown_over(deleted=False)
         else:
             self._forbidden_since = None
-            self._out.append(DeleteSandbox(self.uid, self.rv))
+            self._out.append(m.DeleteSandbox(self.uid, self.rv))
 
-    def _deleted(self, event: Deleted, now: float, wall: float) -> None:
+    def _deleted(self, event: m.Deleted, now: float, wall: float) -> None:
         if not self._released:
             self._teardown_over(deleted=event.existed)
 
-    def _delete_failed(self, event: DeleteFailed, now: float, wall: float) -> None:
+    def _delete_failed(self, event: m.DeleteFailed, now: float, wall: float) -> None:
         if self._released:
             return  # the watch said the Sandbox is gone while this delete was out
         if event.status == 409 or self._refused(event.status, now):
@@ -280,7 +253,7 @@ class WorkspaceCore:
         if event.retry_after is not None:
             delay = max(delay, event.retry_after)
         self._retry_at = now + delay
-        self._retry = DeleteSandbox(self.uid, self.rv)
+        self._retry = m.DeleteSandbox(self.uid, self.rv)
 
     def _gone_released(self, event: SandboxGone, now: float, wall: float) -> None:
         """The watch says the Sandbox is gone while its delete is owed: nothing is left to delete. Another
@@ -311,7 +284,7 @@ class WorkspaceCore:
         self._restart_count = sandbox.restart_count
         if reading.ready(sandbox):
             self._go("attaching")  # re-attach: the Harness call is idempotent (ADR-0063, ADR-0065)
-            self._out.append(Attach(self._endpoint))
+            self._out.append(m.Attach(self._endpoint))
         else:
             self._go("provisioning")
             self._budget_ends = now + self._budget
@@ -340,20 +313,20 @@ class WorkspaceCore:
         if reading.ready(sandbox):
             self._restart_count = sandbox.restart_count
             self._go("attaching")
-            self._out.append(Attach(self._endpoint))
+            self._out.append(m.Attach(self._endpoint))
 
     def _harness_restarts(self, sandbox: SandboxView) -> None:
         if self._restart_count is not None and sandbox.restart_count > self._restart_count:
             ended = sandbox.last_terminated
             reason = ended.reason if ended else "Unknown"
             message = ended.message if ended else ""
-            self._out.append(HarnessEnded(self.path, reason, ended.exit_code if ended else None, message,
+            self._out.append(m.HarnessEnded(self.path, reason, ended.exit_code if ended else None, message,
                                           reading.memory_fault(self._memory_limit, reason, message)))
         self._restart_count = sandbox.restart_count
 
     # -- time ------------------------------------------------------------------------------------------
 
-    def _tick(self, event: Tick, now: float, wall: float) -> None:
+    def _tick(self, event: m.Tick, now: float, wall: float) -> None:
         if self._retry_at is not None and now >= self._retry_at:
             action, self._retry, self._retry_at = self._retry, None, None
             if action is not None:
@@ -362,7 +335,7 @@ class WorkspaceCore:
             self._fault(f"provisioning: the Sandbox was not Ready {self._budget:.0f}s after it was scheduled")
             return
         if self._leased() and self._lease_due is not None and now >= self._lease_due:
-            self._out.append(RenewLease(self.uid))
+            self._out.append(m.RenewLease(self.uid))
             jitter = self._random.uniform(1 - LEASE_JITTER, 1 + LEASE_JITTER)
             self._lease_due = now + self._lease_interval * jitter
 
@@ -381,7 +354,7 @@ class WorkspaceCore:
     def _teardown_over(self, *, deleted: bool) -> None:
         self._released = True
         self._retry_at = self._retry = None
-        self._out.append(Released(self.path, deleted=deleted))
+        self._out.append(m.Released(self.path, deleted=deleted))
 
     def _leased(self) -> bool:
         """ADR-0064: the Lease is renewed from the write to the teardown, in every live state — a restored
@@ -393,7 +366,7 @@ class WorkspaceCore:
         MACHINE.move(f"Workspace {self.path}", self._edge, state)
         if state != self.state:
             self.state = state
-            self._out.append(Phase(self.path, state))
+            self._out.append(m.Phase(self.path, state))
 
     def _placed_now(self, now: float, wall: float) -> None:
         self._placed = True
@@ -404,25 +377,25 @@ class WorkspaceCore:
         self._out.extend(self._wait.ended(why, self._now, self._wall))
 
     def _saved(self) -> None:
-        self._out.append(Saved(self.path, Restored(self._placed, self.uid, self._wait.saved())))
+        self._out.append(m.Saved(self.path, m.Restored(self._placed, self.uid, self._wait.saved())))
 
     def _lose(self, reason: str) -> None:
         self._end_wait("lost")
         self._go("lost")
         self._retry_at = self._retry = None
-        self._out.append(Lost(self.path, reason))
+        self._out.append(m.Lost(self.path, reason))
 
     def _fault(self, reason: str) -> None:
         self._end_wait("faulted")
         self._go("faulted")
         self._retry_at = self._retry = None
-        self._out.append(Faulted(self.path, reason))
+        self._out.append(m.Faulted(self.path, reason))
 
     def _note_last_end(self, sandbox: SandboxView) -> None:
         end = sandbox.last_terminated
         if end is None:
             return
-        seen = LastEndSeen(self.path, end.reason, end.exit_code, end.finished_at, sandbox.restart_count,
+        seen = m.LastEndSeen(self.path, end.reason, end.exit_code, end.finished_at, sandbox.restart_count,
                            reading.memory_fault(self._memory_limit, end.reason, end.message))
         key = (end.reason, end.exit_code, seen.moment)
         if key != self._last_end:
@@ -457,42 +430,44 @@ NOT_LIVE: tuple[State, ...] = ("new", "lost", "faulted")
 # not listed is off the table (`OffTable`). docs/architecture.md prints it (`transitions_markdown`); a test
 # keeps the copy true.
 MACHINE: Machine[Handler] = Machine("Workspace", (
-    (("new",), Begin, ("placing", "reconciling"), W._begin),
-    (("placing",), Applied, ("provisioning", "attaching", "lost", "faulted"), W._applied),
-    (("provisioning", "attaching", "running"), Applied, (), W._applied),
-    (ENDED, Applied, (), W._applied_late),
-    (("placing", "provisioning", "attaching", "running"), WriteFailed, ("faulted",), W._write_failed),
-    (ENDED, WriteFailed, (), _ignore),
-    (("placing", "provisioning", "attaching", "running", *ENDED), SecretWritten, (), W._secret_written),
+    (("new",), m.Begin, ("placing", "reconciling"), W._begin),
+    (("placing",), m.Applied, ("provisioning", "attaching", "lost", "faulted"), W._applied),
+    (("provisioning", "attaching", "running"), m.Applied, (), W._applied),
+    (ENDED, m.Applied, (), W._applied_late),
+    (("placing", "provisioning", "attaching", "running"), m.WriteFailed, ("faulted",), W._write_failed),
+    (ENDED, m.WriteFailed, (), _ignore),
+    (("placing",), m.NameTaken, ("faulted",), W._name_taken),
+    (ENDED, m.NameTaken, (), _ignore),
+    (("placing", "provisioning", "attaching", "running", *ENDED), m.SecretWritten, (), W._secret_written),
     (("placing",), SandboxSeen, ("provisioning", "attaching", "lost", "faulted"), W._seen_handler),
     (("reconciling",), SandboxSeen, ("provisioning", "attaching", "lost", "faulted"), W._seen_handler),
     (("provisioning",), SandboxSeen, ("attaching", "lost", "faulted"), W._seen_handler),
     (("attaching", "running"), SandboxSeen, ("lost",), W._seen_handler),
     (LIVE, SandboxGone, ("lost",), W._gone),
     (LIVE, WatchFailed, (), W._unknown),
-    (LIVE, WatchClosed, (), W._unknown),
-    (("provisioning",), Tick, ("faulted",), W._tick),
-    (("placing", "reconciling", "attaching", "running"), Tick, (), W._tick),
-    (("attaching",), Attached, ("running",), W._attached),
-    (("attaching",), AttachFailed, ("faulted",), W._attach_failed),
-    (ENDED, Attached, (), _ignore),
-    (ENDED, AttachFailed, (), _ignore),
-    ((*LIVE, "lost", "faulted"), Release, ("released",), W._release),
-    ((*LIVE, *ENDED), LeaseRenewed, (), W._renewed),
-    (("released",), Deleted, (), W._deleted),
-    (("released",), DeleteFailed, (), W._delete_failed),
+    (LIVE, m.WatchClosed, (), W._unknown),
+    (("provisioning",), m.Tick, ("faulted",), W._tick),
+    (("placing", "reconciling", "attaching", "running"), m.Tick, (), W._tick),
+    (("attaching",), m.Attached, ("running",), W._attached),
+    (("attaching",), m.AttachFailed, ("faulted",), W._attach_failed),
+    (ENDED, m.Attached, (), _ignore),
+    (ENDED, m.AttachFailed, (), _ignore),
+    ((*LIVE, "lost", "faulted"), m.Release, ("released",), W._release),
+    ((*LIVE, *ENDED), m.LeaseRenewed, (), W._renewed),
+    (("released",), m.Deleted, (), W._deleted),
+    (("released",), m.DeleteFailed, (), W._delete_failed),
     (("released",), SandboxGone, (), W._gone_released),
-    (("released",), Tick, (), W._tick),
+    (("released",), m.Tick, (), W._tick),
     # The world (the watch, a timer) talks to a Workspace that has not begun or has ended: nothing to do.
     ((*NOT_LIVE, "released"), SandboxSeen, (), _ignore),
     (NOT_LIVE, SandboxGone, (), _ignore),
     ((*NOT_LIVE, "released"), WatchFailed, (), _ignore),
-    ((*NOT_LIVE, "released"), WatchClosed, (), _ignore),
-    (NOT_LIVE, Tick, (), _ignore),
+    ((*NOT_LIVE, "released"), m.WatchClosed, (), _ignore),
+    (NOT_LIVE, m.Tick, (), _ignore),
 ))
 TABLE = MACHINE.rows
 TRANSITIONS: dict[tuple[str, type], Edge[Handler]] = MACHINE.edges
-ACTION_TYPES = (ApplySandbox, ApplySecret, RenewLease, Attach, DeleteSandbox)
+ACTION_TYPES = (m.ApplySandbox, m.ApplySecret, m.RenewLease, m.Attach, m.DeleteSandbox)
 
 
 def transitions_markdown() -> str:

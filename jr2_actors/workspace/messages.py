@@ -8,6 +8,7 @@ from typing import Literal
 
 from jr2_actors.step import Step
 from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.watch.identity import Foreign, SandboxKey
 
 State = Literal["new", "placing", "reconciling", "provisioning", "attaching", "running", "lost", "faulted",
                 "released"]
@@ -61,13 +62,22 @@ class LeaseRenewed:
 @dataclass(frozen=True)
 class WriteFailed:
     """A write of the Sandbox (`what="sandbox"`) or its token Secret (`"secret"`) failed. `status` is the
-    API's answer (None: no answer); `collision` names another run's Workspace holding our name."""
+    API's answer (None: no answer)."""
 
     what: Literal["sandbox", "secret"]
     message: str
     status: int | None = None
     retry_after: float | None = None
-    collision: bool = False
+
+
+@dataclass(frozen=True)
+class NameTaken:
+    """The first write found the name taken (409): `holder` is whose Workspace the Sandbox under it is, by its
+    annotations (`Foreign`: they name none; None: nothing holds the name now). The core decides: only ours
+    is adopted."""
+
+    name: str
+    holder: SandboxKey | Foreign | None
 
 
 @dataclass(frozen=True)
@@ -119,8 +129,8 @@ class Release:
 
 # The watch's deliveries are inputs as they are (SandboxSeen, SandboxGone, WatchFailed).
 WorldInput = SandboxSeen | SandboxGone | WatchFailed | WatchClosed | Tick
-ShellInput = (Begin | Applied | LeaseRenewed | WriteFailed | SecretWritten | Attached | AttachFailed | Deleted
-              | DeleteFailed | Release)
+ShellInput = (Begin | Applied | LeaseRenewed | WriteFailed | NameTaken | SecretWritten | Attached | AttachFailed
+              | Deleted | DeleteFailed | Release)
 Input = WorldInput | ShellInput
 
 
