@@ -23,6 +23,7 @@ from jr2_actors.workspace.messages import (
     Attached,
     AttachFailed,
     Begin,
+    DeleteConflict,
     Deleted,
     DeleteFailed,
     DeleteSandbox,
@@ -726,3 +727,31 @@ def test_a_restored_teardown_writes_nothing_but_its_delete() -> None:
     assert step.actions == ()
     step = d(Release("run-stopped"), at=0.1)
     assert step.actions == (DeleteSandbox(UID),)
+
+
+def test_the_delete_guard_is_the_cores_a_moved_version_of_its_own_sandbox_is_deleted_again() -> None:
+    from jr2_actors.constants import DELETE_VERSION_REREADS
+    from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
+
+    def held(uid: str, rv: str, stamp: str) -> dict[str, Any]:
+        return {"metadata": {"uid": uid, "resourceVersion": rv, "annotations": {KEEPALIVE_ANNOTATION: stamp}}}
+
+    d = Drive()
+    d.written()
+    d(Release("teardown"), at=1.0)
+    assert d.of(DeleteSandbox) == [DeleteSandbox(UID, "")]
+    for n in range(DELETE_VERSION_REREADS):  # ours (its uid, our stamp), its version moved: deleted again
+        step = d(DeleteConflict(UID, "409", held(UID, str(10 + n), "s-1"), ("s-1",)), at=2.0)
+        assert step.actions == (DeleteSandbox(UID, str(10 + n)),)
+    step = d(DeleteConflict(UID, "409", held(UID, "99", "s-1"), ("s-1",)), at=3.0)
+    assert step.actions == () and d.core.deadline is not None  # still moving: the delete's backoff
+    successor = Drive()
+    successor.written()
+    successor(Release("teardown"), at=1.0)
+    successor(DeleteConflict(UID, "409", held(UID, "12", "theirs"), ("s-1",)), at=2.0)  # stamped since: not ours
+    assert successor.of(Released) == [Released("F-1", deleted=False)]
+    gone = Drive()
+    gone.written()
+    gone(Release("teardown"), at=1.0)
+    gone(DeleteConflict(UID, "409", None), at=2.0)
+    assert gone.of(Released) == [Released("F-1", deleted=False)]

@@ -53,6 +53,7 @@ from typing import Any, Literal
 from jr2_actors.backoff import Jitter, NoJitter
 from jr2_actors.constants import (
     DELETE_RETRY_BACKOFF,
+    DELETE_VERSION_REREADS,
     FORBIDDEN_GRACE_SECONDS,
     LEASE_INTERVAL_SECONDS,
     LEASE_JITTER,
@@ -65,6 +66,7 @@ from jr2_actors.watch.identity import SandboxKey
 from jr2_actors.watch.sandbox import SandboxView
 from jr2_actors.workspace import messages as m
 from jr2_actors.workspace import reading
+from jr2_actors.workspace.manifest import written_by
 from jr2_actors.workspace.messages import ENDED, LIVE, State, WaitOn
 from jr2_actors.workspace.wait import PlacingWait
 
@@ -94,6 +96,7 @@ class WorkspaceCore:
         self._retry: m.Action | None = None
         self._write_failures = 0
         self._delete_failures = 0
+        self._conflicts = 0  # a delete's 409s in a row of a Sandbox still ours whose version moved
         self._forbidden_since: float | None = None  # when the 403s in a row began
         self._released = False  # `Released` was reported: the teardown is over
         self._wait = PlacingWait(path)
@@ -232,6 +235,7 @@ class WorkspaceCore:
             self._teardown_over(deleted=False)
         else:
             self._forbidden_since = None
+            self._conflicts = 0
             self._out.append(m.DeleteSandbox(self.uid, self.rv))
 
     def _deleted(self, event: m.Deleted, now: float, wall: float) -> None:
@@ -249,11 +253,28 @@ class WorkspaceCore:
         # ADR-0064 owes this delete: it is retried, capped, until it lands or the Sandbox is gone — an
         # outage of the API server must not hold a node for the idle GC's 30 minutes.
         self._delete_failures += 1
+        self._conflicts = 0
         delay = DELETE_RETRY_BACKOFF.delay(self._delete_failures, self._random)
         if event.retry_after is not None:
             delay = max(delay, event.retry_after)
         self._retry_at = now + delay
         self._retry = m.DeleteSandbox(self.uid, self.rv)
+
+    def _delete_conflict(self, event: m.DeleteConflict, now: float, wall: float) -> None:
+        """ADR-0064's delete guard. A version moved by anyone else (the operator's status, a renewal the watch
+        has not shown yet) is read again and the delete retried while the Sandbox is still the one this
+        Workspace wrote; a successor that adopted the name has stamped it since, and is never touched."""
+        if self._released:
+            return
+        if event.current is None:
+            self._teardown_over(deleted=False)
+        elif not written_by(event.current, event.uid, event.sent):
+            self._delete_failed(m.DeleteFailed(event.message, 409), now, wall)  # not ours any more
+        elif self._conflicts >= DELETE_VERSION_REREADS:  # still ours, still moving: retried with backoff
+            self._delete_failed(m.DeleteFailed(f"its version kept moving: {event.message}"), now, wall)
+        else:
+            self._conflicts += 1
+            self._out.append(m.DeleteSandbox(event.uid, reading.version(event.current)))
 
     def _gone_released(self, event: SandboxGone, now: float, wall: float) -> None:
         """The watch says the Sandbox is gone while its delete is owed: nothing is left to delete. Another
@@ -456,6 +477,7 @@ MACHINE: Machine[Handler] = Machine("Workspace", (
     ((*LIVE, *ENDED), m.LeaseRenewed, (), W._renewed),
     (("released",), m.Deleted, (), W._deleted),
     (("released",), m.DeleteFailed, (), W._delete_failed),
+    (("released",), m.DeleteConflict, (), W._delete_conflict),
     (("released",), SandboxGone, (), W._gone_released),
     (("released",), m.Tick, (), W._tick),
     # The world (the watch, a timer) talks to a Workspace that has not begun or has ended: nothing to do.

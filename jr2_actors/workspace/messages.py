@@ -3,8 +3,9 @@ the reports it tells (ADR-0064, ADR-0063). Pure values; `core.py` holds the mach
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from jr2_actors.step import Step
 from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
@@ -113,6 +114,19 @@ class DeleteFailed:
 
 
 @dataclass(frozen=True)
+class DeleteConflict:
+    """A delete with `uid` was refused 409 with a version precondition: `current` is what the name holds now
+    (None: nothing), `sent` the Lease stamps this Workspace's writes carried (empty: none of them landed).
+    The core decides (ADR-0064's delete guard): still ours — its uid and one of our stamps — is deleted again
+    from its version; anything else is not ours."""
+
+    uid: str
+    message: str
+    current: Mapping[str, Any] | None = field(repr=False)
+    sent: tuple[str, ...] = field(default=(), repr=False)
+
+
+@dataclass(frozen=True)
 class WatchClosed:
     """The WatchActor stopped: what the cluster does is unknown from now on."""
 
@@ -130,7 +144,7 @@ class Release:
 # The watch's deliveries are inputs as they are (SandboxSeen, SandboxGone, WatchFailed).
 WorldInput = SandboxSeen | SandboxGone | WatchFailed | WatchClosed | Tick
 ShellInput = (Begin | Applied | LeaseRenewed | WriteFailed | NameTaken | SecretWritten | Attached | AttachFailed
-              | Deleted | DeleteFailed | Release)
+              | Deleted | DeleteFailed | DeleteConflict | Release)
 Input = WorldInput | ShellInput
 
 

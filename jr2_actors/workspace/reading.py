@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from jr2_actors.watch.sandbox import SandboxView
 from jr2_actors.workspace.messages import WaitOn
 
@@ -63,3 +66,10 @@ def memory_fault(limit: str | None, reason: str, message: str) -> str | None:
     if reason != "OOMKilled":
         return None
     return f"memory limit (OOMKilled, limit {limit or 'unknown'}): {message}".rstrip(": ")
+
+
+def version(obj: Mapping[str, Any]) -> str:
+    """An object's resourceVersion as the API server answered it ("" when it says none)."""
+    meta = obj.get("metadata")
+    rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    return rv if isinstance(rv, str) else ""
