@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="where to write a kubeconfig for kubectl and clients (required)")
     fake.add_argument("--bookmark-seconds", type=positive_seconds, default=60.0,
                       help="the interval of watch bookmarks (default: 60)")
+    fake.add_argument("--faults", metavar="FILE",
+                      help="play this fault schedule (JSON or YAML: a list of {at, fault, ...parameters}; "
+                           "docs/fake-cluster.md, 'Faults') once the cluster is up (default: none)")
     fake.add_argument("--pick-first", action="store_true",
                       help="the fake Harness's agents pick the first Allowed pick, so a workflow served against it "
                            "walks to an end (default: they say 'Done.' and settle without a pick)")
@@ -193,6 +196,7 @@ def run_fake_cluster(args: argparse.Namespace, stop: threading.Event) -> int:
     out = os.path.abspath(args.kubeconfig_out)
     if os.path.isdir(out) or not os.path.isdir(os.path.dirname(out)):
         raise UsageError(f"--kubeconfig-out {args.kubeconfig_out}: not a file in an existing folder")
+    schedule = _fault_schedule(args.faults) if args.faults else []
     with FakeCluster(namespace=args.namespace, port=args.port, bookmark_interval=args.bookmark_seconds) as cluster:
         if stop.is_set():
             return 0
@@ -204,8 +208,33 @@ def run_fake_cluster(args: argparse.Namespace, stop: threading.Event) -> int:
             raise UsageError(f"--kubeconfig-out {args.kubeconfig_out}: cannot write it: {e.strerror or e}") from None
         print(f"fake cluster: API server {cluster.url} (namespace {args.namespace}), Harness "
               f"{cluster.harness_url}; kubeconfig written to {args.kubeconfig_out}", file=sys.stderr, flush=True)
+        if schedule:
+            cluster.faults.play(schedule, stop=stop)
+            print(f"fake cluster: playing {len(schedule)} fault(s) from {args.faults}", file=sys.stderr, flush=True)
         until_signalled(stop)
     return 0
+
+
+def _fault_schedule(path: str) -> list[Any]:
+    """`--faults FILE`: read and checked whole before the cluster starts (one line naming what is wrong)."""
+    import yaml
+
+    from jr2_actors.fake.faults import Faults, FaultScheduleError
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(1024 * 1024 + 1)
+    except OSError as e:
+        raise UsageError(f"--faults {path}: cannot read it: {e.strerror or e}") from None
+    if len(raw) > 1024 * 1024:
+        raise UsageError(f"--faults {path}: over 1 MiB")
+    try:
+        doc = yaml.safe_load(raw)
+        return Faults.load(doc)
+    except (yaml.YAMLError, RecursionError) as e:
+        raise UsageError(f"--faults {path}: not JSON or YAML ({type(e).__name__})") from None
+    except FaultScheduleError as e:
+        raise UsageError(f"--faults {path}: {e}") from None
 
 
 if __name__ == "__main__":

@@ -64,6 +64,12 @@ DELETE_VERSION_REREADS = 3
 # until then, so a restart retries it too.
 DELETE_RETRY_BACKOFF = Backoff(initial=0.5, cap=10.0, jitter=0.2)
 
+# An attach that no Harness answered (503, 502, 504, no answer) is tried again this often, on this schedule
+# (about 15 s in all): an evicted pod's Harness is gone before the watch says Lost, and a restarting one comes
+# back; the watch's Lost or Gone ends it as a loss. Past it the Workspace faults with the Harness's words.
+ATTACH_ATTEMPTS = 5
+ATTACH_RETRY_BACKOFF = Backoff(initial=0.5, cap=8.0, jitter=0.2)
+
 # ADR-0063 / ADR-0064: the Lease renewal interval and its jitter.
 LEASE_INTERVAL_SECONDS = 300.0
 LEASE_JITTER = 0.2
@@ -114,6 +120,20 @@ API_STREAM_SLICE_SECONDS = 1.0
 API_SOCKET_TIMEOUT_SECONDS = 10.0
 # The API's listener lets requests in flight finish this long when it stops.
 API_SHUTDOWN_SECONDS = 5.0
+# -- what a client of the API may cost before it has shown a token (issue 18; docs/operations.md) ----------
+# A request's line and headers arrive within this (from the accept, or from the first byte of a keep-alive
+# connection's next request), and are at most this many bytes: past either it is a 408 or a 431.
+API_HEADER_SECONDS = 5.0
+API_MAX_HEADER_BYTES = 16 * 1024
+# A declared body over this is a 413 before a byte of it is read.
+API_MAX_BODY_BYTES = 1024 * 1024
+# A body arrives, and an answer's every write is taken, at this minimum rate after a grace: the next byte is
+# due by start + grace + bytes moved / rate (a client that trickles or stops reading is cut).
+API_PACE_GRACE_SECONDS = 5.0
+API_MIN_BYTES_PER_SECOND = 64 * 1024
+# Open connections from one peer address (429 past it), and in all (503 past it).
+API_MAX_CONNECTIONS_PER_PEER = 32
+API_MAX_CONNECTIONS = 512
 # An ask from outside the actors (the API, the CLI) gives up after this (LIBRARY-NOTES: always a timeout).
 ORCHESTRATOR_ASK_SECONDS = 10.0
 # Each actor's stop, when the orchestrator stops: serve's SIGTERM budget is 10 s in all.

@@ -5,12 +5,18 @@ them; every reference (a state's target, a held Workspace, a Turn's agent, an ag
 resolve. Errors are `WorkflowError`s carrying the dotted path of the key at fault, so the API's 400 names
 it. The input is outside data: it is size-capped and read with `yaml.safe_load`.
 
+What a workflow may cost is bounded (issue 18, docs/workflows.md "Bounds"): every step of a run rewrites its
+whole blob and walks its states, so a document is at most `MAX_WORKFLOW_BYTES` (as the text of a file, and as
+the compact JSON the run's blob stores; `WorkflowTooLarge`, the API's 413) and has at most
+`MAX_WORKFLOW_STATES` states (a 400 naming `states`).
+
 The Menu of an Agent is every pick any of its states offers; a Turn's Allowed picks are its state's `on`
 keys that are picks — every key but the events the body decides on (`workspace.lost`, `agent.fault`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +28,7 @@ from jr2_actors.errors import Jr2Error, one_line
 from jr2_actors.quantity import QuantityError, cpu_millis, memory_bytes
 
 MAX_WORKFLOW_BYTES = 256 * 1024
+MAX_WORKFLOW_STATES = 256
 EVENTS = frozenset({"workspace.lost", "agent.fault"})
 FINALS = ("done", "failed")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -36,6 +43,10 @@ class WorkflowError(Jr2Error):
     def __init__(self, key: str, problem: str) -> None:
         self.key = key
         super().__init__(f"{key}: {problem}" if key else problem)
+
+
+class WorkflowTooLarge(WorkflowError):
+    """The document is over `MAX_WORKFLOW_BYTES`: the API answers it with 413, not 400."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +129,7 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|Tr
 def read_document(text: str | bytes) -> object:
     """The YAML (or JSON) text as data, size-capped, safe, with YAML 1.2 booleans."""
     if len(text) > MAX_WORKFLOW_BYTES:
-        raise WorkflowError("", f"the workflow is over {MAX_WORKFLOW_BYTES} bytes")
+        raise WorkflowTooLarge("", f"the workflow is over {MAX_WORKFLOW_BYTES} bytes (MAX_WORKFLOW_BYTES)")
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
@@ -151,12 +162,28 @@ def parse_workflow(doc: object) -> Workflow:
     raw_states = _entries(root["states"], "states")
     if not raw_states:
         raise WorkflowError("states", "a workflow needs at least one state")
+    if len(raw_states) > MAX_WORKFLOW_STATES:
+        raise WorkflowError("states", f"{len(raw_states)} states are over the bound of {MAX_WORKFLOW_STATES} "
+                                      "(MAX_WORKFLOW_STATES)")
     names = {n for n, _ in raw_states}
     states = {n: _state(n, body, names, workspaces, agents) for n, body in raw_states}
     start = _str(root, "start", "")
     if start not in states:
         raise WorkflowError("start", f"names no state ({start!r})")
+    _check_size(doc)  # once every value is known to be a plain string, number, list or mapping
     return Workflow(name, workspaces, agents, start, states)
+
+
+def _check_size(doc: object) -> None:
+    """The document's size as the run's blob stores it (compact JSON): YAML aliases make that larger than
+    the text (one 64 KiB prompt named in every state), and the blob is rewritten at every step."""
+    try:
+        size = len(json.dumps(doc, separators=(",", ":")).encode())
+    except (TypeError, ValueError, RecursionError) as e:  # a value JSON cannot hold: the blob could not either
+        raise WorkflowError("", f"the workflow cannot be stored as JSON ({e})") from e
+    if size > MAX_WORKFLOW_BYTES:
+        raise WorkflowTooLarge("", f"the workflow is {size} bytes as JSON, over the bound of {MAX_WORKFLOW_BYTES} "
+                                   "(MAX_WORKFLOW_BYTES)")
 
 
 def _workspace(path: str, body: object) -> WorkspaceDef:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -249,3 +250,20 @@ def test_refused_answers_are_not_taken_and_the_call_still_waits(harnessed: FakeC
     assert post(harnessed, "/agents/coder/c-1/answers", answer).status_code == 503
     assert harnessed.harness(lambda core: list(core.answers)) == []
     assert post(harnessed, "/agents/coder/c-1/answers", answer).status_code == 200
+
+
+def test_a_sandbox_made_again_under_its_name_has_a_harness_of_its_own(harnessed: FakeCluster) -> None:
+    # Found by the simulation (seed 257): a Sandbox evicted, deleted and made again kept its old Harness, so
+    # an orphan Submission of the gone pod refused every admission 409. A new pod is a new Harness.
+    harnessed.script("coder", [GuardKill(peak="1.9Gi", limit="2Gi"), Hang()])
+    admit(harnessed, conv="c-old")
+    harnessed.client().delete(SANDBOX, NAME)
+    wait_until(lambda: harnessed.harness(lambda core: json.loads(core.memory_kills(NAME))["kills"] == []),
+               what="the Harness gone with its pod")
+    assert isinstance(harnessed.clock, VirtualClock)
+    ready_sandbox(harnessed, harnessed.clock, NAME)
+    kills = requests.get(url(harnessed, "/memory-kills"), headers=auth(harnessed), timeout=10).json()["kills"]
+    assert kills == []  # the gone pod's list went with it
+    again = admit(harnessed, conv="c-old")  # not 409: nothing of the old conversation runs here
+    assert again["submissionId"]
+    assert [k["peak"] for k in harnessed.harness(lambda core: core.kill_log())] == ["1.9Gi"]  # still in the log

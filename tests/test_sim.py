@@ -22,6 +22,16 @@ def test_a_seed_with_no_fault_ends_every_run_done_and_leaves_nothing(tmp_path: P
     assert set(result.statuses.values()) == {"done"} and len(result.statuses) == len(schedule.runs)
 
 
+CI_SEEDS = "1-24"  # a fixed set CI plays on every change (docs/reliability.md); any seed's failure fails it
+
+
+def test_the_fixed_ci_seeds_hold_every_invariant() -> None:
+    done = subprocess.run([sys.executable, "-m", "jr2_actors", "sim", "--seeds", CI_SEEDS, "--jobs", "4"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "24 seed(s)" in done.stdout and ", 0 failed" in done.stdout
+
+
 @pytest.mark.parametrize("seeds", ["x", "5-1", ""])
 def test_sim_refuses_seeds_that_are_not_seeds_in_one_line_and_exit_2(seeds: str) -> None:
     done = subprocess.run([sys.executable, "-m", "jr2_actors", "sim", "--seeds", seeds], capture_output=True,

@@ -32,8 +32,13 @@ def kill(number: int, peak: str, sandbox: str = NAME) -> dict[str, Any]:
     return {"sandbox": sandbox, "id": f"k-{number}", "peak": peak, "limit": "2Gi", "agent": "a0"}
 
 
+def read(seq: int, sandbox: str = NAME) -> dict[str, Any]:
+    return {"sandbox": sandbox, "seq": seq}
+
+
 def test_a_clean_seed_has_no_violation() -> None:
-    assert check(facts(admissions=[admission(1), admission(3, "1.5Gi")], kills=[kill(2, "1.5Gi")])) == []
+    assert check(facts(admissions=[admission(1), admission(4, "1.5Gi")], kills=[kill(2, "1.5Gi")],
+                       reads=[read(3)])) == []
 
 
 def test_a_run_that_never_ended_or_ended_otherwise_is_named() -> None:
@@ -45,21 +50,43 @@ def test_a_run_that_never_ended_or_ended_otherwise_is_named() -> None:
 
 def test_a_notice_told_twice_is_a_violation() -> None:
     (v,) = notices(facts(admissions=[admission(3, "1.5Gi"), admission(5, "1.5Gi")], kills=[kill(2, "1.5Gi")]))
-    assert "told 2 times" in v and "s-3, s-5" in v
+    assert "told 2 times" in v and "s-3 " in v and "s-5 " in v
+
+
+def test_a_notice_retold_only_by_a_readmission_after_a_restart_is_adr_0062s_delivered_not_yet_heard() -> None:
+    again = admission(5, "1.5Gi", message=briefing.readmit("Work."))
+    assert notices(facts(admissions=[admission(3, "1.5Gi"), again], kills=[kill(2, "1.5Gi")], restarts=1,
+                         readmit_text=briefing.READMIT)) == []
+    (v,) = notices(facts(admissions=[admission(3, "1.5Gi"), again], kills=[kill(2, "1.5Gi")], restarts=0,
+                         readmit_text=briefing.READMIT))
+    assert "told 2 times" in v
+
+
+def test_a_notice_retold_to_a_conversation_the_harness_lost_is_adr_0062s_not_kept() -> None:
+    again = admission(5, "1.5Gi")
+    again["body"]["notices"].append({"kind": "conversation-new", "reason": "the Harness no longer holds it"})
+    assert notices(facts(admissions=[admission(3, "1.5Gi"), again], kills=[kill(2, "1.5Gi")])) == []
 
 
 def test_a_kill_no_later_turn_heard_is_a_violation_but_a_nudge_or_no_later_turn_is_not() -> None:
-    (v,) = notices(facts(admissions=[admission(1), admission(3)], kills=[kill(2, "1.5Gi")]))
+    (v,) = notices(facts(admissions=[admission(1), admission(4)], kills=[kill(2, "1.5Gi")], reads=[read(3)]))
     assert "k-2" in v and "reached none of the 1 Turn admissions" in v
     assert notices(facts(admissions=[admission(1)], kills=[kill(2, "1.5Gi")])) == []
-    assert notices(facts(admissions=[admission(1), admission(3, message=briefing.NUDGE)],
-                         kills=[kill(2, "1.5Gi")])) == []
+    assert notices(facts(admissions=[admission(1), admission(4, message=briefing.NUDGE)],
+                         kills=[kill(2, "1.5Gi")], reads=[read(3)])) == []
     other = sandbox_name(RUN, "X")
-    assert notices(facts(admissions=[admission(3, sandbox=other)], kills=[kill(2, "1.5Gi")])) == []
+    assert notices(facts(admissions=[admission(4, sandbox=other)], kills=[kill(2, "1.5Gi")],
+                         reads=[read(3, other)])) == []
+
+
+def test_a_kill_after_the_last_read_before_an_admission_is_for_the_next_read() -> None:
+    # The admission's read (seq 1) came before the kill (seq 2): it could not see it; the list keeps it.
+    assert notices(facts(admissions=[admission(3)], kills=[kill(2, "1.5Gi")], reads=[read(1)])) == []
 
 
 def test_a_newer_kill_read_at_once_covers_an_older_one_as_adr_0062_folds_a_burst() -> None:
-    assert notices(facts(admissions=[admission(4, "1.6Gi")], kills=[kill(2, "1.5Gi"), kill(3, "1.6Gi")])) == []
+    assert notices(facts(admissions=[admission(5, "1.6Gi")], kills=[kill(2, "1.5Gi"), kill(3, "1.6Gi")],
+                         reads=[read(4)])) == []
 
 
 def test_a_sandbox_left_after_done_or_never_ran_or_misnamed_is_a_violation() -> None:

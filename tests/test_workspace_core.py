@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.constants import DELETE_RETRY_BACKOFF, FORBIDDEN_GRACE_SECONDS
+from jr2_actors.constants import ATTACH_ATTEMPTS, DELETE_RETRY_BACKOFF, FORBIDDEN_GRACE_SECONDS
 from jr2_actors.step import OffTable
 from jr2_actors.watch.core import SandboxGone, SandboxSeen, Termination, WatchFailed
 from jr2_actors.watch.identity import Foreign, SandboxKey
@@ -484,6 +484,44 @@ def test_attach_refused_faults() -> None:
     d(READY, at=1)
     d(AttachFailed("403 repo key refused"), at=2)
     assert d.of(Faulted)[0].reason == "attach: 403 repo key refused"
+
+
+def test_an_attach_no_harness_answered_is_tried_again_and_then_runs() -> None:
+    d = Drive()
+    d.written()
+    d(READY, at=1)
+    d(AttachFailed("Harness answered 503: no Harness serves here", unavailable=True), at=2)
+    assert d.state == "attaching" and not d.of(Faulted)
+    due = d.deadline()
+    assert due is not None and due > 2
+    d.out.clear()
+    d(Tick(), at=due)
+    assert d.of(Attach) == [Attach("http://h")]
+    d(Attached({}), at=due + 1)
+    assert d.state == "running"
+
+
+def test_an_attach_racing_an_eviction_ends_lost_never_faulted() -> None:
+    # Found by the simulation (seed 184): the evicted pod's Harness answered 503 before the watch said Lost,
+    # and the run ended `error` where its workflow handles `workspace.lost`.
+    d = Drive()
+    d.written()
+    d(READY, at=1)
+    d(AttachFailed("Harness answered 503: no Harness serves here (the Sandbox is not Ready)", unavailable=True), at=2)
+    d(recorded("sandbox-lost-evicted.json"), at=2.1)
+    assert d.of(Lost) == [Lost("F-1", "Evicted: The node was low on resource: memory.")] and not d.of(Faulted)
+
+
+def test_attaches_no_harness_answers_fault_after_their_bound() -> None:
+    d = Drive()
+    d.written()
+    d(READY, at=1)
+    for _ in range(ATTACH_ATTEMPTS):
+        d(AttachFailed("Harness answered 503: draining", unavailable=True), at=d.now)
+        assert d.state == "attaching"
+        d.until((d.deadline() or d.now) + 0.01)
+    d(AttachFailed("Harness answered 503: draining", unavailable=True), at=d.now)
+    assert d.of(Faulted)[0].reason == "attach: Harness answered 503: draining"
 
 
 def test_lost_carries_the_operators_reason() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def one_state(name: str) -> str:
     """One Workspace, one worker, one Turn that finishes the run: the smallest run that places, attaches
@@ -20,3 +22,18 @@ states:
     on: {{finish: done}}
   done: {{final: done}}
 """
+
+
+def chain(states: int, prompt: str = "Go on.") -> dict[str, Any]:
+    """A workflow of `states` states, each a Turn that picks its way to the next; the last is final."""
+    doc: dict[str, Any] = {
+        "name": "chain", "start": "s0",
+        "workspaces": {"W": {"size": {"cpu": "1", "memory": "1Gi"}}},
+        "agents": {"worker": {"instructions": "You work.", "workspace": "W", "access": "write"}},
+        "states": {},
+    }
+    for i in range(states - 1):
+        doc["states"][f"s{i}"] = {"holds": ["W"], "turn": {"agent": "worker", "prompt": prompt},
+                                  "on": {"next": f"s{i + 1}"}}
+    doc["states"][f"s{states - 1}"] = {"final": "done"}
+    return doc

@@ -1,15 +1,18 @@
 """The Orchestrator's HTTP surface (CONTRACTS.md §4) as a WSGI application over a `Backend`.
 
 Routes: `GET /healthz` and `GET /metrics` are open; everything under `/runs` needs the Instance token
-(`authorization: Bearer …`, compared in constant time; anything else is a bare 401). Bodies are capped at
-1 MiB and must be JSON objects; a workflow the parser refuses is a 400 whose body names the key at fault.
+(`authorization: Bearer …`, compared in constant time; anything else is a bare 401). Bodies need their
+`Content-Length`, are capped at 1 MiB and must be JSON objects; a workflow the parser refuses is a 400 whose
+body names the key at fault (a 413 when it is over its size). Every header the app parses (the token,
+`Content-Length`, `Last-Event-ID`) answers a hostile value with a 4xx, never a 500.
 An unknown path is 404, a wrong method 405 with `Allow`. `GET /runs/{id}/events` is a server-sent-event
 stream of the run's feed that resumes after `Last-Event-ID` (a `gap` event first when lines after it are no
 longer kept), sends a comment line as a heartbeat (so a gone client is noticed by a failed write), ends
 when the run has finished, and is refused with 503 when too many streams are open (each holds a server
-thread). `POST /runs` answers 201 once the run's first row is on disk; when the orchestrator cannot take a
-run now (its store cannot write, it is stopping) it answers 503 with the reason and `Retry-After`, and
-nothing was accepted.
+thread); a stream whose client closes gives its slot back at once (`environ["jr2.watch_client"]`, from
+`api/server.py`), not at the next failed heartbeat. `POST /runs` answers 201 once the run's first row is on
+disk; when the orchestrator cannot take a run now (its store cannot write, it is stopping) it answers 503
+with the reason and `Retry-After`, and nothing was accepted.
 """
 
 from __future__ import annotations
@@ -18,27 +21,30 @@ import json
 import logging
 import re
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jr2_actors import __version__
 from jr2_actors.api import sse
-from jr2_actors.constants import API_HEARTBEAT_SECONDS, API_STREAM_SLICE_SECONDS
+from jr2_actors.constants import API_HEARTBEAT_SECONDS, API_MAX_BODY_BYTES, API_STREAM_SLICE_SECONDS
 from jr2_actors.errors import Unavailable
 from jr2_actors.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from jr2_actors.run.feed import FeedRead
 from jr2_actors.run.wire import feed_doc
 from jr2_actors.security import constant_time_equal
-from jr2_actors.workflow import WorkflowError
+from jr2_actors.workflow import WorkflowError, WorkflowTooLarge
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 1024 * 1024
+MAX_BODY_BYTES = API_MAX_BODY_BYTES
 UNAVAILABLE_RETRY_SECONDS = 5  # the 503's Retry-After when a run cannot be taken now
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_LINE_NUMBER = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit() also says yes to '²'
+_LAST_EVENT_ID = "Last-Event-ID must be a feed line's number (ASCII digits, at most 18)"
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
@@ -74,8 +80,9 @@ class HttpError(Exception):
 
 
 _REASONS = {200: "OK", 201: "Created", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized",
-            404: "Not Found", 405: "Method Not Allowed", 411: "Length Required", 413: "Payload Too Large",
-            415: "Unsupported Media Type", 500: "Internal Server Error", 503: "Service Unavailable"}
+            404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 411: "Length Required",
+            413: "Payload Too Large", 415: "Unsupported Media Type", 500: "Internal Server Error",
+            503: "Service Unavailable"}
 
 
 @dataclass(frozen=True)
@@ -179,6 +186,8 @@ class Api:
             raise HttpError(400, "input must be an object", key="input")
         try:
             run_id = self.backend.submit(doc["workflow"], run_input)
+        except WorkflowTooLarge as e:
+            raise HttpError(413, str(e), key="workflow") from e
         except WorkflowError as e:
             raise HttpError(400, str(e), key=f"workflow.{e.key}" if e.key else "workflow") from e
         except Unavailable as e:  # nothing was accepted: the client may send it again
@@ -211,15 +220,21 @@ class Api:
             raise HttpError(503, "too many event streams are open; try again later")
         start_response("200 OK", [("Content-Type", "text/event-stream; charset=utf-8"),
                                   ("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no")])
-        return _Stream(self, run, after, first)
+        stream = _Stream(self, run, after, first)
+        watch = environ.get("jr2.watch_client")
+        if callable(watch):  # the listener calls close() the moment the client closes (api/server.py)
+            stream.unwatch = watch(stream.close)
+        return stream
 
 
 class _Stream:
-    """The SSE body: a WSGI iterable whose `close()` (called by the server, even when the client left)
-    gives the stream's slot back."""
+    """The SSE body: a WSGI iterable whose `close()` (called by the server when the body ends, and by its
+    watch the moment the client closes) gives the stream's slot back, once."""
 
     def __init__(self, api: Api, run: str, after: int, first: FeedRead) -> None:
         self._api = api
+        self._lock = threading.Lock()
+        self.unwatch: Callable[[], None] | None = None
         self._run = run
         self._after = after
         self._first: FeedRead | None = first
@@ -256,19 +271,29 @@ class _Stream:
                 yield b": keepalive\n\n"
 
     def close(self) -> None:
-        if not self._closed:
+        with self._lock:
+            if self._closed:
+                return
             self._closed = True
-            self._api._streams.release()
+        self._api._streams.release()
+        if self.unwatch is not None:
+            self.unwatch()
 
 
 def _last_event_id(environ: Mapping[str, Any]) -> int:
+    """The header's number, or the query's `lastEventId` (for EventSource clients that cannot set headers);
+    0 when neither is given. A value that is not a line's number is a 400, never ignored."""
     raw = str(environ.get("HTTP_LAST_EVENT_ID", "")).strip()
     if not raw:
-        query = str(environ.get("QUERY_STRING", ""))
-        match = re.search(r"(?:^|&)lastEventId=([0-9]{1,18})(?:&|$)", query)
-        raw = match.group(1) if match else "0"
-    if not raw.isdigit() or len(raw) > 18:
-        raise HttpError(400, "Last-Event-ID must be a feed line's number")
+        query = urllib.parse.parse_qs(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
+        values = query.get("lastEventId", [])
+        if not values:
+            return 0
+        if len(values) > 1:
+            raise HttpError(400, _LAST_EVENT_ID)
+        raw = values[0]
+    if not _LINE_NUMBER.fullmatch(raw):
+        raise HttpError(400, _LAST_EVENT_ID)
     return int(raw)
 
 
@@ -276,15 +301,28 @@ def _json_body(environ: Mapping[str, Any]) -> dict[str, Any]:
     ctype = str(environ.get("CONTENT_TYPE", "")).split(";")[0].strip().lower()
     if ctype != "application/json":
         raise HttpError(415, "the body must be application/json")
-    length_text = str(environ.get("CONTENT_LENGTH", "") or "")
-    if length_text and (not length_text.isdigit() or int(length_text) > MAX_BODY_BYTES):
+    length_text = str(environ.get("CONTENT_LENGTH", "") or "").strip()
+    if not length_text:
+        raise HttpError(411, "a body needs a Content-Length")
+    if not re.fullmatch(r"[0-9]+", length_text):
+        raise HttpError(400, "Content-Length must be a number of bytes (ASCII digits)")
+    if len(length_text) > 18 or int(length_text) > MAX_BODY_BYTES:
         error = HttpError(413, f"the body is over {MAX_BODY_BYTES} bytes")
         error.headers.append(("Connection", "close"))
         raise error
-    stream = environ["wsgi.input"]
-    raw = stream.read(int(length_text)) if length_text else stream.read(MAX_BODY_BYTES + 1)
-    if len(raw) > MAX_BODY_BYTES:
-        error = HttpError(413, f"the body is over {MAX_BODY_BYTES} bytes")
+    length = int(length_text)
+    try:
+        raw = environ["wsgi.input"].read(length)
+    except TimeoutError as e:  # the listener's body deadline (api/server.py): a trickled or short body
+        error = HttpError(408, "the body did not arrive in time")
+        error.headers.append(("Connection", "close"))
+        raise error from e
+    except OSError as e:
+        error = HttpError(400, "the body could not be read")
+        error.headers.append(("Connection", "close"))
+        raise error from e
+    if len(raw) < length:
+        error = HttpError(400, f"the body ended after {len(raw)} of its {length} bytes")
         error.headers.append(("Connection", "close"))
         raise error
     try:

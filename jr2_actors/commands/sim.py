@@ -9,6 +9,7 @@ not, 2 on a usage error, 130 on Ctrl-C (after the seed under way stops).
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import multiprocessing
 import sys
@@ -16,7 +17,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
 
@@ -53,6 +54,8 @@ def add_parser(sub: Any) -> None:
     sim.add_argument("--crash-trials", type=_count, default=0, metavar="N",
                      help="instead of seeds: N crash trials of `serve` (SIGKILLed with 20 runs under way, then "
                           "restarted on its state dir), drawn from the first seed (default: 0, none)")
+    sim.add_argument("--first-trial", type=_count, default=0, metavar="K",
+                     help="number the crash trials from K, to replay one (default: 0)")
     sim.add_argument("--jobs", type=_count, default=1, metavar="N",
                      help="play N seeds at once, each in a process of its own (a seed mostly waits, so more jobs "
                           "than cores pays; default: 1, in this process)")
@@ -101,6 +104,18 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
     return 1 if failed else 0
 
 
+def _call(play: Callable[[int, threading.Event | None], dict[str, Any]], item: int) -> dict[str, Any]:
+    return play(item, None)
+
+
+def _seed_job(keep: bool, seed: int, stop: threading.Event | None) -> dict[str, Any]:
+    return play_seed(seed, keep, stop)
+
+
+def _trial_job(seed: int, keep: bool, n: int, stop: threading.Event | None) -> dict[str, Any]:
+    return play_trial(seed, n, keep, stop)
+
+
 def play_seed(seed: int, keep: bool = False, stop: threading.Event | None = None) -> dict[str, Any]:
     """One seed, played and checked; the outcome as plain data (it crosses a process boundary with --jobs)."""
     from jr2_actors.sim.runner import Sim, clean_workdir
@@ -124,20 +139,25 @@ def play_seed(seed: int, keep: bool = False, stop: threading.Event | None = None
 
 
 def _played(seeds: list[int], args: argparse.Namespace, stop: threading.Event) -> Iterator[dict[str, Any]]:
-    """Each seed's outcome as it is known: in order on this process, or from `--jobs` worker processes (each
-    seed in a process of its own making, so no seed's threads or patched store reach another's)."""
-    if args.jobs <= 1:
-        for seed in seeds:
+    return _each(seeds, functools.partial(_seed_job, args.keep), args.jobs, stop)
+
+
+def _each(items: list[int], play: Callable[[int, threading.Event | None], dict[str, Any]], jobs: int,
+          stop: threading.Event) -> Iterator[dict[str, Any]]:
+    """Each item's outcome as it is known: in order on this process, or from `jobs` worker processes (each
+    item in a process of its own making, so no seed's threads or patched store reach another's)."""
+    if jobs <= 1:
+        for item in items:
             if stop.is_set():
                 return
-            outcome = play_seed(seed, args.keep, stop)
+            outcome = play(item, stop)
             if stop.is_set():
                 return
             yield outcome
         return
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(args.jobs, mp_context=context, max_tasks_per_child=1) as pool:
-        futures = [pool.submit(play_seed, seed, args.keep) for seed in seeds]
+    with ProcessPoolExecutor(jobs, mp_context=context, max_tasks_per_child=1) as pool:
+        futures = [pool.submit(_call, play, item) for item in items]
         try:
             pending = set(futures)
             while pending and not stop.is_set():
@@ -149,44 +169,50 @@ def _played(seeds: list[int], args: argparse.Namespace, stop: threading.Event) -
                 future.cancel()
 
 
-def run_crash_trials(args: argparse.Namespace, stop: threading.Event) -> int:
-    """`--crash-trials N`: `serve` SIGKILLed with 20 runs under way and restarted, N times (sim/crash.py)."""
+def play_trial(seed: int, n: int, keep: bool = False, stop: threading.Event | None = None) -> dict[str, Any]:
+    """One crash trial, played and checked; plain data, as it crosses a process boundary with --jobs."""
     from jr2_actors.sim.crash import Trial
     from jr2_actors.sim.runner import clean_workdir
 
+    workdir = tempfile.mkdtemp(prefix=f"jr2-crash-{seed}-{n}-")
+    try:
+        result = Trial(seed, n, workdir, stop).run()
+    finally:
+        if not keep:
+            clean_workdir(workdir)
+    return {"trial": n, "violations": result.violations, "accepted": result.accepted, "seconds": result.seconds,
+            "describe": result.describe, "kept": workdir if keep else ""}
+
+
+def run_crash_trials(args: argparse.Namespace, stop: threading.Event) -> int:
+    """`--crash-trials N`: `serve` SIGKILLed with 20 runs under way and restarted, N times (sim/crash.py)."""
     out = sys.stdout
     seed = args.seeds[0]
+    trials = list(range(args.first_trial, args.first_trial + args.crash_trials))
     failed: list[int] = []
     accepted = 0
     started = time.monotonic()
     played = 0
-    for n in range(args.crash_trials):
-        if stop.is_set():
-            break
-        workdir = tempfile.mkdtemp(prefix=f"jr2-crash-{seed}-{n}-")
-        try:
-            result = Trial(seed, n, workdir, stop).run()
-        finally:
-            if args.keep:
-                print(f"trial {n}: kept in {workdir}", file=out)
-            else:
-                clean_workdir(workdir)
-        if stop.is_set():
-            break
+    for outcome in _each(trials, functools.partial(_trial_job, seed, args.keep), args.jobs, stop):
         played += 1
-        accepted += result.accepted
-        if result.ok:
-            print(f"trial {n}: ok ({result.accepted} runs accepted, killed at {result.killed_at:.2f}s, "
-                  f"{result.seconds:.1f}s)", file=out, flush=True)
+        accepted += outcome["accepted"]
+        n = outcome["trial"]
+        if outcome["kept"]:
+            print(f"trial {n}: kept in {outcome['kept']}", file=out)
+        if not outcome["violations"]:
+            print(f"trial {n}: ok ({outcome['accepted']} runs accepted; {outcome['describe']}; "
+                  f"{outcome['seconds']:.1f}s)", file=out, flush=True)
         else:
             failed.append(n)
-            print(f"trial {n}: {len(result.violations)} violation(s) (killed at {result.killed_at:.2f}s)", file=out)
-            for v in result.violations:
+            print(f"trial {n}: {len(outcome['violations'])} violation(s) ({outcome['describe']})", file=out)
+            for v in outcome["violations"]:
                 print(f"  violation: {v}", file=out)
-            print(f"  replay: jr2-actors sim --seeds {seed} --crash-trials {n + 1} (trial {n})", file=out,
+            print(f"  replay: jr2-actors sim --seeds {seed} --crash-trials 1 --first-trial {n}", file=out,
                   flush=True)
     took = time.monotonic() - started
     print(f"{played} crash trial(s), {accepted} runs accepted, {len(failed)} failed, {took:.0f}s", file=out)
+    if failed:
+        print(f"failed trials: {','.join(str(n) for n in sorted(failed))}", file=out)
     if stop.is_set():
         return 130
     return 1 if failed else 0

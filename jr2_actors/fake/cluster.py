@@ -26,6 +26,7 @@ from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.fake.apiserver import actor as api
 from jr2_actors.fake.apiserver.state import DEFAULT_HISTORY, ClusterState
 from jr2_actors.fake.apiserver.validation import is_namespace_name
+from jr2_actors.fake.faults import Faults
 from jr2_actors.fake.harness.actor import LONG_POLL_SECONDS, HarnessActor, HarnessHttpServer
 from jr2_actors.fake.harness.core import INSTANCE, HarnessCore
 from jr2_actors.fake.harness.core import Action as HarnessAction
@@ -73,6 +74,7 @@ class FakeCluster:
         self._http: api.ApiHttpServer | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._kubeconfigs: list[str] = []  # what write_kubeconfig wrote: rewritten on a token rotation
+        self.faults = Faults(self)  # every fault by name, recorded: a schedule (fake/faults.py)
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -120,6 +122,7 @@ class FakeCluster:
     def stop(self) -> None:
         """Stop every part that runs, in order; one that will not stop in time is logged and the rest
         still stop, and the temp folder of keys is removed whatever happens."""
+        self.faults.cancel()
         try:
             steps: list[tuple[str, Callable[[], object]]] = []
             if self._harness_http is not None:
@@ -303,6 +306,11 @@ class FakeCluster:
 
     def stall_watches(self, on: bool = True) -> None:
         self.fault(api.StallWatches(on))
+
+    def stream_error(self, status: int = 500, *, reason: str = "InternalError",
+                     message: str = "an in-stream error") -> None:
+        """Every open watch gets an in-stream ERROR frame with this Status, then ends."""
+        self.fault(api.StreamError(status, reason, message))
 
     def compact(self) -> None:
         self.fault(api.Compact())

@@ -11,7 +11,7 @@ fixtures for any test suite.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,11 +23,44 @@ if TYPE_CHECKING:
     from jr2_actors.orchestrator import Orchestrator
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "jr2_faults(schedule=None, seed=None): play this fault schedule (a list of "
+                                       "FaultCall, or of {at, fault, ...}) or a seed's on jr2_fake_cluster")
+
+
 @pytest.fixture
-def jr2_fake_cluster() -> Iterator[FakeCluster]:
-    """A started fake cluster (API server, operator, Harness) in namespace `jr2`, stopped after the test."""
+def jr2_fake_cluster(request: pytest.FixtureRequest) -> Iterator[FakeCluster]:
+    """A started fake cluster (API server, operator, Harness) in namespace `jr2`, stopped after the test.
+
+    `@pytest.mark.jr2_faults(schedule=[...])` or `(seed=N)` plays a fault schedule on it from the start; a
+    test that fails then prints every fault the cluster met, as a schedule that replays them."""
+    from jr2_actors.fake.faults import FaultCall, Faults
+
     with FakeCluster(namespace="jr2") as cluster:
+        marker = request.node.get_closest_marker("jr2_faults")
+        if marker is not None:
+            schedule = marker.kwargs.get("schedule")
+            seed = marker.kwargs.get("seed")
+            calls = [c if isinstance(c, FaultCall) else Faults.load([c])[0] for c in schedule or []]
+            if seed is not None:
+                calls += Faults.draw(int(seed))
+            cluster.faults.play(calls)
+        request.node.stash[_CLUSTER] = cluster
         yield cluster
+
+
+_CLUSTER = pytest.StashKey[FakeCluster]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport,
+                                                                                           pytest.TestReport]:
+    report = yield
+    cluster = item.stash.get(_CLUSTER, None)
+    if cluster is not None and report.failed and cluster.faults.log:
+        report.sections.append(("jr2 fake cluster: the faults it met (replay with "
+                                "@pytest.mark.jr2_faults(schedule=json.loads(...)))", cluster.faults.schedule_json()))
+    return report
 
 
 @pytest.fixture

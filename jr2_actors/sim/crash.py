@@ -30,11 +30,12 @@ import requests
 
 from jr2_actors.api import sse
 from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.fake.harness import core as fake_harness
 from jr2_actors.harness import briefing
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.sim import invariants
-from jr2_actors.sim.runner import _harness_actions, _sandbox_facts
-from jr2_actors.sim.schedule import SHAPES, RunPlan, _scripts, workflow
+from jr2_actors.sim.runner import harness_actions, sandbox_facts
+from jr2_actors.sim.schedule import HARNESS_MODELS, SHAPES, RunPlan, scripts_for, workflow
 
 RUNS_PER_TRIAL = 20
 KILL_WINDOW_SECONDS = 4.0  # the kill falls this far at most after the first submission
@@ -51,6 +52,7 @@ class TrialResult:
     accepted: int
     killed_at: float
     statuses: dict[str, str] = field(default_factory=dict)
+    describe: str = ""
 
     @property
     def ok(self) -> bool:
@@ -137,6 +139,28 @@ class _Follower(threading.Thread):
         self.last = max(self.last, event_id)
 
 
+# One fault on the way of each trial, beside the kill (the real process meets it over loopback).
+TRIAL_FAULTS = ("control-plane-away", "answers-refused", "watch-expire", "api-refuse", "none")
+
+
+def _trial_fault(cluster: FakeCluster, fault: str) -> None:
+    """The trial's fault, for about a second; a cluster already stopped is no fault."""
+    try:
+        if fault == "control-plane-away":
+            cluster.away()
+            time.sleep(1.0)  # the outage's own length
+            cluster.away(False)
+        elif fault == "answers-refused":
+            cluster.harness(lambda core: core.refuse_answers(2))
+        elif fault == "watch-expire":
+            cluster.compact()
+            cluster.end_watches()
+        elif fault == "api-refuse":
+            cluster.fail_next(4, 503)
+    except Exception:  # noqa: S110 - the trial is over and its cluster gone: nothing to fault
+        pass
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -149,6 +173,7 @@ class Trial:
         self.rng = random.Random(seed * 100_003 + trial)  # noqa: S311 - a trial's schedule, not a secret
         self.stop = stop or threading.Event()
         self.token = secrets.token_hex(16)
+        self.describe = ""
         self.signing_key = secrets.token_hex(32).encode()  # serve reads the env's text as the key's bytes
 
     def plans(self) -> list[RunPlan]:
@@ -159,7 +184,7 @@ class Trial:
         for i in range(RUNS_PER_TRIAL):
             shape = self.rng.choice(SHAPES)
             before = list(peaks)
-            scripts = _scripts(shape, i, self.rng, peaks)
+            scripts = scripts_for(shape, i, self.rng, peaks)
             plans.append(RunPlan(f"#{i}", shape, workflow(shape, i), scripts, tuple(p for p in before
                                                                                     if p not in peaks)))
         return plans
@@ -170,13 +195,27 @@ class Trial:
         statuses: dict[str, str] = {}
         accepted: dict[str, RunPlan] = {}
         killed_at = round(self.rng.uniform(0.0, KILL_WINDOW_SECONDS), 2)
+        latency, run_on = self.rng.choice(HARNESS_MODELS)
+        fault = self.rng.choice(TRIAL_FAULTS)
+        fault_at = round(self.rng.uniform(0.0, KILL_WINDOW_SECONDS + 2.0), 2)
+        self.describe = (f"killed at {killed_at:.2f}s; answers take {latency * 1000:.0f} ms, Submissions run on "
+                         f"{run_on * 1000:.0f} ms; {fault} at {fault_at:.2f}s")
         with FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=1.0,
                          signing_key=self.signing_key) as cluster:
             cluster.harness(lambda core: core.pick_first_allowed(True))
+
+            def model(core: fake_harness.HarnessCore) -> None:
+                core.set_answer_latency(latency)
+                core.set_run_on(run_on)
+
+            cluster.harness(model)
+            faulting = threading.Timer(fault_at, _trial_fault, args=(cluster, fault))
+            faulting.daemon = True
+            faulting.start()
             plans = self.plans()
             for plan in plans:
                 for agent, turns in plan.scripts.items():
-                    cluster.script(agent, *[_harness_actions(t) for t in turns])
+                    cluster.script(agent, *[harness_actions(t) for t in turns])
             kubeconfig = os.path.join(self.workdir, "kubeconfig")
             cluster.write_kubeconfig(kubeconfig)
             state = os.path.join(self.workdir, "state")
@@ -232,6 +271,7 @@ class Trial:
                     stop_following.set()
                     for f in followers:
                         f.join(5)
+            faulting.cancel()
             cluster.restart()
             lister = cluster.client()
             try:
@@ -241,13 +281,15 @@ class Trial:
             facts = invariants.Facts(
                 runs=accepted, statuses=statuses, cancelled=set(), admissions=cluster.admissions(),
                 kills=cluster.harness(lambda core: core.kill_log()),
-                sandboxes=[_sandbox_facts(o) for o in objects],
+                reads=cluster.harness(lambda core: list(core.read_log)), restarts=1,
+                sandboxes=[sandbox_facts(o) for o in objects],
                 follower_lines={f.run_id: dict(f.lines) for f in followers},
                 follower_problems=[p for f in followers for p in f.problems],
                 stored_feeds=feeds if accepted else {}, nudge_text=briefing.NUDGE,
                 readmit_text=briefing.READMIT)
             violations += invariants.check(facts)
-        return TrialResult(self.trial, violations, time.monotonic() - started, len(accepted), killed_at, statuses)
+        return TrialResult(self.trial, violations, time.monotonic() - started, len(accepted), killed_at, statuses,
+                           self.describe)
 
     @contextlib.contextmanager
     def _serving(self, kubeconfig: str, state: str, tmp: str, env: dict[str, str],

@@ -40,6 +40,9 @@ class Facts:
     follower_problems: list[str]
     stored_feeds: Mapping[str, Mapping[int, str]]
     tracebacks: list[str] = field(default_factory=list)
+    reads: list[dict[str, Any]] = field(default_factory=list)  # each /memory-kills read: {sandbox, seq}
+    stuck: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # a run that never ended: its status
+    restarts: int = 0  # orchestrator restarts in the schedule
     nudge_text: str = ""
     readmit_text: str = ""  # how a re-admission's message starts
 
@@ -59,7 +62,9 @@ def outcomes(facts: Facts) -> list[str]:
     for run_id in facts.runs:
         status = facts.statuses.get(run_id, "missing")
         if status not in TERMINAL:
-            out.append(f"{run_id}: never ended (status {status})")
+            doc = facts.stuck.get(run_id)
+            where = f": {json.dumps(doc, sort_keys=True, default=str)[:600]}" if doc else ""
+            out.append(f"{run_id}: never ended (status {status}){where}")
             continue
         allowed = {"done", "cancelled"} if run_id in facts.cancelled else {"done"}
         if status not in allowed:
@@ -85,10 +90,18 @@ def notices(facts: Facts) -> list[str]:
         for n in (a.get("body") or {}).get("notices") or []:
             if isinstance(n, dict) and n.get("kind") == "memory-limit" and n.get("peak"):
                 told.setdefault((str(a.get("sandbox")), str(n["peak"])), []).append(seq)
+    by_seq = {_number(_SUBMISSION, a.get("submissionId")): a for a in accepted}
     for (sandbox, peak), seqs in sorted(told.items()):
-        if len(seqs) > 1:
-            out.append(f"{sandbox}: the memory-limit notice of peak {peak} was told {len(seqs)} times "
-                       f"(submissions {', '.join(f's-{s}' for s in seqs)})")
+        # ADR-0062, delivered is not yet heard: an admission whose Submission the orchestrator had not yet
+        # heard speak when its process stopped is carried again by the restored Turn's re-admission. Only
+        # that retelling is allowed, and only when the schedule restarted the orchestrator.
+        # And ADR-0062's NotKept: a Harness that lost the conversation heard none of it, so the new conversation
+        # is told again what the Turn's admissions carried (that admission says `conversation-new`).
+        retold = [s for s in seqs[1:] if (facts.restarts and not _first_admission(by_seq[s], facts))
+                  or _new_conversation(by_seq[s])]
+        if len(seqs) - len(retold) > 1:
+            seen = "; ".join(_admission_text(by_seq[s]) for s in seqs[:4])
+            out.append(f"{sandbox}: the memory-limit notice of peak {peak} was told {len(seqs)} times: {seen}")
     for kill in facts.kills:
         number = _number(_KILL, kill.get("id"))
         sandbox, peak = str(kill.get("sandbox")), str(kill.get("peak"))
@@ -96,9 +109,9 @@ def notices(facts: Facts) -> list[str]:
             continue
         # A nudge and a re-admission continue their Turn: ADR-0062 leaves them the kills the Turn's own `bash`
         # did not report, so only a Turn's own first admission must carry the kill.
+        # ...and only one whose read of the list came after the kill: a read before it could not see it.
         later_turns = [a for a in accepted if a.get("sandbox") == sandbox
-                       and (_number(_SUBMISSION, a.get("submissionId")) or 0) > number
-                       and _first_admission(a, facts)]
+                       and _read_before(a, facts) > number and _first_admission(a, facts)]
         if not later_turns or (sandbox, peak) in told:
             continue
         # A list read raises the newest kill's notice only (ADR-0062): a newer kill's notice covers this one.
@@ -109,6 +122,18 @@ def notices(facts: Facts) -> list[str]:
             out.append(f"{sandbox}: the guard kill {kill.get('id')} (peak {peak}, agent {kill.get('agent') or '-'}) "
                        f"reached none of the {len(later_turns)} Turn admissions after it: {seen}")
     return out
+
+
+def _read_before(a: Mapping[str, Any], facts: Facts) -> int:
+    """The sequence number of the last read of the admission's Harness list before it (0: none recorded)."""
+    seq = _number(_SUBMISSION, a.get("submissionId")) or 0
+    return max((int(r["seq"]) for r in facts.reads if r.get("sandbox") == a.get("sandbox") and r["seq"] < seq),
+               default=0)
+
+
+def _new_conversation(a: Mapping[str, Any]) -> bool:
+    return any(isinstance(n, dict) and n.get("kind") == "conversation-new"
+               for n in (a.get("body") or {}).get("notices") or [])
 
 
 def _first_admission(a: Mapping[str, Any], facts: Facts) -> bool:

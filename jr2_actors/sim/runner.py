@@ -123,7 +123,7 @@ class _ErrorLog(logging.Handler):
             self.records.append(f"{record.name}: {record.getMessage()[:300]}")
 
 
-def _harness_actions(actions: tuple[Any, ...]) -> list[fake_harness.Action]:
+def harness_actions(actions: tuple[Any, ...]) -> list[fake_harness.Action]:
     out: list[fake_harness.Action] = []
     for kind, value in actions:
         if kind == "say":
@@ -207,7 +207,7 @@ class Sim:
         schedule = self.schedule
         for plan in schedule.runs:
             for agent, turns in plan.scripts.items():
-                cluster.script(agent, *[_harness_actions(t) for t in turns])
+                cluster.script(agent, *[harness_actions(t) for t in turns])
         state_dir = self._state_dir()
         orch = self._orchestrator(cluster, state_dir)
         current = _Current(orch)
@@ -225,7 +225,10 @@ class Sim:
                 while not self.stop.is_set() and time.monotonic() < deadline:
                     if orch.wait_finished(plan.run_id, min(max(deadline - time.monotonic(), 0.01), 0.5)):
                         break
-            statuses = {plan.run_id: self._status(orch, plan.run_id) for plan in schedule.runs}
+            docs = {plan.run_id: orch.status(plan.run_id) for plan in schedule.runs}
+            statuses = {run_id: "missing" if doc is None else str(doc.get("status")) for run_id, doc in docs.items()}
+            stuck = {run_id: doc for run_id, doc in docs.items() if doc is not None
+                     and doc.get("status") not in invariants.TERMINAL}
             feeds = {plan.run_id: self._stored_feed(orch, plan.run_id) for plan in schedule.runs}
             caught_up = time.monotonic() + 5.0
             for follower in followers:  # each reader takes the lines of its finished run, then stops
@@ -249,21 +252,18 @@ class Sim:
             cancelled=set(self.cancelled),
             admissions=cluster.admissions(),
             kills=cluster.harness(lambda core: core.kill_log()),
-            sandboxes=[_sandbox_facts(obj) for obj in objects],
+            reads=cluster.harness(lambda core: list(core.read_log)),
+            restarts=len(self.restarts),
+            sandboxes=[sandbox_facts(obj) for obj in objects],
             follower_lines={f.run_id: dict(f.lines) for f in followers},
             follower_problems=[p for f in followers for p in f.problems],
             stored_feeds=feeds,
+            stuck=stuck,
             tracebacks=list(errors.records),
             nudge_text=briefing.NUDGE,
             readmit_text=briefing.READMIT,
         )
         return invariants.check(facts), statuses
-
-    def _status(self, orch: Orchestrator, run_id: str) -> str:
-        status = orch.status(run_id)
-        if status is None:
-            return "missing"
-        return str(status.get("status"))
 
     def _stored_feed(self, orch: Orchestrator, run_id: str) -> dict[int, str]:
         got = orch.feed(run_id, 0, 0.0)
@@ -377,39 +377,62 @@ class Sim:
     def _restart(self, cluster: FakeCluster, current: _Current, state_dir: str, *, crash: bool) -> str:
         old = current.get()
         self.restarts.append(len(cluster.admissions()))
-        self.store_switch.refuse.clear()  # the process comes back on a disk that writes (else it would not start)
         if crash:
+            # The process dies here: nothing it writes from now lands, and what it does without a write first
+            # is what a process may have had in flight when killed.
+            self.store_switch.freeze()
             fresh = self._state_dir()
             _snapshot(os.path.join(state_dir, "state.db"), os.path.join(fresh, "state.db"))
             self._stop(old)
             state_dir = fresh
         else:
             self._stop(old)
+        self.store_switch.frozen.clear()
+        self.store_switch.refuse.clear()  # the process comes back on a disk that writes (else it would not start)
         current.set(self._orchestrator(cluster, state_dir))
         return state_dir
 
 
 class _StoreSwitch:
-    """The store's disk refusing writes on a switch: while `refuse` is set, each `RunStore` write runs on a
-    connection made read-only (`PRAGMA query_only`), so sqlite refuses it as it refuses a full disk or a
-    read-only `state.db` — the store's real write path meets the real refusal (a chmod does not stop root)."""
+    """The store's disk refusing writes on a switch: while `refuse` (or `frozen`) is set, each `RunStore` write
+    runs on a connection made read-only (`PRAGMA query_only`), so sqlite refuses it as it refuses a full disk
+    or a read-only `state.db` — the store's real write path meets the real refusal (a chmod does not stop
+    root). `freeze()` is how a crash is played: no write after it lands, and it returns once none is in
+    flight, so a copy of the file taken then is what a SIGKILL would leave — and, since a run does nothing
+    before its row is written (ADR-0065), the world holds no side effect of a step the copy does not know."""
 
     NAMES = ("persist", "probe_write", "can_write")
 
     def __init__(self) -> None:
         self.refuse = threading.Event()
+        self.frozen = threading.Event()
         self._saved: dict[str, Any] = {}
+        self._idle = threading.Condition()
+        self._inflight = 0
+
+    def freeze(self, timeout: float = 10.0) -> None:
+        self.frozen.set()
+        with self._idle:
+            self._idle.wait_for(lambda: self._inflight == 0, timeout)
 
     def __enter__(self) -> _StoreSwitch:
         from jr2_actors.store.core import RunStore
 
-        refuse = self.refuse
+        switch = self
         for name in self.NAMES:
             method = self._saved[name] = getattr(RunStore, name)
 
             def guarded(store: Any, *args: Any, _method: Any = method, **kwargs: Any) -> Any:
-                store.db.execute_sql(f"PRAGMA query_only = {1 if refuse.is_set() else 0}")
-                return _method(store, *args, **kwargs)
+                with switch._idle:
+                    switch._inflight += 1
+                try:
+                    refused = switch.refuse.is_set() or switch.frozen.is_set()
+                    store.db.execute_sql(f"PRAGMA query_only = {1 if refused else 0}")
+                    return _method(store, *args, **kwargs)
+                finally:
+                    with switch._idle:
+                        switch._inflight -= 1
+                        switch._idle.notify_all()
 
             setattr(RunStore, name, guarded)
         return self
@@ -450,7 +473,7 @@ def _where(frame: Any) -> str:
     return " < ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in reversed(stack)) or "?"
 
 
-def _sandbox_facts(obj: dict[str, Any]) -> dict[str, Any]:
+def sandbox_facts(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
     annotations = meta.get("annotations") or {}

@@ -181,7 +181,7 @@ def workspaces_of(shape: WorkflowShape) -> tuple[str, ...]:
     return ("A", "B") if shape == "fan-out" else ("W",)
 
 
-def _scripts(shape: WorkflowShape, index: int, rng: random.Random, peaks: list[str]) -> dict[str, tuple[
+def scripts_for(shape: WorkflowShape, index: int, rng: random.Random, peaks: list[str]) -> dict[str, tuple[
         tuple[Any, ...], ...]]:
     """What each Agent's first Turns do; past its script an Agent picks the first Allowed pick (the runner
     turns pick-first on), which always leads forward, so every run can end `done`."""
@@ -220,7 +220,7 @@ def draw(seed: int, *, runs: int | None = None, faults: int | None = None) -> Sc
     for i, shape in enumerate(shapes):
         run_id = f"{prefix}-s{i}" if i < 2 else f"{prefix}-{rng.randrange(16**6):06x}"
         before = list(peaks)
-        scripts = _scripts(shape, i, rng, peaks)
+        scripts = scripts_for(shape, i, rng, peaks)
         used = tuple(p for p in before if p not in peaks)
         plans.append(RunPlan(run_id, shape, workflow(shape, i), scripts, used))
     n_faults = faults if faults is not None else rng.randint(4, 10)

@@ -31,7 +31,7 @@ from jr2_actors import logs
 from jr2_actors.actorkit import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.errors import KUBE_ERRORS, KubeError, KubeProtocolError
-from jr2_actors.harness.client import HARNESS_ERRORS, HarnessClient
+from jr2_actors.harness.client import HARNESS_ERRORS, HarnessClient, HarnessError, HarnessUnreachable
 from jr2_actors.harness.tokens import harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX, SECRET
@@ -270,7 +270,7 @@ class WorkspaceActor(Shell):
                 return _Done(ws.AttachFailed("the Workspace stopped"), "attach")
             repos = harness.attach(attach_slots(self.spec), attach_branch(self.spec))
         except HARNESS_ERRORS as e:
-            return _Done(ws.AttachFailed(str(e)), "attach")
+            return _Done(ws.AttachFailed(str(e), unavailable=_unavailable(e)), "attach")
         finally:
             with self._attach_lock:
                 if self._attaching is harness:
@@ -343,3 +343,10 @@ def _write_failed(what: Literal["sandbox", "secret"], e: Exception) -> ws.WriteF
 
 
 __all__ = ["Release", "WorkspaceActor"]
+
+
+def _unavailable(e: Exception) -> bool:
+    """No Harness served the call: a gateway's or a draining Harness's 5xx, or no answer at all."""
+    if isinstance(e, HarnessError):
+        return e.status in (502, 503, 504)
+    return isinstance(e, HarnessUnreachable)

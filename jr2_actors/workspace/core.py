@@ -52,6 +52,8 @@ from typing import Any, Literal
 
 from jr2_actors.backoff import Jitter, NoJitter
 from jr2_actors.constants import (
+    ATTACH_ATTEMPTS,
+    ATTACH_RETRY_BACKOFF,
     DELETE_RETRY_BACKOFF,
     DELETE_VERSION_REREADS,
     FORBIDDEN_GRACE_SECONDS,
@@ -93,6 +95,7 @@ class WorkspaceCore:
         self._lease_due: float | None = None
         self._budget_ends: float | None = None
         self._retry_at: float | None = None
+        self._attach_failures = 0  # attaches no Harness answered, in a row
         self._retry: m.Action | None = None
         self._write_failures = 0
         self._delete_failures = 0
@@ -154,7 +157,7 @@ class WorkspaceCore:
         if event.uid != self.uid:
             self.rv = ""
         self.uid = event.uid
-        self._newer(event.resource_version)
+        self.rv = reading.newest(self.rv, event.resource_version)
         self._write_failures = 0
         self._forbidden_since = None
         self._saved()
@@ -166,10 +169,10 @@ class WorkspaceCore:
 
     def _applied_late(self, event: m.Applied, now: float, wall: float) -> None:
         self.uid = event.uid  # ended meanwhile: a delete already queued finds it by name
-        self._newer(event.resource_version)
+        self.rv = reading.newest(self.rv, event.resource_version)
 
     def _renewed(self, event: m.LeaseRenewed, now: float, wall: float) -> None:
-        self._newer(event.resource_version)
+        self.rv = reading.newest(self.rv, event.resource_version)
 
     def _name_taken(self, event: m.NameTaken, now: float, wall: float) -> None:
         """Ours from an earlier write whose answer was lost (adopted: applied), or another run's Workspace's: a
@@ -217,10 +220,20 @@ class WorkspaceCore:
         self._out.append(m.Unknown(self.path, message))  # a dropped watch is never loss (ADR-0063)
 
     def _attached(self, event: m.Attached, now: float, wall: float) -> None:
+        self._attach_failures = 0
+        self._retry_at = self._retry = None
         self._go("running")
         self._out.append(m.Running(self.path, dict(event.repos), self._endpoint))
 
     def _attach_failed(self, event: m.AttachFailed, now: float, wall: float) -> None:
+        # An attach no Harness answered races the watch: an evicted pod's Harness is gone before the watch
+        # says `Lost` (found by the simulation, seed 184). It is tried again on ATTACH_RETRY_BACKOFF while the
+        # Sandbox is still ours and Ready; the watch's Lost or Gone ends it as a loss, never a fault.
+        if event.unavailable and self._attach_failures < ATTACH_ATTEMPTS:
+            self._attach_failures += 1
+            self._retry = m.Attach(self._endpoint)
+            self._retry_at = now + ATTACH_RETRY_BACKOFF.delay(self._attach_failures, self._random)
+            return
         self._fault(f"attach: {event.message}")
 
     def _release(self, event: m.Release, now: float, wall: float) -> None:
@@ -286,7 +299,7 @@ class WorkspaceCore:
 
     def _seen(self, event: SandboxSeen, now: float, wall: float) -> None:
         sandbox = event.sandbox
-        self._newer(sandbox.resource_version)
+        self.rv = reading.newest(self.rv, sandbox.resource_version)
         self._endpoint = sandbox.endpoint or self._endpoint
         self._note_last_end(sandbox)
         if sandbox.terminal:
@@ -423,17 +436,6 @@ class WorkspaceCore:
             self._last_end = key
             self._out.append(seen)
 
-    def _newer(self, rv: str) -> None:
-        """resourceVersions are opaque, but etcd's are integers: keep the newest one known."""
-        if not rv:
-            return
-        try:
-            if self.rv and int(rv) <= int(self.rv):
-                return
-        except ValueError:
-            pass
-        self.rv = rv
-
 
 # -- the machine -------------------------------------------------------------------------------------
 
@@ -470,7 +472,7 @@ MACHINE: Machine[Handler] = Machine("Workspace", (
     (("provisioning",), m.Tick, ("faulted",), W._tick),
     (("placing", "reconciling", "attaching", "running"), m.Tick, (), W._tick),
     (("attaching",), m.Attached, ("running",), W._attached),
-    (("attaching",), m.AttachFailed, ("faulted",), W._attach_failed),
+    (("attaching",), m.AttachFailed, ("attaching", "faulted"), W._attach_failed),
     (ENDED, m.Attached, (), _ignore),
     (ENDED, m.AttachFailed, (), _ignore),
     ((*LIVE, "lost", "faulted"), m.Release, ("released",), W._release),

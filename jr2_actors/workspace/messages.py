@@ -94,6 +94,9 @@ class Attached:
 @dataclass(frozen=True)
 class AttachFailed:
     message: str
+    # No Harness served the call (503, 502, 504, or no answer): the pod may be going (an eviction the watch
+    # has not told yet) or not yet serving again — the attach is tried again, and the watch decides.
+    unavailable: bool = False
 
 
 @dataclass(frozen=True)

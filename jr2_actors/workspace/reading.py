@@ -73,3 +73,15 @@ def version(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
     return rv if isinstance(rv, str) else ""
+
+
+def newest(known: str, rv: str) -> str:
+    """resourceVersions are opaque, but etcd's are integers: the newer of the two (`known` when `rv` is none)."""
+    if not rv:
+        return known
+    try:
+        if known and int(rv) <= int(known):
+            return known
+    except ValueError:
+        pass
+    return rv

@@ -150,6 +150,27 @@ class StallWatches(Knob):
 
 
 @dataclass(frozen=True)
+class StreamError(Knob):
+    """Every open watch gets an in-stream ERROR frame (a Status with this code), then ends — as a real
+    server does for a storage error or a too-large resource version (CONTRACTS.md §2: any ERROR re-lists)."""
+
+    status: int = 500
+    reason: str = "InternalError"
+    message: str = "an in-stream error"
+    route = ("POST", "stream-error")
+
+    def apply(self, server: ApiServerActor) -> None:
+        if not 100 <= self.status <= 599:
+            raise ValueError("status must be an HTTP status (100-599)")
+        frame = {"type": "ERROR", "object": StatusError(self.status, self.reason, self.message).status()}
+        for wid, ticket in list(server.tickets.items()):
+            server.state.unsubscribe(wid)
+            ticket.queue.put(frame)
+            ticket.end()
+        server.tickets.clear()
+
+
+@dataclass(frozen=True)
 class Compact(Knob):
     """The history is forgotten: a resume from before now gets the 410 frame."""
 
@@ -264,8 +285,8 @@ class WatchStats(Knob):
 
 
 KNOBS: dict[tuple[str, str], type[Knob]] = {k.route: k for k in (
-    EndWatches, StallWatches, Compact, FailNext, Away, SetLatency, Restart, RotateToken, RequestLog, ClearRequestLog,
-    WatchStats)}
+    EndWatches, StallWatches, StreamError, Compact, FailNext, Away, SetLatency, Restart, RotateToken, RequestLog,
+    ClearRequestLog, WatchStats)}
 
 
 def _camel(name: str) -> str:

@@ -122,6 +122,8 @@ class HarnessActor(Shell):
         name = obj["metadata"]["name"]
         if change.type == "DELETED":
             self._sandboxes.pop(name, None)
+            self.core.forget(name)  # its pod and its Harness are gone: a Sandbox made again starts afresh
+            self._signal()
             return
         digest = ""
         env = (obj.get("spec") or {}).get("env") or []

@@ -135,6 +135,8 @@ class HarnessCore:
         self.answer_latency = 0.0  # seconds each `POST …/answers` takes to reach the Harness (the shell waits)
         self._refused_answers: list[int] = []  # statuses the next answers are refused with, untaken
         self.reads: dict[str, int] = {}  # GET /memory-kills answered, per Harness
+        self.read_log: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)
+        self._forgotten: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)  # kills of Harnesses whose pod went
         self.admissions: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)  # every admission body, as received
         self.answers: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)
         self._ids = itertools.count(1)
@@ -172,8 +174,17 @@ class HarnessCore:
         self._harness(sandbox).raw_kills = raw
 
     def restart(self, sandbox: str) -> None:
-        """The Harness process restarted: every conversation it held is gone."""
+        """The Harness process restarted: every conversation it held is gone (its kill list, a file on the
+        pod's emptyDir, stays)."""
         self._harness(sandbox).conversations.clear()
+
+    def forget(self, sandbox: str) -> None:
+        """The Sandbox's pod is gone (the Sandbox deleted): its Harness with it — conversations, running
+        Submissions and the kill list (ADR-0062: a lost pod takes the file with it). A Sandbox made again
+        under the same name gets a Harness of its own, as a new pod does."""
+        gone = self._harnesses.pop(sandbox, None)
+        if gone is not None:
+            self._forgotten.extend({"sandbox": sandbox, **kill} for kill in gone.kills)
 
     def pick_now(self, agent: str, pick: str, args: Mapping[str, Any] | None = None) -> bool:
         """The model of a hung Turn of `agent` picks now (a test's hand on the model): False when none hangs."""
@@ -304,11 +315,15 @@ class HarnessCore:
     def kill_log(self) -> list[dict[str, Any]]:
         """Every kill on every Harness's list, oldest first, with its Sandbox: what a test counts notices
         against (`k-N` and `s-N` ids come from one counter, so they order kills among Submissions)."""
-        kills = [{"sandbox": sandbox, **kill} for sandbox, h in self._harnesses.items() for kill in h.kills]
+        kills = [*self._forgotten,
+                 *({"sandbox": sandbox, **kill} for sandbox, h in self._harnesses.items() for kill in h.kills)]
         return sorted(kills, key=lambda k: int(str(k["id"]).removeprefix("k-") or 0))
 
     def memory_kills(self, sandbox: str) -> bytes:
         self.reads[sandbox] = self.reads.get(sandbox, 0) + 1
+        # When, among kills and Submissions (one counter), each read was answered: a test tells a kill the
+        # read before an admission could see from one it could not.
+        self.read_log.append({"sandbox": sandbox, "seq": next(self._ids)})
         harness = self._harness(sandbox)
         if harness.raw_kills is not None:
             return harness.raw_kills
