@@ -136,7 +136,7 @@ class WorkspaceCore:
                self._retry_at]
         return min((t for t in due if t is not None), default=None)
 
-    # -- handlers (see TRANSITIONS) --------------------------------------------------------------------
+    # -- handlers (see MACHINE) -------------------------------------------------------------------------
 
     def _begin(self, event: m.Begin, now: float, wall: float) -> None:
         restored = event.restored or m.Restored()
