@@ -30,8 +30,8 @@ from jr2_actors.fake.operator.core import Node
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.workflow import WorkspaceDef
 from jr2_actors.workspace.actor import WorkspaceActor
-from jr2_actors.workspace.core import Running
 from jr2_actors.workspace.manifest import WorkspaceSpec, sandbox_body
+from jr2_actors.workspace.messages import Running
 
 NODES = [Node("n1", 32_000, 64 * 2**30), Node("n2", 32_000, 64 * 2**30)]
 

@@ -23,7 +23,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, cast
@@ -37,12 +37,12 @@ from jr2_actors.constants import (
     ORCHESTRATOR_ASK_SECONDS,
     PERSIST_ASK_SECONDS,
     REVIVE_RETRY_BACKOFF,
-    RUN_REVIVALS,
 )
 from jr2_actors.errors import KUBE_ERRORS, Unavailable
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.metrics import Telemetry
+from jr2_actors.run import supervision
 from jr2_actors.run.actor import Listing, RunActor, RunEnv, RunFinished, Status, row_status
 from jr2_actors.run.core import Cancel, Persist, RunCore, RunStep, Start
 from jr2_actors.run.feed import FeedHub, FeedRead
@@ -101,6 +101,7 @@ class Orchestrator:
         self._unrevived: dict[str, str] = {}  # run id → why its revival waits for the store (now)
         self._set_aside: set[str] = set()  # live rows that could not be restored, left as they are
         self._revivers: list[threading.Thread] = []
+        self._starting = 0  # actors and revivals being started outside the lock: `stop()` waits for them
         self.telemetry = telemetry or Telemetry()
         self.telemetry.kube.attach(client)
 
@@ -143,9 +144,10 @@ class Orchestrator:
             log.info("restored %d live run(s) from %s", count, self.state_dir)
 
     def stop(self) -> None:
-        with self._lock:
-            self._stopping = True
+        with self._finished:
+            self._stopping = True  # nothing new starts; what began to is entered in a moment
             self._stopped.set()
+            self._finished.wait_for(lambda: self._starting == 0, ACTOR_STOP_SECONDS)
             refs = list(self._runs.values())
         # Their children stop with them: Turns' readers end, attaches end, Leases stop (a stop is no cancel).
         # Asked together and waited for within one budget: N runs busy with a message cost one stop, not N.
@@ -201,11 +203,10 @@ class Orchestrator:
         try:
             first = core.step(Start(), self.clock.monotonic(), self.clock.wall())
             self._save_first(core, first)
-            with self._lock:
-                if self._stopped.is_set():  # the row is on disk: the next start runs it
-                    log.info("run %s of %s saved while stopping; the next start runs it", run_id, parsed.name)
-                    return run_id
-                self._runs[run_id] = RunActor.start(core, env, self, first_step=first)
+            if self._started(run_id, lambda: RunActor.start(core, env, self, first_step=first)) is None:
+                # The row is on disk: the next start runs it.
+                log.info("run %s of %s saved while stopping; the next start runs it", run_id, parsed.name)
+                return run_id
         finally:
             with self._lock:
                 self._submitting.discard(run_id)
@@ -375,32 +376,54 @@ class Orchestrator:
         except Exception as e:  # the row is outside input: whatever it holds, it must not stop another's restore
             self._put_aside(record.run_id, f"{type(e).__name__}: {e}")
             return False
+        ref = self._started(core.run_id, lambda: RunActor.start(core, env, self, restored=True, restore_step=step))
+        if ref is None:
+            return False
         with self._lock:
-            if self._stopping:
-                return False
-            ref = RunActor.start(core, env, self, restored=True, restore_step=step)
-            self._runs[core.run_id] = ref
             cancelled = core.run_id in self._cancels
         if cancelled:
             tell_quietly(ref, Cancel())
         return True
 
+    def _started(self, run_id: str, start: Callable[[], pykka.ActorRef[Any]]) -> pykka.ActorRef[Any] | None:
+        """Start a run's actor outside the lock (which guards only the run table), then enter it; None once
+        stopping. `stop()` waits for a start under way, so it stops every actor started."""
+        with self._lock:
+            if self._stopping:
+                return None
+            self._starting += 1
+        ref = None
+        try:
+            ref = start()
+        finally:
+            with self._finished:
+                self._starting -= 1
+                if ref is not None:
+                    self._runs[run_id] = ref
+                self._finished.notify_all()
+        return ref
+
     # -- a run whose actor died ------------------------------------------------------------------------
 
     def _run_died(self, fault: ActorFault) -> None:
-        """Supervision: the dead run is restored from its last row on a thread of its own (this is the dying
-        actor's thread), as a restart would restore it — its Workspaces reconcile with the watch, its Turn is
-        admitted again (ADR-0063). Its dead ref stays listed meanwhile, so nobody takes it for finished."""
-        with self._lock:
+        """Supervision (`run/supervision.py` decides) on a thread of its own (this is the dying actor's thread).
+        Its dead ref stays listed meanwhile, so nobody takes it for finished."""
+        with self._finished:
             if self._stopping:
                 self._runs.pop(fault.name, None)
                 self._finished.notify_all()
                 return
             deaths = self._deaths[fault.name] = self._deaths.get(fault.name, 0) + 1
-            thread = threading.Thread(target=self._revive, args=(fault.name, deaths, fault.error),
-                                      name=f"jr2-revive-{fault.name}", daemon=True)
-            thread.start()  # under the lock: `stop()` never sees a thread it cannot join
-            self._revivers = [t for t in self._revivers if t.is_alive()] + [thread]
+            self._starting += 1
+        thread = threading.Thread(target=self._revive, args=(fault.name, deaths, fault.error),
+                                  name=f"jr2-revive-{fault.name}", daemon=True)
+        try:
+            thread.start()  # outside the lock; `stop()` waits for this start, so it joins every revival
+        finally:
+            with self._finished:
+                self._starting -= 1
+                self._revivers = [t for t in self._revivers if t.is_alive()] + [thread]
+                self._finished.notify_all()
 
     def _revive(self, run_id: str, deaths: int, error: str) -> None:
         """A store that cannot serve the revival (its row unread, its end not written) is waited for on
@@ -432,16 +455,17 @@ class Orchestrator:
         self.feed_hub.publish(run_id, (), finished=True)
 
     def _revive_once(self, run_id: str, deaths: int, error: str) -> bool:
-        """True when a new actor runs the run; False when the run is over for this process."""
+        """Perform `supervision.after_death`: True when a new actor runs the run, False when it is over here."""
         record = self._fetch(run_id)
-        if record is None or record.status != "live":
-            log.error("run %s: its actor died (%s) and its row is not live; nothing to restore", run_id, error)
-        elif deaths <= RUN_REVIVALS:
-            log.error("run %s: its actor died (%s); restored from its last row (%d of %d)", run_id, error,
-                      deaths, RUN_REVIVALS)
-            return self._restore(record)
-        else:
-            self._abandon(record, f"the run's actor died {deaths} times, last: {error}")
+        live = record if record is not None and record.status == "live" else None
+        verdict = supervision.after_death(run_id, deaths, error, row_live=live is not None)
+        if verdict.do != "abandon":
+            log.error("%s", verdict.why)
+        if live is None or verdict.do == "nothing":
+            return False
+        if verdict.do == "revive":
+            return self._restore(live)
+        self._abandon(live, verdict.why)
         return False
 
     def _abandon(self, record: store.RunRecord, reason: str) -> None:
@@ -465,8 +489,7 @@ class Orchestrator:
 
 def _stop_together(refs: list[pykka.ActorRef[Any]]) -> None:
     deadline = time.monotonic() + ACTOR_STOP_SECONDS
-    stopping = [(ref, ref.stop(block=False)) for ref in refs]
-    for ref, future in stopping:
+    for ref, future in [(ref, ref.stop(block=False)) for ref in refs]:
         try:
             future.get(timeout=max(deadline - time.monotonic(), 0.0))
         except pykka.Timeout:
@@ -474,7 +497,4 @@ def _stop_together(refs: list[pykka.ActorRef[Any]]) -> None:
 
 
 def _stop(ref: pykka.ActorRef[Any]) -> None:
-    try:
-        ref.stop(block=True, timeout=ACTOR_STOP_SECONDS)
-    except pykka.Timeout:
-        log.error("%s did not stop within %.0fs", ref, ACTOR_STOP_SECONDS)
+    _stop_together([ref])

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from jr2_actors.workspace.core import WaitEntry
+from jr2_actors.workspace.messages import WaitEntry
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

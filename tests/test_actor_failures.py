@@ -25,8 +25,8 @@ from jr2_actors.store.actor import StoreActor
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.workflow import WorkspaceDef, load_workflow, read_document
 from jr2_actors.workspace.actor import WorkspaceActor
-from jr2_actors.workspace.core import PlacingLine
 from jr2_actors.workspace.manifest import WorkspaceSpec
+from jr2_actors.workspace.messages import PlacingLine
 from tests.probes import CRASH, Inbox, crashing
 from tests.waiting import wait_until
 

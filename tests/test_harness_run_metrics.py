@@ -23,7 +23,7 @@ from jr2_actors.metrics import Telemetry
 from jr2_actors.run.feed import Published
 from jr2_actors.run.feedlines import AdmittedLine, FeedEvent, SaidLine
 from jr2_actors.run.notices import Notice
-from jr2_actors.workspace.core import WaitEntry
+from jr2_actors.workspace.messages import WaitEntry
 from tests.metrics_text import FakeRun, Record, samples, series, value
 from tests.probes import Inbox
 from tests.sandboxes import ready_sandbox

@@ -21,7 +21,7 @@ from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.notices import Ledger, Mark, conversation_new, mark_from, mark_of, nudge_eligible
 from jr2_actors.workflow import load_workflow, read_document
-from jr2_actors.workspace import core as ws
+from jr2_actors.workspace import messages as ws
 
 WALL0 = 1_790_000_000.0
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

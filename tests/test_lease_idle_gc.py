@@ -17,8 +17,8 @@ from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
 from jr2_actors.workflow import WorkspaceDef
 from jr2_actors.workspace.actor import WorkspaceActor
-from jr2_actors.workspace.core import PlacedLine, PlacingLine
 from jr2_actors.workspace.manifest import WorkspaceSpec
+from jr2_actors.workspace.messages import PlacedLine, PlacingLine
 from tests.probes import Inbox
 from tests.waiting import wait_until
 

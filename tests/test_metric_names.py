@@ -15,7 +15,7 @@ from jr2_actors.clock import VirtualClock
 from jr2_actors.kube.client import FifoGate
 from jr2_actors.kube.frames import Bookmark
 from jr2_actors.metrics import KubeMetrics, Telemetry, WatchState
-from jr2_actors.workspace.core import WaitEntry
+from jr2_actors.workspace.messages import WaitEntry
 from tests.metrics_text import FakeRun, Record
 from tests.probes import Gated
 from tests.waiting import wait_until

@@ -18,7 +18,7 @@ from jr2_actors.run.core import RunCore
 from jr2_actors.run.feedlines import FeedEvent, PickLine, StateLine
 from jr2_actors.step import OffTable
 from jr2_actors.workflow import load_workflow, read_document
-from jr2_actors.workspace import core as ws
+from jr2_actors.workspace import messages as ws
 
 EXAMPLE = resources.files("jr2_actors").joinpath("examples/fix-and-review.yaml").read_text()
 WALL0 = 1_790_000_000.0

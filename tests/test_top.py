@@ -17,7 +17,7 @@ from jr2_actors import cli
 from jr2_actors.clock import VirtualClock
 from jr2_actors.commands.top import Scrape, quantile, render
 from jr2_actors.metrics import Telemetry, WatchState
-from jr2_actors.workspace.core import WaitEntry
+from jr2_actors.workspace.messages import WaitEntry
 from tests.metrics_text import FakeRun, Record
 from tests.probes import Gated
 from tests.waiting import wait_until

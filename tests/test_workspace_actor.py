@@ -27,7 +27,8 @@ from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
 from jr2_actors.workflow import RepoSlot, WorkspaceDef
 from jr2_actors.workspace.actor import Release, WorkspaceActor
-from jr2_actors.workspace.core import (
+from jr2_actors.workspace.manifest import WorkspaceSpec, sandbox_body
+from jr2_actors.workspace.messages import (
     Faulted,
     Lost,
     Phase,
@@ -38,7 +39,6 @@ from jr2_actors.workspace.core import (
     Running,
     Waiting,
 )
-from jr2_actors.workspace.manifest import WorkspaceSpec, sandbox_body
 from tests.probes import Inbox
 from tests.waiting import wait_until
 

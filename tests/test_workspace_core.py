@@ -1,21 +1,18 @@
 """WorkspaceCore on numbers for time: placing with its reason, writes that retry, restore, provisioning's
-budget, loss, the Lease in every state, release — and the table that holds the machine."""
+budget, loss, the Lease in every state. Its release, its delete guard and its table:
+test_workspace_teardown.py."""
 
 from __future__ import annotations
 
 import itertools
-import random
 from typing import Any
 
 import pytest
 
-from jr2_actors.constants import ATTACH_ATTEMPTS, DELETE_RETRY_BACKOFF, FORBIDDEN_GRACE_SECONDS
-from jr2_actors.step import OffTable
-from jr2_actors.watch.core import SandboxGone, SandboxSeen, Termination, WatchFailed
-from jr2_actors.watch.identity import SandboxKey
-from jr2_actors.watch.sandbox import view
-from jr2_actors.workspace.core import (
-    TRANSITIONS,
+from jr2_actors.constants import ATTACH_ATTEMPTS, FORBIDDEN_GRACE_SECONDS
+from jr2_actors.watch.core import SandboxGone, Termination, WatchFailed
+from jr2_actors.watch.identity import Foreign, SandboxKey
+from jr2_actors.workspace.messages import (
     Applied,
     ApplySandbox,
     ApplySecret,
@@ -23,18 +20,15 @@ from jr2_actors.workspace.core import (
     Attached,
     AttachFailed,
     Begin,
-    Deleted,
-    DeleteFailed,
     DeleteSandbox,
     Faulted,
     HarnessEnded,
     LastEndSeen,
-    LeaseRenewed,
     Lost,
+    NameTaken,
     PlacedLine,
     PlacingLine,
     Release,
-    Released,
     RenewLease,
     Restored,
     RestoredWait,
@@ -47,87 +41,22 @@ from jr2_actors.workspace.core import (
     WaitEntry,
     Waiting,
     WatchClosed,
-    WorkspaceCore,
     WriteFailed,
 )
-from tests.sandboxes import fixture
-
-WALL0 = 1_790_000_000.0
-KEY = SandboxKey("run-1", "F-1")
-UID = "uid-1"
-SECRET = "ws-run-1-f-1-000000000000-token"
-
-
-def seen(phase: str = "Pending", scheduled: tuple[str, str, str] | None = None, ready: bool = False,
-         waiting: tuple[str, str] | None = None, restarts: int = 0, last: dict[str, Any] | None = None,
-         lost: tuple[str, str] | None = None, uid: str = UID, endpoint: str = "http://h") -> SandboxSeen:
-    conditions = []
-    if scheduled:
-        conditions.append({"type": "Scheduled", "status": scheduled[0], "reason": scheduled[1],
-                           "message": scheduled[2]})
-    conditions.append({"type": "Ready", "status": "True" if ready else "False", "reason": "PodReady" if ready else "x",
-                       "message": ""})
-    if lost:
-        conditions.append({"type": "Lost", "status": "True", "reason": lost[0], "message": lost[1]})
-    st: dict[str, Any] = {"phase": phase, "conditions": conditions, "harness": {"restartCount": restarts},
-                          "endpoint": endpoint}
-    if last:
-        st["harness"]["lastTerminated"] = last
-    if waiting:
-        st["waiting"] = [{"container": "harness", "reason": waiting[0], "message": waiting[1]}]
-    obj = {"metadata": {"name": "ws", "uid": uid}, "status": st}
-    return SandboxSeen(KEY, view(obj), obj)
-
-
-def recorded(name: str, uid: str = UID) -> SandboxSeen:
-    obj = fixture(name)
-    obj["metadata"]["uid"] = uid
-    return SandboxSeen(KEY, view(obj), obj)
-
-
-UNSCHEDULABLE = seen(scheduled=("False", "Unschedulable", "0/3 nodes are available: 3 Insufficient memory."))
-QUOTA = seen(scheduled=("False", "QuotaExceeded", 'pods "ws" is forbidden: exceeded quota: jr2'))
-PENDING = seen(scheduled=("Unknown", "SchedulingPending", ""))
-SCHEDULED = seen(scheduled=("True", "Scheduled", ""))
-READY = seen("Ready", scheduled=("True", "Scheduled", ""), ready=True)
-
-
-class Drive:
-    def __init__(self, **kw: Any) -> None:
-        kw.setdefault("secret_name", SECRET)
-        self.core = WorkspaceCore("F-1", rng=random.Random(5), **kw)
-        self.now = 0.0
-        self.out: list[Any] = []
-
-    def __call__(self, event: Any, at: float | None = None) -> Any:
-        if at is not None:
-            self.now = at
-        step = self.core.step(event, self.now, WALL0 + self.now)
-        self.out.extend(step.actions)
-        self.out.extend(step.reports)
-        return step
-
-    def deadline(self) -> float | None:
-        return self.core.deadline
-
-    @property
-    def state(self) -> str:
-        """The core's state, read afresh (mypy would otherwise narrow it across steps)."""
-        return str(self.core.state)
-
-    def of(self, kind: type) -> list[Any]:
-        return [x for x in self.out if isinstance(x, kind)]
-
-    def written(self, at: float = 0.0) -> None:
-        """Begin, and the first write's answer."""
-        self(Begin(), at=at)
-        self(Applied(UID), at=at)
-
-    def until(self, at: float) -> None:
-        """Run every timer due up to `at` (as the shell's Deadline would)."""
-        while (deadline := self.core.deadline) is not None and deadline <= at:
-            self(Tick(), at=max(deadline, self.now))
-        self.now = at
+from tests.workspace_drive import (
+    KEY,
+    PENDING,
+    QUOTA,
+    READY,
+    SCHEDULED,
+    SECRET,
+    UID,
+    UNSCHEDULABLE,
+    WALL0,
+    Drive,
+    recorded,
+    seen,
+)
 
 
 def test_the_first_write_creates_then_the_secret_is_written_owned_by_the_uid() -> None:
@@ -372,13 +301,25 @@ def test_a_failed_secret_write_is_retried_not_dropped() -> None:
 def test_a_name_held_by_another_runs_workspace_is_a_named_fault_and_never_deleted() -> None:
     d = Drive()
     d(Begin())
-    d(WriteFailed("sandbox", "ws-x belongs to run-2/F-1", 409, collision=True), at=1.0)
+    d(NameTaken("ws-x", SandboxKey("run-2", "F-1")), at=1.0)
     (fault,) = d.of(Faulted)
-    assert "taken by another run's Workspace" in fault.reason
+    assert "taken by another run's Workspace" in fault.reason and "ws-x belongs to run-2/F-1" in fault.reason
     d.until(10_000.0)
     assert not d.of(RenewLease) and not d.of(Attach)
     d(Release("run-faulted"), at=10_001.0)
     assert d.of(DeleteSandbox) == [DeleteSandbox("")]  # by name and key only: the shell checks it is ours
+
+
+def test_a_taken_name_is_adopted_only_when_it_is_this_workspaces_own_and_a_foreign_one_is_a_collision() -> None:
+    for holder in (SandboxKey("run-1", "F-1"), None):  # an earlier write's answer was lost; or gone since
+        d = Drive(run_id="run-1")
+        d(Begin())
+        assert d(NameTaken("ws-x", holder), at=1.0).actions == (ApplySandbox(create=False),)
+        assert d.state == "placing" and not d.of(Faulted)
+    d = Drive(run_id="run-1")
+    d(Begin())
+    d(NameTaken("ws-x", Foreign("ws-x", "u-9", "no jr2.dev/run-id annotation")), at=1.0)
+    assert d.state == "faulted" and "taken by another run's Workspace" in d.of(Faulted)[0].reason
 
 
 def test_events_of_another_uid_under_the_key_are_not_ours() -> None:
@@ -552,204 +493,3 @@ def test_the_last_end_is_reported_when_first_seen_even_before_attach() -> None:
     (last,) = d.of(LastEndSeen)
     assert last.reason == "OOMKilled" and last.memory_fault is not None
     assert last.memory_fault.startswith("memory limit (OOMKilled, limit 2Gi)")
-
-
-@pytest.mark.parametrize(
-    ("path", "why", "deleted"),
-    [
-        ("placing", "run-stopped", True),    # never ran: deleted at once
-        ("placing", "run-faulted", True),
-        ("placing", "teardown", True),
-        ("running", "teardown", True),        # a state no longer holds it
-        ("running", "run-stopped", False),    # it ran: kept for inspection, the idle GC ages it out
-        ("running", "run-faulted", False),
-        ("faulted-after-placement", "teardown", False),
-        ("faulted-before-placement", "run-faulted", True),
-    ],
-)
-def test_release_deletes_what_never_ran_and_keeps_what_ran(path: str, why: str, deleted: bool) -> None:
-    d = Drive()
-    d.written()
-    if path == "placing":
-        d(UNSCHEDULABLE, at=1)
-    elif path == "running":
-        d(READY, at=1)
-        d(Attached({}), at=2)
-    elif path == "faulted-after-placement":
-        d(SCHEDULED, at=1)
-        d(recorded("sandbox-crashloop.json"), at=2)
-    elif path == "faulted-before-placement":
-        d(WriteFailed("secret", "422 invalid", 422), at=1)
-    d(Release(why), at=10)  # type: ignore[arg-type]
-    assert (DeleteSandbox(UID) in d.out) is deleted
-    assert d.state == "released"
-    assert d.core.deadline is None  # the Lease ends with the teardown
-    if deleted:
-        d(Deleted(existed=True), at=11)
-    assert d.of(Released) == [Released("F-1", deleted=deleted)]
-
-
-@pytest.mark.parametrize(("status", "retry_after"), [(503, None), (500, None), (429, 20.0), (None, None),
-                                                    (403, None)])
-def test_a_delete_owed_is_retried_capped_until_it_lands(status: int | None, retry_after: float | None) -> None:
-    """Issue 16 item 11: a short API-server outage must not leave the Sandbox to the idle GC (it used to be
-    tried 5 times in 3.5 s). 30 minutes of failures: every retry within the cap (or the Retry-After), and
-    the delete lands when the server is back. A 403 is retried within its grace (CONTRACTS.md §2). Every
-    retry carries the same preconditions (the uid and the newest version it wrote): a successor stays safe."""
-    d = Drive()
-    d.written()
-    d(LeaseRenewed("7"), at=0.5)
-    d(Release("teardown"), at=1)
-    cap = max(DELETE_RETRY_BACKOFF.cap * (1 + DELETE_RETRY_BACKOFF.jitter), retry_after or 0.0)
-    grace = FORBIDDEN_GRACE_SECONDS - 5 if status == 403 else 1800.0
-    retries = 0
-    while d.now < grace:
-        d(DeleteFailed("the API server is away", status, retry_after), at=d.now)
-        deadline = d.core.deadline
-        assert deadline is not None and d.now < deadline <= d.now + cap
-        if retry_after is not None:
-            assert deadline - d.now >= retry_after
-        step = d(Tick(), at=deadline)
-        assert step.actions == (DeleteSandbox(UID, "7"),)
-        retries += 1
-    assert not d.of(Released) and retries >= (5 if status == 403 else 50)
-    d(Deleted(existed=True), at=d.now + 0.1)
-    assert d.of(Released) == [Released("F-1", deleted=True)] and d.deadline() is None
-
-
-def test_the_watch_saying_the_sandbox_is_gone_ends_the_delete_retry() -> None:
-    d = Drive()
-    d.written()
-    d(Release("teardown"), at=1)
-    d(DeleteFailed("503", 503), at=2)
-    d(SandboxGone(KEY, "ws", "uid-of-another-incarnation", "deleted"), at=2.1)  # not this one's end
-    assert d.core.deadline is not None and not d.of(Released)
-    d(SandboxGone(KEY, "ws", UID, "deleted"), at=2.2)
-    assert d.of(Released) == [Released("F-1", deleted=True)] and d.deadline() is None
-    d.until(3600.0)
-    assert d.of(DeleteSandbox) == [DeleteSandbox(UID)]  # no retry after it
-    d(DeleteFailed("503", 503), at=3601)  # a delete still out when the watch spoke: nothing more
-    d(Deleted(existed=False), at=3602)
-    assert len(d.of(Released)) == 1 and d.deadline() is None
-
-
-def test_a_sandbox_absent_from_the_list_ends_a_restored_teardowns_retry() -> None:
-    """Across a restart: the restored teardown retries its delete on the same schedule, and the first list
-    that finds no Sandbox under its key (no uid: nothing at all) ends it."""
-    d = Drive()
-    d(Begin(Restored(placed=True, uid=UID, releasing=True)))
-    d(Release("teardown"), at=0.1)
-    for _ in range(10):
-        d(DeleteFailed("no answer"), at=d.now)
-        deadline = d.core.deadline
-        assert deadline is not None
-        d(Tick(), at=deadline)
-    assert len(d.of(DeleteSandbox)) == 11 and not d.of(Released)
-    d(SandboxGone(KEY, "", "", "absent"), at=d.now)
-    assert d.of(Released) == [Released("F-1", deleted=True)] and d.deadline() is None
-
-
-@pytest.mark.parametrize("status", [400, 422])
-def test_a_delete_refused_for_what_it_is_is_left_to_the_idle_gc(status: int) -> None:
-    d = Drive()
-    d.written()
-    d(Release("teardown"), at=1)
-    d(DeleteFailed(f"{status} refused", status), at=2)
-    assert d.of(Released) == [Released("F-1", deleted=False)] and d.deadline() is None
-
-
-def test_a_delete_answered_403_past_its_grace_is_left_to_the_idle_gc() -> None:
-    d = Drive()
-    d.written()
-    d(Release("teardown"), at=1)
-    d(DeleteFailed("403", 403), at=2)
-    d(DeleteFailed("403", 403), at=2 + FORBIDDEN_GRACE_SECONDS)
-    assert d.of(Released) == [Released("F-1", deleted=False)] and d.deadline() is None
-
-
-def test_a_delete_refused_by_its_uid_precondition_touches_nothing_more() -> None:
-    d = Drive()
-    d.written()
-    d(Release("teardown"), at=1)
-    d(DeleteFailed("409 Conflict: precondition failed: UID", 409), at=2)
-    assert d.of(Released) == [Released("F-1", deleted=False)] and d.core.deadline is None
-
-
-def test_a_shell_input_off_the_table_is_our_bug_and_a_world_input_is_ignored() -> None:
-    d = Drive()
-    d.written()
-    with pytest.raises(OffTable, match="Attached in placing"):
-        d(Attached({}), at=1)
-    d(Release("teardown"), at=2)
-    d(UNSCHEDULABLE, at=3)  # the world keeps talking after release: ignored
-    with pytest.raises(OffTable):
-        d(Begin(), at=4)
-
-
-def test_every_edge_leads_only_where_the_table_says(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A handler that moves off its edge is our bug, caught as it happens: narrow one edge of the table
-    and the very move the handler makes on it raises."""
-    from jr2_actors.workspace import core as workspace_core
-
-    narrowed = dict(TRANSITIONS)
-    edge = narrowed[("placing", SandboxSeen)]
-    narrowed[("placing", SandboxSeen)] = workspace_core.Edge(frozenset({"lost", "faulted"}), edge.handler)
-    monkeypatch.setattr(workspace_core, "TRANSITIONS", narrowed)
-    d = Drive()
-    d.written()
-    with pytest.raises(OffTable, match="SandboxSeen in placing cannot lead to provisioning"):
-        d(SCHEDULED, at=1)
-
-
-def test_the_architecture_doc_carries_the_transition_table_as_the_code_has_it() -> None:
-    from pathlib import Path
-
-    from jr2_actors.workspace.core import transitions_markdown
-
-    doc = (Path(__file__).parent.parent / "docs" / "architecture.md").read_text()
-    assert transitions_markdown() in doc
-
-
-def test_the_attach_branch_is_the_workflows_else_the_runs_own() -> None:
-    from jr2_actors.workflow import WorkspaceDef
-    from jr2_actors.workspace.manifest import WorkspaceSpec, attach_branch
-
-    named = WorkspaceSpec("run/1", "wf", WorkspaceDef("F-1", cpu="1", memory="1Gi", branch="feat/x"), image="i")
-    unnamed = WorkspaceSpec("run/1", "wf", WorkspaceDef("F-1", cpu="1", memory="1Gi"), image="i")
-    assert attach_branch(named) == "feat/x"
-    assert attach_branch(unnamed) == "jr2/run-1"
-
-
-def test_the_delete_carries_the_newest_version_this_workspace_wrote_or_saw() -> None:
-    d = Drive()
-    d(Begin())
-    d(Applied(UID, "10"), at=0.1)
-    d(seen(scheduled=("True", "Scheduled", ""), uid=UID), at=0.2)  # the view has no version: kept as was
-    d(LeaseRenewed("14"), at=0.3)
-    d(LeaseRenewed("12"), at=0.4)  # an older answer never moves it back
-    d(Release("teardown"), at=1)
-    assert d.of(DeleteSandbox) == [DeleteSandbox(UID, "14")]
-
-
-def test_the_delete_guard_takes_only_the_sandbox_this_workspace_stamped() -> None:
-    from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
-    from jr2_actors.workspace.manifest import written_by
-
-    def obj(uid: str, stamp: str) -> dict[str, Any]:
-        return {"metadata": {"uid": uid, "annotations": {KEEPALIVE_ANNOTATION: stamp}}}
-
-    ours = ["2026-11-29T10:00:00.000Z", "2026-11-29T10:05:00.000Z"]
-    assert written_by(obj(UID, ours[1]), UID, ours)
-    assert not written_by(obj(UID, "2026-11-29T10:05:00.001Z"), UID, ours)  # a successor stamped it since
-    assert not written_by(obj("another-uid", ours[0]), UID, ours)
-    assert not written_by({"metadata": "garbage"}, UID, ours)
-    assert written_by(obj(UID, "anything"), UID, [])  # restored, nothing written yet: the uid decides
-    assert not written_by(obj("another-uid", "anything"), UID, [])
-
-
-def test_a_restored_teardown_writes_nothing_but_its_delete() -> None:
-    d = Drive()
-    step = d(Begin(Restored(placed=False, uid=UID, releasing=True)))
-    assert step.actions == ()
-    step = d(Release("run-stopped"), at=0.1)
-    assert step.actions == (DeleteSandbox(UID),)

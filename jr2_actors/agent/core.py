@@ -32,271 +32,73 @@ Theory of operation. A Turn has an id the run gives it and one conversation. Its
   asks the seat to abort the Submission (`AbortSubmission`): it waits for a tool result that will never
   come, and would never settle (issue 16).
 
+The machine is `MACHINE` at the bottom (`step.Machine`): an input with no row in the current state is our
+bug and raises `OffTable`; what may arrive late or twice has a row that drops it with a note.
+
 The core never calls the Harness and reads no clock: it returns `ReadUpdates` and `PostAnswer`, and
 reports for the run, each carrying the agent and the Turn's id so a late one never reaches a new Turn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any
 
+from jr2_actors.agent.messages import (
+    AbortAnswered,
+    AbortSubmission,
+    AbortTurn,
+    Accepted,
+    Action,
+    Admit,
+    AdmitNotKept,
+    AdmitRefused,
+    Admitted,
+    Admitting,
+    Answered,
+    AnswerFailed,
+    Answering,
+    AnswerPick,
+    AnswerUndelivered,
+    EndTurn,
+    Events,
+    FaultCause,
+    GuardKill,
+    Input,
+    NotKept,
+    Picked,
+    PostAnswer,
+    ReadKills,
+    ReadUpdates,
+    Report,
+    Said,
+    Settled,
+    StartTurn,
+    State,
+    Stop,
+    StreamFailed,
+    StreamLost,
+    ToSeat,
+    TurnFault,
+    TurnStep,
+)
 from jr2_actors.constants import STREAM_READ_ATTEMPTS, STREAM_READ_PAUSE_SECONDS
 from jr2_actors.harness import briefing
 from jr2_actors.harness.memory_kills import MAX_ID, guard_sizes
-from jr2_actors.step import Step
+from jr2_actors.step import Machine, Step
+
+# The vocabulary is `messages.py`'s, importable from here too (the run and the seat's shell speak it).
+__all__ = [
+    "MACHINE", "PROVIDER_LIMIT", "AbortAnswered", "AbortSubmission", "AbortTurn", "Accepted", "Action", "Admit",
+    "AdmitNotKept", "AdmitRefused", "Admitted", "Admitting", "AnswerFailed", "AnswerPick", "AnswerUndelivered",
+    "Answered", "Answering", "EndTurn", "Events", "FaultCause", "GuardKill", "Input", "NotKept", "Picked",
+    "PostAnswer", "ReadKills", "ReadUpdates", "Report", "Said", "Settled", "StartTurn", "State", "Stop",
+    "StreamFailed", "StreamLost", "ToSeat", "TurnCore", "TurnFault", "TurnStep",
+]
 
 PROVIDER_LIMIT = "provider limit"
 MAX_TEXT = 4096  # the Harness's error words kept in a fault
 
-State = Literal["idle", "admitting", "reading", "stopping", "ended"]
-FaultCause = Literal["settled", "refused", "lost", "stream", "ended"]
-
-
-# -- from the run (the seat's messages, said by the run's core and told by its actor) -------------------
-
-@dataclass(frozen=True)
-class StartTurn:
-    turn_id: str
-    conversation_id: str
-    endpoint: str
-    token: str = field(default="", repr=False)  # filled by the run's shell, which holds the signing key
-    in_workspace: bool = True  # a Menu-only agent on the Instance Harness reads no kill list
-    # A Turn restored after the Orchestrator restarted: its Submission may still run on the Harness, so it
-    # is aborted first (quietly: there may be nothing to abort) and the Turn admitted again, `kept: true`.
-    abort_first: bool = False
-
-
-@dataclass(frozen=True)
-class ReadKills:
-    """Read the list again for the open Turn (before a nudge, another admission of it): `KillsRead` answers."""
-
-    turn_id: str
-
-
-@dataclass(frozen=True)
-class Admit:
-    turn_id: str
-    body: Mapping[str, Any] = field(repr=False)  # {definition, message, allowed, notices?, kept?, cwd?}
-
-
-@dataclass(frozen=True)
-class AnswerPick:
-    turn_id: str
-    call_id: str
-    over: bool
-    answer: Any
-
-
-@dataclass(frozen=True)
-class AbortTurn:
-    turn_id: str
-
-
-@dataclass(frozen=True)
-class EndTurn:
-    turn_id: str
-    fault: str
-
-
-ToSeat = StartTurn | ReadKills | Admit | AnswerPick | AbortTurn | EndTurn
-
-
-# -- inputs ------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Admitting:
-    """The run told `Admit`: the body's Allowed picks are what the Harness tells the model."""
-
-    allowed: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Admitted:
-    submission_id: str
-    offset: str
-
-
-@dataclass(frozen=True)
-class AdmitRefused:
-    message: str
-
-
-@dataclass(frozen=True)
-class AdmitNotKept:
-    message: str
-
-
-@dataclass(frozen=True)
-class Events:
-    events: Sequence[Mapping[str, Any]] = field(repr=False)
-    next_offset: str
-
-
-@dataclass(frozen=True)
-class StreamLost:
-    """The stream answered 404: the Harness no longer holds the conversation."""
-
-    message: str
-
-
-@dataclass(frozen=True)
-class StreamFailed:
-    """A read of the stream got no usable answer (cut short, unreachable, not the contract's shape)."""
-
-    message: str
-
-
-@dataclass(frozen=True)
-class Answering:
-    """The run answers a pick."""
-
-    call_id: str
-    over: bool
-    answer: Any
-
-
-@dataclass(frozen=True)
-class Answered:
-    call_id: str
-
-
-@dataclass(frozen=True)
-class AnswerUndelivered:
-    call_id: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Stop:
-    """The run aborts the Turn (`reason` None) or ends it with a fault of its own words."""
-
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class AbortAnswered:
-    """The abort of a `stopping` Turn was posted: `aborted` — the Harness stopped a running Submission,
-    whose settle is then read for; else nothing ran, or the abort could not be posted."""
-
-    aborted: bool
-
-
-Input = (Admitting | Admitted | AdmitRefused | AdmitNotKept | Events | StreamLost | StreamFailed | Answering
-         | Answered | AnswerUndelivered | Stop | AbortAnswered)
-
-
-# -- actions -----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ReadUpdates:
-    offset: str
-    after: float = 0.0  # seconds to wait first (a read that failed is tried again a second later)
-
-
-@dataclass(frozen=True)
-class PostAnswer:
-    call_id: str
-    over: bool
-    answer: Any
-
-
-@dataclass(frozen=True)
-class AbortSubmission:
-    """Abort the Turn's running Submission (quietly: the run did not ask, and hears no `TurnAborted`)."""
-
-
-Action = ReadUpdates | PostAnswer | AbortSubmission
-
-
-# -- reports to the run (each names the agent and the Turn) ------------------------------------------
-
-@dataclass(frozen=True)
-class Picked:
-    agent: str
-    turn_id: str
-    call_id: str
-    pick: str
-    args: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class GuardKill:
-    """A guard kill read on this Turn's stream (ADR-0062): a notice for the ledger, never a fault.
-
-    Its source is `kill_id` when the Harness gave one, else its `place` on this conversation's stream.
-    """
-
-    agent: str
-    turn_id: str
-    conversation_id: str
-    kill_id: str | None
-    place: str
-    peak: str | None
-    limit: str | None
-    problems: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Said:
-    agent: str
-    turn_id: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Settled:
-    """The Submission settled without a failure; the Turn stays open for the run to end or nudge."""
-
-    agent: str
-    turn_id: str
-    outcome: Literal["completed", "aborted"]
-    picked: bool
-
-
-@dataclass(frozen=True)
-class TurnFault:
-    agent: str
-    turn_id: str
-    cause: FaultCause
-    reason: str
-
-
-@dataclass(frozen=True)
-class Accepted:
-    """The Harness took an admission (200): the run counts the conversation as held from now on."""
-
-    agent: str
-    turn_id: str
-    submission_id: str
-
-
-@dataclass(frozen=True)
-class NotKept:
-    """A `kept: true` admission refused with 404 `kept: false`: the Harness holds no such conversation
-    (ADR-0062). Not a fault: the run takes the path of a lost conversation and admits the Turn again."""
-
-    agent: str
-    turn_id: str
-    conversation_id: str
-    message: str
-
-
-@dataclass(frozen=True)
-class AnswerFailed:
-    """An answer to a pick did not reach the Harness: the model still waits for it."""
-
-    agent: str
-    turn_id: str
-    call_id: str
-    problem: str
-
-
-Report = Picked | GuardKill | Said | Settled | TurnFault | Accepted | NotKept | AnswerFailed
-
-
-TurnStep = Step[Action, Report]
 
 
 class TurnCore:
@@ -312,6 +114,10 @@ class TurnCore:
         self.closing = ""  # the call id whose answer `over: true` ends this Turn (the Harness settles it)
         self._picked = False
         self._read_failures = 0
+        self._actions: list[Action] = []
+        self._reports: list[Report] = []
+        self._note = ""
+        self._edge: tuple[str, type] | None = None
 
     @property
     def ended(self) -> bool:
@@ -324,111 +130,124 @@ class TurnCore:
         return self.state in ("admitting", "reading", "stopping")
 
     def step(self, event: Input) -> TurnStep:
-        if self.state == "ended":
-            return Step(note=f"{type(event).__name__} after the Turn ended: dropped")
-        if self.state == "stopping":
-            return self._stopping(event)
-        actions: list[Action] = []
-        reports: list[Report] = []
-        note = ""
-        if isinstance(event, Stop):
-            # The run's abort of a Submission that may run: read for its settle once the abort is posted.
-            # Its own end (a kernel kill ended the Harness) leaves nothing running to wait for.
-            self.state = "stopping" if event.reason is None and self.busy else "ended"
-            if event.reason is not None:
-                reports.append(self._fault("ended", event.reason))
-        elif isinstance(event, Admitting):
-            if self.state != "idle":
-                return Step(note=f"an admission while {self.state}: dropped")
-            self.allowed, self.state = event.allowed, "admitting"
-            self.outstanding.clear()
-            self._picked = False
-        elif isinstance(event, Admitted) and self.state == "admitting":
-            self.submission, self.offset, self.state = event.submission_id, event.offset, "reading"
-            self._read_failures = 0
-            reports.append(Accepted(self.agent, self.turn_id, event.submission_id))
-            actions.append(ReadUpdates(self.offset))
-        elif isinstance(event, AdmitRefused) and self.state == "admitting":
-            reports.append(self._end("refused", f"admission refused: {event.message}"))
-        elif isinstance(event, AdmitNotKept) and self.state == "admitting":
-            self.state = "idle"
-            reports.append(NotKept(self.agent, self.turn_id, self.conversation_id, event.message))
-        elif isinstance(event, StreamLost) and self.state == "reading":
-            reports.append(self._end("lost", f"the conversation was lost ({event.message})"))
-        elif isinstance(event, StreamFailed) and self.state == "reading":
-            self._read_failures += 1
-            if self._read_failures < STREAM_READ_ATTEMPTS:
-                actions.append(ReadUpdates(self.offset, after=STREAM_READ_PAUSE_SECONDS))
-            else:
-                reports.append(self._end("stream", f"the updates stream could not be read: {event.message}"))
-        elif isinstance(event, Events) and self.state == "reading":
-            self._read_failures = 0
-            start = self.offset
-            self.offset = event.next_offset
-            for i, e in enumerate(event.events):
-                self._event(e, start, i, actions, reports)
-                if not self._reading():
-                    break
-            if self._reading():
-                actions.append(ReadUpdates(self.offset))  # a pick's answer arrives on the stream too
-        elif isinstance(event, Answering):
-            if self.outstanding.get(event.call_id) is False:
-                self.outstanding[event.call_id] = True
-                actions.append(PostAnswer(event.call_id, event.over, event.answer))
-                if event.over:
-                    self.closing = event.call_id
-            else:
-                note = f"an answer to pick {event.call_id}, which is not waiting for one: dropped"
-        elif isinstance(event, Answered):
-            self.outstanding.pop(event.call_id, None)
-        elif isinstance(event, AnswerUndelivered):
-            self.outstanding.pop(event.call_id, None)
-            reports.append(AnswerFailed(self.agent, self.turn_id, event.call_id, event.message))
-            if self.state == "reading":
-                actions.append(AbortSubmission())  # its call waits for a result that will not come
-        else:
-            note = f"{type(event).__name__} while {self.state}: dropped"
-        return Step(tuple(actions), tuple(reports), note=note)
+        edge = MACHINE.edge(f"Turn {self.turn_id}", self.state, event)
+        self._actions, self._reports, self._note = [], [], ""
+        self._edge = (self.state, type(event))
+        try:
+            edge.handler(self, event)
+        finally:
+            self._edge = None
+        return Step(tuple(self._actions), tuple(self._reports), note=self._note)
 
-    def _stopping(self, event: Input) -> TurnStep:
-        """Stopped by the run, its Submission perhaps still running: nothing is reported but an answer that
-        did not reach its call; the stream is read only for the Submission's settle, once the abort was
-        posted."""
-        actions: list[Action] = []
-        reports: list[Report] = []
-        note = ""
-        if isinstance(event, Admitted):  # the admission in flight landed: the seat aborts what it started
-            self.submission, self.offset = event.submission_id, event.offset
-        elif isinstance(event, (AdmitRefused, AdmitNotKept, StreamLost)):
-            self.state = "ended"  # nothing was started, or the conversation is gone
-        elif isinstance(event, AbortAnswered):
-            if event.aborted and self.submission:
-                self._read_failures = 0
-                actions.append(ReadUpdates(self.offset))
-            else:
-                self.state = "ended"
-        elif isinstance(event, StreamFailed):
-            self._read_failures += 1
-            if self._read_failures < STREAM_READ_ATTEMPTS:
-                actions.append(ReadUpdates(self.offset, after=STREAM_READ_PAUSE_SECONDS))
-            else:
-                self.state = "ended"  # cannot tell: the next admission's 409 is "not yet", bounded
-        elif isinstance(event, Events):
-            self._read_failures = 0
-            self.offset = event.next_offset
-            if any(e.get("type") == "submission-settled" and e.get("submissionId") == self.submission
-                   for e in event.events):
-                self.state = "ended"
-            else:
-                actions.append(ReadUpdates(self.offset))
-        elif isinstance(event, Answered):
-            self.outstanding.pop(event.call_id, None)
-        elif isinstance(event, AnswerUndelivered):  # issue 16: the run still hears it (a pick-answer notice)
-            self.outstanding.pop(event.call_id, None)
-            reports.append(AnswerFailed(self.agent, self.turn_id, event.call_id, event.message))
+    def _go(self, state: State) -> None:
+        MACHINE.move(f"Turn {self.turn_id}", self._edge, state)
+        self.state = state
+
+    # -- handlers (see MACHINE) ------------------------------------------------------------------------
+
+    def _stop(self, event: Stop) -> None:
+        # The run's abort of a Submission that may run: read for its settle once the abort is posted.
+        # Its own end (a kernel kill ended the Harness) leaves nothing running to wait for.
+        self._go("stopping" if event.reason is None and self.busy else "ended")
+        if event.reason is not None:
+            self._reports.append(self._fault("ended", event.reason))
+
+    def _admitting(self, event: Admitting) -> None:
+        self.allowed = event.allowed
+        self._go("admitting")
+        self.outstanding.clear()
+        self._picked = False
+
+    def _admission_dropped(self, event: Admitting) -> None:
+        self._note = f"an admission while {self.state}: dropped"
+
+    def _admitted(self, event: Admitted) -> None:
+        self.submission, self.offset = event.submission_id, event.offset
+        self._go("reading")
+        self._read_failures = 0
+        self._reports.append(Accepted(self.agent, self.turn_id, event.submission_id))
+        self._actions.append(ReadUpdates(self.offset))
+
+    def _refused(self, event: AdmitRefused) -> None:
+        self._reports.append(self._end("refused", f"admission refused: {event.message}"))
+
+    def _not_kept(self, event: AdmitNotKept) -> None:
+        self._go("idle")
+        self._reports.append(NotKept(self.agent, self.turn_id, self.conversation_id, event.message))
+
+    def _lost(self, event: StreamLost) -> None:
+        self._reports.append(self._end("lost", f"the conversation was lost ({event.message})"))
+
+    def _read_failed(self, event: StreamFailed) -> None:
+        self._read_failures += 1
+        if self._read_failures < STREAM_READ_ATTEMPTS:
+            self._actions.append(ReadUpdates(self.offset, after=STREAM_READ_PAUSE_SECONDS))
+        elif self.state == "stopping":
+            self._go("ended")  # cannot tell: the next admission's 409 is "not yet", bounded
         else:
-            note = f"{type(event).__name__} while stopping: dropped"
-        return Step(tuple(actions), tuple(reports), note=note)
+            self._reports.append(self._end("stream", f"the updates stream could not be read: {event.message}"))
+
+    def _events(self, event: Events) -> None:
+        self._read_failures = 0
+        start = self.offset
+        self.offset = event.next_offset
+        for i, e in enumerate(event.events):
+            self._event(e, start, i, self._actions, self._reports)
+            if not self._reading():
+                break
+        if self._reading():
+            self._actions.append(ReadUpdates(self.offset))  # a pick's answer arrives on the stream too
+
+    def _answering(self, event: Answering) -> None:
+        if self.outstanding.get(event.call_id) is False:
+            self.outstanding[event.call_id] = True
+            self._actions.append(PostAnswer(event.call_id, event.over, event.answer))
+            if event.over:
+                self.closing = event.call_id
+        else:
+            self._note = f"an answer to pick {event.call_id}, which is not waiting for one: dropped"
+
+    def _answered(self, event: Answered) -> None:
+        self.outstanding.pop(event.call_id, None)
+
+    def _undelivered(self, event: AnswerUndelivered) -> None:
+        """Issue 16: the run hears it (a pick-answer notice), even from a `stopping` Turn."""
+        self.outstanding.pop(event.call_id, None)
+        self._reports.append(AnswerFailed(self.agent, self.turn_id, event.call_id, event.message))
+        if self.state == "reading":
+            self._actions.append(AbortSubmission())  # its call waits for a result that will not come
+
+    # `stopping`: stopped by the run, its Submission perhaps still running. Nothing is reported but an answer
+    # that did not reach its call; the stream is read only for the Submission's settle, once the abort was
+    # posted.
+
+    def _admitted_stopping(self, event: Admitted) -> None:
+        self.submission, self.offset = event.submission_id, event.offset  # the seat aborts what it started
+
+    def _nothing_runs(self, event: AdmitRefused | AdmitNotKept | StreamLost) -> None:
+        self._go("ended")  # nothing was started, or the conversation is gone
+
+    def _abort_answered(self, event: AbortAnswered) -> None:
+        if event.aborted and self.submission:
+            self._read_failures = 0
+            self._actions.append(ReadUpdates(self.offset))
+        else:
+            self._go("ended")
+
+    def _events_stopping(self, event: Events) -> None:
+        self._read_failures = 0
+        self.offset = event.next_offset
+        if any(e.get("type") == "submission-settled" and e.get("submissionId") == self.submission
+               for e in event.events):
+            self._go("ended")
+        else:
+            self._actions.append(ReadUpdates(self.offset))
+
+    def _dropped(self, event: Input) -> None:
+        self._note = f"{type(event).__name__} while {self.state}: dropped"
+
+    def _after_end(self, event: Input) -> None:
+        self._note = f"{type(event).__name__} after the Turn ended: dropped"
 
     def _event(self, e: Mapping[str, Any], start: str, i: int, actions: list[Action], reports: list[Report]) -> None:
         kind = e.get("type")
@@ -452,7 +271,7 @@ class TurnCore:
         elif kind == "submission-settled" and e.get("submissionId") == self.submission:
             outcome = e.get("outcome")
             if outcome in ("completed", "aborted"):
-                self.state = "idle"
+                self._go("idle")
                 reports.append(Settled(self.agent, self.turn_id, outcome, self._picked))
             elif outcome == "failed":
                 reports.append(self._end("settled", _failure(e.get("error"))))
@@ -478,11 +297,43 @@ class TurnCore:
                          peak, limit, tuple(problems))
 
     def _end(self, cause: FaultCause, reason: str) -> TurnFault:
-        self.state = "ended"
+        self._go("ended")
         return self._fault(cause, reason)
 
     def _fault(self, cause: FaultCause, reason: str) -> TurnFault:
         return TurnFault(self.agent, self.turn_id, cause, reason)
+
+
+# -- the machine -------------------------------------------------------------------------------------
+
+T = TurnCore
+ANSWERS = (Answered, AnswerUndelivered)
+# One table holds the Turn (`step.Machine`): an input with no row is our bug (`OffTable`) — an admission's
+# answer with no admission out, a stream read with no read asked for. What may arrive late or twice (an
+# admission or an answer the run sends while the Turn cannot take it, anything after its end) has a row
+# that drops it with a note. docs/architecture.md prints it; a test keeps the copy true.
+MACHINE: Machine[Callable[[TurnCore, Any], None]] = Machine("Turn", (
+    (("idle",), Admitting, ("admitting",), T._admitting),
+    (("admitting", "reading"), Admitting, (), T._admission_dropped),
+    (("admitting",), Admitted, ("reading",), T._admitted),
+    (("admitting",), AdmitRefused, ("ended",), T._refused),
+    (("admitting",), AdmitNotKept, ("idle",), T._not_kept),
+    (("reading",), Events, ("idle", "ended"), T._events),
+    (("reading",), StreamLost, ("ended",), T._lost),
+    (("reading",), StreamFailed, ("ended",), T._read_failed),
+    (("idle", "admitting", "reading"), Answering, (), T._answering),
+    (("idle", "admitting", "reading", "stopping"), Answered, (), T._answered),
+    (("idle", "admitting", "reading", "stopping"), AnswerUndelivered, (), T._undelivered),
+    (("idle", "admitting", "reading"), Stop, ("stopping", "ended"), T._stop),
+    (("stopping",), Admitted, (), T._admitted_stopping),
+    (("stopping",), (AdmitRefused, AdmitNotKept, StreamLost), ("ended",), T._nothing_runs),
+    (("stopping",), AbortAnswered, ("ended",), T._abort_answered),
+    (("stopping",), StreamFailed, ("ended",), T._read_failed),
+    (("stopping",), Events, ("ended",), T._events_stopping),
+    (("stopping",), (Stop, Admitting, Answering), (), T._dropped),
+    (("ended",), (Admitting, Admitted, AdmitRefused, AdmitNotKept, Events, StreamLost, StreamFailed, Answering,
+                  *ANSWERS, Stop, AbortAnswered), (), T._after_end),
+))
 
 
 def _failure(error: object) -> str:

@@ -30,7 +30,7 @@ from jr2_actors.constants import DEMO_SECONDS
 from jr2_actors.run.render import duration, feed_line, status_lines
 from jr2_actors.run.wire import feed_doc
 from jr2_actors.workflow import WorkflowError, parse_workflow, read_document, read_file
-from jr2_actors.workspace.core import PlacedLine, PlacingLine, WaitEndedLine
+from jr2_actors.workspace.messages import PlacedLine, PlacingLine, WaitEndedLine
 
 if TYPE_CHECKING:  # the fake cluster and the orchestrator load when the demo runs, not with every command
     from jr2_actors.fake.cluster import FakeCluster

@@ -43,7 +43,7 @@ from jr2_actors.run.readlog import ReadLog
 from jr2_actors.run.wire import feed_doc, listing_doc, status_doc
 from jr2_actors.store import actor as store
 from jr2_actors.watch.identity import sandbox_name
-from jr2_actors.workspace import core as ws
+from jr2_actors.workspace import messages as ws
 from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jr2_actors.run.notices import Notice
-from jr2_actors.workspace.core import PlacedLine, PlacingLine, WaitEndedLine
+from jr2_actors.workspace.messages import PlacedLine, PlacingLine, WaitEndedLine
 
 
 @dataclass(frozen=True)

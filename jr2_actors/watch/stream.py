@@ -5,7 +5,9 @@ follows when it ends. It knows nothing of Sandboxes: every object it hears (a li
 event) is passed on as a `Signal` for the delivery cache. It does no I/O, reads no clock and starts no
 thread: every input comes with the monotonic time `now`.
 
-Phases: `idle` → `listing` → `watching` ⇄ `waiting` (a backoff) → …; `stopped` only by `Shutdown`.
+Phases: `idle` → `listing` → `watching` ⇄ `waiting` (a backoff) → …; `stopped` only by `Shutdown`. The
+machine is `MACHINE` at the bottom (`step.Machine`): an input off it is our bug and raises `OffTable`;
+the world's late answers have rows that ignore them.
 
 Terminations, and what follows each:
 - **Expired** (410, reason `Expired`/`Gone`; an ERROR frame in a 200 or the answer to opening) →
@@ -35,7 +37,7 @@ the backoff cap. It never stops for good: the first list that works ends the deg
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
@@ -51,6 +53,7 @@ from jr2_actors.constants import (
 )
 from jr2_actors.errors import ApiStatus
 from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, FrameError, WatchEvent
+from jr2_actors.step import Machine
 
 # Far enough along any schedule that it waits its cap (Backoff caps the exponent at 64 too).
 _AT_THE_CAP = 64
@@ -228,40 +231,21 @@ class StreamKeeper:
         self._stream_progressed = False
         self._pending: Action | None = None
         self._wake_at: float | None = None
+        self._edge: tuple[str, type] | None = None
 
     def step(self, event: StreamInput, now: float) -> Kept:
+        edge = MACHINE.edge("the Sandbox watch", self.phase, event)
         out = Kept()
-        if self.phase == "stopped":
-            pass
-        elif isinstance(event, Started):
-            if self.phase == "idle":
-                self._list(now, out)
-        elif isinstance(event, Shutdown):
-            if self.phase == "watching":
-                out.actions.append(CloseStream(self.stream))
-            self.phase = "stopped"
-        elif isinstance(event, Listed):
-            if self.phase == "listing":
-                self._listed(event, now, out)
-        elif isinstance(event, ListFailed):
-            if self.phase == "listing":
-                self._failed(_classify(event.failure), event.failure, now, out, relist=True)
-        elif isinstance(event, WatchOpened):
-            if self.phase == "watching" and event.stream == self.stream:
-                self._progress_at = now
-        elif isinstance(event, WatchOpenFailed):
-            if self.phase == "watching" and event.stream == self.stream:
-                termination = _classify(event.failure)
-                self._failed(termination, event.failure, now, out, relist=termination is Termination.EXPIRED)
-        elif isinstance(event, FrameReceived):
-            if self.phase == "watching" and event.stream == self.stream:
-                self._frame(event.frame, now, out)
-        elif isinstance(event, StreamEnded):
-            if self.phase == "watching" and event.stream == self.stream:
-                self._ended(event.failure, now, out)
-        elif isinstance(event, Tick):
-            self._tick(now, out)
+        self._edge = (self.phase, type(event))
+        try:
+            edge.handler(self, event, now, out)
+        finally:
+            self._edge = None
         return out
+
+    def _go(self, phase: Phase) -> None:
+        MACHINE.move("the Sandbox watch", self._edge, phase)
+        self.phase = phase
 
     @property
     def deadline(self) -> float | None:
@@ -275,21 +259,57 @@ class StreamKeeper:
 
     # -- transitions -----------------------------------------------------------------------------------
 
+    # -- handlers (see MACHINE) ------------------------------------------------------------------------
+
+    def _started(self, event: Started, now: float, out: Kept) -> None:
+        self._list(now, out)
+
+    def _shutdown(self, event: Shutdown, now: float, out: Kept) -> None:
+        if self.phase == "watching":
+            out.actions.append(CloseStream(self.stream))
+        self._go("stopped")
+
+    def _list_failed(self, event: ListFailed, now: float, out: Kept) -> None:
+        self._failed(_classify(event.failure), event.failure, now, out, relist=True)
+
+    def _opened(self, event: WatchOpened, now: float, out: Kept) -> None:
+        if event.stream == self.stream:
+            self._progress_at = now
+
+    def _open_failed(self, event: WatchOpenFailed, now: float, out: Kept) -> None:
+        if event.stream == self.stream:
+            termination = _classify(event.failure)
+            self._failed(termination, event.failure, now, out, relist=termination is Termination.EXPIRED)
+
+    def _received(self, event: FrameReceived, now: float, out: Kept) -> None:
+        if event.stream == self.stream:
+            self._frame(event.frame, now, out)
+
+    def _stream_ended(self, event: StreamEnded, now: float, out: Kept) -> None:
+        if event.stream == self.stream:
+            self._ended(event.failure, now, out)
+
+    def _late(self, event: StreamInput, now: float, out: Kept) -> None:
+        """An answer to a call of an earlier phase (a list past its deadline, a closed stream), a timer due
+        before the last move, or anything after the stop: nothing to do."""
+
+    # -- transitions -----------------------------------------------------------------------------------
+
     def _list(self, now: float, out: Kept) -> None:
-        self.phase = "listing"
+        self._go("listing")
         self._since = now
         out.actions.append(ListNow())
 
     def _watch(self, now: float, out: Kept) -> None:
         assert self.resource_version is not None
         self.stream += 1
-        self.phase = "watching"
+        self._go("watching")
         self._since = now
         self._progress_at = now
         self._stream_progressed = False
         out.actions.append(WatchFrom(self.resource_version, self.stream))
 
-    def _listed(self, event: Listed, now: float, out: Kept) -> None:
+    def _listed(self, event: Listed, now: float, out: Kept) -> None:  # a handler too
         out.signals.append(Snapshot(event.items, recovered=self.degraded))
         self.degraded = False
         self.resource_version = event.resource_version
@@ -332,7 +352,7 @@ class StreamKeeper:
         failure = failure or Failure("transport", "the watch ended at once with nothing on it")
         self._failed(Termination.TRANSPORT, failure, now, out, relist=False)
 
-    def _tick(self, now: float, out: Kept) -> None:
+    def _tick(self, event: Tick, now: float, out: Kept) -> None:
         if self.phase == "waiting" and self._wake_at is not None and now >= self._wake_at:
             pending, self._pending, self._wake_at = self._pending, None, None
             if isinstance(pending, WatchFrom):
@@ -380,9 +400,35 @@ class StreamKeeper:
             else:
                 self._watch(now, out)
             return
-        self.phase = "waiting"
+        self._go("waiting")
         self._pending = ListNow() if relist else WatchFrom(self.resource_version or "", self.stream + 1)
         self._wake_at = now + delay
+
+
+# -- the machine -------------------------------------------------------------------------------------
+
+K = StreamKeeper
+ON_A_STREAM = (WatchOpened, WatchOpenFailed, FrameReceived, StreamEnded)
+MOVES: tuple[Phase, ...] = ("listing", "watching", "waiting")
+# One table holds the keeper (`step.Machine`): an input with no row is our bug (`OffTable`) — a second start,
+# a call's answer before any call. The world's late answers (a list past its deadline, a stream already
+# closed or of an older number, a timer due before the last move) have rows that ignore them, and so does
+# everything after the stop. docs/architecture.md prints it; a test keeps the copy true.
+MACHINE: Machine[Callable[[StreamKeeper, Any, float, Kept], None]] = Machine("the Sandbox watch", (
+    (("idle",), Started, ("listing",), K._started),
+    (("idle", "listing", "watching", "waiting"), Shutdown, ("stopped",), K._shutdown),
+    (("listing",), Listed, ("watching",), K._listed),
+    (("listing",), ListFailed, MOVES, K._list_failed),
+    (("watching",), WatchOpened, (), K._opened),
+    (("watching",), WatchOpenFailed, MOVES, K._open_failed),
+    (("watching",), FrameReceived, MOVES, K._received),
+    (("watching",), StreamEnded, MOVES, K._stream_ended),
+    (("listing", "watching", "waiting"), Tick, MOVES, K._tick),
+    (("watching", "waiting"), (Listed, ListFailed), (), K._late),
+    (("listing", "waiting"), ON_A_STREAM, (), K._late),
+    (("idle",), Tick, (), K._late),
+    (("stopped",), (Started, Shutdown, Listed, ListFailed, *ON_A_STREAM, Tick), (), K._late),
+))
 
 
 def _classify(failure: Failure) -> Termination:

@@ -1,18 +1,18 @@
 """WorkspaceActor: one Workspace, a thin shell over `WorkspaceCore` (DESIGN.md).
 
 It registers with the WatchActor for its Sandbox's key and performs what the core asks: write the Sandbox
-(the first write creates; a name already taken is adopted only when its annotations name this very
-Workspace), then its token Secret owned by the Sandbox's uid; renew the Lease (a merge patch of
-`jr2.dev/keepalive`); attach through the Harness; delete with the uid it wrote and the newest version it
-knows as preconditions. Cluster writes run one at a time, in order, on the kube pool (a delete never
-overtakes the write before it); the attach runs on a pool of its own, so a slow Harness never delays any
-Workspace's Lease, write or delete. Every report goes to the parent; `Release(why)` ends it, and it stops
-itself once `Released` is told and its last call is back. A stop ends its attach at once (the attach's
-Harness client is closed: its retries and its request in flight end), so an orchestrator's stop never
-waits for a Harness that refuses connections; its cluster writes' retries are timers, which end with it.
-A call that raises what nobody expected is our bug: it fails the actor (its parent hears an
-`ActorFault`), never vanishes into an unread future.
-"""
+(the first write creates; a name already taken is read and told as `NameTaken` — the core adopts it only
+when its annotations name this very Workspace), then its token Secret owned by the Sandbox's uid; renew the
+Lease (a merge patch of `jr2.dev/keepalive`); attach through the Harness; delete with the uid it wrote and
+the newest version it knows as preconditions (a 409 is read again and told as `DeleteConflict`, with the
+Lease stamps this Workspace sent: the core's delete guard decides). Cluster writes run one at a time, in
+order, on the kube pool (a delete never overtakes the write before it); the attach runs on a pool of its
+own, so a slow Harness never delays any Workspace's Lease, write or delete. Every report goes to the parent;
+`Release(why)` ends it, and it stops itself once `Released` is told and its last call is back. A stop ends
+its attach at once (the attach's Harness client is closed: its retries and its request in flight end), so an
+orchestrator's stop never waits for a Harness that refuses connections; its cluster writes' retries are
+timers, which end with it. A call that raises what nobody expected is our bug: it fails the actor (its
+parent hears an `ActorFault`), never vanishes into an unread future."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ import pykka
 from jr2_actors import logs
 from jr2_actors.actorkit import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import DELETE_VERSION_REREADS
 from jr2_actors.errors import KUBE_ERRORS, KubeError, KubeProtocolError
 from jr2_actors.harness.client import HARNESS_ERRORS, HarnessClient, HarnessError, HarnessUnreachable
 from jr2_actors.harness.tokens import harness_token
@@ -40,8 +39,8 @@ from jr2_actors.metrics import Telemetry
 from jr2_actors.watch import actor as watch
 from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import identify
-from jr2_actors.workspace import core as ws
-from jr2_actors.workspace.core import Release
+from jr2_actors.workspace import core as ws_core
+from jr2_actors.workspace import messages as ws
 from jr2_actors.workspace.manifest import (
     WorkspaceSpec,
     attach_branch,
@@ -50,8 +49,8 @@ from jr2_actors.workspace.manifest import (
     lease_patch,
     sandbox_body,
     token_secret,
-    written_by,
 )
+from jr2_actors.workspace.messages import Release
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +98,9 @@ class WorkspaceActor(Shell):
         self.kube_pool = kube_pool
         self.attach_pool = attach_pool
         self.clock = clock or SystemClock()
-        self.core = ws.WorkspaceCore(spec.path, memory_limit=spec.definition.memory, rng=jitter_source(seed),
-                                     secret_name=spec.secret_name, **core_options)
+        self.core = ws_core.WorkspaceCore(spec.path, memory_limit=spec.definition.memory, rng=jitter_source(seed),
+                                     secret_name=spec.secret_name, run_id=spec.run_id,
+                                               **core_options)
         self._harness_factory = harness_factory or (lambda url, token: HarnessClient(url, token, clock=self.clock))
         self._restored = restored
         self._owns_timers = timers is None
@@ -235,11 +235,9 @@ class WorkspaceActor(Shell):
                 except KubeError as e:
                     if e.status != 409:
                         raise
-                # The name is taken: ours from an earlier write whose answer was lost, or a collision.
+                # The name is taken: whose it is, the core decides (it adopts its own with an apply).
                 existing = self.client.get(SANDBOX, name)
-                if existing is not None and identify(existing) != spec.key:
-                    return _Done(ws.WriteFailed("sandbox", f"{name} belongs to {identify(existing)}",
-                                                409, collision=True), "kube")
+                return _Done(ws.NameTaken(name, identify(existing) if existing is not None else None), "kube")
             done = _Done(_applied(self.client.apply(SANDBOX, name, body)), "kube")
         except KUBE_ERRORS as e:
             return _Done(_write_failed("sandbox", e), "kube")
@@ -288,26 +286,18 @@ class WorkspaceActor(Shell):
                     return _Done(ws.Deleted(existed=False), "kube")
                 uid, rv = _uid(existing), _rv(existing)
             # Its token Secret goes with it (owner reference). The preconditions keep a successor safe: one
-            # that adopted this Sandbox since has written a newer version (ADR-0064's delete guard). A version
-            # moved by anyone else (the operator's status, a renewal the watch has not shown yet) is read again
-            # and the delete retried while the Sandbox is still the one this Workspace wrote.
-            for reread in range(DELETE_VERSION_REREADS + 1):
-                try:
-                    existed = self.client.delete(SANDBOX, self.spec.name, uid=uid, resource_version=rv or None)
-                    break
-                except KubeError as e:
-                    if e.status != 409 or not rv:
-                        raise
-                    current = self.client.get(SANDBOX, self.spec.name)
-                    if current is None:
-                        return _Done(ws.Deleted(existed=False), "kube")
-                    # A restored Workspace none of whose writes has landed yet knows no stamp on it: its uid
-                    # decides (no successor exists in this process before its teardown is over).
-                    if not written_by(current, uid, self._stamps if self._landed else ()):
-                        raise
-                    if reread == DELETE_VERSION_REREADS:  # still ours, still moving: retried with backoff
-                        return self._delete_failed(ws.DeleteFailed(f"its version kept moving: {e}", None))
-                    rv = _rv(current)
+            # that adopted this Sandbox since has written a newer version. A 409 is read again and told to the
+            # core, which decides whether it is still ours (ADR-0064's delete guard, `DeleteConflict`).
+            try:
+                existed = self.client.delete(SANDBOX, self.spec.name, uid=uid, resource_version=rv or None)
+            except KubeError as e:
+                if e.status != 409 or not rv:
+                    raise
+                current = self.client.get(SANDBOX, self.spec.name)
+                # A restored Workspace none of whose writes has landed yet knows no stamp on it: its uid
+                # decides (no successor exists in this process before its teardown is over).
+                return _Done(ws.DeleteConflict(uid, str(e), current, tuple(self._stamps) if self._landed else ()),
+                             "kube")
         except KUBE_ERRORS as e:
             if isinstance(e, KubeError):
                 return self._delete_failed(ws.DeleteFailed(str(e), e.status, e.retry_after))

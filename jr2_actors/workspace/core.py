@@ -1,9 +1,10 @@
 """WorkspaceCore: one Workspace's Sandbox from its write to its teardown. Pure (ADR-0064, ADR-0063).
 
-Theory of operation. The machine is the table `TRANSITIONS` at the bottom: (state, input) → the states
-that edge may lead to. A handler moves only along its edge (`_go` checks); an input the shell sends that
-has no edge in the current state is our bug and raises `OffTable`; a world input (what the watch says,
-a timer) with no edge is ignored.
+Theory of operation. The machine is the table `MACHINE` at the bottom (`step.Machine`): (state, input) →
+the states that edge may lead to, and its handler. A handler moves only along its edge (`_go` checks); an
+input with no edge in the current state is our bug and raises `OffTable`. What the world may say to a
+Workspace that has not begun or has ended (the watch, a timer, a late answer) has its rows, which ignore
+it. The inputs, actions and reports are in `messages.py`.
 
     new ──Begin──▶ placing ──scheduled──▶ provisioning ──Ready──▶ attaching ──attached──▶ running
      │                └── (restored after it had placed) ──▶ reconciling ──first list──▶ …
@@ -12,10 +13,7 @@ a timer) with no edge is ignored.
 
 - `placing` writes the CR and waits for a node with **no deadline** (ADR-0064): an Unschedulable pod
   waits `on: node`, a quota refusal `on: quota`, with the scheduler's or the quota's own words; a pod
-  back to `SchedulingPending` still waits on a node. A wait that starts gives one `placing` feed line; its
-  end one `placed` line with the duration (monotonic when this process opened the wait, else two
-  wall-clock reads clamped at 0), or — when it ends without a node (release, loss, fault) — one
-  `wait-ended` line; a changed reason only updates `waiting`.
+  back to `SchedulingPending` still waits on a node. The wait's feed lines and duration: `wait.py`.
 - The first write creates (`ApplySandbox(create=True)`): a name held by another run's Workspace is a
   named fault, never adopted, renewed or deleted. Transient API answers (5xx, 429, 409, no answer, and a
   403 for its first 30 s: an API-server restart's, CONTRACTS.md §2) are retried on a capped backoff and
@@ -50,7 +48,6 @@ a timer) with no edge is ignored.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from jr2_actors.backoff import Jitter, NoJitter
@@ -58,319 +55,25 @@ from jr2_actors.constants import (
     ATTACH_ATTEMPTS,
     ATTACH_RETRY_BACKOFF,
     DELETE_RETRY_BACKOFF,
+    DELETE_VERSION_REREADS,
     FORBIDDEN_GRACE_SECONDS,
     LEASE_INTERVAL_SECONDS,
     LEASE_JITTER,
     PROVISION_BUDGET_SECONDS,
     WRITE_RETRY_BACKOFF,
 )
-from jr2_actors.step import OffTable, Step
+from jr2_actors.step import Edge, Machine, Step
 from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.watch.identity import SandboxKey
 from jr2_actors.watch.sandbox import SandboxView
-
-State = Literal["new", "placing", "reconciling", "provisioning", "attaching", "running", "lost", "faulted",
-                "released"]
-WaitOn = Literal["node", "quota"]
-ReleaseWhy = Literal["teardown", "run-stopped", "run-faulted"]
-LIVE: tuple[State, ...] = ("placing", "reconciling", "provisioning", "attaching", "running")
-ENDED: tuple[State, ...] = ("lost", "faulted", "released")
-
-# Waiting reasons that end a provision at once: nothing jr2 waits for will change them.
-FAST_FAULTS = frozenset({"CrashLoopBackOff", "CreateContainerConfigError", "InvalidImageName", "ErrImageNeverPull",
-                         "CreateContainerError"})
-# An API answer that refuses our request itself: retrying sends the same refused request. A 403 is not one
-# at first (CONTRACTS.md §2: an API-server restart answers 403 for a few ms): `FORBIDDEN_GRACE_SECONDS`.
-REFUSALS = frozenset({400, 404, 405, 413, 415, 422})
-FORBIDDEN = 403
-
-
-# -- inputs ------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class RestoredWait:
-    """A `placing` wait opened before an Orchestrator restart: only its wall-clock start survived."""
-
-    on: WaitOn
-    message: str
-    since_wall: float
-
-
-@dataclass(frozen=True)
-class Restored:
-    """What a Workspace knew when its run was last saved: the run's blob keeps it, `Begin` gives it back."""
-
-    placed: bool = False
-    uid: str = ""
-    wait: RestoredWait | None = None
-    releasing: bool = False  # its teardown was under way: it writes nothing but the delete that follows
-
-
-@dataclass(frozen=True)
-class Begin:
-    restored: Restored | None = None
-
-
-@dataclass(frozen=True)
-class Applied:
-    """The Sandbox is written (created, adopted as ours, or applied): its uid, and the version written."""
-
-    uid: str
-    resource_version: str = ""
-
-
-@dataclass(frozen=True)
-class LeaseRenewed:
-    """A renewal's answer: the version it wrote (the delete's precondition must be at least as new)."""
-
-    resource_version: str
-
-
-@dataclass(frozen=True)
-class WriteFailed:
-    """A write of the Sandbox (`what="sandbox"`) or its token Secret (`"secret"`) failed. `status` is the
-    API's answer (None: no answer); `collision` names another run's Workspace holding our name."""
-
-    what: Literal["sandbox", "secret"]
-    message: str
-    status: int | None = None
-    retry_after: float | None = None
-    collision: bool = False
-
-
-@dataclass(frozen=True)
-class SecretWritten:
-    pass
-
-
-@dataclass(frozen=True)
-class Attached:
-    repos: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class AttachFailed:
-    message: str
-    # No Harness served the call (503, 502, 504, or no answer): the pod may be going (an eviction the watch
-    # has not told yet) or not yet serving again — the attach is tried again, and the watch decides.
-    unavailable: bool = False
-
-
-@dataclass(frozen=True)
-class Deleted:
-    """The delete is done; `existed`: there was something of ours to delete."""
-
-    existed: bool
-
-
-@dataclass(frozen=True)
-class DeleteFailed:
-    """`status` 409: the name holds another incarnation now (the uid precondition failed): not ours. None:
-    no answer (or a version still moving); anything else is the API's answer, with its Retry-After."""
-
-    message: str
-    status: int | None = None
-    retry_after: float | None = None
-
-
-@dataclass(frozen=True)
-class WatchClosed:
-    """The WatchActor stopped: what the cluster does is unknown from now on."""
-
-
-@dataclass(frozen=True)
-class Tick:
-    pass
-
-
-@dataclass(frozen=True)
-class Release:
-    why: ReleaseWhy = "teardown"
-
-
-# The watch's deliveries are inputs as they are (SandboxSeen, SandboxGone, WatchFailed).
-WorldInput = SandboxSeen | SandboxGone | WatchFailed | WatchClosed | Tick
-ShellInput = (Begin | Applied | LeaseRenewed | WriteFailed | SecretWritten | Attached | AttachFailed | Deleted
-              | DeleteFailed | Release)
-Input = WorldInput | ShellInput
-
-
-# -- actions -----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ApplySandbox:
-    """`create`: the first write creates, and a name already taken is checked before it is adopted."""
-
-    create: bool
-
-
-@dataclass(frozen=True)
-class ApplySecret:
-    uid: str
-
-
-@dataclass(frozen=True)
-class RenewLease:
-    uid: str  # the renewal carries it: the API server renews only that Sandbox
-
-
-@dataclass(frozen=True)
-class Attach:
-    endpoint: str
-
-
-@dataclass(frozen=True)
-class DeleteSandbox:
-    """`uid` empty: the write's answer never came; delete only what the name holds for this key. The uid and
-    the newest version this Workspace wrote or saw are the delete's preconditions: a successor that adopted
-    the name since has written a newer version, and the delete then touches nothing (409)."""
-
-    uid: str
-    resource_version: str = ""
-
-
-Action = ApplySandbox | ApplySecret | RenewLease | Attach | DeleteSandbox
-
-
-# -- reports -----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class WaitEntry:
-    """RunStatus `waiting` (ADR-0064): what the Workspace waits on, in the scheduler's or quota's words."""
-
-    on: WaitOn
-    message: str
-    since: float  # wall clock
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """This Workspace's `waiting` entry changed (None: it no longer waits)."""
-
-    path: str
-    entry: WaitEntry | None
-
-
-@dataclass(frozen=True)
-class PlacingLine:
-    """Feed: a wait for capacity starts."""
-
-    path: str
-    on: WaitOn
-    message: str
-    since: float
-
-
-@dataclass(frozen=True)
-class PlacedLine:
-    """Feed: the wait ended with a node."""
-
-    path: str
-    since: float
-    after_ms: int
-
-
-@dataclass(frozen=True)
-class WaitEndedLine:
-    """Feed: the wait ended without a node (the Workspace was released, lost or faulted)."""
-
-    path: str
-    since: float
-    after_ms: int
-    why: Literal["released", "lost", "faulted"]
-
-
-FeedLine = PlacingLine | PlacedLine | WaitEndedLine
-
-
-@dataclass(frozen=True)
-class Saved:
-    """What the run keeps in its blob so a restore can resume this Workspace (`Restored`)."""
-
-    path: str
-    restored: Restored
-
-
-@dataclass(frozen=True)
-class Running:
-    path: str
-    repos: dict[str, str]
-    endpoint: str
-
-
-@dataclass(frozen=True)
-class Lost:
-    """`workspace.lost`, with the reason the run's fault will carry."""
-
-    path: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Faulted:
-    """`actor`: the WorkspaceActor itself died (our bug; its parent says so): nothing holds the Sandbox any
-    more, so a teardown under way is over."""
-
-    path: str
-    reason: str
-    actor: bool = False
-
-
-@dataclass(frozen=True)
-class LastEndSeen:
-    """The Harness container's last end as the operator published it (ADR-0062 reads a kernel kill here)."""
-
-    path: str
-    reason: str
-    exit_code: int | None
-    finished_at: str
-    restart_count: int
-    memory_fault: str | None  # `memory limit (OOMKilled, limit …): …` for a kernel kill
-
-    @property
-    def moment(self) -> str:
-        """Which end this is: its `finishedAt`, or (the contract makes that optional) the restart it caused —
-        so a second kernel kill without a time is still a second end (ADR-0062: each one is told)."""
-        return self.finished_at or f"restart-{self.restart_count}"
-
-
-@dataclass(frozen=True)
-class HarnessEnded:
-    """The Harness container ended and restarted after attach: the Turns waiting on it end."""
-
-    path: str
-    reason: str
-    exit_code: int | None
-    message: str
-    memory_fault: str | None
-
-
-@dataclass(frozen=True)
-class Phase:
-    """The Workspace's state changed (RunStatus shows it; metrics count Workspaces by it)."""
-
-    path: str
-    state: State
-
-
-@dataclass(frozen=True)
-class Unknown:
-    """The watch cannot tell (it failed or stopped): never loss."""
-
-    path: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Released:
-    """The teardown is over: the actor may stop."""
-
-    path: str
-    deleted: bool
-
-
-Report = (Waiting | FeedLine | Saved | Running | Lost | Faulted | LastEndSeen | HarnessEnded | Unknown | Released
-          | Phase)
-WorkspaceStep = Step[Action, Report]
+from jr2_actors.workspace import messages as m
+from jr2_actors.workspace import reading
+from jr2_actors.workspace.manifest import written_by
+from jr2_actors.workspace.messages import ENDED, LIVE, State, WaitOn
+from jr2_actors.workspace.wait import PlacingWait
+
+# The vocabulary is `messages.py`'s; `State` and `WaitOn` stay importable from here for the metrics.
+__all__ = ["MACHINE", "TRANSITIONS", "Edge", "State", "WaitOn", "WorkspaceCore", "transitions_markdown"]
 
 
 # -- the core ----------------------------------------------------------------------------------------
@@ -378,8 +81,9 @@ WorkspaceStep = Step[Action, Report]
 class WorkspaceCore:
     def __init__(self, path: str, *, memory_limit: str | None = None, rng: Jitter | None = None,
                  lease_interval: float = LEASE_INTERVAL_SECONDS, budget: float = PROVISION_BUDGET_SECONDS,
-                 secret_name: str = "") -> None:
+                 secret_name: str = "", run_id: str = "") -> None:
         self.path = path
+        self.key = SandboxKey(run_id, path)  # whose Workspace a Sandbox must name to be ours
         self.state: State = "new"
         self.uid = ""
         self.rv = ""  # the newest resourceVersion of its Sandbox this Workspace wrote or saw
@@ -392,36 +96,33 @@ class WorkspaceCore:
         self._budget_ends: float | None = None
         self._retry_at: float | None = None
         self._attach_failures = 0  # attaches no Harness answered, in a row
-        self._retry: Action | None = None
+        self._retry: m.Action | None = None
         self._write_failures = 0
         self._delete_failures = 0
+        self._conflicts = 0  # a delete's 409s in a row of a Sandbox still ours whose version moved
         self._forbidden_since: float | None = None  # when the 403s in a row began
         self._released = False  # `Released` was reported: the teardown is over
-        self._wait: WaitEntry | None = None
-        self._wait_since_mono: float | None = None
+        self._wait = PlacingWait(path)
         self._placed = False
         self._endpoint = ""
         self._pending_seen: SandboxSeen | None = None
         self._restart_count: int | None = None
         self._last_end: tuple[str, int | None, str] | None = None
-        self._out: list[Action | Report] = []
+        self._out: list[m.Action | m.Report] = []
         self._edge: tuple[State, type] | None = None
         self._now = 0.0
         self._wall = 0.0
 
     # -- the one entry point -------------------------------------------------------------------------
 
-    def step(self, event: Input, now: float, wall: float) -> WorkspaceStep:
+    def step(self, event: m.Input, now: float, wall: float) -> m.WorkspaceStep:
         self._out = []
         self._now, self._wall = now, wall
-        edge = (self.state, type(event))
-        entry = TRANSITIONS.get(edge)
-        if entry is None:
-            if isinstance(event, ShellInput):
-                raise OffTable(f"Workspace {self.path}: {type(event).__name__} in {self.state}")
-        else:
-            self._edge = edge
+        entry = MACHINE.edge(f"Workspace {self.path}", self.state, event)
+        self._edge = (self.state, type(event))
+        try:
             entry.handler(self, event, now, wall)
+        finally:
             self._edge = None
         out, self._out = self._out, []
         actions = tuple(x for x in out if isinstance(x, ACTION_TYPES))
@@ -435,10 +136,10 @@ class WorkspaceCore:
                self._retry_at]
         return min((t for t in due if t is not None), default=None)
 
-    # -- handlers (see TRANSITIONS) --------------------------------------------------------------------
+    # -- handlers (see MACHINE) -------------------------------------------------------------------------
 
-    def _begin(self, event: Begin, now: float, wall: float) -> None:
-        restored = event.restored or Restored()
+    def _begin(self, event: m.Begin, now: float, wall: float) -> None:
+        restored = event.restored or m.Restored()
         self.uid = restored.uid
         self._placed = restored.placed
         self._lease_due = now + self._random.uniform(0, self._lease_interval / 5)
@@ -447,36 +148,42 @@ class WorkspaceCore:
             return
         if restored.wait is not None:
             w = restored.wait
-            self._wait = WaitEntry(w.on, w.message, w.since_wall)
+            self._wait.restore(w)
         self._go("placing")
         if not restored.releasing:  # a Sandbox deleted before the restart is never written again
-            self._out.append(ApplySandbox(create=not self.uid))  # idempotent: a restart re-enters placing
+            self._out.append(m.ApplySandbox(create=not self.uid))  # idempotent: a restart re-enters placing
 
-    def _applied(self, event: Applied, now: float, wall: float) -> None:
+    def _applied(self, event: m.Applied, now: float, wall: float) -> None:
         if event.uid != self.uid:
             self.rv = ""
         self.uid = event.uid
-        self._newer(event.resource_version)
+        self.rv = reading.newest(self.rv, event.resource_version)
         self._write_failures = 0
         self._forbidden_since = None
         self._saved()
-        self._out.append(ApplySecret(event.uid))
+        self._out.append(m.ApplySecret(event.uid))
         if self._pending_seen is not None:  # what the watch said before the write's answer came back
             seen, self._pending_seen = self._pending_seen, None
             if seen.sandbox.uid == self.uid:
                 self._seen(seen, now, wall)
 
-    def _applied_late(self, event: Applied, now: float, wall: float) -> None:
+    def _applied_late(self, event: m.Applied, now: float, wall: float) -> None:
         self.uid = event.uid  # ended meanwhile: a delete already queued finds it by name
-        self._newer(event.resource_version)
+        self.rv = reading.newest(self.rv, event.resource_version)
 
-    def _renewed(self, event: LeaseRenewed, now: float, wall: float) -> None:
-        self._newer(event.resource_version)
+    def _renewed(self, event: m.LeaseRenewed, now: float, wall: float) -> None:
+        self.rv = reading.newest(self.rv, event.resource_version)
 
-    def _write_failed(self, event: WriteFailed, now: float, wall: float) -> None:
-        if event.collision:
-            self._fault(f"the Sandbox name is taken by another run's Workspace, never ours to use: {event.message}")
-            return
+    def _name_taken(self, event: m.NameTaken, now: float, wall: float) -> None:
+        """Ours from an earlier write whose answer was lost (adopted: applied), or another run's Workspace's: a
+        named fault, never adopted, renewed or deleted."""
+        if event.holder is None or event.holder == self.key:
+            self._out.append(m.ApplySandbox(create=False))
+        else:
+            self._fault(f"the Sandbox name is taken by another run's Workspace, never ours to use: {event.name} "
+                        f"belongs to {event.holder}")
+
+    def _write_failed(self, event: m.WriteFailed, now: float, wall: float) -> None:
         if self._refused(event.status, now):
             self._fault(f"writing the {'token Secret' if event.what == 'secret' else 'Sandbox'} was refused: "
                         f"{event.message}")
@@ -488,9 +195,9 @@ class WorkspaceCore:
         if event.retry_after is not None:
             delay = max(delay, event.retry_after)
         self._retry_at = now + delay
-        self._retry = ApplySandbox(create=not self.uid) if event.what == "sandbox" else ApplySecret(self.uid)
+        self._retry = m.ApplySandbox(create=not self.uid) if event.what == "sandbox" else m.ApplySecret(self.uid)
 
-    def _secret_written(self, event: SecretWritten, now: float, wall: float) -> None:
+    def _secret_written(self, event: m.SecretWritten, now: float, wall: float) -> None:
         self._write_failures = 0
         self._forbidden_since = None
 
@@ -508,28 +215,28 @@ class WorkspaceCore:
         if self.state == "reconciling" or (self.uid and event.uid in (self.uid, "")):
             self._lose(f"the Sandbox was deleted ({event.reason})")
 
-    def _unknown(self, event: WatchFailed | WatchClosed, now: float, wall: float) -> None:
+    def _unknown(self, event: WatchFailed | m.WatchClosed, now: float, wall: float) -> None:
         message = event.message if isinstance(event, WatchFailed) else "the Sandbox watch stopped"
-        self._out.append(Unknown(self.path, message))  # a dropped watch is never loss (ADR-0063)
+        self._out.append(m.Unknown(self.path, message))  # a dropped watch is never loss (ADR-0063)
 
-    def _attached(self, event: Attached, now: float, wall: float) -> None:
+    def _attached(self, event: m.Attached, now: float, wall: float) -> None:
         self._attach_failures = 0
         self._retry_at = self._retry = None
         self._go("running")
-        self._out.append(Running(self.path, dict(event.repos), self._endpoint))
+        self._out.append(m.Running(self.path, dict(event.repos), self._endpoint))
 
-    def _attach_failed(self, event: AttachFailed, now: float, wall: float) -> None:
+    def _attach_failed(self, event: m.AttachFailed, now: float, wall: float) -> None:
         # An attach no Harness answered races the watch: an evicted pod's Harness is gone before the watch
         # says `Lost` (found by the simulation, seed 184). It is tried again on ATTACH_RETRY_BACKOFF while the
         # Sandbox is still ours and Ready; the watch's Lost or Gone ends it as a loss, never a fault.
         if event.unavailable and self._attach_failures < ATTACH_ATTEMPTS:
             self._attach_failures += 1
-            self._retry = Attach(self._endpoint)
+            self._retry = m.Attach(self._endpoint)
             self._retry_at = now + ATTACH_RETRY_BACKOFF.delay(self._attach_failures, self._random)
             return
         self._fault(f"attach: {event.message}")
 
-    def _release(self, event: Release, now: float, wall: float) -> None:
+    def _release(self, event: m.Release, now: float, wall: float) -> None:
         state = self.state
         self._end_wait("released")
         self._go("released")
@@ -541,13 +248,14 @@ class WorkspaceCore:
             self._teardown_over(deleted=False)
         else:
             self._forbidden_since = None
-            self._out.append(DeleteSandbox(self.uid, self.rv))
+            self._conflicts = 0
+            self._out.append(m.DeleteSandbox(self.uid, self.rv))
 
-    def _deleted(self, event: Deleted, now: float, wall: float) -> None:
+    def _deleted(self, event: m.Deleted, now: float, wall: float) -> None:
         if not self._released:
             self._teardown_over(deleted=event.existed)
 
-    def _delete_failed(self, event: DeleteFailed, now: float, wall: float) -> None:
+    def _delete_failed(self, event: m.DeleteFailed, now: float, wall: float) -> None:
         if self._released:
             return  # the watch said the Sandbox is gone while this delete was out
         if event.status == 409 or self._refused(event.status, now):
@@ -558,11 +266,28 @@ class WorkspaceCore:
         # ADR-0064 owes this delete: it is retried, capped, until it lands or the Sandbox is gone — an
         # outage of the API server must not hold a node for the idle GC's 30 minutes.
         self._delete_failures += 1
+        self._conflicts = 0
         delay = DELETE_RETRY_BACKOFF.delay(self._delete_failures, self._random)
         if event.retry_after is not None:
             delay = max(delay, event.retry_after)
         self._retry_at = now + delay
-        self._retry = DeleteSandbox(self.uid, self.rv)
+        self._retry = m.DeleteSandbox(self.uid, self.rv)
+
+    def _delete_conflict(self, event: m.DeleteConflict, now: float, wall: float) -> None:
+        """ADR-0064's delete guard. A version moved by anyone else (the operator's status, a renewal the watch
+        has not shown yet) is read again and the delete retried while the Sandbox is still the one this
+        Workspace wrote; a successor that adopted the name has stamped it since, and is never touched."""
+        if self._released:
+            return
+        if event.current is None:
+            self._teardown_over(deleted=False)
+        elif not written_by(event.current, event.uid, event.sent):
+            self._delete_failed(m.DeleteFailed(event.message, 409), now, wall)  # not ours any more
+        elif self._conflicts >= DELETE_VERSION_REREADS:  # still ours, still moving: retried with backoff
+            self._delete_failed(m.DeleteFailed(f"its version kept moving: {event.message}"), now, wall)
+        else:
+            self._conflicts += 1
+            self._out.append(m.DeleteSandbox(event.uid, reading.version(event.current)))
 
     def _gone_released(self, event: SandboxGone, now: float, wall: float) -> None:
         """The watch says the Sandbox is gone while its delete is owed: nothing is left to delete. Another
@@ -574,11 +299,11 @@ class WorkspaceCore:
 
     def _seen(self, event: SandboxSeen, now: float, wall: float) -> None:
         sandbox = event.sandbox
-        self._newer(sandbox.resource_version)
+        self.rv = reading.newest(self.rv, sandbox.resource_version)
         self._endpoint = sandbox.endpoint or self._endpoint
         self._note_last_end(sandbox)
         if sandbox.terminal:
-            self._lose(_lost_reason(sandbox))
+            self._lose(reading.lost_reason(sandbox))
             return
         if self.state == "reconciling":
             self._reconcile(sandbox, now, wall)
@@ -591,68 +316,51 @@ class WorkspaceCore:
 
     def _reconcile(self, sandbox: SandboxView, now: float, wall: float) -> None:
         self._restart_count = sandbox.restart_count
-        if _ready(sandbox):
+        if reading.ready(sandbox):
             self._go("attaching")  # re-attach: the Harness call is idempotent (ADR-0063, ADR-0065)
-            self._out.append(Attach(self._endpoint))
+            self._out.append(m.Attach(self._endpoint))
         else:
             self._go("provisioning")
             self._budget_ends = now + self._budget
             self._provisioning(sandbox, now, wall)
 
     def _placing(self, sandbox: SandboxView, now: float, wall: float) -> None:
-        scheduled = sandbox.condition("Scheduled")
-        if (scheduled is not None and scheduled.status == "True") or _ready(sandbox):
+        if reading.scheduled(sandbox):
             self._placed_now(now, wall)
             self._go("provisioning")
             self._budget_ends = now + self._budget
             self._provisioning(sandbox, now, wall)
             return
-        if scheduled is None:
-            return  # nothing said yet: not a wait with a reason
-        if scheduled.reason == "QuotaExceeded":
-            on: WaitOn = "quota"
-        elif scheduled.reason in ("Unschedulable", "SchedulingPending") or scheduled.status == "Unknown":
-            on = "node"
-        else:
+        reason = reading.wait_reason(sandbox, waiting=self._wait.entry is not None)
+        if reason is None:
             return
-        message = scheduled.message or "waiting for the scheduler"
-        if self._wait is None:
-            if scheduled.reason == "SchedulingPending":
-                return  # not yet a wait: the scheduler has not answered
-            self._wait = WaitEntry(on, message, wall)
-            self._wait_since_mono = now
-            self._out.append(PlacingLine(self.path, on, message, wall))
-            self._out.append(Waiting(self.path, self._wait))
-            self._saved()
-        elif (on, message) != (self._wait.on, self._wait.message):
-            self._wait = WaitEntry(on, message, self._wait.since)  # a changed reason adds no feed line
-            self._out.append(Waiting(self.path, self._wait))
+        changed = self._wait.waits(*reason, now, wall)
+        if changed:
+            self._out.extend(changed)
             self._saved()
 
     def _provisioning(self, sandbox: SandboxView, now: float, wall: float) -> None:
-        stuck = next((w for w in sandbox.waiting if w.reason in FAST_FAULTS and not self._own_secret(w.message)),
-                     None)
-        if stuck is not None:
-            last_words = sandbox.last_terminated.message if sandbox.last_terminated else ""
-            self._fault(f"{stuck.reason}: {last_words or stuck.message}")
+        fault = reading.stuck(sandbox, self._secret_name)
+        if fault is not None:
+            self._fault(fault)
             return
-        if _ready(sandbox):
+        if reading.ready(sandbox):
             self._restart_count = sandbox.restart_count
             self._go("attaching")
-            self._out.append(Attach(self._endpoint))
+            self._out.append(m.Attach(self._endpoint))
 
     def _harness_restarts(self, sandbox: SandboxView) -> None:
         if self._restart_count is not None and sandbox.restart_count > self._restart_count:
             ended = sandbox.last_terminated
             reason = ended.reason if ended else "Unknown"
             message = ended.message if ended else ""
-            self._out.append(HarnessEnded(self.path, reason, ended.exit_code if ended else None, message,
-                                          self._memory_fault(reason, message)))
+            self._out.append(m.HarnessEnded(self.path, reason, ended.exit_code if ended else None, message,
+                                          reading.memory_fault(self._memory_limit, reason, message)))
         self._restart_count = sandbox.restart_count
 
     # -- time ------------------------------------------------------------------------------------------
 
-    def _tick(self, event: Tick, now: float, wall: float) -> None:
+    def _tick(self, event: m.Tick, now: float, wall: float) -> None:
         if self._retry_at is not None and now >= self._retry_at:
             action, self._retry, self._retry_at = self._retry, None, None
             if action is not None:
@@ -661,7 +369,7 @@ class WorkspaceCore:
             self._fault(f"provisioning: the Sandbox was not Ready {self._budget:.0f}s after it was scheduled")
             return
         if self._leased() and self._lease_due is not None and now >= self._lease_due:
-            self._out.append(RenewLease(self.uid))
+            self._out.append(m.RenewLease(self.uid))
             jitter = self._random.uniform(1 - LEASE_JITTER, 1 + LEASE_JITTER)
             self._lease_due = now + self._lease_interval * jitter
 
@@ -670,9 +378,9 @@ class WorkspaceCore:
     def _refused(self, status: int | None, now: float) -> bool:
         """A refusal of the request itself. A 403 is one only once the 403s in a row have lasted
         `FORBIDDEN_GRACE_SECONDS` (CONTRACTS.md §2: an API-server restart answers 403 for a few ms)."""
-        if status != FORBIDDEN:
+        if status != reading.FORBIDDEN:
             self._forbidden_since = None
-            return status in REFUSALS
+            return status in reading.REFUSALS
         if self._forbidden_since is None:
             self._forbidden_since = now
         return now - self._forbidden_since >= FORBIDDEN_GRACE_SECONDS
@@ -680,7 +388,7 @@ class WorkspaceCore:
     def _teardown_over(self, *, deleted: bool) -> None:
         self._released = True
         self._retry_at = self._retry = None
-        self._out.append(Released(self.path, deleted=deleted))
+        self._out.append(m.Released(self.path, deleted=deleted))
 
     def _leased(self) -> bool:
         """ADR-0064: the Lease is renewed from the write to the teardown, in every live state — a restored
@@ -689,99 +397,44 @@ class WorkspaceCore:
         return self.state in LIVE and bool(self.uid)
 
     def _go(self, state: State) -> None:
-        if self._edge is not None:
-            allowed = TRANSITIONS[self._edge].to
-            if state not in allowed:
-                raise OffTable(f"Workspace {self.path}: {self._edge[1].__name__} in {self._edge[0]} cannot lead "
-                               f"to {state} (the table allows {', '.join(sorted(allowed))})")
+        MACHINE.move(f"Workspace {self.path}", self._edge, state)
         if state != self.state:
             self.state = state
-            self._out.append(Phase(self.path, state))
+            self._out.append(m.Phase(self.path, state))
 
     def _placed_now(self, now: float, wall: float) -> None:
         self._placed = True
-        if self._wait is not None:
-            self._out.append(PlacedLine(self.path, self._wait.since, self._wait_after()))
-            self._close_wait()
+        self._out.extend(self._wait.placed(now, wall))
         self._saved()
 
     def _end_wait(self, why: Literal["released", "lost", "faulted"]) -> None:
-        """A wait that ends without a node still gets its end line (ADR-0064: two lines per wait)."""
-        if self._wait is not None:
-            self._out.append(WaitEndedLine(self.path, self._wait.since, self._wait_after(), why))
-            self._close_wait()
-
-    def _wait_after(self) -> int:
-        """ADR-0064: a wait this process opened is timed on the monotonic clock (never negative); one
-        opened before a restart has only its stored wall-clock start: two wall reads, clamped at 0."""
-        assert self._wait is not None
-        if self._wait_since_mono is not None:
-            after = self._now - self._wait_since_mono
-        else:
-            after = max(self._wall - self._wait.since, 0.0)
-        return int(after * 1000)
-
-    def _close_wait(self) -> None:
-        self._wait = None
-        self._wait_since_mono = None
-        self._out.append(Waiting(self.path, None))
+        self._out.extend(self._wait.ended(why, self._now, self._wall))
 
     def _saved(self) -> None:
-        wait = RestoredWait(self._wait.on, self._wait.message, self._wait.since) if self._wait else None
-        self._out.append(Saved(self.path, Restored(self._placed, self.uid, wait)))
+        self._out.append(m.Saved(self.path, m.Restored(self._placed, self.uid, self._wait.saved())))
 
     def _lose(self, reason: str) -> None:
         self._end_wait("lost")
         self._go("lost")
         self._retry_at = self._retry = None
-        self._out.append(Lost(self.path, reason))
+        self._out.append(m.Lost(self.path, reason))
 
     def _fault(self, reason: str) -> None:
         self._end_wait("faulted")
         self._go("faulted")
         self._retry_at = self._retry = None
-        self._out.append(Faulted(self.path, reason))
+        self._out.append(m.Faulted(self.path, reason))
 
     def _note_last_end(self, sandbox: SandboxView) -> None:
         end = sandbox.last_terminated
         if end is None:
             return
-        seen = LastEndSeen(self.path, end.reason, end.exit_code, end.finished_at, sandbox.restart_count,
-                           self._memory_fault(end.reason, end.message))
+        seen = m.LastEndSeen(self.path, end.reason, end.exit_code, end.finished_at, sandbox.restart_count,
+                           reading.memory_fault(self._memory_limit, end.reason, end.message))
         key = (end.reason, end.exit_code, seen.moment)
         if key != self._last_end:
             self._last_end = key
             self._out.append(seen)
-
-    def _newer(self, rv: str) -> None:
-        """resourceVersions are opaque, but etcd's are integers: keep the newest one known."""
-        if not rv:
-            return
-        try:
-            if self.rv and int(rv) <= int(self.rv):
-                return
-        except ValueError:
-            pass
-        self.rv = rv
-
-    def _memory_fault(self, reason: str, message: str) -> str | None:
-        if reason != "OOMKilled":
-            return None
-        return f"memory limit (OOMKilled, limit {self._memory_limit or 'unknown'}): {message}".rstrip(": ")
-
-    def _own_secret(self, message: str) -> bool:
-        """`secret "<name>-token" not found`: our Secret is written after the Sandbox; it is coming."""
-        return bool(self._secret_name) and f'"{self._secret_name}"' in message and "not found" in message
-
-
-def _ready(sandbox: SandboxView) -> bool:
-    ready = sandbox.condition("Ready")
-    return sandbox.phase == "Ready" or (ready is not None and ready.status == "True")
-
-
-def _lost_reason(sandbox: SandboxView) -> str:
-    lost = sandbox.condition("Lost") or sandbox.condition("Ready")
-    return f"{lost.reason}: {lost.message}" if lost is not None and lost.reason else "the Sandbox was lost"
 
 
 # -- the machine -------------------------------------------------------------------------------------
@@ -789,57 +442,58 @@ def _lost_reason(sandbox: SandboxView) -> str:
 Handler = Callable[[WorkspaceCore, Any, float, float], None]
 
 
-@dataclass(frozen=True)
-class Edge:
-    to: frozenset[str]
-    handler: Handler
-
-
 def _ignore(core: WorkspaceCore, event: Any, now: float, wall: float) -> None:
-    """A late answer to a call made before the Workspace ended: nothing is left to do with it."""
+    """A late answer to a call made before the Workspace ended, or the world talking to a Workspace that
+    has not begun or has ended: nothing is left to do with it."""
 
 
 W = WorkspaceCore
+NOT_LIVE: tuple[State, ...] = ("new", "lost", "faulted")
 # One table holds the machine: (from states, input, where the edge may lead, who takes it). Every edge
-# not listed is off the table. docs/architecture.md prints it (`transitions_markdown`); a test keeps the
-# copy true.
-TABLE: tuple[tuple[tuple[State, ...], type, tuple[State, ...], Handler], ...] = (
-    (("new",), Begin, ("placing", "reconciling"), W._begin),
-    (("placing",), Applied, ("provisioning", "attaching", "lost", "faulted"), W._applied),
-    (("provisioning", "attaching", "running"), Applied, (), W._applied),
-    (ENDED, Applied, (), W._applied_late),
-    (("placing", "provisioning", "attaching", "running"), WriteFailed, ("faulted",), W._write_failed),
-    (ENDED, WriteFailed, (), _ignore),
-    (("placing", "provisioning", "attaching", "running", *ENDED), SecretWritten, (), W._secret_written),
+# not listed is off the table (`OffTable`). docs/architecture.md prints it (`transitions_markdown`); a test
+# keeps the copy true.
+MACHINE: Machine[Handler] = Machine("Workspace", (
+    (("new",), m.Begin, ("placing", "reconciling"), W._begin),
+    (("placing",), m.Applied, ("provisioning", "attaching", "lost", "faulted"), W._applied),
+    (("provisioning", "attaching", "running"), m.Applied, (), W._applied),
+    (ENDED, m.Applied, (), W._applied_late),
+    (("placing", "provisioning", "attaching", "running"), m.WriteFailed, ("faulted",), W._write_failed),
+    (ENDED, m.WriteFailed, (), _ignore),
+    (("placing",), m.NameTaken, ("faulted",), W._name_taken),
+    (ENDED, m.NameTaken, (), _ignore),
+    (("placing", "provisioning", "attaching", "running", *ENDED), m.SecretWritten, (), W._secret_written),
     (("placing",), SandboxSeen, ("provisioning", "attaching", "lost", "faulted"), W._seen_handler),
     (("reconciling",), SandboxSeen, ("provisioning", "attaching", "lost", "faulted"), W._seen_handler),
     (("provisioning",), SandboxSeen, ("attaching", "lost", "faulted"), W._seen_handler),
     (("attaching", "running"), SandboxSeen, ("lost",), W._seen_handler),
     (LIVE, SandboxGone, ("lost",), W._gone),
     (LIVE, WatchFailed, (), W._unknown),
-    (LIVE, WatchClosed, (), W._unknown),
-    (("provisioning",), Tick, ("faulted",), W._tick),
-    (("placing", "reconciling", "attaching", "running"), Tick, (), W._tick),
-    (("attaching",), Attached, ("running",), W._attached),
-    (("attaching",), AttachFailed, ("attaching", "faulted"), W._attach_failed),
-    (ENDED, Attached, (), _ignore),
-    (ENDED, AttachFailed, (), _ignore),
-    ((*LIVE, "lost", "faulted"), Release, ("released",), W._release),
-    ((*LIVE, *ENDED), LeaseRenewed, (), W._renewed),
-    (("released",), Deleted, (), W._deleted),
-    (("released",), DeleteFailed, (), W._delete_failed),
+    (LIVE, m.WatchClosed, (), W._unknown),
+    (("provisioning",), m.Tick, ("faulted",), W._tick),
+    (("placing", "reconciling", "attaching", "running"), m.Tick, (), W._tick),
+    (("attaching",), m.Attached, ("running",), W._attached),
+    (("attaching",), m.AttachFailed, ("attaching", "faulted"), W._attach_failed),
+    (ENDED, m.Attached, (), _ignore),
+    (ENDED, m.AttachFailed, (), _ignore),
+    ((*LIVE, "lost", "faulted"), m.Release, ("released",), W._release),
+    ((*LIVE, *ENDED), m.LeaseRenewed, (), W._renewed),
+    (("released",), m.Deleted, (), W._deleted),
+    (("released",), m.DeleteFailed, (), W._delete_failed),
+    (("released",), m.DeleteConflict, (), W._delete_conflict),
     (("released",), SandboxGone, (), W._gone_released),
-    (("released",), Tick, (), W._tick),
-)
-TRANSITIONS: dict[tuple[State, type], Edge] = {
-    (state, event): Edge(frozenset(to), handler) for states, event, to, handler in TABLE for state in states
-}
-ACTION_TYPES = (ApplySandbox, ApplySecret, RenewLease, Attach, DeleteSandbox)
+    (("released",), m.Tick, (), W._tick),
+    # The world (the watch, a timer) talks to a Workspace that has not begun or has ended: nothing to do.
+    ((*NOT_LIVE, "released"), SandboxSeen, (), _ignore),
+    (NOT_LIVE, SandboxGone, (), _ignore),
+    ((*NOT_LIVE, "released"), WatchFailed, (), _ignore),
+    ((*NOT_LIVE, "released"), m.WatchClosed, (), _ignore),
+    (NOT_LIVE, m.Tick, (), _ignore),
+))
+TABLE = MACHINE.rows
+TRANSITIONS: dict[tuple[str, type], Edge[Handler]] = MACHINE.edges
+ACTION_TYPES = (m.ApplySandbox, m.ApplySecret, m.RenewLease, m.Attach, m.DeleteSandbox)
 
 
 def transitions_markdown() -> str:
     """The table above as markdown, for docs/architecture.md (a test keeps the two the same)."""
-    rows = ["| in | input | may lead to |", "| --- | --- | --- |"]
-    for states, event, to, _ in TABLE:
-        rows.append(f"| {', '.join(states)} | {event.__name__} | {', '.join(to) if to else '(stays)'} |")
-    return "\n".join(rows)
+    return MACHINE.markdown()

@@ -1,0 +1,259 @@
+"""An Agent seat's vocabulary: what the run tells a seat (`ToSeat`), the inputs `TurnCore` takes, the
+actions it asks for and the reports it tells the run. Pure values; `core.py` holds the machine over them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from jr2_actors.step import Step
+
+State = Literal["idle", "admitting", "reading", "stopping", "ended"]
+FaultCause = Literal["settled", "refused", "lost", "stream", "ended"]
+
+
+# -- from the run (the seat's messages, said by the run's core and told by its actor) -------------------
+
+@dataclass(frozen=True)
+class StartTurn:
+    turn_id: str
+    conversation_id: str
+    endpoint: str
+    token: str = field(default="", repr=False)  # filled by the run's shell, which holds the signing key
+    in_workspace: bool = True  # a Menu-only agent on the Instance Harness reads no kill list
+    # A Turn restored after the Orchestrator restarted: its Submission may still run on the Harness, so it
+    # is aborted first (quietly: there may be nothing to abort) and the Turn admitted again, `kept: true`.
+    abort_first: bool = False
+
+
+@dataclass(frozen=True)
+class ReadKills:
+    """Read the list again for the open Turn (before a nudge, another admission of it): `KillsRead` answers."""
+
+    turn_id: str
+
+
+@dataclass(frozen=True)
+class Admit:
+    turn_id: str
+    body: Mapping[str, Any] = field(repr=False)  # {definition, message, allowed, notices?, kept?, cwd?}
+
+
+@dataclass(frozen=True)
+class AnswerPick:
+    turn_id: str
+    call_id: str
+    over: bool
+    answer: Any
+
+
+@dataclass(frozen=True)
+class AbortTurn:
+    turn_id: str
+
+
+@dataclass(frozen=True)
+class EndTurn:
+    turn_id: str
+    fault: str
+
+
+ToSeat = StartTurn | ReadKills | Admit | AnswerPick | AbortTurn | EndTurn
+
+
+# -- inputs ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Admitting:
+    """The run told `Admit`: the body's Allowed picks are what the Harness tells the model."""
+
+    allowed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Admitted:
+    submission_id: str
+    offset: str
+
+
+@dataclass(frozen=True)
+class AdmitRefused:
+    message: str
+
+
+@dataclass(frozen=True)
+class AdmitNotKept:
+    message: str
+
+
+@dataclass(frozen=True)
+class Events:
+    events: Sequence[Mapping[str, Any]] = field(repr=False)
+    next_offset: str
+
+
+@dataclass(frozen=True)
+class StreamLost:
+    """The stream answered 404: the Harness no longer holds the conversation."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class StreamFailed:
+    """A read of the stream got no usable answer (cut short, unreachable, not the contract's shape)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Answering:
+    """The run answers a pick."""
+
+    call_id: str
+    over: bool
+    answer: Any
+
+
+@dataclass(frozen=True)
+class Answered:
+    call_id: str
+
+
+@dataclass(frozen=True)
+class AnswerUndelivered:
+    call_id: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The run aborts the Turn (`reason` None) or ends it with a fault of its own words."""
+
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class AbortAnswered:
+    """The abort of a `stopping` Turn was posted: `aborted` — the Harness stopped a running Submission,
+    whose settle is then read for; else nothing ran, or the abort could not be posted."""
+
+    aborted: bool
+
+
+Input = (Admitting | Admitted | AdmitRefused | AdmitNotKept | Events | StreamLost | StreamFailed | Answering
+         | Answered | AnswerUndelivered | Stop | AbortAnswered)
+
+
+# -- actions -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReadUpdates:
+    offset: str
+    after: float = 0.0  # seconds to wait first (a read that failed is tried again a second later)
+
+
+@dataclass(frozen=True)
+class PostAnswer:
+    call_id: str
+    over: bool
+    answer: Any
+
+
+@dataclass(frozen=True)
+class AbortSubmission:
+    """Abort the Turn's running Submission (quietly: the run did not ask, and hears no `TurnAborted`)."""
+
+
+Action = ReadUpdates | PostAnswer | AbortSubmission
+
+
+# -- reports to the run (each names the agent and the Turn) ------------------------------------------
+
+@dataclass(frozen=True)
+class Picked:
+    agent: str
+    turn_id: str
+    call_id: str
+    pick: str
+    args: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class GuardKill:
+    """A guard kill read on this Turn's stream (ADR-0062): a notice for the ledger, never a fault.
+
+    Its source is `kill_id` when the Harness gave one, else its `place` on this conversation's stream.
+    """
+
+    agent: str
+    turn_id: str
+    conversation_id: str
+    kill_id: str | None
+    place: str
+    peak: str | None
+    limit: str | None
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Said:
+    agent: str
+    turn_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The Submission settled without a failure; the Turn stays open for the run to end or nudge."""
+
+    agent: str
+    turn_id: str
+    outcome: Literal["completed", "aborted"]
+    picked: bool
+
+
+@dataclass(frozen=True)
+class TurnFault:
+    agent: str
+    turn_id: str
+    cause: FaultCause
+    reason: str
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """The Harness took an admission (200): the run counts the conversation as held from now on."""
+
+    agent: str
+    turn_id: str
+    submission_id: str
+
+
+@dataclass(frozen=True)
+class NotKept:
+    """A `kept: true` admission refused with 404 `kept: false`: the Harness holds no such conversation
+    (ADR-0062). Not a fault: the run takes the path of a lost conversation and admits the Turn again."""
+
+    agent: str
+    turn_id: str
+    conversation_id: str
+    message: str
+
+
+@dataclass(frozen=True)
+class AnswerFailed:
+    """An answer to a pick did not reach the Harness: the model still waits for it."""
+
+    agent: str
+    turn_id: str
+    call_id: str
+    problem: str
+
+
+Report = Picked | GuardKill | Said | Settled | TurnFault | Accepted | NotKept | AnswerFailed
+
+
+TurnStep = Step[Action, Report]
