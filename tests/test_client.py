@@ -13,10 +13,10 @@ import responses
 import urllib3.exceptions
 from responses import matchers
 
-from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import JR2_KINDS, SANDBOX, SECRET
+from jr2_actors.values.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 
 READ_TIMEOUT = urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out")  # type: ignore[arg-type]
 BASE = "https://kube.test:6443"

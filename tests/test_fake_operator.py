@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.clock import VirtualClock
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node, OperatorCore, Quota
 from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.watch.sandbox import view
 
 T0 = 1_790_000_000.0

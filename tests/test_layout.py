@@ -73,7 +73,7 @@ def test_a_core_imports_no_io(core: Path) -> None:
 
 def test_the_check_catches_a_forbidden_import(tmp_path: Path) -> None:
     sneaky = tmp_path / "core.py"
-    sneaky.write_text("def f():\n    import threading\n    from jr2_actors.clock import SystemClock\n")
+    sneaky.write_text("def f():\n    import threading\n    from jr2_actors.shell.clock import SystemClock\n")
     reached = _reach(sneaky)
     assert "threading" in reached  # directly, even inside a function
-    assert "time" in reached  # through jr2_actors.clock
+    assert "time" in reached  # through jr2_actors.shell.clock

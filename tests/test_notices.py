@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from jr2_actors.agent import core as seat
-from jr2_actors.constants import LOST_GRACE_SECONDS
 from jr2_actors.harness import briefing
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
@@ -25,7 +24,8 @@ from jr2_actors.run.notices import (
     memory_notice,
     nudge_eligible,
 )
-from jr2_actors.workflow import load_workflow, read_document
+from jr2_actors.values.constants import LOST_GRACE_SECONDS
+from jr2_actors.values.workflow import load_workflow, read_document
 from jr2_actors.workspace import core as ws
 
 WALL0 = 1_790_000_000.0

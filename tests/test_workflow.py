@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from jr2_actors.workflow import WorkflowError, load_workflow, parse_workflow, read_document
+from jr2_actors.values.workflow import WorkflowError, load_workflow, parse_workflow, read_document
 
 EXAMPLE = resources.files("jr2_actors").joinpath("examples/fix-and-review.yaml").read_text()
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.constants import DELETE_RETRY_BACKOFF, FORBIDDEN_GRACE_SECONDS
-from jr2_actors.step import OffTable
+from jr2_actors.values.constants import DELETE_RETRY_BACKOFF, FORBIDDEN_GRACE_SECONDS
+from jr2_actors.values.step import OffTable
 from jr2_actors.watch.core import SandboxGone, SandboxSeen, Termination, WatchFailed
 from jr2_actors.watch.identity import SandboxKey
 from jr2_actors.watch.sandbox import view
@@ -673,7 +673,7 @@ def test_the_architecture_doc_carries_the_transition_table_as_the_code_has_it() 
 
 
 def test_the_attach_branch_is_the_workflows_else_the_runs_own() -> None:
-    from jr2_actors.workflow import WorkspaceDef
+    from jr2_actors.values.workflow import WorkspaceDef
     from jr2_actors.workspace.manifest import WorkspaceSpec, attach_branch
 
     named = WorkspaceSpec("run/1", "wf", WorkspaceDef("F-1", cpu="1", memory="1Gi", branch="feat/x"), image="i")

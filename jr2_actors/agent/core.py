@@ -42,10 +42,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jr2_actors.constants import STREAM_READ_ATTEMPTS, STREAM_READ_PAUSE_SECONDS
 from jr2_actors.harness import briefing
 from jr2_actors.harness.memory_kills import MAX_ID, guard_sizes
-from jr2_actors.step import Step
+from jr2_actors.values.constants import STREAM_READ_ATTEMPTS, STREAM_READ_PAUSE_SECONDS
+from jr2_actors.values.step import Step
 
 PROVIDER_LIMIT = "provider limit"
 MAX_TEXT = 4096  # the Harness's error words kept in a fault

@@ -24,13 +24,13 @@ from typing import Any, Protocol
 
 from jr2_actors import __version__
 from jr2_actors.api import sse
-from jr2_actors.constants import API_HEARTBEAT_SECONDS, API_STREAM_SLICE_SECONDS
-from jr2_actors.errors import Unavailable
-from jr2_actors.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from jr2_actors.run.feed import FeedRead
 from jr2_actors.run.wire import feed_doc
-from jr2_actors.security import constant_time_equal
-from jr2_actors.workflow import WorkflowError
+from jr2_actors.telemetry import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from jr2_actors.values.constants import API_HEARTBEAT_SECONDS, API_STREAM_SLICE_SECONDS
+from jr2_actors.values.errors import Unavailable
+from jr2_actors.values.security import constant_time_equal
+from jr2_actors.values.workflow import WorkflowError
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from cheroot import wsgi
 
-from jr2_actors.constants import API_SHUTDOWN_SECONDS, API_SOCKET_TIMEOUT_SECONDS
+from jr2_actors.values.constants import API_SHUTDOWN_SECONDS, API_SOCKET_TIMEOUT_SECONDS
 
 log = logging.getLogger(__name__)
 

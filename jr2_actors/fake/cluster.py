@@ -22,7 +22,6 @@ from typing import Any, TypeVar, cast
 import pykka
 import yaml
 
-from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.fake.apiserver import actor as api
 from jr2_actors.fake.apiserver.state import DEFAULT_HISTORY, ClusterState
 from jr2_actors.fake.apiserver.validation import is_namespace_name
@@ -37,6 +36,7 @@ from jr2_actors.fake.tls import generate as generate_tls
 from jr2_actors.harness.tokens import DIGEST_ENV, INSTANCE_HARNESS, harness_token, token_digest
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.client import KubeClient
+from jr2_actors.shell.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

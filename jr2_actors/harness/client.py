@@ -47,10 +47,12 @@ from urllib.parse import quote, urljoin, urlsplit
 import requests
 import urllib3.exceptions
 
-from jr2_actors import logs
-from jr2_actors.actorkit import Timers
-from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import (
+from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillListError, MemoryKillRead, parse_memory_kills
+from jr2_actors.net.cut import Cut, mount_cuts
+from jr2_actors.net.http_body import TooLarge, caused_by, read_capped
+from jr2_actors.shell import Timers, logs
+from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.values.constants import (
     ADMISSION_BUSY_SECONDS,
     ADMISSION_DRAIN_SECONDS,
     ADMISSION_PROBE_MISSES,
@@ -62,10 +64,7 @@ from jr2_actors.constants import (
     MEMORY_KILL_READ_SECONDS,
     READ_TIMEOUT_SECONDS,
 )
-from jr2_actors.errors import Jr2Error, one_line
-from jr2_actors.harness.cut import Cut, mount_cuts
-from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillListError, MemoryKillRead, parse_memory_kills
-from jr2_actors.http_body import TooLarge, caused_by, read_capped
+from jr2_actors.values.errors import Jr2Error, one_line
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jr2_actors.constants import MAX_FRAME_BYTES, WATCH_WRITTEN_AT_FIELD
-from jr2_actors.errors import ApiStatus
+from jr2_actors.values.constants import MAX_FRAME_BYTES, WATCH_WRITTEN_AT_FIELD
+from jr2_actors.values.errors import ApiStatus
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 EXCERPT_CHARS = 120

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from jr2_actors.agent import core as seat
-from jr2_actors.constants import FEED_IDS_RESERVED, LOST_GRACE_SECONDS
 from jr2_actors.harness import briefing
 from jr2_actors.run.feedlines import (
     AdmittedLine,
@@ -70,8 +69,9 @@ from jr2_actors.run.notices import (
     nudge_eligible,
 )
 from jr2_actors.run.notices import conversation_new as conversation_new_notice
-from jr2_actors.step import OffTable, Step
-from jr2_actors.workflow import EVENTS, StateDef, Workflow, parse_workflow
+from jr2_actors.values.constants import FEED_IDS_RESERVED, LOST_GRACE_SECONDS
+from jr2_actors.values.step import OffTable, Step
+from jr2_actors.values.workflow import EVENTS, StateDef, Workflow, parse_workflow
 from jr2_actors.workspace import core as ws
 
 RunStatusName = Literal["running", "done", "failed", "cancelled", "error", "lost"]

@@ -21,11 +21,12 @@ from typing import Any
 
 import pykka
 
-from jr2_actors.actorkit import Recipient, Shell, Timers, tell_quietly
-from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import STORE_ROWS_RECOUNT_SECONDS, SWEEP_INTERVAL_SECONDS
-from jr2_actors.metrics import Telemetry
+from jr2_actors.shell import Recipient, Shell, Timers, tell_quietly
+from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.store import metrics as store_metrics
 from jr2_actors.store.core import Restored, RunRecord, RunStore, StoreError, StoreUnusable, Unreadable
+from jr2_actors.store.metrics import StoreTelemetry
+from jr2_actors.values.constants import STORE_ROWS_RECOUNT_SECONDS, SWEEP_INTERVAL_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,9 @@ class _Recount:
 class StoreActor(Shell):
     def __init__(self, state_dir: str, *, clock: Clock | None = None,
                  sweep_interval: float = SWEEP_INTERVAL_SECONDS, parent: Recipient | None = None,
-                 telemetry: Telemetry | None = None) -> None:
+                 telemetry: StoreTelemetry | None = None) -> None:
         super().__init__(telemetry=telemetry)
+        self.metrics = store_metrics.OFF if telemetry is None else telemetry.store
         self.parent = parent  # told an ActorFault if this actor dies of our bug (the orchestrator)
         self.clock = clock or SystemClock()
         self.store = RunStore(state_dir)
@@ -109,8 +111,8 @@ class StoreActor(Shell):
                 return None
             raise self._unusable
         if isinstance(message, Persist):
-            metrics = self.telemetry.store
-            began = self.telemetry.monotonic()
+            metrics = self.metrics
+            began = metrics.monotonic()
             try:
                 size = self.store.persist(message.run_id, message.status, message.blob, message.reason,
                                           self.clock.wall(), create=message.create)
@@ -123,7 +125,7 @@ class StoreActor(Shell):
                     log.error("the store cannot write %s: %s: %s", self.store.path, type(e).__name__, e)
                 self._write_error = f"{type(e).__name__}: {e}"
                 raise WriteFailed(self._write_error) from e
-            metrics.persisted(self.telemetry.monotonic() - began, size)
+            metrics.persisted(metrics.monotonic() - began, size)
             self._wrote()
             self._recount_soon()
             return None
@@ -170,9 +172,9 @@ class StoreActor(Shell):
             removed = self.store.sweep(self.clock.wall())
         except Exception:
             log.exception("the sweep of finished runs failed; the next one is in %.0fs", self._interval)
-            self.telemetry.store.swept(None)
+            self.metrics.swept(None)
             return 0
-        self.telemetry.store.swept(removed)
+        self.metrics.swept(removed)
         if removed:
             log.info("swept %d finished runs older than 7 days", removed)
             self._recount_soon()
@@ -180,16 +182,16 @@ class StoreActor(Shell):
 
     def _recount_soon(self) -> None:
         """One recount a second at most, whatever the number of writes before it."""
-        if self.telemetry.enabled and not self._recount_due:
+        if self.metrics.enabled and not self._recount_due:
             self._recount_due = True
             ref = self.actor_ref
             self._timers.schedule(self.clock.monotonic() + STORE_ROWS_RECOUNT_SECONDS,
                                   lambda: tell_quietly(ref, _Recount()))
 
     def _recount(self) -> None:
-        if self.telemetry.enabled:
+        if self.metrics.enabled:
             try:
-                self.telemetry.store.rows(self.store.count_by_status())
+                self.metrics.rows(self.store.count_by_status())
             except Exception:
                 log.exception("counting the store's rows failed (only the metrics miss it)")
 

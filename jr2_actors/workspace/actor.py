@@ -27,20 +27,19 @@ from typing import Any, Literal
 
 import pykka
 
-from jr2_actors import logs
-from jr2_actors.actorkit import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
-from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import DELETE_VERSION_REREADS
-from jr2_actors.errors import KUBE_ERRORS, KubeError, KubeProtocolError
 from jr2_actors.harness.client import HARNESS_ERRORS, HarnessClient
 from jr2_actors.harness.tokens import harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX, SECRET
-from jr2_actors.metrics import Telemetry
-from jr2_actors.watch import actor as watch
-from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.shell import Deadline, Recipient, Shell, Timers, jitter_source, logs, tell_quietly
+from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.values.constants import DELETE_VERSION_REREADS
+from jr2_actors.values.errors import KUBE_ERRORS, KubeError, KubeProtocolError
+from jr2_actors.watch import messages as watch
+from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import identify
 from jr2_actors.workspace import core as ws
+from jr2_actors.workspace import metrics as workspace_metrics
 from jr2_actors.workspace.core import Release
 from jr2_actors.workspace.manifest import (
     WorkspaceSpec,
@@ -52,6 +51,7 @@ from jr2_actors.workspace.manifest import (
     token_secret,
     written_by,
 )
+from jr2_actors.workspace.metrics import WorkspaceTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +85,12 @@ class WorkspaceActor(Shell):
     def __init__(self, spec: WorkspaceSpec, *, client: KubeClient, watch: pykka.ActorRef[Any], parent: Recipient,
                  signing_key: bytes, kube_pool: Executor, attach_pool: Executor, clock: Clock | None = None,
                  harness_factory: HarnessFactory | None = None, restored: ws.Restored | None = None,
-                 timers: Timers | None = None, seed: int | None = None, telemetry: Telemetry | None = None,
+                 timers: Timers | None = None, seed: int | None = None, telemetry: WorkspaceTelemetry | None = None,
                  **core_options: Any) -> None:
         """`timers`: a run's Workspaces share one timer thread (on the same clock); by default the actor
         keeps its own."""
         super().__init__(telemetry=telemetry)
+        self.metrics = workspace_metrics.OFF if telemetry is None else telemetry.workspaces
         self.spec = spec
         self.client = client
         self.watch = watch
@@ -142,7 +143,7 @@ class WorkspaceActor(Shell):
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, (SandboxSeen, SandboxGone, WatchFailed)):
             if not isinstance(message, WatchFailed) and message.written_at is not None:
-                self.telemetry.watch.delivered(message.written_at)  # the server's write → this receipt
+                self.metrics.delivered(message.written_at)  # the server's write → this receipt
             self._step(message)  # the watch's deliveries are the core's inputs as they are
         elif isinstance(message, watch.WatchClosed):
             self._step(ws.WatchClosed())

@@ -53,8 +53,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jr2_actors.backoff import Jitter, NoJitter
-from jr2_actors.constants import (
+from jr2_actors.values.backoff import Jitter, NoJitter
+from jr2_actors.values.constants import (
     DELETE_RETRY_BACKOFF,
     FORBIDDEN_GRACE_SECONDS,
     LEASE_INTERVAL_SECONDS,
@@ -62,8 +62,8 @@ from jr2_actors.constants import (
     PROVISION_BUDGET_SECONDS,
     WRITE_RETRY_BACKOFF,
 )
-from jr2_actors.step import OffTable, Step
-from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.values.step import OffTable, Step
+from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.sandbox import SandboxView
 
 State = Literal["new", "placing", "reconciling", "provisioning", "attaching", "running", "lost", "faulted",

@@ -33,16 +33,16 @@ from typing import Any, ClassVar, cast
 
 import pykka
 
-from jr2_actors.actorkit import Shell
-from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import WATCH_WRITTEN_AT_FIELD
 from jr2_actors.fake.apiserver import discovery, rest
 from jr2_actors.fake.apiserver.rest import ApiAnswer, ApiRequest, WatchSpec, status_answer
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.apiserver.status import StatusError
 from jr2_actors.fake.http import HttpServer, Request, json_args
 from jr2_actors.fake.messages import Run
-from jr2_actors.security import constant_time_equal
+from jr2_actors.shell import Shell
+from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.values.constants import WATCH_WRITTEN_AT_FIELD
+from jr2_actors.values.security import constant_time_equal
 
 log = logging.getLogger(__name__)
 

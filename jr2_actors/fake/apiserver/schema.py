@@ -32,7 +32,7 @@ from typing import Any, cast
 import jsonschema
 import yaml
 
-from jr2_actors.errors import Jr2Error
+from jr2_actors.values.errors import Jr2Error
 
 CRD_FILES = {"sandboxes": "sandboxes.core.jr2.dev.yaml", "repos": "repos.core.jr2.dev.yaml"}
 """The CRDs shipped in `jr2_actors/crds/` (a link to `manifests/crds/`), by plural."""

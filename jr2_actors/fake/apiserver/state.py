@@ -43,7 +43,7 @@ from jr2_actors.fake.apiserver.selectors import FieldSelector, Selector
 from jr2_actors.fake.apiserver.status import MODIFIED_SINCE, StatusError, conflict, invalid, not_found, qualified
 from jr2_actors.fake.apiserver.validation import check_metadata
 from jr2_actors.kube.kinds import NAMESPACE, SECRET, Kind
-from jr2_actors.timefmt import rfc3339
+from jr2_actors.values.timefmt import rfc3339
 
 DEFAULT_HISTORY = 256
 STATUS_KINDS = frozenset({"sandboxes", "repos"})  # the CRDs with a status subresource

@@ -28,9 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jr2_actors.quantity import QuantityError, cpu_millis, memory_bytes, parse_duration
-from jr2_actors.timefmt import parse_rfc3339 as _parse_time
-from jr2_actors.timefmt import rfc3339 as _rfc3339
+from jr2_actors.values.quantity import QuantityError, cpu_millis, memory_bytes, parse_duration
+from jr2_actors.values.timefmt import parse_rfc3339 as _parse_time
+from jr2_actors.values.timefmt import rfc3339 as _rfc3339
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
 
 DEFAULT_IDLE_TIMEOUT = "30m"

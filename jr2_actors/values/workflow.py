@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 import yaml
 
-from jr2_actors.errors import Jr2Error, one_line
-from jr2_actors.quantity import QuantityError, cpu_millis, memory_bytes
+from jr2_actors.values.errors import Jr2Error, one_line
+from jr2_actors.values.quantity import QuantityError, cpu_millis, memory_bytes
 
 MAX_WORKFLOW_BYTES = 256 * 1024
 EVENTS = frozenset({"workspace.lost", "agent.fault"})
