@@ -15,6 +15,7 @@ import logging
 import os
 import secrets
 import tempfile
+import uuid
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -61,7 +62,8 @@ class FakeCluster:
         self._token_file = token_file
         self._tls_enabled = tls
         self._operator_enabled = operator
-        self._operator_core = OperatorCore(nodes=nodes, quota=quota, start_seconds=start_seconds)
+        self._operator_core = OperatorCore(nodes=nodes, quota=quota, start_seconds=start_seconds,
+                                           new_uid=lambda: str(uuid.uuid4()))
         self._operator: pykka.ActorRef[Any] | None = None
         self._harness_enabled = harness
         self.signing_key = signing_key or secrets.token_bytes(32)

@@ -35,6 +35,7 @@ from jr2_actors.shell import Deadline, Recipient, Shell, Timers, jitter_source, 
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.values.constants import DELETE_VERSION_REREADS
 from jr2_actors.values.errors import KUBE_ERRORS, KubeError, KubeProtocolError
+from jr2_actors.values.metadata import meta_text
 from jr2_actors.watch import messages as watch
 from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import identify
@@ -334,15 +335,12 @@ def _applied(obj: dict[str, Any]) -> ws.Applied:
 
 
 def _rv(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata")
-    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
-    return rv if isinstance(rv, str) else ""
+    return meta_text(obj, "resourceVersion")
 
 
 def _uid(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata")
-    uid = meta.get("uid") if isinstance(meta, dict) else None
-    if not isinstance(uid, str) or not uid:
+    uid = meta_text(obj, "uid")
+    if not uid:
         raise KubeProtocolError("the Sandbox the API server answered with carries no uid")
     return uid
 
