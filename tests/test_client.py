@@ -143,6 +143,23 @@ def test_retry_after_is_kept_on_429() -> None:
 
 
 @responses.activate
+@pytest.mark.parametrize(("retry_after", "date", "expected"), [
+    ("Wed, 21 Oct 2026 07:28:09 GMT", "Wed, 21 Oct 2026 07:28:00 GMT", 9.0),  # an HTTP-date, from the Date
+    ("Wed, 21 Oct 2026 07:27:00 GMT", "Wed, 21 Oct 2026 07:28:00 GMT", 0.0),  # a date gone by: at once
+    ("Wed, 21 Oct 2026 09:28:00 GMT", "Wed, 21 Oct 2026 07:28:00 GMT", None),  # past the hour's bound
+    ("soon", "Wed, 21 Oct 2026 07:28:00 GMT", None),  # neither form: the caller's own backoff
+    ("-4", "Wed, 21 Oct 2026 07:28:00 GMT", None),
+])
+def test_retry_after_as_an_http_date_counts_from_the_answer_s_date(retry_after: str, date: str,
+                                                                   expected: float | None) -> None:
+    responses.get(SANDBOXES, status=503, json=status(503, "ServiceUnavailable", "later"),
+                  headers={"Retry-After": retry_after, "Date": date})
+    with pytest.raises(KubeError) as err:
+        client().list(SANDBOX)
+    assert err.value.retry_after == expected
+
+
+@responses.activate
 def test_list_returns_items_and_collection_version() -> None:
     responses.get(SANDBOXES, json={"kind": "SandboxList", "metadata": {"resourceVersion": "77"},
                                    "items": [{"metadata": {"name": "a"}}]},

@@ -20,6 +20,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any, Protocol
 
 from jr2_actors import __version__
@@ -71,11 +72,6 @@ class HttpError(Exception):
         self.status = status
         self.doc = {"error": error, **extra}
         self.headers: list[tuple[str, str]] = []
-
-
-_REASONS = {200: "OK", 201: "Created", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized",
-            404: "Not Found", 405: "Method Not Allowed", 411: "Length Required", 413: "Payload Too Large",
-            415: "Unsupported Media Type", 500: "Internal Server Error", 503: "Service Unavailable"}
 
 
 @dataclass(frozen=True)
@@ -299,6 +295,14 @@ def _json_body(environ: Mapping[str, Any]) -> dict[str, Any]:
 def _json(start_response: StartResponse, status: int, doc: Any,
           headers: list[tuple[str, str]] | None = None) -> list[bytes]:
     body = json.dumps(doc, separators=(",", ":")).encode()
-    start_response(f"{status} {_REASONS.get(status, 'Error')}",
+    start_response(f"{status} {_phrase(status)}",
                    [("Content-Type", "application/json"), ("Content-Length", str(len(body))), *(headers or [])])
     return [body]
+
+
+def _phrase(status: int) -> str:
+    """The status line's reason phrase, the stdlib's (RFC 9110)."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"

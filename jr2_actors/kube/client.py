@@ -43,7 +43,7 @@ from jr2_actors.kube.gate import FifoGate
 from jr2_actors.kube.kinds import Kind
 from jr2_actors.kube.metrics import OFF, KubeMetrics
 from jr2_actors.net.cut import Cut, mount_cuts  # one way to end a request from outside, for both clients
-from jr2_actors.net.http_body import TooLarge, caused_by, read_capped
+from jr2_actors.net.http_body import TooLarge, caused_by, read_capped, retry_after
 from jr2_actors.values.constants import (
     CONNECT_TIMEOUT_SECONDS,
     FIELD_MANAGER,
@@ -299,7 +299,7 @@ class KubeClient:
         reason = (status.reason if status else "") or resp.reason or "Failure"
         message = (status.message if status else "") or raw[:200].decode("utf-8", "replace").strip()
         raise KubeError(resp.status_code, reason, message, method=method, path=path,
-                        retry_after=_retry_after(resp.headers.get("Retry-After")))
+                        retry_after=retry_after(resp.headers.get("Retry-After"), resp.headers.get("Date")))
 
     def _verify(self, access: ClusterAccess) -> bool | str:
         if access.insecure_skip_tls_verify:
@@ -420,16 +420,6 @@ def _set_read_timeout(resp: requests.Response, seconds: float) -> None:
     sock = getattr(connection, "sock", None)
     if sock is not None:
         sock.settimeout(seconds)
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None  # an HTTP date: the caller's own backoff applies
-    return seconds if 0 <= seconds <= 3600 else None
 
 
 def _typed(kind: Kind, body: Mapping[str, Any]) -> dict[str, Any]:
