@@ -207,3 +207,12 @@ def test_operator_reconciles_sandboxes_in_every_namespace(operated: tuple[FakeCl
     clock.advance(10)
     cluster.reconcile()
     assert view(client.get(SANDBOX, "ws-x", namespace="elsewhere") or {}).phase == "Ready"
+
+
+def test_each_pod_uid_is_the_shells_and_differs_by_default() -> None:
+    handed = iter(["uid-from-the-shell-1", "uid-from-the-shell-2"])
+    d = core(new_uid=lambda: next(handed)).reconcile([sbx("a"), sbx("b")], NOW)
+    uids = sorted(view({"metadata": {"name": n}, "status": s}).pod_uid for (_, n), s in d.statuses.items())
+    assert uids == ["uid-from-the-shell-1", "uid-from-the-shell-2"]
+    plain = core().reconcile([sbx("a"), sbx("b")], NOW)  # the core's own: a counter, never random
+    assert len({view({"metadata": {"name": n}, "status": s}).pod_uid for (_, n), s in plain.statuses.items()}) == 2

@@ -97,7 +97,8 @@ class FakeCluster:
         if self._harness_enabled:
             self._harness_http = HarnessHttpServer(long_poll=self._long_poll)
             self._operator_core.endpoint = self._harness_http.url
-        state = ClusterState(namespaces=("default", self.namespace), history=self._history, now=self.clock.wall())
+        state = ClusterState(namespaces=("default", self.namespace), history=self._history, now=self.clock.wall(),
+                             entropy=lambda: uuid.uuid4().int)
         self._actor = api.ApiServerActor.start(state, token=self._token, clock=self.clock,
                                                token_file=self._token_file, on_token=self._token_rotated)
         self._http = api.ApiHttpServer(self._actor, port=self._port, clock=self.clock,

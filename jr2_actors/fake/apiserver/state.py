@@ -28,8 +28,8 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import itertools
 import json
-import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -119,9 +119,13 @@ class Watcher:
 
 class ClusterState:
     def __init__(self, *, namespaces: tuple[str, ...] = ("default",), history: int = DEFAULT_HISTORY,
-                 now: float = 0.0) -> None:
+                 now: float = 0.0, entropy: Callable[[], int] | None = None) -> None:
+        """`entropy`: 128 bits for each uid and generated name (the shell's, from `uuid.uuid4`); by
+        default a counter's, unique in this state only, so the store draws no randomness of its own."""
         if history < 1:
             raise ValueError("history must hold at least one event")
+        counter = itertools.count(1)
+        self._entropy = entropy or (lambda: (4 << 76) | next(counter))
         self.rv = 0
         self.history_limit = history
         self._objects: dict[tuple[str, str | None, str], Obj] = {}
@@ -209,7 +213,7 @@ class ClusterState:
         meta = body.get("metadata") or {}
         name = meta.get("name")
         if not name and isinstance(meta.get("generateName"), str) and meta["generateName"]:
-            name = meta["generateName"] + _suffix()  # the API server's five random characters
+            name = meta["generateName"] + _suffix(self._entropy())  # the API server's five random characters
         if not name:
             raise invalid(kind, "", [("metadata.name", "Required value", "name or generateName is required")])
         check_metadata(kind, name, {**meta, "name": name}, creating=True)
@@ -224,7 +228,7 @@ class ClusterState:
         for key in SERVER_META:
             m.pop(key, None)
         m["name"] = name
-        m["uid"] = str(uuid.uuid4())
+        m["uid"] = _uid(self._entropy())
         m["creationTimestamp"] = rfc3339(now)
         if kind.plural in GENERATION_KINDS:
             m["generation"] = 1
@@ -641,9 +645,14 @@ def _decode_continue(token: str) -> tuple[str, int]:
     return doc["start"], doc["rv"]
 
 
-def _suffix() -> str:
+def _uid(n: int) -> str:
+    """128 bits written as a UUID is (8-4-4-4-12 hex digits)."""
+    h = f"{n & ((1 << 128) - 1):032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _suffix(n: int) -> str:
     alphabet = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's utilrand alphanums
-    n = uuid.uuid4().int
     return "".join(alphabet[(n >> (5 * i)) % len(alphabet)] for i in range(5))
 
 
