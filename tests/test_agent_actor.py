@@ -17,7 +17,8 @@ from jr2_actors.agent.actor import AgentActor, KillsRead, TurnAborted
 from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, StartTurn
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
-from jr2_actors.harness.client import HarnessClient, HarnessClients, HarnessError, HarnessUnreachable
+from jr2_actors.harness.client import HarnessClient, HarnessClients
+from jr2_actors.harness.errors import HarnessError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillRead
 from jr2_actors.harness.tokens import INSTANCE_HARNESS
 from jr2_actors.shell import Timers

@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 import jr2_actors
+from jr2_actors.fake.apiserver.crd_rules import crd_problems
 from jr2_actors.fake.apiserver.schema import (
     MAX_ERRORS,
     CrdError,
     CrdSchema,
     FieldError,
-    crd_problems,
     load_crd,
     schema_for,
 )

@@ -16,14 +16,8 @@ import urllib3.exceptions
 
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, Pick, Say
-from jr2_actors.harness.client import (
-    ConversationNotKept,
-    HarnessClient,
-    HarnessClients,
-    HarnessError,
-    HarnessProtocolError,
-    HarnessUnreachable,
-)
+from jr2_actors.harness.client import HarnessClient, HarnessClients
+from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillListError
 from jr2_actors.net.cut import Cut, mount_cuts
 from jr2_actors.shell import Timers

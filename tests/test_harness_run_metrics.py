@@ -14,7 +14,7 @@ from jr2_actors.agent.actor import AgentActor, KillsRead, _outcome
 from jr2_actors.agent.core import Admit, StartTurn
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Say
-from jr2_actors.harness.client import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
+from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillListError
 from jr2_actors.run.feed import Published
 from jr2_actors.run.feedlines import AdmittedLine, FeedEvent, SaidLine

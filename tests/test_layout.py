@@ -101,3 +101,15 @@ def test_the_check_catches_a_forbidden_import(tmp_path: Path) -> None:
 def test_the_store_rows_on_disk_would_fail_the_check() -> None:
     reached = _reach(PACKAGE / "store" / "core.py")  # what the complete list now sees
     assert {"os", "sqlite3", "peewee"} <= {name for name in reached if name in FORBIDDEN}
+
+
+MAX_LINES = 500
+# Being split in their own branches (issue 17 items 3 and 4: the Turn's vocabulary, the run's Turn and
+# the Workspace's table), and the seat's shell beside them: listed until they are under the bound.
+LONG_FOR_NOW = {"run/core.py", "workspace/core.py", "agent/core.py", "agent/actor.py"}
+
+
+def test_no_module_is_over_the_bound() -> None:
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert set(long) <= LONG_FOR_NOW, {k: v for k, v in long.items() if k not in LONG_FOR_NOW}

@@ -67,11 +67,10 @@ from typing import Any
 from jr2_actors.agent import core as turn
 from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, ReadKills, StartTurn
 from jr2_actors.harness import metrics as harness_metrics
-from jr2_actors.harness.client import (
+from jr2_actors.harness.client import HarnessClient, HarnessClients
+from jr2_actors.harness.errors import (
     HARNESS_ERRORS,
     ConversationNotKept,
-    HarnessClient,
-    HarnessClients,
     HarnessError,
     HarnessProtocolError,
     HarnessUnreachable,

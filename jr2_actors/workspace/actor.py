@@ -27,7 +27,8 @@ from typing import Any, Literal
 
 import pykka
 
-from jr2_actors.harness.client import HARNESS_ERRORS, HarnessClient
+from jr2_actors.harness.client import HarnessClient
+from jr2_actors.harness.errors import HARNESS_ERRORS
 from jr2_actors.harness.tokens import harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX, SECRET
