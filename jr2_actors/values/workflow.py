@@ -127,16 +127,6 @@ def read_document(text: str | bytes) -> object:
         raise WorkflowError("", "nested too deeply") from e
 
 
-def read_file(path: str) -> object:
-    """A workflow file's document, read capped: a larger file is refused, never read whole."""
-    try:
-        with open(path, "rb") as f:
-            text = f.read(MAX_WORKFLOW_BYTES + 1)
-    except OSError as e:
-        raise WorkflowError("", e.strerror or str(e)) from None
-    return read_document(text)
-
-
 def load_workflow(text: str | bytes) -> Workflow:
     return parse_workflow(read_document(text))
 
