@@ -31,8 +31,8 @@ import pykka
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jr2_actors.actorkit import Shell
-from jr2_actors.metrics import Telemetry
+from jr2_actors.shell import Shell
+from jr2_actors.telemetry import Telemetry
 
 
 class Plain(pykka.ThreadingActor):

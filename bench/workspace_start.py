@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jr2_actors.actorkit import Timers
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node
+from jr2_actors.shell import Timers
+from jr2_actors.values.workflow import WorkspaceDef
 from jr2_actors.watch.actor import WatchActor
-from jr2_actors.workflow import WorkspaceDef
 from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec, sandbox_body
 from jr2_actors.workspace.messages import Running

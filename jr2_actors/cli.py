@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from jr2_actors import __version__, logs
+from jr2_actors import __version__
 from jr2_actors.commands import client, demo, serve, sim, top
 from jr2_actors.commands.common import (
     EXIT_INTERRUPTED,
@@ -25,8 +25,9 @@ from jr2_actors.commands.common import (
     positive_seconds,
     until_signalled,
 )
-from jr2_actors.constants import STALL_BOUND_SECONDS
-from jr2_actors.errors import Jr2Error
+from jr2_actors.shell import logs
+from jr2_actors.values.constants import STALL_BOUND_SECONDS
+from jr2_actors.values.errors import Jr2Error
 
 log = logging.getLogger("jr2_actors")
 

@@ -30,30 +30,30 @@ from typing import Any, cast
 
 import pykka
 
-from jr2_actors.actorkit import ActorFault, Timers, tell_quietly
-from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import (
-    ACTOR_STOP_SECONDS,
-    ORCHESTRATOR_ASK_SECONDS,
-    PERSIST_ASK_SECONDS,
-    REVIVE_RETRY_BACKOFF,
-)
-from jr2_actors.errors import KUBE_ERRORS, Unavailable
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.metrics import Telemetry
 from jr2_actors.run import supervision
 from jr2_actors.run.actor import Listing, RunActor, RunEnv, RunFinished, Status, row_status
 from jr2_actors.run.core import Cancel, Persist, RunCore, RunStep, Start
 from jr2_actors.run.feed import FeedHub, FeedRead
 from jr2_actors.run.wire import status_doc
+from jr2_actors.shell import ActorFault, Timers, tell_quietly
+from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.store import actor as store
 from jr2_actors.store.lock import StateLock
 from jr2_actors.store.rows import StoreError
+from jr2_actors.telemetry import Telemetry
+from jr2_actors.values.constants import (
+    ACTOR_STOP_SECONDS,
+    ORCHESTRATOR_ASK_SECONDS,
+    PERSIST_ASK_SECONDS,
+    REVIVE_RETRY_BACKOFF,
+)
+from jr2_actors.values.errors import KUBE_ERRORS, Unavailable
+from jr2_actors.values.workflow import Workflow, WorkflowError, parse_workflow
 from jr2_actors.watch.actor import Health as WatchHealthAsk
 from jr2_actors.watch.actor import WatchActor, WatchHealth
 from jr2_actors.watch.identity import sandbox_name
-from jr2_actors.workflow import Workflow, WorkflowError, parse_workflow
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class Orchestrator:
         self._revivers: list[threading.Thread] = []
         self._starting = 0  # actors and revivals being started outside the lock: `stop()` waits for them
         self.telemetry = telemetry or Telemetry()
-        self.telemetry.kube.attach(client)
+        client.measure(self.telemetry.kube)
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -132,7 +132,7 @@ class Orchestrator:
         self._pools = [kube, attach, agent]
         self._timers = Timers(self.clock, name="jr2-run-timers")
         self._env = RunEnv(client=self.client, watch=self._watch, store=self._store,
-                           feed=self.telemetry.harness.feed_tap(self.feed_hub),
+                           feed=self.telemetry.runs.feed_tap(self.feed_hub),
                            signing_key=self._signing_key, kube_pool=kube, attach_pool=attach, agent_pool=agent,
                            timers=self._timers, clock=self.clock, sandbox_image=self._sandbox_image,
                            instance_harness=self._instance_harness, workspace_options=self._workspace_options,

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from jr2_actors.rbac import Role, parse_role
+from jr2_actors.fake.rbac import Role, parse_role
 
 MANIFESTS = Path(__file__).resolve().parent.parent / "manifests"
 UNIT = MANIFESTS / "orchestrator"  # one orchestrator: the unit an overlay repeats per namespace

@@ -4,9 +4,12 @@ the plain data RunMetrics reads of a run, for tests that feed it without an engi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from jr2_actors.run.core import RunCore
+from jr2_actors.run.metrics import RunView
 from jr2_actors.workspace.messages import WaitEntry
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -38,7 +41,7 @@ class Record:
 
 @dataclass
 class FakeRun:
-    """What RunMetrics reads of a RunCore, as plain data."""
+    """What `RunView.of` reads of a RunCore, as plain data."""
 
     run_id: str
     state: str
@@ -47,3 +50,7 @@ class FakeRun:
 
     def waiting(self) -> list[tuple[str, WaitEntry]]:
         return self.waits
+
+    def view(self) -> RunView:
+        """What a RunActor publishes of it: `RunView.of` reads only the fields above of a RunCore."""
+        return RunView.of(cast(RunCore, self))

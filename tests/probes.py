@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import pykka
 
-from jr2_actors.actorkit import Shell
-from jr2_actors.metrics import Telemetry
+from jr2_actors.shell import Shell
+from jr2_actors.telemetry import Telemetry
 from tests.waiting import WAIT
 
 

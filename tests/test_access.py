@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from jr2_actors.errors import ClusterAccessError, KubeconfigError
 from jr2_actors.kube.access import ClusterAccess, LocalFiles, load_kubeconfig, resolve
+from jr2_actors.values.errors import ClusterAccessError, KubeconfigError
 
 SA = "/var/run/secrets/kubernetes.io/serviceaccount"
 

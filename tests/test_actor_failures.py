@@ -12,18 +12,18 @@ from typing import Any
 import pykka
 import pytest
 
-from jr2_actors.actorkit import ActorFault, Timers
 from jr2_actors.agent.actor import AgentActor
-from jr2_actors.clock import SystemClock
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.run.actor import RunActor, RunEnv
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed import FeedHub
+from jr2_actors.shell import ActorFault, Timers
+from jr2_actors.shell.clock import SystemClock
 from jr2_actors.store.actor import StoreActor
+from jr2_actors.values.workflow import WorkspaceDef, load_workflow, read_document
 from jr2_actors.watch.actor import WatchActor
-from jr2_actors.workflow import WorkspaceDef, load_workflow, read_document
 from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec
 from jr2_actors.workspace.messages import PlacingLine

@@ -12,17 +12,18 @@ from typing import Any
 import pykka
 import pytest
 
-from jr2_actors.actorkit import Timers
 from jr2_actors.agent import core as turn
 from jr2_actors.agent.actor import AgentActor, KillsRead, TurnAborted
 from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, StartTurn
-from jr2_actors.clock import VirtualClock
-from jr2_actors.constants import PREVIOUS_SETTLE_SECONDS
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
-from jr2_actors.harness.client import HarnessClient, HarnessClients, HarnessError, HarnessUnreachable
+from jr2_actors.harness.client import HarnessClient, HarnessClients
+from jr2_actors.harness.errors import HarnessError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillRead
 from jr2_actors.harness.tokens import INSTANCE_HARNESS
+from jr2_actors.shell import Timers
+from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.values.constants import PREVIOUS_SETTLE_SECONDS
 from tests.probes import Inbox
 from tests.sandboxes import ready_sandbox
 from tests.waiting import wait_until

@@ -24,9 +24,9 @@ import requests
 
 from jr2_actors.api.app import Api
 from jr2_actors.api.server import ApiLimits, ApiServer
-from jr2_actors.constants import API_MAX_BODY_BYTES, API_MAX_HEADER_BYTES
 from jr2_actors.run.feed import FeedRead
-from jr2_actors.workflow import MAX_WORKFLOW_STATES, parse_workflow
+from jr2_actors.values.constants import API_MAX_BODY_BYTES, API_MAX_HEADER_BYTES
+from jr2_actors.values.workflow import MAX_WORKFLOW_STATES, parse_workflow
 from tests.waiting import wait_until
 from tests.workflows import chain
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.clock import VirtualClock
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.harness import briefing
 from jr2_actors.harness.client import HarnessClient
+from jr2_actors.shell.clock import VirtualClock
 from tests.sandboxes import ready_sandbox
 
 GOLDEN = Path(__file__).parent / "golden" / "briefing"

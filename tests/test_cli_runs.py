@@ -21,7 +21,7 @@ from jr2_actors.api.server import ApiServer
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick
 from jr2_actors.orchestrator import Orchestrator
-from jr2_actors.workflow import read_document
+from jr2_actors.values.workflow import read_document
 from tests.waiting import wait_until
 from tests.workflows import one_state
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from jr2_actors.constants import SERVE_STOP_SECONDS
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
-from jr2_actors.workflow import read_document
+from jr2_actors.values.constants import SERVE_STOP_SECONDS
+from jr2_actors.values.workflow import read_document
 from tests.serving import KEY, Serve, jr2, serve_env
 from tests.waiting import wait_until
 from tests.workflows import one_state

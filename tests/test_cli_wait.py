@@ -20,7 +20,7 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Pick
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.orchestrator import Orchestrator
-from jr2_actors.workflow import read_document
+from jr2_actors.values.workflow import read_document
 from tests.slow_server import SlowServer
 from tests.test_cli_runs import TOKEN, WORKFLOW, api_on_fake, jr2, one_line_exit_2
 from tests.waiting import wait_until

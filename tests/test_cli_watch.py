@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.backoff import Backoff
 from jr2_actors.cli import JsonLines
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.values.backoff import Backoff
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.identity import annotations_for, labels_for, sandbox_name
 from tests.waiting import wait_until

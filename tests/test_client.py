@@ -13,10 +13,10 @@ import responses
 import urllib3.exceptions
 from responses import matchers
 
-from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import JR2_KINDS, SANDBOX, SECRET
+from jr2_actors.values.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 
 READ_TIMEOUT = urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out")  # type: ignore[arg-type]
 BASE = "https://kube.test:6443"
@@ -140,6 +140,23 @@ def test_retry_after_is_kept_on_429() -> None:
     with pytest.raises(KubeError) as err:
         client().list(SANDBOX)
     assert err.value.retry_after == 3.0
+
+
+@responses.activate
+@pytest.mark.parametrize(("retry_after", "date", "expected"), [
+    ("Wed, 21 Oct 2026 07:28:09 GMT", "Wed, 21 Oct 2026 07:28:00 GMT", 9.0),  # an HTTP-date, from the Date
+    ("Wed, 21 Oct 2026 07:27:00 GMT", "Wed, 21 Oct 2026 07:28:00 GMT", 0.0),  # a date gone by: at once
+    ("Wed, 21 Oct 2026 09:28:00 GMT", "Wed, 21 Oct 2026 07:28:00 GMT", None),  # past the hour's bound
+    ("soon", "Wed, 21 Oct 2026 07:28:00 GMT", None),  # neither form: the caller's own backoff
+    ("-4", "Wed, 21 Oct 2026 07:28:00 GMT", None),
+])
+def test_retry_after_as_an_http_date_counts_from_the_answer_s_date(retry_after: str, date: str,
+                                                                   expected: float | None) -> None:
+    responses.get(SANDBOXES, status=503, json=status(503, "ServiceUnavailable", "later"),
+                  headers={"Retry-After": retry_after, "Date": date})
+    with pytest.raises(KubeError) as err:
+        client().list(SANDBOX)
+    assert err.value.retry_after == expected
 
 
 @responses.activate

@@ -8,11 +8,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from jr2_actors.errors import KubeError, KubeTransportError
 from jr2_actors.kube.access import ClusterAccess
-from jr2_actors.kube.client import FifoGate, KubeClient
+from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameError, WatchEvent
+from jr2_actors.kube.gate import FifoGate
 from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.values.errors import KubeError, KubeTransportError
 from tests.waiting import WAIT, wait_until
 
 

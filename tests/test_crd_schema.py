@@ -14,20 +14,20 @@ import pytest
 import yaml
 
 import jr2_actors
-from jr2_actors.clock import VirtualClock
+from jr2_actors.fake.apiserver.crd_rules import crd_problems
 from jr2_actors.fake.apiserver.schema import (
     MAX_ERRORS,
     CrdError,
     CrdSchema,
     FieldError,
-    crd_problems,
     load_crd,
     schema_for,
 )
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node, Quota
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.workflow import RepoSlot, WorkspaceDef
+from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.values.workflow import RepoSlot, WorkspaceDef
 from jr2_actors.workspace.manifest import WorkspaceSpec, sandbox_body
 from tests.sandboxes import FIXTURES, fixture
 

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 import requests
 
-from jr2_actors.errors import KubeError, KubeTransportError
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, WatchEvent
 from jr2_actors.kube.kinds import SANDBOX, SECRET
+from jr2_actors.values.errors import KubeError, KubeTransportError
 
 
 def sandbox(name: str, run: str = "r1") -> dict[str, Any]:

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.errors import KubeError
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.faults import LEVERS, FaultCall, Faults, FaultScheduleError
 from jr2_actors.kube.frames import ErrorFrame
 from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.values.errors import KubeError
 from tests.waiting import wait_until
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.clock import VirtualClock
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node, OperatorCore, Quota
 from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.watch.sandbox import view
 
 T0 = 1_790_000_000.0
@@ -207,3 +207,12 @@ def test_operator_reconciles_sandboxes_in_every_namespace(operated: tuple[FakeCl
     clock.advance(10)
     cluster.reconcile()
     assert view(client.get(SANDBOX, "ws-x", namespace="elsewhere") or {}).phase == "Ready"
+
+
+def test_each_pod_uid_is_the_shells_and_differs_by_default() -> None:
+    handed = iter(["uid-from-the-shell-1", "uid-from-the-shell-2"])
+    d = core(new_uid=lambda: next(handed)).reconcile([sbx("a"), sbx("b")], NOW)
+    uids = sorted(view({"metadata": {"name": n}, "status": s}).pod_uid for (_, n), s in d.statuses.items())
+    assert uids == ["uid-from-the-shell-1", "uid-from-the-shell-2"]
+    plain = core().reconcile([sbx("a"), sbx("b")], NOW)  # the core's own: a counter, never random
+    assert len({view({"metadata": {"name": n}, "status": s}).pod_uid for (_, n), s in plain.statuses.items()}) == 2

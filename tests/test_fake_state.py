@@ -241,3 +241,13 @@ def test_managed_fields_survive_a_no_op_and_are_hostile_proof() -> None:
                                                                          "fieldsV1": "nope"}]}})
     applied = s.apply(SANDBOX, "jr2", "a", {"spec": {"port": 1}}, manager="m", now=100, force=True)
     assert applied["spec"]["port"] == 1
+
+
+def test_uids_and_generated_names_come_from_the_entropy_handed_in() -> None:
+    s = ClusterState(namespaces=("jr2",), entropy=lambda: 0x9D1F6A523C0B4F578E0A61D2B3C4A5E6)
+    out = s.create(SANDBOX, "jr2", sandbox("a"), now=0)
+    assert out["metadata"]["uid"] == "9d1f6a52-3c0b-4f57-8e0a-61d2b3c4a5e6"
+    plain = state()  # by default a counter's: unique, never random
+    first, second = (plain.create(SANDBOX, "jr2", {"metadata": {"generateName": "g-"}}, now=0)["metadata"]
+                     for _ in range(2))
+    assert first["uid"] != second["uid"] and first["name"] != second["name"]

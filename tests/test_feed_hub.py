@@ -9,10 +9,10 @@ from typing import Any
 
 from jr2_actors.api import sse
 from jr2_actors.api.app import Api
-from jr2_actors.constants import FEED_FINISHED_HELD
 from jr2_actors.run.core import FEED_KEEP
 from jr2_actors.run.feed import FeedHub, FeedRead, Published
 from jr2_actors.run.feedlines import EndedLine, FeedEvent, SaidLine
+from jr2_actors.values.constants import FEED_FINISHED_HELD
 
 TOKEN = "t0ken-for-the-feed-tests-0123456789"
 

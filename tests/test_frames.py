@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jr2_actors.errors import ApiStatus
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameDecoder, FrameError, WatchEvent, decode_line
+from jr2_actors.values.errors import ApiStatus
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXPIRED_410 = (b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'

@@ -14,21 +14,15 @@ import requests
 import responses
 import urllib3.exceptions
 
-from jr2_actors.actorkit import Timers
-from jr2_actors.clock import VirtualClock
-from jr2_actors.constants import ADMISSION_BUSY_SECONDS, ADMISSION_PROBE_MISSES
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, Pick, Say
-from jr2_actors.harness.client import (
-    ConversationNotKept,
-    HarnessClient,
-    HarnessClients,
-    HarnessError,
-    HarnessProtocolError,
-    HarnessUnreachable,
-)
-from jr2_actors.harness.cut import Cut, mount_cuts
+from jr2_actors.harness.client import HarnessClient, HarnessClients
+from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillListError
+from jr2_actors.net.cut import Cut, mount_cuts
+from jr2_actors.shell import Timers
+from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.values.constants import ADMISSION_BUSY_SECONDS, ADMISSION_PROBE_MISSES
 from tests.sandboxes import FIXTURES, ready_sandbox
 from tests.slow_server import Mode, SlowServer
 from tests.waiting import wait_until

@@ -9,20 +9,20 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.actorkit import Timers
 from jr2_actors.agent import core as turn
 from jr2_actors.agent.actor import AgentActor, KillsRead, _outcome
 from jr2_actors.agent.core import Admit, StartTurn
-from jr2_actors.clock import VirtualClock
-from jr2_actors.constants import METRICS_STATE_LABELS
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Say
-from jr2_actors.harness.client import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
+from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillListError
-from jr2_actors.metrics import Telemetry
 from jr2_actors.run.feed import Published
 from jr2_actors.run.feedlines import AdmittedLine, FeedEvent, SaidLine
 from jr2_actors.run.notices import Notice
+from jr2_actors.shell import Timers
+from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.telemetry import Telemetry
+from jr2_actors.values.constants import METRICS_STATE_LABELS
 from jr2_actors.workspace.messages import WaitEntry
 from tests.metrics_text import FakeRun, Record, samples, series, value
 from tests.probes import Inbox
@@ -79,7 +79,7 @@ def test_admissions_and_memory_kill_reads_are_counted_by_outcome(
 def test_notices_told_in_admissions_are_counted_by_kind_on_the_way_to_the_hub() -> None:
     telemetry = Telemetry()
     hub = Inbox()
-    tap = telemetry.harness.feed_tap(hub)
+    tap = telemetry.runs.feed_tap(hub)
     notices = (Notice("memory-limit", {"scope": "workspace"}), Notice("conversation-new"), Notice("x-new"))
     message = Published("r-1", (FeedEvent(1, T0, SaidLine("coder", 1, "hi")),
                                 FeedEvent(2, T0, AdmittedLine("coder", 1, False, False, notices)),
@@ -97,13 +97,13 @@ def test_runs_by_state_workspaces_by_phase_and_open_waits() -> None:
     clock = VirtualClock(wall=T0)
     telemetry = Telemetry(clock=clock)
     runs = telemetry.runs
-    runs.update(FakeRun("r-1", "code", {"F-1": Record("running")}))
+    runs.update(FakeRun("r-1", "code", {"F-1": Record("running")}).view())
     runs.update(FakeRun("r-2", "code", {"F-1": Record("placing"), "F-2": Record("running", releasing=True)},
-                        [("F-1", WaitEntry("node", "0/1 nodes are available", T0 - 30))]))
+                        [("F-1", WaitEntry("node", "0/1 nodes are available", T0 - 30))]).view())
     runs.update(FakeRun("r-3", "review", {"F-1": Record("placing")},
-                        [("F-1", WaitEntry("node", "0/1 nodes are available", T0 - 5))]))
+                        [("F-1", WaitEntry("node", "0/1 nodes are available", T0 - 5))]).view())
     runs.update(FakeRun("r-4", "review", {"F-1": Record("placing")},
-                        [("F-1", WaitEntry("quota", "exceeded quota", T0 - 2))]))
+                        [("F-1", WaitEntry("quota", "exceeded quota", T0 - 2))]).view())
     clock.advance(10.0)
     got = samples(text(telemetry))
     assert value(got, "jr2_runs_live", state="code") == 2 and value(got, "jr2_runs_live", state="review") == 2
@@ -114,7 +114,7 @@ def test_runs_by_state_workspaces_by_phase_and_open_waits() -> None:
     assert value(got, "jr2_run_wait_oldest_seconds", on="node") == 40.0
     assert value(got, "jr2_run_wait_oldest_seconds", on="quota") == 12.0
 
-    runs.update(FakeRun("r-2", "review"))  # a run moves on: its wait is over
+    runs.update(FakeRun("r-2", "review").view())  # a run moves on: its wait is over
     runs.forget("r-1")  # a run ends
     after = samples(text(telemetry))
     assert value(after, "jr2_runs_live", state="code") is None
@@ -128,7 +128,7 @@ def test_run_labels_stay_bounded_with_a_thousand_runs_and_their_workspaces() -> 
         telemetry = Telemetry(clock=VirtualClock(wall=T0))
         for i in range(count):  # every run in its own state: the workflows' words, not ours
             telemetry.runs.update(FakeRun(f"r-{i}", f"state-{i}", {f"ws-{i}": Record("placing")},
-                                          [(f"ws-{i}", WaitEntry("node", "full", T0 - i))]))
+                                          [(f"ws-{i}", WaitEntry("node", "full", T0 - i))]).view())
         return text(telemetry)
 
     few, many = exposition(METRICS_STATE_LABELS + 1), exposition(1000)

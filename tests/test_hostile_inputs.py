@@ -20,7 +20,7 @@ from jr2_actors.harness.memory_kills import MemoryKillListError, parse_memory_ki
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.notices import Ledger, Mark, conversation_new, mark_from, mark_of, nudge_eligible
-from jr2_actors.workflow import load_workflow, read_document
+from jr2_actors.values.workflow import load_workflow, read_document
 from jr2_actors.workspace import messages as ws
 
 WALL0 = 1_790_000_000.0

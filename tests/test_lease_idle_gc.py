@@ -8,14 +8,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from jr2_actors.clock import VirtualClock
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.timefmt import parse_rfc3339
+from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.values.timefmt import parse_rfc3339
+from jr2_actors.values.workflow import WorkspaceDef
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
-from jr2_actors.workflow import WorkspaceDef
 from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec
 from jr2_actors.workspace.messages import PlacedLine, PlacingLine

@@ -14,8 +14,7 @@ from typing import Any, cast
 import pykka
 import pytest
 
-from jr2_actors import logs
-from jr2_actors.actorkit import Shell
+from jr2_actors.shell import Shell, logs
 
 log = logging.getLogger("jr2_actors.test_logs")
 

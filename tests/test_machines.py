@@ -10,7 +10,7 @@ import pytest
 
 from jr2_actors.agent import core as turn
 from jr2_actors.run import turn as run_turn
-from jr2_actors.step import Machine, OffTable
+from jr2_actors.values.step import Machine, OffTable
 from jr2_actors.watch import stream
 from jr2_actors.workspace import core as workspace
 

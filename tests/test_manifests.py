@@ -17,9 +17,9 @@ import yaml
 
 import jr2_actors
 from jr2_actors.api.app import ROUTES
-from jr2_actors.constants import SERVE_STOP_SECONDS, WATCH_MAX_FAILURE_SECONDS
-from jr2_actors.quantity import cpu_millis, memory_bytes
-from jr2_actors.rbac import Grant
+from jr2_actors.fake.rbac import Grant
+from jr2_actors.values.constants import SERVE_STOP_SECONDS, WATCH_MAX_FAILURE_SECONDS
+from jr2_actors.values.quantity import cpu_millis, memory_bytes
 from jr2_actors.workspace.manifest import HARNESS_PORT
 from tests.k8s_models import model_problems
 from tests.kubectl_stub import kubectl_stub

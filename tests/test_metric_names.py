@@ -1,5 +1,5 @@
 """Every metric follows Prometheus naming (units in names, base units, `_total` counters, `_seconds` or
-`_bytes` histograms), is defined once in `metrics.py`, can be produced, and is explained in
+`_bytes` histograms), is defined once, in its family's `metrics.py`, can be produced, and is explained in
 docs/operations.md."""
 
 from __future__ import annotations
@@ -7,28 +7,43 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
+from types import ModuleType
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from jr2_actors import metrics
-from jr2_actors.clock import VirtualClock
-from jr2_actors.kube.client import FifoGate
+from jr2_actors.harness import metrics as harness_metrics
+from jr2_actors.kube import metrics as kube_metrics
 from jr2_actors.kube.frames import Bookmark
-from jr2_actors.metrics import KubeMetrics, Telemetry, WatchState
+from jr2_actors.kube.gate import FifoGate
+from jr2_actors.kube.metrics import KubeMetrics
+from jr2_actors.run import metrics as run_metrics
+from jr2_actors.shell import metrics as shell_metrics
+from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.store import metrics as store_metrics
+from jr2_actors.telemetry import Telemetry
+from jr2_actors.watch import metrics as watch_metrics
+from jr2_actors.watch.metrics import WatchState
+from jr2_actors.workspace import metrics as workspace_metrics
 from jr2_actors.workspace.messages import WaitEntry
 from tests.metrics_text import FakeRun, Record
 from tests.probes import Gated
 from tests.waiting import wait_until
 
 OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
-NAMES = {value for name, value in vars(metrics).items()
-         if name.isupper() and isinstance(value, str) and value.startswith("jr2_")}
+FAMILIES = (shell_metrics, watch_metrics, workspace_metrics, store_metrics, kube_metrics, harness_metrics,
+            run_metrics)
 
 
-class Client:
-    def __init__(self) -> None:
-        self.metrics = metrics.OFF.kube
-        self.writes = FifoGate(12)
+def _names(module: ModuleType) -> list[str]:
+    return [value for name, value in vars(module).items()
+            if name.isupper() and isinstance(value, str) and value.startswith("jr2_")]
+
+
+NAMES = {name for module in FAMILIES for name in _names(module)}
+
+
+def test_each_name_is_defined_in_one_family_only() -> None:
+    assert sum(len(_names(module)) for module in FAMILIES) == len(NAMES)
 
 
 def everything() -> str:
@@ -45,19 +60,18 @@ def everything() -> str:
         telemetry.watch.frame(Bookmark("7"))
         telemetry.watch.relist("expired")
         telemetry.watch.watch_opened()
-        telemetry.watch.delivered(clock.wall())
+        telemetry.workspaces.delivered(clock.wall())
         telemetry.store.persisted(0.001, 1000)
         telemetry.store.rows({"live": 1})
         telemetry.store.swept(1)
-        client = Client()
         kube: KubeMetrics = telemetry.kube
-        kube.attach(client)
+        kube.read_gate(FifoGate(12))
         kube.request("get", 200)
         kube.unauthorized_retry()
         telemetry.harness.admission("admitted")
         telemetry.harness.memory_kill_read("read")
         telemetry.runs.update(FakeRun("r-1", "code", {"F-1": Record("placing")},
-                                      [("F-1", WaitEntry("node", "full", clock.wall()))]))
+                                      [("F-1", WaitEntry("node", "full", clock.wall()))]).view())
         return telemetry.exposition().decode()
     finally:
         gate.set()

@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.actorkit import ActorFault, Shell
-from jr2_actors.clock import VirtualClock
-from jr2_actors.constants import METRICS_BUSIEST_ACTORS
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.metrics import OFF, Mailbox, Telemetry
 from jr2_actors.orchestrator import Orchestrator
+from jr2_actors.shell import ActorFault, Shell
+from jr2_actors.shell import metrics as shell_metrics
+from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.shell.mailbox import Mailbox
+from jr2_actors.telemetry import Telemetry
+from jr2_actors.values.constants import METRICS_BUSIEST_ACTORS
 from tests.metrics_text import samples, series, value
 from tests.probes import Gated, Inbox
 from tests.waiting import wait_until
@@ -24,7 +26,7 @@ from tests.waiting import wait_until
 class Worker(Shell):
     """Handles each message in the virtual time it names (the clock is advanced while it works)."""
 
-    def __init__(self, clock: VirtualClock, telemetry: Telemetry, parent: Inbox | None = None) -> None:
+    def __init__(self, clock: VirtualClock, telemetry: Telemetry | None, parent: Inbox | None = None) -> None:
         super().__init__(telemetry=telemetry)
         self.clock = clock
         self.parent = parent
@@ -149,9 +151,10 @@ def test_two_orchestrators_telemetries_do_not_mix() -> None:
 
 def test_an_actor_made_outside_an_orchestrator_records_nowhere() -> None:
     clock = VirtualClock()
-    ref = Worker.start(clock, OFF)
+    ref = Worker.start(clock, None)
     assert ref.ask("0.1", timeout=10) == "0.1"
-    assert "jr2_actor" not in OFF.exposition().decode()
+    assert all(not family.samples for family in shell_metrics.OFF.collect())  # counted nowhere
+    assert "jr2_actor_instances{" not in Telemetry(clock=clock).exposition().decode()
     ref.stop(block=True, timeout=10)
 
 

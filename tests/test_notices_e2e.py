@@ -16,8 +16,8 @@ import pytest
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, Pick, Say
 from jr2_actors.harness import briefing
+from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.identity import sandbox_name
-from jr2_actors.workflow import read_document
 from tests.serving import KEY, Serve
 from tests.waiting import wait_until
 

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from jr2_actors.agent import core as seat
-from jr2_actors.constants import LOST_GRACE_SECONDS
 from jr2_actors.harness import briefing
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.notices import nudge_eligible
-from jr2_actors.workflow import load_workflow, read_document
+from jr2_actors.values.constants import LOST_GRACE_SECONDS
+from jr2_actors.values.workflow import load_workflow, read_document
 from jr2_actors.workspace import messages as ws
 from tests.kills import WALL0, at, kill
 

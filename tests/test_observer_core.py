@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.errors import ApiStatus
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameError, WatchEvent
+from jr2_actors.values.errors import ApiStatus
 from jr2_actors.watch.core import (
     CloseStream,
     Failure,

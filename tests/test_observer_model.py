@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from jr2_actors.errors import ApiStatus
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, WatchEvent
+from jr2_actors.values.errors import ApiStatus
 from jr2_actors.watch.core import (
     CloseStream,
     Delivery,

@@ -1,4 +1,4 @@
-"""jr2_actors/rbac.py: a request's verb and resource as kube-apiserver derives them, and a Role's rules
+"""jr2_actors/fake/rbac.py: a request's verb and resource as kube-apiserver derives them, and a Role's rules
 matched as the RBAC authorizer matches them — including hostile Roles and log entries."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.rbac import (
+from jr2_actors.fake.rbac import (
     MAX_RULES,
     Attributes,
     Grant,
@@ -207,7 +207,7 @@ def test_an_audit_names_the_bad_entry_by_its_index() -> None:
         audit(role(), [{"method": "GET", "path": SBX}, {"method": "GET", "path": 3}])
 
 
-@pytest.mark.parametrize("module", ["rbac.py", "fake/apiserver/schema.py"])
+@pytest.mark.parametrize("module", ["fake/rbac.py", "fake/apiserver/schema.py"])
 def test_the_rules_matcher_and_the_schema_validator_are_pure(module: str) -> None:
     reached = _reach(PACKAGE / module)
     assert not {name: str(path) for name, path in reached.items() if name in FORBIDDEN}

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from jr2_actors.commands.demo import demo_cluster, play
+from jr2_actors.fake.rbac import Grant, audit, describe
 from jr2_actors.orchestrator import Orchestrator
-from jr2_actors.rbac import Grant, audit, describe
 from tests.manifests import manifest_role
 
 # The one place a grant the demo's requests do not use may stay, each with its reason: a request the code

@@ -12,7 +12,6 @@ from typing import Any
 import pykka
 import pytest
 
-from jr2_actors.constants import RUN_REVIVALS
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
 from jr2_actors.fake.operator.core import Node
@@ -21,8 +20,9 @@ from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.actor import RunActor
 from jr2_actors.run.feed import FeedHub
+from jr2_actors.values.constants import RUN_REVIVALS
+from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.identity import sandbox_name
-from jr2_actors.workflow import read_document
 from jr2_actors.workspace.actor import WorkspaceActor
 from tests.probes import CRASH, crashing
 from tests.waiting import wait_until

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from jr2_actors.sim.schedule import FAULT_KINDS, SHAPES, draw, parse_seeds
+from jr2_actors.values.workflow import parse_workflow
 from jr2_actors.watch.identity import sandbox_name
-from jr2_actors.workflow import parse_workflow
 
 
 def test_a_seed_draws_the_same_schedule_every_time_and_another_seed_another() -> None:

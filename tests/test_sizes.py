@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jr2_actors.quantity import format_size, is_size
+from jr2_actors.values.quantity import format_size, is_size
 
 
 @pytest.mark.parametrize("n_bytes", [0, 2**20, 512 * 2**20, 1023 * 2**20, 2**30 - 1, 2**30, int(1.9 * 2**30),

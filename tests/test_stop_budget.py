@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.constants import SERVE_STOP_SECONDS
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.actor import RunActor
-from jr2_actors.workflow import read_document
+from jr2_actors.values.constants import SERVE_STOP_SECONDS
+from jr2_actors.values.workflow import read_document
 from tests.serving import KEY, Serve
 from tests.waiting import wait_until
 from tests.workflows import one_state

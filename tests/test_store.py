@@ -12,7 +12,7 @@ from typing import cast
 
 import pytest
 
-from jr2_actors.clock import VirtualClock
+from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.store.actor import Fetch, Healthy, Persist, Restore, StoreActor, Sweep, WriteFailed
 from jr2_actors.store.rows import APPLICATION_ID, Restored, Row, RunRecord, RunStore, StoreError, StoreUnusable
 from tests.stores import unwritable

@@ -17,15 +17,15 @@ import requests
 
 from jr2_actors.api.app import Api
 from jr2_actors.api.server import ApiServer
-from jr2_actors.constants import RUN_REVIVALS
-from jr2_actors.errors import Unavailable
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick
-from jr2_actors.metrics import STORE_PERSIST_FAILURES, STORE_SET_ASIDE_ROWS
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.actor import RunActor
 from jr2_actors.store.lock import StateDirInUse
-from jr2_actors.workflow import read_document
+from jr2_actors.store.metrics import STORE_PERSIST_FAILURES, STORE_SET_ASIDE_ROWS
+from jr2_actors.values.constants import RUN_REVIVALS
+from jr2_actors.values.errors import Unavailable
+from jr2_actors.values.workflow import read_document
 from tests.metrics_text import value
 from tests.probes import CRASH, crashing
 from tests.stores import unwritable

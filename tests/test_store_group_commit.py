@@ -19,7 +19,7 @@ from typing import Any, cast
 import pykka
 import pytest
 
-from jr2_actors.metrics import Mailbox
+from jr2_actors.shell.mailbox import Mailbox
 from jr2_actors.store.actor import Fetch, Healthy, Persist, StoreActor, WriteFailed
 from jr2_actors.store.rows import Row, RunStore, StoreError
 from tests.stores import unwritable

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from jr2_actors.clock import VirtualClock
-from jr2_actors.errors import KubeError, KubeTransportError
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.metrics import Telemetry
+from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.store.actor import Healthy, Persist, StoreActor, Sweep
 from jr2_actors.store.rows import StoreError
+from jr2_actors.telemetry import Telemetry
+from jr2_actors.values.errors import KubeError, KubeTransportError
 from tests.metrics_text import samples, value
 from tests.waiting import wait_until
 
@@ -68,7 +68,7 @@ def test_store_persists_sweeps_and_rows_by_status(tmp_path: Path) -> None:
 def test_kube_requests_by_verb_and_code_401_retries_and_the_write_gate(cluster: FakeCluster) -> None:
     telemetry = Telemetry()
     client = cluster.client()
-    telemetry.kube.attach(client)
+    client.measure(telemetry.kube)
     body = {"metadata": {"name": "s1"}, "spec": {"port": 8080}}
     assert client.get(SANDBOX, "s1") is None
     client.create(SANDBOX, body)
@@ -96,7 +96,7 @@ def test_kube_requests_by_verb_and_code_401_retries_and_the_write_gate(cluster: 
 
     nowhere = KubeClient(ClusterAccess(server="https://127.0.0.1:1", namespace="jr2", source="test",
                                        token="t"), connect_timeout=1.0)
-    telemetry.kube.attach(nowhere)
+    nowhere.measure(telemetry.kube)
     with pytest.raises(KubeTransportError):
         nowhere.list(SANDBOX)
     assert value(text(telemetry), "jr2_kube_requests_total", verb="list", code="none") == 1

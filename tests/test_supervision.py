@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from jr2_actors.constants import RUN_REVIVALS
 from jr2_actors.run.supervision import after_death
+from jr2_actors.values.constants import RUN_REVIVALS
 
 
 def test_a_run_is_revived_up_to_its_revivals_then_abandoned_naming_its_deaths() -> None:

@@ -9,7 +9,7 @@ import hmac
 import pytest
 
 from jr2_actors.harness.tokens import harness_token, token_digest, verify_bearer
-from jr2_actors.quantity import QuantityError, format_size, is_size, parse_duration, parse_quantity
+from jr2_actors.values.quantity import QuantityError, format_size, is_size, parse_duration, parse_quantity
 from jr2_actors.watch.sandbox import view
 from tests.sandboxes import fixture
 
@@ -86,7 +86,7 @@ def test_durations_and_sizes() -> None:
 
 
 def test_rfc3339_round_trip_and_refusals() -> None:
-    from jr2_actors.timefmt import parse_rfc3339, rfc3339, rfc3339_ms
+    from jr2_actors.values.timefmt import parse_rfc3339, rfc3339, rfc3339_ms
 
     assert rfc3339(1_790_000_000.0) == "2026-09-21T14:13:20Z"
     assert rfc3339_ms(1_790_000_000.25) == "2026-09-21T14:13:20.250Z"

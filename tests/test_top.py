@@ -14,9 +14,10 @@ import pytest
 from rich.console import Console
 
 from jr2_actors import cli
-from jr2_actors.clock import VirtualClock
 from jr2_actors.commands.top import Scrape, quantile, render
-from jr2_actors.metrics import Telemetry, WatchState
+from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.telemetry import Telemetry
+from jr2_actors.watch.metrics import WatchState
 from jr2_actors.workspace.messages import WaitEntry
 from tests.metrics_text import FakeRun, Record
 from tests.probes import Gated
@@ -43,7 +44,7 @@ def test_the_view_shows_the_actor_falling_behind_the_watch_and_the_waits() -> No
         clock.advance(75.0)
         telemetry.watch.publish(WatchState("watching", False, 0, 1, 3, "41"))
         telemetry.runs.update(FakeRun("r-1", "code", {"F-9": Record("placing")},
-                                      [("F-9", WaitEntry("quota", "exceeded quota", clock.wall() - 30))]))
+                                      [("F-9", WaitEntry("quota", "exceeded quota", clock.wall() - 30))]).view())
         text = shown(Scrape.parse(telemetry.exposition().decode(), 0.0))
     finally:
         gate.set()

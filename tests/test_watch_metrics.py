@@ -9,18 +9,19 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from jr2_actors.actorkit import Timers
-from jr2_actors.backoff import Backoff
-from jr2_actors.clock import VirtualClock
-from jr2_actors.constants import WATCH_WRITTEN_AT_FIELD
-from jr2_actors.errors import ApiStatus
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameError, WatchEvent, decode_line
-from jr2_actors.metrics import Telemetry, frame_type, relist_cause
+from jr2_actors.shell import Timers
+from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.telemetry import Telemetry
+from jr2_actors.values.backoff import Backoff
+from jr2_actors.values.constants import WATCH_WRITTEN_AT_FIELD
+from jr2_actors.values.errors import ApiStatus
+from jr2_actors.values.workflow import WorkspaceDef
 from jr2_actors.watch import core
 from jr2_actors.watch.actor import Register, SandboxSeen, WatchActor
 from jr2_actors.watch.identity import SandboxKey
-from jr2_actors.workflow import WorkspaceDef
+from jr2_actors.watch.metrics import frame_type, relist_cause
 from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec
 from tests.metrics_text import samples, value

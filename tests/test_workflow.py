@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from typing import Any
 
 import pytest
 
-from jr2_actors.workflow import WorkflowError, load_workflow, parse_workflow, read_document
+from jr2_actors.values.workflow import WorkflowError, load_workflow, parse_workflow, read_document
 
 EXAMPLE = resources.files("jr2_actors").joinpath("examples/fix-and-review.yaml").read_text()
 
@@ -92,3 +93,26 @@ def test_a_billion_laughs_is_refused_without_expanding() -> None:
     with pytest.raises(WorkflowError) as err:
         load_workflow(bomb)
     assert err.value.key == "a"
+
+
+@pytest.mark.parametrize(("change", "key", "words"), [
+    (lambda d: d["agents"].update({7: d["agents"]["coder"]}), "agents", "7 is not a name"),
+    (lambda d: d["states"].update({"": {"final": "done"}}), "states", "'' is not a name"),
+    (lambda d: d["workspaces"].update({"w" * 64: d["workspaces"]["F-1"]}), "workspaces", "is not a name"),
+    (lambda d: d["states"]["code"].update(holds=["F-1", 1]), "states.code.holds", "must be a list of Workspace paths"),
+    (lambda d: d["workspaces"]["F-1"]["repos"][0].update(url=""), "workspaces.F-1.repos[0].url",
+     "must be a non-empty string"),
+    (lambda d: d["agents"]["coder"].update(instructions="x" * (64 * 1024 + 1)), "agents.coder.instructions",
+     "is too long"),
+    (lambda d: d["states"]["code"]["after"].update(seconds=True), "states.code.after.seconds", "positive number"),
+    (lambda d: d.update(states={}), "states", "at least one state"),
+    (lambda d: d["states"]["code"]["turn"].pop("prompt"), "states.code.turn.prompt", "is required"),
+])
+def test_each_shape_fault_names_its_key_in_our_words(change: Any, key: str, words: str) -> None:
+    doc = read_document(EXAMPLE)
+    assert isinstance(doc, dict)
+    change(doc)
+    with pytest.raises(WorkflowError) as err:
+        parse_workflow(doc)
+    assert err.value.key == key
+    assert words in str(err.value)

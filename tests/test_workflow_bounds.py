@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from jr2_actors.workflow import (
+from jr2_actors.values.workflow import (
     MAX_WORKFLOW_BYTES,
     MAX_WORKFLOW_STATES,
     WorkflowError,

@@ -15,17 +15,17 @@ from typing import Any
 import pykka
 import pytest
 
-from jr2_actors.actorkit import Timers
-from jr2_actors.clock import VirtualClock
-from jr2_actors.constants import DELETE_RETRY_BACKOFF
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX, SECRET
-from jr2_actors.timefmt import parse_rfc3339
+from jr2_actors.shell import Timers
+from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.values.constants import DELETE_RETRY_BACKOFF
+from jr2_actors.values.timefmt import parse_rfc3339
+from jr2_actors.values.workflow import RepoSlot, WorkspaceDef
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
-from jr2_actors.workflow import RepoSlot, WorkspaceDef
 from jr2_actors.workspace.actor import Release, WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec, sandbox_body
 from jr2_actors.workspace.messages import (

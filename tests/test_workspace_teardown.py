@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.constants import DELETE_RETRY_BACKOFF, FORBIDDEN_GRACE_SECONDS
-from jr2_actors.step import OffTable
+from jr2_actors.values.constants import DELETE_RETRY_BACKOFF, FORBIDDEN_GRACE_SECONDS
+from jr2_actors.values.step import OffTable
 from jr2_actors.watch.core import SandboxGone, SandboxSeen
 from jr2_actors.workspace.core import TRANSITIONS
 from jr2_actors.workspace.messages import (
@@ -184,7 +184,7 @@ def test_the_architecture_doc_carries_the_transition_table_as_the_code_has_it() 
 
 
 def test_the_attach_branch_is_the_workflows_else_the_runs_own() -> None:
-    from jr2_actors.workflow import WorkspaceDef
+    from jr2_actors.values.workflow import WorkspaceDef
     from jr2_actors.workspace.manifest import WorkspaceSpec, attach_branch
 
     named = WorkspaceSpec("run/1", "wf", WorkspaceDef("F-1", cpu="1", memory="1Gi", branch="feat/x"), image="i")
@@ -229,7 +229,7 @@ def test_a_restored_teardown_writes_nothing_but_its_delete() -> None:
 
 
 def test_the_delete_guard_is_the_cores_a_moved_version_of_its_own_sandbox_is_deleted_again() -> None:
-    from jr2_actors.constants import DELETE_VERSION_REREADS
+    from jr2_actors.values.constants import DELETE_VERSION_REREADS
     from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
 
     def held(uid: str, rv: str, stamp: str) -> dict[str, Any]:

@@ -64,24 +64,23 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jr2_actors import logs
-from jr2_actors.actorkit import Recipient, Shell, Timers, tell_quietly
 from jr2_actors.agent import core as turn
 from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, ReadKills, StartTurn
-from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import AGENT_STOP_SECONDS, PREVIOUS_SETTLE_SECONDS
-from jr2_actors.harness.client import (
+from jr2_actors.harness import metrics as harness_metrics
+from jr2_actors.harness.client import HarnessClient, HarnessClients
+from jr2_actors.harness.errors import (
     HARNESS_ERRORS,
     ConversationNotKept,
-    HarnessClient,
-    HarnessClients,
     HarnessError,
     HarnessProtocolError,
     HarnessUnreachable,
 )
-from jr2_actors.harness.cut import Cut
 from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead
-from jr2_actors.metrics import Telemetry
+from jr2_actors.harness.metrics import HarnessTelemetry
+from jr2_actors.net.cut import Cut
+from jr2_actors.shell import Recipient, Shell, Timers, logs, tell_quietly
+from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.values.constants import AGENT_STOP_SECONDS, PREVIOUS_SETTLE_SECONDS
 
 log = logging.getLogger(__name__)
 MAX_ALLOWED = 256
@@ -204,8 +203,9 @@ class AgentActor(Shell):
 
     def __init__(self, agent: str, *, parent: Recipient, pool: Executor, harnesses: HarnessClients | None = None,
                  clock: Clock | None = None, timers: Timers | None = None,
-                 telemetry: Telemetry | None = None) -> None:
+                 telemetry: HarnessTelemetry | None = None) -> None:
         super().__init__(telemetry=telemetry)
+        self.metrics = harness_metrics.OFF if telemetry is None else telemetry.harness
         self.agent = agent
         self.parent = parent
         self.name = agent
@@ -449,9 +449,9 @@ class AgentActor(Shell):
 
     def _internal(self, message: Any) -> None:
         if isinstance(message, _KillsDone) and message.asked:  # a seat with no kill list read none
-            self.telemetry.harness.memory_kill_read(message.outcome)
+            self.metrics.memory_kill_read(message.outcome)
         elif isinstance(message, _AdmitDone):
-            self.telemetry.harness.admission(message.outcome)
+            self.metrics.admission(message.outcome)
         turn_id = getattr(message, "turn_id", None)
         t = next((x for x in (self._turn, self._previous) if x is not None and x.turn_id == turn_id), None)
         if t is None:

@@ -82,10 +82,10 @@ from jr2_actors.agent.messages import (
     TurnFault,
     TurnStep,
 )
-from jr2_actors.constants import STREAM_READ_ATTEMPTS, STREAM_READ_PAUSE_SECONDS
 from jr2_actors.harness import briefing
 from jr2_actors.harness.memory_kills import MAX_ID, guard_sizes
-from jr2_actors.step import Machine, Step
+from jr2_actors.values.constants import STREAM_READ_ATTEMPTS, STREAM_READ_PAUSE_SECONDS
+from jr2_actors.values.step import Machine, Step
 
 # The vocabulary is `messages.py`'s, importable from here too (the run and the seat's shell speak it).
 __all__ = [

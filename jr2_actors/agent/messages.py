@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jr2_actors.step import Step
+from jr2_actors.values.step import Step
 
 State = Literal["idle", "admitting", "reading", "stopping", "ended"]
 FaultCause = Literal["settled", "refused", "lost", "stream", "ended"]

@@ -24,17 +24,18 @@ import threading
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any, Protocol
 
 from jr2_actors import __version__
 from jr2_actors.api import sse
-from jr2_actors.constants import API_HEARTBEAT_SECONDS, API_MAX_BODY_BYTES, API_STREAM_SLICE_SECONDS
-from jr2_actors.errors import Unavailable
-from jr2_actors.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from jr2_actors.run.feed import FeedRead
 from jr2_actors.run.wire import feed_doc
-from jr2_actors.security import constant_time_equal
-from jr2_actors.workflow import WorkflowError, WorkflowTooLarge
+from jr2_actors.telemetry import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from jr2_actors.values.constants import API_HEARTBEAT_SECONDS, API_MAX_BODY_BYTES, API_STREAM_SLICE_SECONDS
+from jr2_actors.values.errors import Unavailable
+from jr2_actors.values.security import constant_time_equal
+from jr2_actors.values.workflow import WorkflowError, WorkflowTooLarge
 
 log = logging.getLogger(__name__)
 
@@ -337,6 +338,14 @@ def _json_body(environ: Mapping[str, Any]) -> dict[str, Any]:
 def _json(start_response: StartResponse, status: int, doc: Any,
           headers: list[tuple[str, str]] | None = None) -> list[bytes]:
     body = json.dumps(doc, separators=(",", ":")).encode()
-    start_response(f"{status} {_REASONS.get(status, 'Error')}",
+    start_response(f"{status} {_phrase(status)}",
                    [("Content-Type", "application/json"), ("Content-Length", str(len(body))), *(headers or [])])
     return [body]
+
+
+def _phrase(status: int) -> str:
+    """The status line's reason phrase, the stdlib's (RFC 9110)."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"

@@ -27,7 +27,7 @@ after an answer it drains whatever body the client declared. So, by cheroot's ow
   already arrived and closes the connection, rather than wait in a worker for the rest.
 - `max_request_header_size` and `max_request_body_size` are set too, as cheroot's own backstops.
 
-An event stream registers its close with `environ["jr2.watch_client"]`: one thread (`_ClientWatch`) watches
+An event stream registers its close with `environ["jr2.watch_client"]`: one thread (`client_watch.ClientWatch`) watches
 the sockets of open streams and calls it the moment a client closes, so the stream's slot comes back at
 once, not at the next failed heartbeat (its worker follows within a stream slice).
 """
@@ -38,8 +38,6 @@ import functools
 import io
 import json
 import logging
-import re
-import selectors
 import socket
 import threading
 import time
@@ -52,7 +50,9 @@ from cheroot import server as cheroot_server
 from cheroot import wsgi
 from cheroot.makefile import MakeFile, StreamReader, StreamWriter
 
-from jr2_actors.constants import (
+from jr2_actors.api.client_watch import ClientWatch
+from jr2_actors.api.framing import Refused, check_framing, head_end
+from jr2_actors.values.constants import (
     API_HEADER_SECONDS,
     API_MAX_BODY_BYTES,
     API_MAX_CONNECTIONS,
@@ -69,7 +69,6 @@ log = logging.getLogger(__name__)
 THREADS = 16
 # The listen backlog: connections the kernel holds before the selector accepts them (one per wake-up).
 BACKLOG = 128
-_DIGITS = re.compile(rb"[0-9]+")
 _REASONS = {400: "Bad Request", 408: "Request Timeout", 411: "Length Required", 413: "Payload Too Large",
             429: "Too Many Requests", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
 
@@ -132,14 +131,6 @@ class ApiServer:
 # -- the pieces, in the order a request meets them ------------------------------------------------------
 
 
-class _Refused(Exception):
-    """The gate's answer to a request it will not hand to a worker."""
-
-    def __init__(self, status: int, error: str) -> None:
-        super().__init__(error)
-        self.status = status
-
-
 class _Server(wsgi.Server):
     def __init__(self, bind_addr: tuple[str, int], app: Any, limits: ApiLimits, **kw: Any) -> None:
         super().__init__(bind_addr, app, **kw)
@@ -154,7 +145,7 @@ class _Server(wsgi.Server):
         self._peers: dict[str, int] = {}
         self._open = 0
         self._count_lock = threading.Lock()
-        self.client_watch = _ClientWatch()
+        self.client_watch = ClientWatch()
 
     def stop(self) -> None:
         super().stop()
@@ -179,7 +170,7 @@ class _Server(wsgi.Server):
                 super().put_conn(conn)  # parked in cheroot's selector until it is readable again
                 if deadline is not None:
                     conn.last_used = deadline - self.timeout  # cheroot's expiry closes it at the deadline
-        except _Refused as refusal:
+        except Refused as refusal:
             conn.refuse(refusal.status, str(refusal))
         except OSError:
             conn.close()
@@ -196,9 +187,9 @@ class _Server(wsgi.Server):
         peer = str(conn.remote_addr or "")
         with self._count_lock:
             if self._peers.get(peer, 0) >= self.limits.max_connections_per_peer:
-                raise _Refused(429, f"more than {self.limits.max_connections_per_peer} connections from {peer}")
+                raise Refused(429, f"more than {self.limits.max_connections_per_peer} connections from {peer}")
             if self._open >= self.limits.max_connections:
-                raise _Refused(503, f"more than {self.limits.max_connections} connections are open")
+                raise Refused(503, f"more than {self.limits.max_connections} connections are open")
             self._peers[peer] = self._peers.get(peer, 0) + 1
             self._open += 1
             conn.admitted = True
@@ -223,62 +214,22 @@ class _Server(wsgi.Server):
                 inlet.head[:0] = conn.rfile.read(len(conn.rfile.peek(0)))
         gone = inlet.pull(limits.max_header_bytes)
         head = bytes(inlet.head)
-        end, size = _head_end(head)
+        end, size = head_end(head)
         if end < 0:
             if gone and head:  # a client that half-closed may still read why
-                raise _Refused(400, "the connection ended before the request line and headers did")
+                raise Refused(400, "the connection ended before the request line and headers did")
             if gone:
                 raise OSError("the client left before it began a request")
             if len(head) >= limits.max_header_bytes:
-                raise _Refused(431, f"the request line and headers are over {limits.max_header_bytes} bytes")
+                raise Refused(431, f"the request line and headers are over {limits.max_header_bytes} bytes")
             if time.time() >= conn.head_deadline:
-                raise _Refused(408, f"the request line and headers took over {limits.header_seconds:g} s")
+                raise Refused(408, f"the request line and headers took over {limits.header_seconds:g} s")
             return False
         if size > limits.max_header_bytes:
-            raise _Refused(431, f"the request line and headers are over {limits.max_header_bytes} bytes")
-        _check_framing(head[:end], limits.max_body_bytes)
+            raise Refused(431, f"the request line and headers are over {limits.max_header_bytes} bytes")
+        check_framing(head[:end], limits.max_body_bytes)
         conn.head_deadline = None
         return True
-
-
-def _head_end(head: bytes) -> tuple[int, int]:
-    """Where the head's blank line begins, and the head's size through it; (-1, 0) while incomplete.
-    A bare LF ends it too: cheroot then answers that head's missing CRs with a 400."""
-    crlf, lf = head.find(b"\r\n\r\n"), head.find(b"\n\n")
-    if crlf >= 0 and (lf < 0 or crlf <= lf):
-        return crlf, crlf + 4
-    if lf >= 0:
-        return lf, lf + 2
-    return -1, 0
-
-
-def _check_framing(head: bytes, max_body: int) -> None:
-    """The body's framing, read strictly (RFC 9112 §6): one `Content-Length` of ASCII digits, no chunked
-    body (a body needs its length), no line folds; a length over the cap is a 413 before the body is read."""
-    lengths: list[bytes] = []
-    chunked = False
-    for line in head.split(b"\n")[1:]:
-        line = line.rstrip(b"\r")
-        if line[:1] in (b" ", b"\t"):
-            raise _Refused(400, "a header is folded over lines (obsolete line folding is refused)")
-        name, _, value = line.partition(b":")
-        name = name.strip().lower()
-        if name == b"content-length":
-            lengths.append(value.strip())
-        elif name == b"transfer-encoding":
-            chunked = True
-    if chunked:
-        if lengths:
-            raise _Refused(400, "a request has a Content-Length or a Transfer-Encoding, not both")
-        raise _Refused(411, "a body needs a Content-Length (a chunked body is refused)")
-    if not lengths:
-        return
-    if len(lengths) > 1:
-        raise _Refused(400, "a request has one Content-Length")
-    if not _DIGITS.fullmatch(lengths[0]):
-        raise _Refused(400, "Content-Length must be a number of bytes (ASCII digits)")
-    if len(lengths[0]) > 18 or int(lengths[0]) > max_body:
-        raise _Refused(413, f"the body is over {max_body} bytes")
 
 
 class _Inlet(socket.SocketIO):
@@ -507,64 +458,3 @@ class _Gateway(wsgi.Gateway_10):
     def __init__(self, req: Any) -> None:
         super().__init__(req)
         self.env["jr2.watch_client"] = functools.partial(req.server.client_watch.watch, req.conn.socket)
-
-
-class _ClientWatch:
-    """One thread that watches the sockets of open event streams (a worker holds each, blocked in its feed
-    wait) and calls a stream's `close` the moment its client closes or resets the connection."""
-
-    def __init__(self) -> None:
-        self._selector = selectors.DefaultSelector()
-        self._lock = threading.Lock()
-        self._wake, self._waker = socket.socketpair()
-        self._selector.register(self._wake, selectors.EVENT_READ)
-        self._thread: threading.Thread | None = None
-        self._stopped = False
-
-    def watch(self, sock: socket.socket, gone: Callable[[], None]) -> Callable[[], None]:
-        """Call `gone` once when `sock`'s client closes; the function returned stops the watch."""
-        with self._lock:
-            if self._stopped:
-                return lambda: None
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="jr2-api-watch", daemon=True)
-                self._thread.start()
-            self._selector.register(sock, selectors.EVENT_READ, gone)
-        return lambda: self._forget(sock)
-
-    def _forget(self, sock: socket.socket) -> None:
-        with self._lock, suppress(KeyError, ValueError):
-            self._selector.unregister(sock)
-
-    def _run(self) -> None:
-        while True:
-            for key, _ in self._selector.select():
-                if key.fileobj is self._wake:
-                    return
-                sock = key.fileobj
-                assert isinstance(sock, socket.socket)
-                self._forget(sock)  # readable: gone, or sending — neither is watched again (no busy loop)
-                if _closed_by_peer(sock):
-                    key.data()
-
-    def stop(self) -> None:
-        with self._lock:
-            self._stopped = True
-            thread = self._thread
-        self._waker.send(b"x")
-        if thread is not None:
-            thread.join(API_SHUTDOWN_SECONDS)
-        self._selector.close()
-        self._wake.close()
-        self._waker.close()
-
-
-def _closed_by_peer(sock: socket.socket) -> bool:
-    """A readable socket whose next read is its end (or a reset). MSG_DONTWAIT, not a timeout of 0: the
-    worker that holds the socket may be writing on it, and the timeout is the socket's, shared."""
-    try:
-        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True

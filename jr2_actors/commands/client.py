@@ -18,10 +18,10 @@ from urllib.parse import quote
 import requests
 
 from jr2_actors.api import sse
-from jr2_actors.commands.common import Interrupted, UsageError, interruptible, secret_from, until_stopped
-from jr2_actors.errors import one_line
+from jr2_actors.commands.common import Interrupted, UsageError, interruptible, read_file, secret_from, until_stopped
 from jr2_actors.run.render import feed_line, status_lines
-from jr2_actors.workflow import WorkflowError, read_file
+from jr2_actors.values.errors import one_line
+from jr2_actors.values.workflow import WorkflowError
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 TIMEOUT = (5.0, 30.0)

@@ -11,6 +11,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
+from jr2_actors.values.workflow import MAX_WORKFLOW_BYTES, WorkflowError, read_document
+
 if TYPE_CHECKING:
     from jr2_actors.kube.access import ClusterAccess
 
@@ -183,3 +185,14 @@ def until_stopped(items: Iterable[T], stop: threading.Event) -> Iterator[T]:
         if isinstance(got, BaseException):
             raise got
         yield got  # type: ignore[misc]
+
+
+def read_file(path: str) -> object:
+    """A workflow file's document, read capped: a larger file is refused, never read whole. (The commands
+    read files; values/ does no I/O.)"""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(MAX_WORKFLOW_BYTES + 1)
+    except OSError as e:
+        raise WorkflowError("", e.strerror or str(e)) from None
+    return read_document(text)

@@ -25,11 +25,11 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any, TextIO
 
-from jr2_actors.commands.common import UsageError, port_number, until_signalled
-from jr2_actors.constants import DEMO_SECONDS
+from jr2_actors.commands.common import UsageError, port_number, read_file, until_signalled
 from jr2_actors.run.render import duration, feed_line, status_lines
 from jr2_actors.run.wire import feed_doc
-from jr2_actors.workflow import WorkflowError, parse_workflow, read_document, read_file
+from jr2_actors.values.constants import DEMO_SECONDS
+from jr2_actors.values.workflow import WorkflowError, parse_workflow, read_document
 from jr2_actors.workspace.messages import PlacedLine, PlacingLine, WaitEndedLine
 
 if TYPE_CHECKING:  # the fake cluster and the orchestrator load when the demo runs, not with every command

@@ -28,10 +28,16 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from jr2_actors import metrics as m
 from jr2_actors.api.app import METRICS_PATH
 from jr2_actors.commands.common import EXIT_INTERRUPTED, UsageError, positive_seconds
+from jr2_actors.harness import metrics as harness_m
+from jr2_actors.kube import metrics as kube_m
+from jr2_actors.run import metrics as run_m
 from jr2_actors.run.render import duration
+from jr2_actors.shell import metrics as shell_m
+from jr2_actors.store import metrics as store_m
+from jr2_actors.watch import metrics as watch_m
+from jr2_actors.workspace import metrics as workspace_m
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 TIMEOUT = (3.0, 10.0)
@@ -160,18 +166,18 @@ def _actors(now: Scrape, before: Scrape | None) -> Table:
         headers.remove("rate")  # a rate needs two scrapes
     for header in headers:
         table.add_column(header, justify="left" if header == "kind" else "right")
-    kinds = now.by(m.ACTOR_INSTANCES, "kind")
+    kinds = now.by(shell_m.ACTOR_INSTANCES, "kind")
     rows = []
     for kind in kinds:
-        buckets, n, total = now.histogram(m.ACTOR_PROCESSING_SECONDS, kind=kind)
-        rows.append((now.value(m.ACTOR_MAILBOX_DEPTH, kind=kind) or 0.0,
-                     now.value(m.ACTOR_OLDEST_MESSAGE_AGE, kind=kind) or 0.0, kind, buckets, n, total))
-    processed = m.ACTOR_MESSAGES_PROCESSED
+        buckets, n, total = now.histogram(shell_m.ACTOR_PROCESSING_SECONDS, kind=kind)
+        rows.append((now.value(shell_m.ACTOR_MAILBOX_DEPTH, kind=kind) or 0.0,
+                     now.value(shell_m.ACTOR_OLDEST_MESSAGE_AGE, kind=kind) or 0.0, kind, buckets, n, total))
+    processed = shell_m.ACTOR_MESSAGES_PROCESSED
     for depth, oldest, kind, buckets, n, total in sorted(rows, key=lambda r: (-r[0], -r[1], r[2])):
-        cells = [kind, count(kinds[kind]), count(depth), count(now.value(m.ACTOR_MAILBOX_DEPTH_MAX, kind=kind)),
-                 count(now.value(m.ACTOR_MAILBOX_HIGH_WATER, kind=kind)), seconds(oldest) if depth else "–",
+        cells = [kind, count(kinds[kind]), count(depth), count(now.value(shell_m.ACTOR_MAILBOX_DEPTH_MAX, kind=kind)),
+                 count(now.value(shell_m.ACTOR_MAILBOX_HIGH_WATER, kind=kind)), seconds(oldest) if depth else "–",
                  count(now.value(processed, kind=kind)), _rate(now, before, processed, kind=kind),
-                 count(now.value(m.ACTOR_MESSAGE_FAILURES, kind=kind)),
+                 count(now.value(shell_m.ACTOR_MESSAGE_FAILURES, kind=kind)),
                  seconds(total / n) if n else "–", seconds(quantile(buckets, n, 0.99))]
         if before is None:
             del cells[7]
@@ -182,7 +188,7 @@ def _actors(now: Scrape, before: Scrape | None) -> Table:
 
 
 def _busiest(now: Scrape) -> Table | None:
-    depths = now.samples.get(m.ACTOR_BUSIEST_DEPTH, {})
+    depths = now.samples.get(shell_m.ACTOR_BUSIEST_DEPTH, {})
     if not depths:
         return None
     table = Table(title="Busiest actors", title_justify="left")
@@ -191,7 +197,7 @@ def _busiest(now: Scrape) -> Table | None:
     for labels, depth in sorted(depths.items(), key=lambda kv: -kv[1]):
         d = dict(labels)
         table.add_row(d.get("kind", ""), d.get("name", ""), count(depth),
-                      seconds(now.value(m.ACTOR_BUSIEST_AGE, **d)))
+                      seconds(now.value(shell_m.ACTOR_BUSIEST_AGE, **d)))
     return table
 
 
@@ -199,23 +205,23 @@ def _watch(now: Scrape) -> Table:
     table = Table(title="Sandbox watch", title_justify="left", show_header=False)
     table.add_column("what")
     table.add_column("value")
-    phases = now.by(m.WATCH_PHASE, "phase")
+    phases = now.by(watch_m.WATCH_PHASE, "phase")
     phase = next((p for p, v in phases.items() if v == 1), None)
     if phase is None:
         table.add_row("state", "not started")
         return table
-    degraded = now.value(m.WATCH_DEGRADED) == 1
+    degraded = now.value(watch_m.WATCH_DEGRADED) == 1
     table.add_row("state", Text(f"{phase}, DEGRADED (blind, re-listing)" if degraded else f"{phase}, up",
                                 style="red bold" if degraded else "green"))
-    table.add_row("failures in a row", count(now.value(m.WATCH_FAILURES)))
-    table.add_row("last frame", f"{seconds(now.value(m.WATCH_LAST_FRAME_AGE))} ago")
-    table.add_row("resume version age", seconds(now.value(m.WATCH_VERSION_AGE)))
-    table.add_row("Sandboxes", f"{count(now.value(m.WATCH_TRACKED))} followed, "
-                               f"{count(now.value(m.WATCH_WAITERS))} with a recipient")
-    table.add_row("reconnects", count(now.value(m.WATCH_RECONNECTS)))
-    table.add_row("re-lists", _nonzero(now.by(m.WATCH_RELISTS, "cause")) or "none")
-    table.add_row("events", _nonzero(now.by(m.WATCH_EVENTS, "type")) or "none")
-    buckets, n, _ = now.histogram(m.WATCH_DELIVERY_LATENCY)
+    table.add_row("failures in a row", count(now.value(watch_m.WATCH_FAILURES)))
+    table.add_row("last frame", f"{seconds(now.value(watch_m.WATCH_LAST_FRAME_AGE))} ago")
+    table.add_row("resume version age", seconds(now.value(watch_m.WATCH_VERSION_AGE)))
+    table.add_row("Sandboxes", f"{count(now.value(watch_m.WATCH_TRACKED))} followed, "
+                               f"{count(now.value(watch_m.WATCH_WAITERS))} with a recipient")
+    table.add_row("reconnects", count(now.value(watch_m.WATCH_RECONNECTS)))
+    table.add_row("re-lists", _nonzero(now.by(watch_m.WATCH_RELISTS, "cause")) or "none")
+    table.add_row("events", _nonzero(now.by(watch_m.WATCH_EVENTS, "type")) or "none")
+    buckets, n, _ = now.histogram(workspace_m.WATCH_DELIVERY_LATENCY)
     table.add_row("delivery latency", f"p50 {seconds(quantile(buckets, n, 0.5))}, "
                                       f"p99 {seconds(quantile(buckets, n, 0.99))} ({count(n)} measured)"
                   if n else "– (the server stamps no writes)")
@@ -226,11 +232,11 @@ def _runs(now: Scrape) -> Table:
     table = Table(title="Runs and their waits", title_justify="left", show_header=False)
     table.add_column("what")
     table.add_column("value")
-    states = now.by(m.RUNS_LIVE, "state")
+    states = now.by(run_m.RUNS_LIVE, "state")
     table.add_row("live runs", f"{count(sum(states.values()))}" + (f" — {_nonzero(states)}" if states else ""))
-    table.add_row("Workspaces", _nonzero(now.by(m.WORKSPACES, "phase")) or "none")
-    waits = now.by(m.RUN_WAITS_OPEN, "on")
-    open_waits = [f"{int(n)} waiting on {on} (the oldest for {seconds(now.value(m.RUN_WAIT_OLDEST, on=on))})"
+    table.add_row("Workspaces", _nonzero(now.by(run_m.WORKSPACES, "phase")) or "none")
+    waits = now.by(run_m.RUN_WAITS_OPEN, "on")
+    open_waits = [f"{int(n)} waiting on {on} (the oldest for {seconds(now.value(run_m.RUN_WAIT_OLDEST, on=on))})"
                   for on, n in sorted(waits.items()) if n]
     table.add_row("open waits", "; ".join(open_waits) or "none")
     return table
@@ -240,21 +246,21 @@ def _store_and_cluster(now: Scrape) -> Table:
     table = Table(title="Store, cluster, Harness", title_justify="left", show_header=False)
     table.add_column("what")
     table.add_column("value")
-    buckets, n, _ = now.histogram(m.STORE_PERSIST_SECONDS)
+    buckets, n, _ = now.histogram(store_m.STORE_PERSIST_SECONDS)
     table.add_row("persists", f"{count(n)}, p99 {seconds(quantile(buckets, n, 0.99))}, "
-                              f"failed {count(now.value(m.STORE_PERSIST_FAILURES))}")
-    table.add_row("rows", _nonzero(now.by(m.STORE_ROWS, "status")) or "none")
-    table.add_row("writes in flight", f"{count(now.value(m.KUBE_WRITES_IN_FLIGHT))} of "
-                                      f"{count(now.value(m.KUBE_WRITE_CAP))}, "
-                                      f"{count(now.value(m.KUBE_WRITES_WAITING))} waiting")
+                              f"failed {count(now.value(store_m.STORE_PERSIST_FAILURES))}")
+    table.add_row("rows", _nonzero(now.by(store_m.STORE_ROWS, "status")) or "none")
+    table.add_row("writes in flight", f"{count(now.value(kube_m.KUBE_WRITES_IN_FLIGHT))} of "
+                                      f"{count(now.value(kube_m.KUBE_WRITE_CAP))}, "
+                                      f"{count(now.value(kube_m.KUBE_WRITES_WAITING))} waiting")
     codes: dict[str, float] = {}
-    for labels, v in now.samples.get(m.KUBE_REQUESTS, {}).items():
+    for labels, v in now.samples.get(kube_m.KUBE_REQUESTS, {}).items():
         code = dict(labels).get("code", "")
         codes[code] = codes.get(code, 0.0) + v
     table.add_row("API requests", _nonzero(codes) or "none")
-    table.add_row("admissions", _nonzero(now.by(m.HARNESS_ADMISSIONS, "outcome")) or "none")
-    table.add_row("memory-kill reads", _nonzero(now.by(m.HARNESS_MEMORY_KILL_READS, "outcome")) or "none")
-    table.add_row("notices told", _nonzero(now.by(m.HARNESS_NOTICES, "kind")) or "none")
+    table.add_row("admissions", _nonzero(now.by(harness_m.HARNESS_ADMISSIONS, "outcome")) or "none")
+    table.add_row("memory-kill reads", _nonzero(now.by(harness_m.HARNESS_MEMORY_KILL_READS, "outcome")) or "none")
+    table.add_row("notices told", _nonzero(now.by(run_m.HARNESS_NOTICES, "kind")) or "none")
     return table
 
 

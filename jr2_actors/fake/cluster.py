@@ -15,6 +15,7 @@ import logging
 import os
 import secrets
 import tempfile
+import uuid
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -22,8 +23,8 @@ from typing import Any, TypeVar, cast
 import pykka
 import yaml
 
-from jr2_actors.clock import Clock, SystemClock
 from jr2_actors.fake.apiserver import actor as api
+from jr2_actors.fake.apiserver import knobs
 from jr2_actors.fake.apiserver.state import DEFAULT_HISTORY, ClusterState
 from jr2_actors.fake.apiserver.validation import is_namespace_name
 from jr2_actors.fake.faults import Faults
@@ -38,6 +39,7 @@ from jr2_actors.fake.tls import generate as generate_tls
 from jr2_actors.harness.tokens import DIGEST_ENV, INSTANCE_HARNESS, harness_token, token_digest
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.client import KubeClient
+from jr2_actors.shell.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -62,7 +64,8 @@ class FakeCluster:
         self._token_file = token_file
         self._tls_enabled = tls
         self._operator_enabled = operator
-        self._operator_core = OperatorCore(nodes=nodes, quota=quota, start_seconds=start_seconds)
+        self._operator_core = OperatorCore(nodes=nodes, quota=quota, start_seconds=start_seconds,
+                                           new_uid=lambda: str(uuid.uuid4()))
         self._operator: pykka.ActorRef[Any] | None = None
         self._harness_enabled = harness
         self.signing_key = signing_key or secrets.token_bytes(32)
@@ -97,7 +100,8 @@ class FakeCluster:
         if self._harness_enabled:
             self._harness_http = HarnessHttpServer(long_poll=self._long_poll)
             self._operator_core.endpoint = self._harness_http.url
-        state = ClusterState(namespaces=("default", self.namespace), history=self._history, now=self.clock.wall())
+        state = ClusterState(namespaces=("default", self.namespace), history=self._history, now=self.clock.wall(),
+                             entropy=lambda: uuid.uuid4().int)
         self._actor = api.ApiServerActor.start(state, token=self._token, clock=self.clock,
                                                token_file=self._token_file, on_token=self._token_rotated)
         self._http = api.ApiHttpServer(self._actor, port=self._port, clock=self.clock,
@@ -310,7 +314,7 @@ class FakeCluster:
     def stream_error(self, status: int = 500, *, reason: str = "InternalError",
                      message: str = "an in-stream error") -> None:
         """Every open watch gets an in-stream ERROR frame with this Status, then ends."""
-        self.fault(api.StreamError(status, reason, message))
+        self.fault(knobs.StreamError(status, reason, message))
 
     def compact(self) -> None:
         self.fault(api.Compact())

@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from jr2_actors.errors import Jr2Error
+from jr2_actors.values.errors import Jr2Error
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from jr2_actors.harness.memory_kills import guard_sizes
-from jr2_actors.quantity import format_size
+from jr2_actors.values.quantity import format_size
 
 SEAT_OPEN, SEAT_CLOSE = "<jr2-seat>", "</jr2-seat>"
 TURN_OPEN, TURN_CLOSE = "<jr2-turn>", "</jr2-turn>"

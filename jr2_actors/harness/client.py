@@ -47,10 +47,13 @@ from urllib.parse import quote, urljoin, urlsplit
 import requests
 import urllib3.exceptions
 
-from jr2_actors import logs
-from jr2_actors.actorkit import Timers
-from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import (
+from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
+from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillListError, MemoryKillRead, parse_memory_kills
+from jr2_actors.net.cut import Cut, mount_cuts
+from jr2_actors.net.http_body import TooLarge, caused_by, read_capped
+from jr2_actors.shell import Timers, logs
+from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.values.constants import (
     ADMISSION_BUSY_SECONDS,
     ADMISSION_DRAIN_SECONDS,
     ADMISSION_PROBE_MISSES,
@@ -62,43 +65,9 @@ from jr2_actors.constants import (
     MEMORY_KILL_READ_SECONDS,
     READ_TIMEOUT_SECONDS,
 )
-from jr2_actors.errors import Jr2Error, one_line
-from jr2_actors.harness.cut import Cut, mount_cuts
-from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillListError, MemoryKillRead, parse_memory_kills
-from jr2_actors.http_body import TooLarge, caused_by, read_capped
+from jr2_actors.values.errors import one_line
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
-
-
-class HarnessError(Jr2Error):
-    """The Harness answered, and not with 2xx: its status and its own error text."""
-
-    def __init__(self, status: int, error: str, *, slot: str | None = None, body: Mapping[str, Any] | None = None):
-        self.status = status
-        self.error = error
-        self.slot = slot
-        self.body = dict(body or {})
-        super().__init__(f"Harness answered {status}: {error}" + (f" (slot {slot})" if slot else ""))
-
-
-class ConversationNotKept(HarnessError):
-    """404 with `kept: false`: the Harness holds no such conversation and seated none (ADR-0062)."""
-
-
-class HarnessUnreachable(Jr2Error):
-    """No answer: `reached` says whether the request may have arrived (then it was not re-sent)."""
-
-    def __init__(self, detail: str, *, reached: bool) -> None:
-        self.reached = reached
-        super().__init__(detail)
-
-
-class HarnessProtocolError(Jr2Error):
-    """An answer that is not what the contract says (not JSON, a wrong shape, too large, a foreign URL)."""
-
-
-# Everything a Harness call can raise that is not our bug.
-HARNESS_ERRORS = (HarnessError, HarnessUnreachable, HarnessProtocolError)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from jr2_actors.errors import Jr2Error
-from jr2_actors.quantity import is_size
-from jr2_actors.timefmt import parse_rfc3339
+from jr2_actors.values.errors import Jr2Error
+from jr2_actors.values.quantity import is_size
+from jr2_actors.values.timefmt import parse_rfc3339
 
 MAX_LIST_BYTES = 256 * 1024
 MAX_KILLS = 16

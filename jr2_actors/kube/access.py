@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 import yaml
 
-from jr2_actors.constants import MAX_KUBECONFIG_BYTES
-from jr2_actors.errors import ClusterAccessError, KubeconfigError, one_line
+from jr2_actors.values.constants import MAX_KUBECONFIG_BYTES
+from jr2_actors.values.errors import ClusterAccessError, KubeconfigError, one_line
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 HOST_VAR = "KUBERNETES_SERVICE_HOST"

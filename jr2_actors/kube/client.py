@@ -29,7 +29,6 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +37,14 @@ import requests
 import urllib3.exceptions
 
 from jr2_actors import __version__
-from jr2_actors.constants import (
+from jr2_actors.kube.access import ClusterAccess
+from jr2_actors.kube.frames import Decoded, FrameDecoder
+from jr2_actors.kube.gate import FifoGate
+from jr2_actors.kube.kinds import Kind
+from jr2_actors.kube.metrics import OFF, KubeMetrics
+from jr2_actors.net.cut import Cut, mount_cuts  # one way to end a request from outside, for both clients
+from jr2_actors.net.http_body import TooLarge, caused_by, read_capped, retry_after
+from jr2_actors.values.constants import (
     CONNECT_TIMEOUT_SECONDS,
     FIELD_MANAGER,
     MAX_BODY_BYTES,
@@ -50,7 +56,7 @@ from jr2_actors.constants import (
     WRITE_CAP_MAX,
     WRITE_CAP_MIN,
 )
-from jr2_actors.errors import (
+from jr2_actors.values.errors import (
     ApiStatus,
     ClusterAccessError,
     KubeError,
@@ -59,12 +65,6 @@ from jr2_actors.errors import (
     TransportKind,
     one_line,
 )
-from jr2_actors.harness.cut import Cut, mount_cuts  # one way to end a request from outside, for both clients
-from jr2_actors.http_body import TooLarge, caused_by, read_capped
-from jr2_actors.kube.access import ClusterAccess
-from jr2_actors.kube.frames import Decoded, FrameDecoder
-from jr2_actors.kube.kinds import Kind
-from jr2_actors.metrics import OFF, KubeMetrics
 
 log = logging.getLogger(__name__)
 
@@ -78,49 +78,6 @@ WATCH_READ_BYTES = 64 * 1024
 class ListResult:
     items: list[dict[str, Any]] = field(repr=False)
     resource_version: str
-
-
-class FifoGate:
-    """A counting gate served strictly in arrival order (a `Semaphore` lets late comers barge in)."""
-
-    def __init__(self, capacity: int) -> None:
-        self._lock = threading.Lock()
-        self._free = capacity
-        self._queue: deque[threading.Event] = deque()
-        self.capacity = capacity
-
-    def acquire(self) -> None:
-        with self._lock:
-            if self._free > 0 and not self._queue:
-                self._free -= 1
-                return
-            turn = threading.Event()
-            self._queue.append(turn)
-        turn.wait()  # the releaser hands its slot straight to us
-
-    def release(self) -> None:
-        with self._lock:
-            if self._queue:
-                self._queue.popleft().set()
-            else:
-                self._free += 1
-
-    @property
-    def in_flight(self) -> int:
-        with self._lock:
-            return self.capacity - self._free
-
-    @property
-    def waiting(self) -> int:
-        with self._lock:
-            return len(self._queue)
-
-    def __enter__(self) -> FifoGate:
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
 
 
 class _Credentials:
@@ -157,7 +114,7 @@ class KubeClient:
         self._connect_timeout = connect_timeout
         self._max_body = max_body_bytes
         self.writes = FifoGate(write_cap)
-        self.metrics: KubeMetrics = OFF.kube
+        self.metrics: KubeMetrics = OFF  # the orchestrator's, once it calls `measure`
         self.pool_size = write_cap + READ_POOL_SIZE + 1  # + the one watch
         self._tmpdir: str | None = None
 
@@ -171,6 +128,11 @@ class KubeClient:
         session.headers.update({"Accept": JSON_CONTENT_TYPE, "User-Agent": f"jr2-actors/{__version__}"})
         self._session = session
         self._finalizer = weakref.finalize(self, _cleanup, session, self._tmpdir)
+
+    def measure(self, metrics: KubeMetrics) -> None:
+        """Record every request in `metrics` from now on, and let it read the write gate at scrape time."""
+        self.metrics = metrics
+        metrics.read_gate(self.writes)
 
     # -- reads ---------------------------------------------------------------------------------------
 
@@ -337,7 +299,7 @@ class KubeClient:
         reason = (status.reason if status else "") or resp.reason or "Failure"
         message = (status.message if status else "") or raw[:200].decode("utf-8", "replace").strip()
         raise KubeError(resp.status_code, reason, message, method=method, path=path,
-                        retry_after=_retry_after(resp.headers.get("Retry-After")))
+                        retry_after=retry_after(resp.headers.get("Retry-After"), resp.headers.get("Date")))
 
     def _verify(self, access: ClusterAccess) -> bool | str:
         if access.insecure_skip_tls_verify:
@@ -458,16 +420,6 @@ def _set_read_timeout(resp: requests.Response, seconds: float) -> None:
     sock = getattr(connection, "sock", None)
     if sock is not None:
         sock.settimeout(seconds)
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None  # an HTTP date: the caller's own backoff applies
-    return seconds if 0 <= seconds <= 3600 else None
 
 
 def _typed(kind: Kind, body: Mapping[str, Any]) -> dict[str, Any]:

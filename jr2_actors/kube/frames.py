@@ -24,8 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jr2_actors.constants import MAX_FRAME_BYTES, WATCH_WRITTEN_AT_FIELD
-from jr2_actors.errors import ApiStatus
+from jr2_actors.values.constants import MAX_FRAME_BYTES, WATCH_WRITTEN_AT_FIELD
+from jr2_actors.values.errors import ApiStatus
+from jr2_actors.values.metadata import meta_text
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 EXCERPT_CHARS = 120
@@ -148,11 +149,7 @@ def decode_line(line: bytes) -> Decoded:
 
 
 def _resource_version(obj: Mapping[str, Any]) -> str | None:
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return None
-    rv = meta.get("resourceVersion")
-    return rv if isinstance(rv, str) and rv else None
+    return meta_text(obj, "resourceVersion") or None
 
 
 def _written_at(value: object) -> float | None:

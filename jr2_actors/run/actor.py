@@ -27,21 +27,22 @@ from typing import Any
 
 import pykka
 
-from jr2_actors.actorkit import ActorFault, Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.agent import actor as agent_actor
 from jr2_actors.agent import core as turn_core
-from jr2_actors.clock import Clock
-from jr2_actors.constants import PERSIST_ASK_SECONDS, PERSIST_RETRY_BACKOFF
 from jr2_actors.harness.tokens import INSTANCE_HARNESS, harness_token
 from jr2_actors.kube.client import KubeClient
-from jr2_actors.metrics import OFF, Telemetry
 from jr2_actors.run import core as run
+from jr2_actors.run import metrics as run_metrics
 from jr2_actors.run.core import Cancel, RunCore
 from jr2_actors.run.feed import Published
 from jr2_actors.run.feedlines import FeedEvent
+from jr2_actors.run.metrics import RunTelemetry, RunView
 from jr2_actors.run.readlog import ReadLog
 from jr2_actors.run.wire import feed_doc, listing_doc, status_doc
+from jr2_actors.shell import ActorFault, Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
+from jr2_actors.shell.clock import Clock
 from jr2_actors.store import actor as store
+from jr2_actors.values.constants import PERSIST_ASK_SECONDS, PERSIST_RETRY_BACKOFF
 from jr2_actors.watch.identity import sandbox_name
 from jr2_actors.workspace import messages as ws
 from jr2_actors.workspace.actor import WorkspaceActor
@@ -68,7 +69,7 @@ class RunEnv:
     instance_harness: str = ""
     idle_timeout: str = "30m"
     workspace_options: dict[str, Any] = field(default_factory=dict)
-    telemetry: Telemetry = field(default=OFF, repr=False)  # the orchestrator's metrics (issue 11)
+    telemetry: RunTelemetry | None = field(default=None, repr=False)  # the orchestrator's metrics (issue 11)
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ class RunActor(Shell):
         """`first_step`: the run's `Start` step, taken and saved by the orchestrator's submit (ADR-0065: the
         row is on disk before the submission is answered); the actor performs the rest of it."""
         super().__init__(telemetry=env.telemetry)
+        self.metrics = run_metrics.OFF if env.telemetry is None else env.telemetry.runs
         self.core = core
         self.env = env
         self.parent = parent
@@ -145,7 +147,7 @@ class RunActor(Shell):
 
     def cleanup(self) -> None:
         self.env.timers.cancel(self._save_again)
-        self.env.telemetry.runs.forget(self.core.run_id)
+        self.metrics.forget(self.core.run_id)
         if self._deadline is not None:
             self._deadline.cancel()
         for ref in [*self._agents.values(), *self._workspaces.values()]:
@@ -245,7 +247,7 @@ class RunActor(Shell):
             self._act(action)
         if self._deadline is not None:
             self._deadline.arm(step.deadline)
-        self.env.telemetry.runs.update(self.core)  # the run's state, Workspaces and waits, for the scrape
+        self.metrics.update(RunView.of(self.core))  # the run's state, Workspaces and waits, for the scrape
 
     def _act(self, action: run.Action) -> None:
         if isinstance(action, run.Persist):

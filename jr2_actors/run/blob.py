@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from jr2_actors.constants import FEED_IDS_RESERVED
 from jr2_actors.run.feedlines import FeedEvent, line_fields, line_from
 from jr2_actors.run.messages import PlaceWorkspace, ReleaseWhy, ReleaseWorkspace, RunStep, WorkspaceRecord
 from jr2_actors.run.notices import Ledger, entry_from, entry_json, mark_from
 from jr2_actors.run.turn import TurnRecord
-from jr2_actors.step import Step
-from jr2_actors.workflow import parse_workflow
+from jr2_actors.values.constants import FEED_IDS_RESERVED
+from jr2_actors.values.step import Step
+from jr2_actors.values.workflow import parse_workflow
 from jr2_actors.workspace import messages as ws
 
 if TYPE_CHECKING:

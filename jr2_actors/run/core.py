@@ -34,7 +34,6 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from jr2_actors.constants import FEED_IDS_RESERVED
 from jr2_actors.run import blob
 from jr2_actors.run.blob import BLOB_VERSION, FEED_KEEP
 from jr2_actors.run.feedlines import (
@@ -78,8 +77,9 @@ from jr2_actors.run.messages import (
 )
 from jr2_actors.run.notices import Ledger
 from jr2_actors.run.turn import NUDGE_LIMIT, HarnessGone, TurnRecord, TurnSide, said_once
-from jr2_actors.step import OffTable, Step
-from jr2_actors.workflow import Workflow
+from jr2_actors.values.constants import FEED_IDS_RESERVED
+from jr2_actors.values.step import OffTable, Step
+from jr2_actors.values.workflow import Workflow
 from jr2_actors.workspace import messages as ws
 
 # The run's vocabulary is `messages.py`'s and its Turn is `turn.py`'s, importable from here too.

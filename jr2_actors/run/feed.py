@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from jr2_actors.constants import FEED_FINISHED_HELD
 from jr2_actors.run.core import FEED_KEEP
 from jr2_actors.run.feedlines import FeedEvent
+from jr2_actors.values.constants import FEED_FINISHED_HELD
 
 
 @dataclass(frozen=True)

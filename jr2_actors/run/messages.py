@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from jr2_actors.agent import core as seat
 from jr2_actors.run.feedlines import FeedEvent
-from jr2_actors.step import Step
+from jr2_actors.values.step import Step
 from jr2_actors.workspace import messages as ws
 
 RunStatusName = Literal["running", "done", "failed", "cancelled", "error", "lost"]

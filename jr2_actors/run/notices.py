@@ -37,12 +37,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jr2_actors.quantity import QuantityError, format_size, is_size, memory_bytes
-from jr2_actors.timefmt import parse_rfc3339
+from jr2_actors.values.quantity import QuantityError, format_size, is_size, memory_bytes
+from jr2_actors.values.timefmt import parse_rfc3339
 
 SEEN_KEEP = 4096  # sources remembered (the list holds 16 kills; a run sees few more)
 MARK_SLACK_SECONDS = 1.0  # ADR-0062: a pod clock that runs behind, when the Turn's start is its mark
 NO_KILL = "none"  # the mark of a Turn whose first read saw an empty list
+
+
+NoticeKind = Literal["memory-limit", "conversation-new", "pick-answer"]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jr2_actors.timefmt import parse_rfc3339
+from jr2_actors.values.timefmt import parse_rfc3339
 
 
 def duration(seconds: float) -> str:

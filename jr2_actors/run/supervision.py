@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from jr2_actors.constants import RUN_REVIVALS
+from jr2_actors.values.constants import RUN_REVIVALS
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from jr2_actors.agent import core as seat
-from jr2_actors.constants import LOST_GRACE_SECONDS
 from jr2_actors.harness import briefing
 from jr2_actors.run.feedlines import (
     AdmittedLine,
@@ -60,8 +59,9 @@ from jr2_actors.run.messages import (
 )
 from jr2_actors.run.notices import Entry, Ledger, Mark, Notice, mark_of, nudge_eligible
 from jr2_actors.run.notices import conversation_new as conversation_new_notice
-from jr2_actors.step import Machine
-from jr2_actors.workflow import EVENTS, StateDef, Workflow
+from jr2_actors.values.constants import LOST_GRACE_SECONDS
+from jr2_actors.values.step import Machine
+from jr2_actors.values.workflow import EVENTS, StateDef, Workflow
 
 SAID_CHARS = 500  # of an Agent's words, said in the feed
 NUDGE_LIMIT = 1  # a Turn that ends without a pick is prompted again this often, then it is a fault

@@ -10,7 +10,7 @@ from typing import Any
 
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.feedlines import FeedEvent, line_fields
-from jr2_actors.timefmt import rfc3339_ms
+from jr2_actors.values.timefmt import rfc3339_ms
 
 _TIMES = ("since", "at")
 

@@ -27,11 +27,12 @@ from typing import Any
 
 import pykka
 
-from jr2_actors.actorkit import Recipient, Shell, Timers, tell_quietly
-from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import STORE_GROUP_COMMIT_ROWS, STORE_ROWS_RECOUNT_SECONDS, SWEEP_INTERVAL_SECONDS
-from jr2_actors.metrics import Telemetry
+from jr2_actors.shell import Recipient, Shell, Timers, tell_quietly
+from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.store import metrics as store_metrics
+from jr2_actors.store.metrics import StoreTelemetry
 from jr2_actors.store.rows import Restored, Row, RunRecord, RunStore, StoreError, StoreUnusable, Unreadable
+from jr2_actors.values.constants import STORE_GROUP_COMMIT_ROWS, STORE_ROWS_RECOUNT_SECONDS, SWEEP_INTERVAL_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,9 @@ def _is_persist(message: object) -> bool:
 class StoreActor(Shell):
     def __init__(self, state_dir: str, *, clock: Clock | None = None,
                  sweep_interval: float = SWEEP_INTERVAL_SECONDS, parent: Recipient | None = None,
-                 telemetry: Telemetry | None = None) -> None:
+                 telemetry: StoreTelemetry | None = None) -> None:
         super().__init__(telemetry=telemetry)
+        self.metrics = store_metrics.OFF if telemetry is None else telemetry.store
         self.parent = parent  # told an ActorFault if this actor dies of our bug (the orchestrator)
         self.clock = clock or SystemClock()
         self.store = RunStore(state_dir)
@@ -140,8 +142,8 @@ class StoreActor(Shell):
         others' asks here, `first`'s by returning (or raising) to the shell's loop."""
         waiting = self.mailbox.take_while(_is_persist, STORE_GROUP_COMMIT_ROWS - 1)
         batch = [first, *(envelope.message for envelope in waiting)]
-        metrics = self.telemetry.store
-        began = self.telemetry.monotonic()
+        metrics = self.metrics
+        began = metrics.monotonic()
         outcomes: list[int | StoreError | WriteFailed]
         try:
             outcomes = [*self.store.persist_many(
@@ -153,7 +155,7 @@ class StoreActor(Shell):
             failed = WriteFailed(self._write_error)
             failed.__cause__ = e
             outcomes = [failed] * len(batch)
-        took = self.telemetry.monotonic() - began
+        took = metrics.monotonic() - began
         for outcome in outcomes:
             if isinstance(outcome, int):
                 metrics.persisted(took, outcome)
@@ -220,9 +222,9 @@ class StoreActor(Shell):
             removed = self.store.sweep(self.clock.wall())
         except Exception:
             log.exception("the sweep of finished runs failed; the next one is in %.0fs", self._interval)
-            self.telemetry.store.swept(None)
+            self.metrics.swept(None)
             return 0
-        self.telemetry.store.swept(removed)
+        self.metrics.swept(removed)
         if removed:
             log.info("swept %d finished runs older than 7 days", removed)
             self._recount_soon()
@@ -230,16 +232,16 @@ class StoreActor(Shell):
 
     def _recount_soon(self) -> None:
         """One recount a second at most, whatever the number of writes before it."""
-        if self.telemetry.enabled and not self._recount_due:
+        if self.metrics.enabled and not self._recount_due:
             self._recount_due = True
             ref = self.actor_ref
             self._timers.schedule(self.clock.monotonic() + STORE_ROWS_RECOUNT_SECONDS,
                                   lambda: tell_quietly(ref, _Recount()))
 
     def _recount(self) -> None:
-        if self.telemetry.enabled:
+        if self.metrics.enabled:
             try:
-                self.telemetry.store.rows(self.store.count_by_status())
+                self.metrics.rows(self.store.count_by_status())
             except Exception:
                 log.exception("counting the store's rows failed (only the metrics miss it)")
 

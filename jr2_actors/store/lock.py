@@ -12,7 +12,7 @@ from __future__ import annotations
 import fcntl
 import os
 
-from jr2_actors.errors import Jr2Error
+from jr2_actors.values.errors import Jr2Error
 
 LOCK_FILE = "lock"
 

@@ -38,8 +38,8 @@ from typing import Any
 
 import peewee
 
-from jr2_actors.constants import RETENTION_SECONDS
-from jr2_actors.errors import Jr2Error
+from jr2_actors.values.constants import RETENTION_SECONDS
+from jr2_actors.values.errors import Jr2Error
 
 STATUSES = ("live", "done", "failed", "error", "cancelled", "lost", "drifted")
 PRAGMAS = {"journal_mode": "wal", "synchronous": "normal", "foreign_keys": 1, "busy_timeout": 5000}

@@ -28,70 +28,24 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from jr2_actors.actorkit import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
-from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import STALL_BOUND_SECONDS, WATCH_SHUTDOWN_SECONDS, WATCH_TIMEOUT_SECONDS
-from jr2_actors.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.kube.client import KubeClient, WatchStream
 from jr2_actors.kube.frames import WatchEvent
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.metrics import Telemetry, WatchState, relist_cause
+from jr2_actors.shell import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
+from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.values.constants import STALL_BOUND_SECONDS, WATCH_SHUTDOWN_SECONDS, WATCH_TIMEOUT_SECONDS
+from jr2_actors.values.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.watch import core
+from jr2_actors.watch import metrics as watch_metrics
 from jr2_actors.watch.core import Failure, SandboxGone, SandboxSeen, Termination, WatchFailed
 from jr2_actors.watch.identity import RUN_LABEL, Foreign, SandboxKey
+from jr2_actors.watch.messages import Health, Register, Unregister, WatchClosed, WatchHealth, WatchReport
+from jr2_actors.watch.metrics import WatchState, WatchTelemetry, relist_cause
 
 log = logging.getLogger(__name__)
-
-
-
-# -- messages ----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Register:
-    key: SandboxKey
-    recipient: Recipient = field(compare=False)
-    restored: bool = False
-
-
-@dataclass(frozen=True)
-class Unregister:
-    """Stop routing `key` to `recipient`; ignored when another recipient holds the key now."""
-
-    key: SandboxKey
-    recipient: Recipient = field(compare=False)
-
-
-@dataclass(frozen=True)
-class WatchClosed:
-    """The WatchActor stopped: no more deliveries for this key."""
-
-    key: SandboxKey
-
-
-@dataclass(frozen=True)
-class WatchReport:
-    """A termination handled, a foreign Sandbox, an unusable frame: for whoever operates the pod."""
-
-    report: core.Report
-
-
-@dataclass(frozen=True)
-class Health:
-    """Ask: how the watch stands, for metrics and a liveness probe."""
-
-
-@dataclass(frozen=True)
-class WatchHealth:
-    phase: str  # idle | listing | watching | waiting | stopped
-    up: bool  # False while degraded (past the failure bound, still re-listing) or stopped
-    resource_version: str | None
-    failures: int
-    waiters: int
-    tracked: int = 0  # objects followed now
-    listed: bool = False  # a list has answered since start (readiness waits for it)
 
 
 @dataclass(frozen=True)
@@ -235,8 +189,9 @@ class WatchActor(Shell):
                  stall_bound: float = STALL_BOUND_SECONDS, watch_timeout: int = WATCH_TIMEOUT_SECONDS,
                  tap: Recipient | None = None, seed: int | None = None,
                  shutdown_budget: float = WATCH_SHUTDOWN_SECONDS, parent: Recipient | None = None,
-                 telemetry: Telemetry | None = None, **core_options: Any) -> None:
+                 telemetry: WatchTelemetry | None = None, **core_options: Any) -> None:
         super().__init__(telemetry=telemetry)
+        self.metrics = watch_metrics.OFF if telemetry is None else telemetry.watch
         self.parent = parent  # told an ActorFault if this actor dies of our bug (the orchestrator)
         self.clock = clock or SystemClock()
         self.core = core.ObserverCore(stall_bound=stall_bound, rng=jitter_source(seed), deliver_all=tap is not None,
@@ -287,7 +242,7 @@ class WatchActor(Shell):
 
     def _step(self, event: core.Input) -> None:
         step = self.core.step(event, self.clock.monotonic())
-        metrics = self.telemetry.watch
+        metrics = self.metrics
         written_at = None
         if isinstance(event, core.FrameReceived):
             metrics.frame(event.frame)
@@ -344,6 +299,7 @@ def _log(report: core.Report) -> None:
 
 
 __all__ = [
+    "Health",
     "Recipient",
     "Register",
     "SandboxGone",
@@ -352,6 +308,7 @@ __all__ = [
     "WatchActor",
     "WatchClosed",
     "WatchFailed",
+    "WatchHealth",
     "WatchReport",
     "failure_of",
 ]

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jr2_actors.backoff import Backoff, Jitter
-from jr2_actors.constants import (
+from jr2_actors.values.backoff import Backoff, Jitter
+from jr2_actors.values.constants import (
     STALL_BOUND_SECONDS,
     WATCH_BACKOFF,
     WATCH_LIST_DEADLINE_SECONDS,
     WATCH_MAX_FAILURE_SECONDS,
     WATCH_MAX_FAILURES,
 )
-from jr2_actors.step import Step
+from jr2_actors.values.step import Step
 from jr2_actors.watch.deliveries import KEEP_LATEST, Delivery, DeliveryCache, SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import Foreign, SandboxKey
 from jr2_actors.watch.stream import (

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from jr2_actors.values.metadata import meta_text
 from jr2_actors.watch.identity import Foreign, SandboxKey, identify
 from jr2_actors.watch.sandbox import SandboxView, view
 from jr2_actors.watch.stream import Blind, Change, Signal, Snapshot, Termination, older
@@ -259,12 +260,8 @@ class DeliveryCache:
 
 
 def _name(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, dict) else None
-    return name if isinstance(name, str) else ""
+    return meta_text(obj, "name")
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata")
-    uid = meta.get("uid") if isinstance(meta, dict) else None
-    return uid if isinstance(uid, str) else ""
+    return meta_text(obj, "uid")

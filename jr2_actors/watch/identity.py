@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jr2_actors.values.metadata import mapping, metadata, text
+
 RUN_LABEL = "jr2.dev/run"
 WORKFLOW_LABEL = "jr2.dev/workflow"
 RUN_ID_ANNOTATION = "jr2.dev/run-id"
@@ -77,11 +79,10 @@ def sandbox_name(run_id: str, path: str) -> str:
 
 
 def identify(obj: Mapping[str, Any]) -> SandboxKey | Foreign:
-    meta = _mapping(obj.get("metadata"))
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
-    uid = meta.get("uid") if isinstance(meta.get("uid"), str) else ""
-    labels = _mapping(meta.get("labels"))
-    annotations = _mapping(meta.get("annotations"))
+    meta = metadata(obj)
+    name, uid = text(meta.get("name")), text(meta.get("uid"))
+    labels = mapping(meta.get("labels"))
+    annotations = mapping(meta.get("annotations"))
     run_id = annotations.get(RUN_ID_ANNOTATION)
     path = annotations.get(WORKSPACE_ANNOTATION)
     label = labels.get(RUN_LABEL)
@@ -95,10 +96,6 @@ def identify(obj: Mapping[str, Any]) -> SandboxKey | Foreign:
         return Foreign(str(name), str(uid), f"label {RUN_LABEL}={label!r} disagrees with annotation "
                                             f"{RUN_ID_ANNOTATION}={run_id!r}")
     return SandboxKey(run_id, path)
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _slug(text: str) -> str:

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jr2_actors.values.metadata import mapping, metadata, text
+
 TERMINAL_PHASES = frozenset({"Lost"})
 
 
@@ -77,38 +79,30 @@ class SandboxView:
 
 
 def view(obj: Mapping[str, Any]) -> SandboxView:
-    meta = _map(obj.get("metadata"))
-    status = _map(obj.get("status"))
-    harness = _map(status.get("harness"))
-    last = _map(harness.get("lastTerminated"))
+    meta = metadata(obj)
+    status = mapping(obj.get("status"))
+    harness = mapping(status.get("harness"))
+    last = mapping(harness.get("lastTerminated"))
     return SandboxView(
-        name=_str(meta.get("name")),
-        uid=_str(meta.get("uid")),
-        resource_version=_str(meta.get("resourceVersion")),
-        phase=_str(status.get("phase")),
-        endpoint=_str(status.get("endpoint")),
-        pod_uid=_str(status.get("podUID")),
-        node=_str(status.get("node")),
+        name=text(meta.get("name")),
+        uid=text(meta.get("uid")),
+        resource_version=text(meta.get("resourceVersion")),
+        phase=text(status.get("phase")),
+        endpoint=text(status.get("endpoint")),
+        pod_uid=text(status.get("podUID")),
+        node=text(status.get("node")),
         restart_count=_int(harness.get("restartCount")) or 0,
-        last_terminated=LastEnd(_str(last.get("reason")), _int(last.get("exitCode")), _str(last.get("message")),
-                                   _str(last.get("finishedAt"))) if last else None,
-        waiting=tuple(ContainerWaiting(_str(w.get("container")), _str(w.get("reason")), _str(w.get("message")))
+        last_terminated=LastEnd(text(last.get("reason")), _int(last.get("exitCode")), text(last.get("message")),
+                                   text(last.get("finishedAt"))) if last else None,
+        waiting=tuple(ContainerWaiting(text(w.get("container")), text(w.get("reason")), text(w.get("message")))
                       for w in _maps(status.get("waiting"))),
-        conditions=tuple(Condition(_str(c.get("type")), _str(c.get("status")), _str(c.get("reason")),
-                                   _str(c.get("message"))) for c in _maps(status.get("conditions"))),
+        conditions=tuple(Condition(text(c.get("type")), text(c.get("status")), text(c.get("reason")),
+                                   text(c.get("message"))) for c in _maps(status.get("conditions"))),
     )
-
-
-def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _maps(value: object) -> list[Mapping[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def _str(value: object) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def _int(value: object) -> int | None:

@@ -42,8 +42,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
-from jr2_actors.backoff import Backoff, Jitter, NoJitter
-from jr2_actors.constants import (
+from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, FrameError, WatchEvent
+from jr2_actors.values.backoff import Backoff, Jitter, NoJitter
+from jr2_actors.values.constants import (
     STALL_BOUND_SECONDS,
     WATCH_BACKOFF,
     WATCH_LIST_DEADLINE_SECONDS,
@@ -51,9 +52,8 @@ from jr2_actors.constants import (
     WATCH_MAX_FAILURES,
     WATCH_MIN_FREE_RESUME_SECONDS,
 )
-from jr2_actors.errors import ApiStatus
-from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, FrameError, WatchEvent
-from jr2_actors.step import Machine
+from jr2_actors.values.errors import ApiStatus
+from jr2_actors.values.step import Machine
 
 # Far enough along any schedule that it waits its cap (Backoff caps the exponent at 64 too).
 _AT_THE_CAP = 64

@@ -27,20 +27,21 @@ from typing import Any, Literal
 
 import pykka
 
-from jr2_actors import logs
-from jr2_actors.actorkit import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
-from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.errors import KUBE_ERRORS, KubeError, KubeProtocolError
-from jr2_actors.harness.client import HARNESS_ERRORS, HarnessClient, HarnessError, HarnessUnreachable
+from jr2_actors.harness.client import HarnessClient
+from jr2_actors.harness.errors import HARNESS_ERRORS, HarnessError, HarnessUnreachable
 from jr2_actors.harness.tokens import harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX, SECRET
-from jr2_actors.metrics import Telemetry
-from jr2_actors.watch import actor as watch
-from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.shell import Deadline, Recipient, Shell, Timers, jitter_source, logs, tell_quietly
+from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.values.errors import KUBE_ERRORS, KubeError, KubeProtocolError
+from jr2_actors.values.metadata import meta_text
+from jr2_actors.watch import messages as watch
+from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import identify
 from jr2_actors.workspace import core as ws_core
 from jr2_actors.workspace import messages as ws
+from jr2_actors.workspace import metrics as workspace_metrics
 from jr2_actors.workspace.manifest import (
     WorkspaceSpec,
     attach_branch,
@@ -51,6 +52,7 @@ from jr2_actors.workspace.manifest import (
     token_secret,
 )
 from jr2_actors.workspace.messages import Release
+from jr2_actors.workspace.metrics import WorkspaceTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -84,11 +86,12 @@ class WorkspaceActor(Shell):
     def __init__(self, spec: WorkspaceSpec, *, client: KubeClient, watch: pykka.ActorRef[Any], parent: Recipient,
                  signing_key: bytes, kube_pool: Executor, attach_pool: Executor, clock: Clock | None = None,
                  harness_factory: HarnessFactory | None = None, restored: ws.Restored | None = None,
-                 timers: Timers | None = None, seed: int | None = None, telemetry: Telemetry | None = None,
+                 timers: Timers | None = None, seed: int | None = None, telemetry: WorkspaceTelemetry | None = None,
                  **core_options: Any) -> None:
         """`timers`: a run's Workspaces share one timer thread (on the same clock); by default the actor
         keeps its own."""
         super().__init__(telemetry=telemetry)
+        self.metrics = workspace_metrics.OFF if telemetry is None else telemetry.workspaces
         self.spec = spec
         self.client = client
         self.watch = watch
@@ -142,7 +145,7 @@ class WorkspaceActor(Shell):
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, (SandboxSeen, SandboxGone, WatchFailed)):
             if not isinstance(message, WatchFailed) and message.written_at is not None:
-                self.telemetry.watch.delivered(message.written_at)  # the server's write → this receipt
+                self.metrics.delivered(message.written_at)  # the server's write → this receipt
             self._step(message)  # the watch's deliveries are the core's inputs as they are
         elif isinstance(message, watch.WatchClosed):
             self._step(ws.WatchClosed())
@@ -323,15 +326,12 @@ def _applied(obj: dict[str, Any]) -> ws.Applied:
 
 
 def _rv(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata")
-    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
-    return rv if isinstance(rv, str) else ""
+    return meta_text(obj, "resourceVersion")
 
 
 def _uid(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata")
-    uid = meta.get("uid") if isinstance(meta, dict) else None
-    if not isinstance(uid, str) or not uid:
+    uid = meta_text(obj, "uid")
+    if not uid:
         raise KubeProtocolError("the Sandbox the API server answered with carries no uid")
     return uid
 

@@ -50,8 +50,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from jr2_actors.backoff import Jitter, NoJitter
-from jr2_actors.constants import (
+from jr2_actors.values.backoff import Jitter, NoJitter
+from jr2_actors.values.constants import (
     ATTACH_ATTEMPTS,
     ATTACH_RETRY_BACKOFF,
     DELETE_RETRY_BACKOFF,
@@ -62,8 +62,8 @@ from jr2_actors.constants import (
     PROVISION_BUDGET_SECONDS,
     WRITE_RETRY_BACKOFF,
 )
-from jr2_actors.step import Edge, Machine, Step
-from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.values.step import Edge, Machine, Step
+from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import SandboxKey
 from jr2_actors.watch.sandbox import SandboxView
 from jr2_actors.workspace import messages as m

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jr2_actors.harness.tokens import DIGEST_ENV, harness_token, token_digest
-from jr2_actors.timefmt import rfc3339_ms
+from jr2_actors.values.timefmt import rfc3339_ms
+from jr2_actors.values.workflow import WorkspaceDef
 from jr2_actors.watch.identity import (
     KEEPALIVE_ANNOTATION,
     SandboxKey,
@@ -24,7 +25,6 @@ from jr2_actors.watch.identity import (
     labels_for,
     sandbox_name,
 )
-from jr2_actors.workflow import WorkspaceDef
 
 HARNESS_PORT = 8080
 DEFAULT_IDLE_TIMEOUT = "30m"

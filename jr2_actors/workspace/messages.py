@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jr2_actors.step import Step
-from jr2_actors.watch.core import SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.values.step import Step
+from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import Foreign, SandboxKey
 
 State = Literal["new", "placing", "reconciling", "provisioning", "attaching", "running", "lost", "faulted",

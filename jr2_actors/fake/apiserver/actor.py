@@ -21,291 +21,52 @@ import json
 import logging
 import os
 import queue
-import secrets
 import ssl
 import tempfile
 import threading
-import typing
 from collections import deque
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from typing import Any, ClassVar, cast
+from collections.abc import Callable
+from typing import Any, cast
 
 import pykka
 
-from jr2_actors.actorkit import Shell
-from jr2_actors.clock import Clock, SystemClock
-from jr2_actors.constants import WATCH_WRITTEN_AT_FIELD
 from jr2_actors.fake.apiserver import discovery, rest
+from jr2_actors.fake.apiserver.knobs import (
+    END,
+    KNOBS,
+    ApiCall,
+    Away,
+    ClearRequestLog,
+    Compact,
+    CurrentVersion,
+    Delay,
+    EndWatches,
+    FailNext,
+    Knob,
+    Opened,
+    RequestLog,
+    Restart,
+    RotateToken,
+    SetLatency,
+    StallWatches,
+    Unwatch,
+    WatchStats,
+    WatchTicket,
+)
 from jr2_actors.fake.apiserver.rest import ApiAnswer, ApiRequest, WatchSpec, status_answer
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.apiserver.status import StatusError
 from jr2_actors.fake.http import HttpServer, Request, json_args
 from jr2_actors.fake.messages import Run
-from jr2_actors.security import constant_time_equal
+from jr2_actors.shell import Shell
+from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.values.constants import WATCH_WRITTEN_AT_FIELD
+from jr2_actors.values.security import constant_time_equal
 
 log = logging.getLogger(__name__)
 
 ASK_TIMEOUT = 10.0
 REQUEST_LOG_SIZE = 10_000
-_END = object()
-
-
-# -- messages ----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ApiCall:
-    request: ApiRequest
-    authorization: str
-    delayed: bool = False  # the injected latency was already waited for
-
-
-@dataclass(frozen=True)
-class Delay:
-    """The answer to an `ApiCall` while latency is injected: wait this long, then call again, delayed."""
-
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Opened:
-    """The answer to a watch: its first frames are on the ticket's queue already."""
-
-    ticket: WatchTicket
-
-
-@dataclass(frozen=True)
-class Unwatch:
-    ticket: WatchTicket
-
-
-@dataclass(frozen=True)
-class CurrentVersion:
-    pass
-
-
-class WatchTicket:
-    """One open watch: what it asked for, its queue of frames and whether it has been stalled."""
-
-    def __init__(self, spec: WatchSpec) -> None:
-        self.spec = spec
-        self.wid: int | None = None
-        self.queue: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self.stalled = threading.Event()
-
-    def end(self) -> None:
-        self.queue.put(_END)
-
-
-# -- fault knobs: each declared once -------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Knob:
-    """A fault knob: `route` under /_fake/ (method, name), built from a JSON body by `from_args` (the
-    fields in camelCase), applied inside the actor by `apply`."""
-
-    route: ClassVar[tuple[str, str]]
-
-    def apply(self, server: ApiServerActor) -> Any:
-        raise NotImplementedError
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any]) -> Knob:
-        hints = typing.get_type_hints(cls)
-        values: dict[str, Any] = {}
-        known = {_camel(f.name): f.name for f in fields(cls)}
-        for key, value in args.items():
-            if key not in known:
-                raise ValueError(f"unknown argument {key!r} (takes {', '.join(sorted(known)) or 'none'})")
-            values[known[key]] = _coerce(key, value, hints[known[key]])
-        try:
-            return cls(**values)
-        except TypeError as e:
-            raise ValueError(str(e)) from None
-
-
-@dataclass(frozen=True)
-class EndWatches(Knob):
-    """Every open watch ends cleanly (the chunked stream closes)."""
-
-    route = ("POST", "end-watches")
-
-    def apply(self, server: ApiServerActor) -> None:
-        server.end_watches()
-
-
-@dataclass(frozen=True)
-class StallWatches(Knob):
-    """Open watches stay open and send nothing, bookmarks included."""
-
-    on: bool = True
-    route = ("POST", "stall")
-
-    def apply(self, server: ApiServerActor) -> None:
-        for t in server.tickets.values():
-            if self.on:
-                t.stalled.set()
-            else:
-                t.stalled.clear()
-
-
-@dataclass(frozen=True)
-class StreamError(Knob):
-    """Every open watch gets an in-stream ERROR frame (a Status with this code), then ends — as a real
-    server does for a storage error or a too-large resource version (CONTRACTS.md §2: any ERROR re-lists)."""
-
-    status: int = 500
-    reason: str = "InternalError"
-    message: str = "an in-stream error"
-    route = ("POST", "stream-error")
-
-    def apply(self, server: ApiServerActor) -> None:
-        if not 100 <= self.status <= 599:
-            raise ValueError("status must be an HTTP status (100-599)")
-        frame = {"type": "ERROR", "object": StatusError(self.status, self.reason, self.message).status()}
-        for wid, ticket in list(server.tickets.items()):
-            server.state.unsubscribe(wid)
-            ticket.queue.put(frame)
-            ticket.end()
-        server.tickets.clear()
-
-
-@dataclass(frozen=True)
-class Compact(Knob):
-    """The history is forgotten: a resume from before now gets the 410 frame."""
-
-    route = ("POST", "compact")
-
-    def apply(self, server: ApiServerActor) -> None:
-        server.state.compact()
-
-
-@dataclass(frozen=True)
-class FailNext(Knob):
-    """The next `count` requests (only watch opens when `watch_only`) get `status`, with Retry-After."""
-
-    status: int
-    count: int = 1
-    retry_after: int | None = None
-    watch_only: bool = False
-    route = ("POST", "fail")
-
-    def apply(self, server: ApiServerActor) -> None:
-        if not 100 <= self.status <= 599 or self.count < 0:
-            raise ValueError("status must be an HTTP status (100-599) and count not negative")
-        server.faults.extend([FailNext(self.status, 1, self.retry_after, self.watch_only)] * self.count)
-
-
-@dataclass(frozen=True)
-class Away(Knob):
-    """The control plane is away (an apiserver restart, a partition): while `on`, every request gets
-    `status` and open watches end; turning it off brings the server back as it was."""
-
-    on: bool = True
-    status: int = 503
-    route = ("POST", "away")
-
-    def apply(self, server: ApiServerActor) -> None:
-        if not 100 <= self.status <= 599:
-            raise ValueError("status must be an HTTP status (100-599)")
-        server.away = self.status if self.on else 0
-        if self.on:
-            server.end_watches()
-
-
-@dataclass(frozen=True)
-class SetLatency(Knob):
-    """Each request reaches the server only after this delay."""
-
-    seconds: float
-    route = ("POST", "latency")
-
-    def apply(self, server: ApiServerActor) -> None:
-        server.latency = max(0.0, self.seconds)
-
-
-@dataclass(frozen=True)
-class Restart(Knob):
-    """Watches end; versions and objects are kept; faults and latency cleared."""
-
-    route = ("POST", "restart")
-
-    def apply(self, server: ApiServerActor) -> None:
-        server.end_watches()
-        server.faults.clear()
-        server.latency = 0.0
-        server.away = 0
-
-
-@dataclass(frozen=True)
-class RotateToken(Knob):
-    """A new bearer token (the old one gets 401); the token file, and each kubeconfig `FakeCluster` wrote,
-    holds the new one."""
-
-    route = ("POST", "rotate-token")
-
-    def apply(self, server: ApiServerActor) -> str:
-        server.token = secrets.token_urlsafe(24)
-        server.write_token_file()
-        if server.on_token is not None:
-            server.on_token(server.token)
-        return server.token  # to the caller in process only: over HTTP the answer is {"ok": true}
-
-
-@dataclass(frozen=True)
-class RequestLog(Knob):
-    """The request log: method, path, query, content type, watch or not, time."""
-
-    clear: bool = False
-    route = ("GET", "requests")
-
-    def apply(self, server: ApiServerActor) -> dict[str, Any]:
-        entries = list(server.log)
-        if self.clear:
-            server.log.clear()
-        return {"requests": entries}
-
-
-@dataclass(frozen=True)
-class ClearRequestLog(RequestLog):
-    """Empties the request log."""
-
-    clear: bool = True
-    route = ("DELETE", "requests")
-
-
-@dataclass(frozen=True)
-class WatchStats(Knob):
-    """Open watches now, the most ever open at once, how many were opened."""
-
-    route = ("GET", "watches")
-
-    def apply(self, server: ApiServerActor) -> dict[str, int]:
-        return {"open": len(server.tickets), "maxOpen": server.max_open_watches, "opened": server.watches_opened}
-
-
-KNOBS: dict[tuple[str, str], type[Knob]] = {k.route: k for k in (
-    EndWatches, StallWatches, StreamError, Compact, FailNext, Away, SetLatency, Restart, RotateToken, RequestLog,
-    ClearRequestLog, WatchStats)}
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p.title() for p in rest)
-
-
-def _coerce(key: str, value: object, hint: Any) -> Any:
-    allowed = typing.get_args(hint) or (hint,)
-    if value is None and type(None) in allowed:
-        return None
-    for t in allowed:
-        if t is bool and isinstance(value, bool):
-            return value
-        if t is int and isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if t is float and isinstance(value, int | float) and not isinstance(value, bool) and value == value:
-            return float(value)
-    raise ValueError(f"{key}: {value!r} is not a {' or '.join(getattr(t, '__name__', str(t)) for t in allowed)}")
 
 
 # -- the actor ---------------------------------------------------------------------------------------
@@ -510,7 +271,7 @@ class ApiApp:
                         self._bookmark(r, spec)
                         next_bookmark = clock.monotonic() + interval
                     continue
-                if item is _END:
+                if item is END:
                     break
                 if ticket.stalled.is_set():
                     continue  # a blackholed connection: what would have been sent is lost
@@ -545,7 +306,7 @@ def _drain(frames: queue.SimpleQueue[object]) -> bool:
     """Drop every queued frame; True when the end of the stream was among them."""
     while True:
         try:
-            if frames.get_nowait() is _END:
+            if frames.get_nowait() is END:
                 return True
         except queue.Empty:
             return False
@@ -578,3 +339,31 @@ class ApiHttpServer:
 
     def stop(self) -> None:
         self._http.stop()
+
+
+# The knobs are the server's vocabulary: FakeCluster and the tests name them through this module.
+__all__ = [
+    "ASK_TIMEOUT",
+    "KNOBS",
+    "ApiCall",
+    "ApiHttpServer",
+    "ApiServerActor",
+    "Away",
+    "ClearRequestLog",
+    "Compact",
+    "CurrentVersion",
+    "Delay",
+    "EndWatches",
+    "FailNext",
+    "Knob",
+    "Opened",
+    "RequestLog",
+    "Restart",
+    "RotateToken",
+    "SetLatency",
+    "StallWatches",
+    "Unwatch",
+    "WatchStats",
+    "WatchTicket",
+    "write_atomically",
+]

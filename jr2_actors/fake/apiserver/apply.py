@@ -22,7 +22,7 @@ from typing import Any
 
 from jr2_actors.fake.apiserver.status import StatusError, qualified
 from jr2_actors.kube.kinds import Kind
-from jr2_actors.timefmt import rfc3339
+from jr2_actors.values.timefmt import rfc3339
 
 Obj = dict[str, Any]
 Path = tuple[str, ...]

@@ -10,7 +10,7 @@ from typing import Any
 from jr2_actors.fake.apiserver import events
 from jr2_actors.fake.apiserver.kinds import CUSTOM_GROUP, SERVED_KINDS, is_custom
 from jr2_actors.kube.kinds import Kind
-from jr2_actors.timefmt import parse_rfc3339
+from jr2_actors.values.timefmt import parse_rfc3339
 
 GROUP = CUSTOM_GROUP
 VERSION = "v1alpha1"

@@ -19,6 +19,7 @@ import yaml
 
 from jr2_actors.fake.apiserver import discovery, events
 from jr2_actors.fake.apiserver.kinds import is_custom
+from jr2_actors.fake.apiserver.objects import RETURNS_DELETED_OBJECT, WriteOptions
 from jr2_actors.fake.apiserver.selectors import (
     META_FIELDS,
     FieldSelector,
@@ -27,7 +28,7 @@ from jr2_actors.fake.apiserver.selectors import (
     parse,
     parse_fields,
 )
-from jr2_actors.fake.apiserver.state import RETURNS_DELETED_OBJECT, ClusterState, WriteOptions
+from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.apiserver.status import StatusError
 from jr2_actors.kube.kinds import NAMESPACE, Kind
 

@@ -25,110 +25,63 @@ never reads a clock of its own: times are passed in.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
-import json
-import uuid
-from collections import deque
+import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
 from jr2_actors.fake.apiserver import apply as ssa
 from jr2_actors.fake.apiserver import events, patches
-from jr2_actors.fake.apiserver.kinds import EVENT, EVENTS_V1, STORED_KINDS, is_custom, storage_kind
-from jr2_actors.fake.apiserver.schema import schema_for
+from jr2_actors.fake.apiserver.kinds import EVENT, EVENTS_V1, is_custom, storage_kind
+from jr2_actors.fake.apiserver.objects import (
+    FOREGROUND,
+    GENERATION_KINDS,
+    SERVER_META,
+    STATUS_KINDS,
+    Event,
+    History,
+    Obj,
+    Sink,
+    Watcher,
+    WriteOptions,
+    check_body,
+    check_immutable,
+    check_namespace,
+    check_subresource,
+    decode_continue,
+    dependents,
+    encode_continue,
+    expired_frame,
+    fold_string_data,
+    key_of,
+    key_text,
+    kind_named,
+    name_suffix,
+    set_defaults,
+    sort_key,
+    spec_of,
+    uid_text,
+    validate_object,
+)
 from jr2_actors.fake.apiserver.selectors import FieldSelector, Selector
 from jr2_actors.fake.apiserver.status import MODIFIED_SINCE, StatusError, conflict, invalid, not_found, qualified
 from jr2_actors.fake.apiserver.validation import check_metadata
-from jr2_actors.kube.kinds import NAMESPACE, SECRET, Kind
-from jr2_actors.timefmt import rfc3339
+from jr2_actors.kube.kinds import NAMESPACE, Kind
+from jr2_actors.values.timefmt import rfc3339
 
 DEFAULT_HISTORY = 256
-STATUS_KINDS = frozenset({"sandboxes", "repos"})  # the CRDs with a status subresource
-# The kinds with `metadata.generation`: custom resources (the CRD strategy sets it to 1 and moves it with the
-# spec). The Secret, Namespace and Event strategies never set it, so those objects have none.
-GENERATION_KINDS = STATUS_KINDS
-# What a delete that removes the object at once answers with: the object itself where the kind's store sets
-# ReturnDeletedObject (custom resources, Namespaces), else a Status naming it (the generic store's
-# finalizeDelete: Secrets, Events).
-RETURNS_DELETED_OBJECT = STATUS_KINDS | {"namespaces"}
-OPAQUE = "Opaque"  # a Secret's type when it names none (SetDefaults_Secret)
-SERVER_META = ("uid", "creationTimestamp", "resourceVersion", "generation", "managedFields", "deletionTimestamp",
-               "deletionGracePeriodSeconds", "selfLink")
-FOREGROUND = "foregroundDeletion"
-
-Obj = dict[str, Any]
-Sink = Callable[[Obj], None]  # receives one watch event: {"type", "object"}
-
-
-@dataclass(frozen=True)
-class WriteOptions:
-    dry_run: bool = False
-    manager: str = ""  # the field manager an update is recorded under (`fieldManager`, else the client's)
-
-
-def expired_frame(requested: str, oldest: int) -> Obj:
-    """The 410 frame exactly as CONTRACTS.md §2 records it."""
-    return {"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                                        "message": f"too old resource version: {requested} ({oldest})",
-                                        "reason": "Expired", "code": 410}}
-
-
-@dataclass(frozen=True)
-class Event:
-    rv: int
-    type: str
-    plural: str
-    namespace: str | None
-    object: Obj = field(repr=False)
-    previous: Obj | None = field(default=None, repr=False)  # a MODIFIED event's object before it
-
-
-@dataclass
-class Watcher:
-    kind: Kind
-    namespace: str | None
-    labels: Selector
-    sink: Sink
-    fields: FieldSelector = field(default_factory=FieldSelector)
-
-    def selects(self, obj: Obj | None) -> bool:
-        return obj is not None and self.labels.matches(obj.get("metadata", {}).get("labels")) \
-            and self.fields.matches(obj)
-
-    def frame(self, event: Event) -> Obj | None:
-        """What this watcher is sent for `event`, if anything (the watch cache's rules: an object that
-        leaves the selection is DELETED with its last selected state, one that enters it is ADDED)."""
-        if event.plural != self.kind.plural or (self.namespace is not None and event.namespace != self.namespace):
-            return None
-        now = self.selects(event.object)
-        if event.type != "MODIFIED":
-            return {"type": event.type, "object": events.view(self.kind, event.object)} if now else None
-        before = self.selects(event.previous)
-        if now:
-            return {"type": "MODIFIED" if before else "ADDED", "object": events.view(self.kind, event.object)}
-        if before:
-            assert event.previous is not None
-            gone = copy.deepcopy(event.previous)
-            gone["metadata"]["resourceVersion"] = str(event.rv)
-            return {"type": "DELETED", "object": events.view(self.kind, gone)}
-        return None
-
-
+DEFAULT_OPTIONS = WriteOptions()
 class ClusterState:
     def __init__(self, *, namespaces: tuple[str, ...] = ("default",), history: int = DEFAULT_HISTORY,
-                 now: float = 0.0) -> None:
+                 now: float = 0.0, entropy: Callable[[], int] | None = None) -> None:
+        """`entropy`: 128 bits for each uid and generated name (the shell's, from `uuid.uuid4`); by
+        default a counter's, unique in this state only, so the store draws no randomness of its own."""
         if history < 1:
             raise ValueError("history must hold at least one event")
+        counter = itertools.count(1)
+        self._entropy = entropy or (lambda: (4 << 76) | next(counter))
         self.rv = 0
-        self.history_limit = history
         self._objects: dict[tuple[str, str | None, str], Obj] = {}
-        self._history: deque[Event] = deque()
-        self._compacted_through = 0
-        self._watchers: dict[int, Watcher] = {}
-        self._next_watcher = 1
+        self.history = History(history)
         for ns in namespaces:
             if not self.exists(NAMESPACE, None, ns):
                 self.create(NAMESPACE, None, {"metadata": {"name": ns}}, now=now)
@@ -152,18 +105,18 @@ class ClusterState:
         history is 410 Expired; a token this server did not write is 400)."""
         selector = selector or Selector()
         fields = fields or FieldSelector()
-        start, list_rv = ("", self.rv) if not continue_token else _decode_continue(continue_token)
+        start, list_rv = ("", self.rv) if not continue_token else decode_continue(continue_token)
         items: list[Obj] = []
         meta: Obj = {"resourceVersion": str(list_rv)}
-        for key, o in sorted(self._as_of(list_rv, kind).items(), key=_sort_key):
+        for key, o in sorted(self._as_of(list_rv, kind).items(), key=sort_key):
             if key[0] != kind.plural or (namespace is not None and key[1] != namespace):
                 continue
-            if start and _key_text(key) <= start:
+            if start and key_text(key) <= start:
                 continue
             if not (selector.matches(o["metadata"].get("labels")) and fields.matches(o)):
                 continue
             if limit is not None and len(items) == limit:
-                meta["continue"] = _encode_continue(_key_text(_key_of(kind, items[-1])), list_rv)
+                meta["continue"] = encode_continue(key_text(key_of(kind, items[-1])), list_rv)
                 break
             items.append(events.view(kind, copy.deepcopy(o)))
         return {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": items}
@@ -173,35 +126,26 @@ class ClusterState:
         objects = {k: o for k, o in self._objects.items() if k[0] == kind.plural}
         if rv >= self.rv:
             return objects
-        if rv < self._compacted_through:
+        if rv < self.history.compacted_through:
             raise StatusError(410, "Expired", "The provided continue parameter is too old to display a consistent "
                                               "list result. You can start a new list without the continue "
                                               "parameter.")
-        for e in reversed(self._history):
-            if e.rv <= rv:
-                break
-            if e.plural != kind.plural:
-                continue
-            key = (e.plural, e.namespace, e.object["metadata"]["name"])
-            if e.type == "ADDED":
-                objects.pop(key, None)
-            elif e.previous is not None:  # MODIFIED and DELETED carry the object as it was before
-                objects[key] = e.previous
+        self.history.undo_after(rv, kind.plural, objects)
         return objects
 
     def objects(self, kind: Kind) -> list[Obj]:
         return [events.view(kind, copy.deepcopy(o))
-                for (plural, _, _), o in sorted(self._objects.items(), key=_sort_key) if plural == kind.plural]
+                for (plural, _, _), o in sorted(self._objects.items(), key=sort_key) if plural == kind.plural]
 
     @property
     def oldest_retained(self) -> int:
-        return self._history[0].rv if self._history else self.rv
+        return self.history.oldest(self.rv)
 
     # -- writes --------------------------------------------------------------------------------------
 
     def create(self, kind: Kind, namespace: str | None, body: Obj, *, now: float,
-               options: WriteOptions = WriteOptions()) -> Obj:
-        self._check_body(kind, namespace, body)
+               options: WriteOptions = DEFAULT_OPTIONS) -> Obj:
+        check_body(kind, namespace, body)
         if kind is EVENTS_V1:
             core = events.stored(kind, body)
             events.check_v1_create(core, namespace)  # the strict rules of a create through events.k8s.io
@@ -209,26 +153,26 @@ class ClusterState:
         meta = body.get("metadata") or {}
         name = meta.get("name")
         if not name and isinstance(meta.get("generateName"), str) and meta["generateName"]:
-            name = meta["generateName"] + _suffix()  # the API server's five random characters
+            name = meta["generateName"] + name_suffix(self._entropy())  # the API server's five random characters
         if not name:
             raise invalid(kind, "", [("metadata.name", "Required value", "name or generateName is required")])
         check_metadata(kind, name, {**meta, "name": name}, creating=True)
-        self._check_namespace(kind, namespace)
+        check_namespace(self._objects, kind, namespace)
         if (kind.plural, namespace, name) in self._objects:
             raise StatusError(409, "AlreadyExists", f'{qualified(kind)} "{name}" already exists',
                               {"name": name, "group": kind.group, "kind": kind.plural})
-        obj = events.stored(kind, _fold_string_data(kind, copy.deepcopy(body)))
+        obj = events.stored(kind, fold_string_data(kind, copy.deepcopy(body)))
         obj["apiVersion"] = kind.api_version
         obj["kind"] = kind.kind
         m = obj.setdefault("metadata", {})
         for key in SERVER_META:
             m.pop(key, None)
         m["name"] = name
-        m["uid"] = str(uuid.uuid4())
+        m["uid"] = uid_text(self._entropy())
         m["creationTimestamp"] = rfc3339(now)
         if kind.plural in GENERATION_KINDS:
             m["generation"] = 1
-        _default(kind, obj)
+        set_defaults(kind, obj)
         if kind.namespaced:
             m["namespace"] = namespace
         if kind.plural in STATUS_KINDS:
@@ -238,19 +182,19 @@ class ClusterState:
             obj["status"] = {"phase": "Active"}
         if options.manager:
             ssa.record_update(obj, None, options.manager, kind.api_version, now, operation="Update")
-        _validate(kind, obj)
+        validate_object(kind, obj)
         if options.dry_run:
             return obj  # as a real server answers a dry-run create: no resourceVersion, nothing stored
         return self._commit("ADDED", kind, namespace, obj)
 
     def apply(self, kind: Kind, namespace: str | None, name: str, body: Obj, *, manager: str, now: float,
-              force: bool = True, subresource: str | None = None, options: WriteOptions = WriteOptions()) -> Obj:
+              force: bool = True, subresource: str | None = None, options: WriteOptions = DEFAULT_OPTIONS) -> Obj:
         """Server-side apply: create when absent, else merge what `manager` applies, taking ownership of
         those fields and removing the ones it applied before and applies no longer (apply.py)."""
         if not manager:
             raise StatusError(422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: '
                                               "Required value: is required for apply patch")
-        self._check_body(kind, namespace, body)
+        check_body(kind, namespace, body)
         view, kind = kind, storage_kind(kind)
         body_name = (body.get("metadata") or {}).get("name")
         if body_name and body_name != name:
@@ -268,7 +212,7 @@ class ClusterState:
                 return created
             return events.view(view, self._commit("ADDED", kind, namespace, events.stored(view, created)))
         merged = ssa.apply(view, events.view(view, copy.deepcopy(existing)),
-                           _fold_string_data(kind, copy.deepcopy(body)), manager, force=force, subresource=subresource,
+                           fold_string_data(kind, copy.deepcopy(body)), manager, force=force, subresource=subresource,
                            status_kind=kind.plural in STATUS_KINDS, api_version=view.api_version, now=now)
         result = events.stored(view, merged)
         if view is EVENTS_V1:
@@ -277,14 +221,14 @@ class ClusterState:
                                               now=now))
 
     def merge_patch(self, kind: Kind, namespace: str | None, name: str, patch: object, *,
-                    subresource: str | None = None, options: WriteOptions = WriteOptions(), now: float = 0.0) -> Obj:
+                    subresource: str | None = None, options: WriteOptions = DEFAULT_OPTIONS, now: float = 0.0) -> Obj:
         return self.patch(kind, namespace, name, patch, patch_type="merge", subresource=subresource,
                           options=options, now=now)
 
     def patch(self, kind: Kind, namespace: str | None, name: str, patch: object, *, patch_type: str,
-              subresource: str | None = None, options: WriteOptions = WriteOptions(), now: float = 0.0) -> Obj:
+              subresource: str | None = None, options: WriteOptions = DEFAULT_OPTIONS, now: float = 0.0) -> Obj:
         """A JSON merge patch, a JSON patch (RFC 6902) or, for built-in kinds, a strategic merge patch."""
-        self._check_subresource(kind, subresource)
+        check_subresource(kind, subresource)
         existing = self._objects.get((kind.plural, namespace, name))
         if existing is None:
             raise not_found(kind, name)
@@ -300,11 +244,11 @@ class ClusterState:
         return self._write_view(kind, namespace, existing, patched, subresource, options, now)
 
     def replace(self, kind: Kind, namespace: str | None, name: str, body: Obj, *, subresource: str | None = None,
-                options: WriteOptions = WriteOptions(), now: float = 0.0) -> Obj:
+                options: WriteOptions = DEFAULT_OPTIONS, now: float = 0.0) -> Obj:
         """PUT: the object becomes `body` (what it leaves out is removed); the other half of a status kind
         (status on the main resource, the rest on /status) is kept."""
-        self._check_subresource(kind, subresource)
-        self._check_body(kind, namespace, body)
+        check_subresource(kind, subresource)
+        check_body(kind, namespace, body)
         meta = body.get("metadata") or {}
         if meta.get("name") not in (None, name):
             raise StatusError(400, "BadRequest", f"the name of the object ({meta.get('name')}) does not match "
@@ -342,7 +286,7 @@ class ClusterState:
 
     def delete(self, kind: Kind, namespace: str | None, name: str, *,
                preconditions: Mapping[str, str] | None = None, propagation: str | None = None,
-               options: WriteOptions = WriteOptions(), now: float = 0.0) -> Obj:
+               options: WriteOptions = DEFAULT_OPTIONS, now: float = 0.0) -> Obj:
         """Delete, as a real server does: preconditions first (a mismatch is 409 and the object stays); an
         object with finalizers only gets its deletionTimestamp; dependents are collected (Background),
         orphaned (Orphan) or deleted before their owner (Foreground)."""
@@ -369,7 +313,7 @@ class ClusterState:
         finalizers = list(meta.get("finalizers") or [])
         if propagation == "Orphan":
             self._orphan(meta["uid"])
-        elif propagation == "Foreground" and self._dependents(meta["uid"]):
+        elif propagation == "Foreground" and dependents(self._objects, meta["uid"]):
             finalizers = [*finalizers, FOREGROUND] if FOREGROUND not in finalizers else finalizers
         if finalizers:
             if meta.get("deletionTimestamp") and finalizers == meta.get("finalizers"):
@@ -390,7 +334,7 @@ class ClusterState:
         return self._remove(kind, namespace, name, now)
 
     def delete_collection(self, kind: Kind, namespace: str | None, labels: Selector, fields: FieldSelector, *,
-                          propagation: str | None = None, options: WriteOptions = WriteOptions(),
+                          propagation: str | None = None, options: WriteOptions = DEFAULT_OPTIONS,
                           now: float = 0.0) -> Obj:
         doc = self.list_objects(kind, namespace, labels, fields)
         for item in doc["items"]:
@@ -414,21 +358,17 @@ class ClusterState:
                 wanted = int(since)
             except ValueError:
                 raise StatusError(400, "BadRequest", f"resourceVersion: Invalid value: {since!r}") from None
-            if wanted < self._compacted_through:
+            if wanted < self.history.compacted_through:
                 return [expired_frame(since, self.oldest_retained)], None
-            initial = [f for e in self._history if e.rv > wanted and (f := watcher.frame(e)) is not None]
-        wid = self._next_watcher
-        self._next_watcher += 1
-        self._watchers[wid] = watcher
-        return initial, wid
+            initial = self.history.since(wanted, watcher)
+        return initial, self.history.add(watcher)
 
     def unsubscribe(self, wid: int) -> None:
-        self._watchers.pop(wid, None)
+        self.history.remove(wid)
 
     def compact(self) -> None:
         """Forget every retained event: any resume from before now gets the 410."""
-        self._history.clear()
-        self._compacted_through = self.rv
+        self.history.compact(self.rv)
 
     # -- internals -----------------------------------------------------------------------------------
 
@@ -459,11 +399,11 @@ class ClusterState:
                 result.pop("status", None)
         result["apiVersion"], result["kind"] = kind.api_version, kind.kind
         check_metadata(kind, existing["metadata"]["name"], result["metadata"], creating=False)
-        return self._update(kind, namespace, existing, _fold_string_data(kind, result), options=options,
+        return self._update(kind, namespace, existing, fold_string_data(kind, result), options=options,
                             manager=options.manager, now=now)
 
     def _update(self, kind: Kind, namespace: str | None, existing: Obj, result: Obj, *,
-                options: WriteOptions = WriteOptions(), manager: str = "", now: float = 0.0,
+                options: WriteOptions = DEFAULT_OPTIONS, manager: str = "", now: float = 0.0,
                 deleting: bool = False) -> Obj:
         old = existing["metadata"]
         new = result.setdefault("metadata", {})
@@ -488,15 +428,15 @@ class ClusterState:
         if old.get("deletionTimestamp") and set(new.get("finalizers") or []) - set(old.get("finalizers") or []):
             raise invalid(kind, old["name"], [("metadata.finalizers", "Forbidden",
                                               "no new finalizers can be added if the object is being deleted")])
-        if kind.plural in GENERATION_KINDS and _spec_of(result) != _spec_of(existing):
+        if kind.plural in GENERATION_KINDS and spec_of(result) != spec_of(existing):
             new["generation"] = old.get("generation", 1) + 1
-        _default(kind, result)
-        _check_immutable(kind, existing, result)
+        set_defaults(kind, result)
+        check_immutable(kind, existing, result)
         if manager:
             ssa.record_update(result, existing, manager, kind.api_version, now, operation="Update")
         if result == existing:
             return copy.deepcopy(existing)  # a no-op writes nothing and tells no watcher
-        _validate(kind, result)
+        validate_object(kind, result)
         if options.dry_run:
             return result
         if new.get("deletionTimestamp") and not new.get("finalizers") and kind is not NAMESPACE:
@@ -525,24 +465,19 @@ class ClusterState:
         answer = self._update(NAMESPACE, None, namespace, marked, deleting=True)
         for plural, ns, dep_name in sorted(k for k in self._objects if k[1] == name):
             if (plural, ns, dep_name) in self._objects:
-                self.delete(_kind(plural), ns, dep_name, now=now)
+                self.delete(kind_named(plural), ns, dep_name, now=now)
         if self.exists(NAMESPACE, None, name) and not any(k[1] == name for k in self._objects):
             self._remove(NAMESPACE, None, name, now)  # it held nothing (else its last object's removal took it)
         return answer
 
-    def _dependents(self, uid: str) -> list[tuple[str, str | None, str]]:
-        return [key for key, dep in self._objects.items()
-                if any(isinstance(o, dict) and o.get("uid") == uid for o in dep["metadata"].get("ownerReferences")
-                       or [])]
-
     def _collect(self, uid: str, now: float) -> None:
         """The garbage collector, at once: every dependent of `uid` is deleted (in the background)."""
-        for plural, ns, dep_name in self._dependents(uid):
+        for plural, ns, dep_name in dependents(self._objects, uid):
             if (plural, ns, dep_name) in self._objects:
-                self.delete(_kind(plural), ns, dep_name, now=now)
+                self.delete(kind_named(plural), ns, dep_name, now=now)
 
     def _orphan(self, uid: str) -> None:
-        for plural, ns, dep_name in self._dependents(uid):
+        for plural, ns, dep_name in dependents(self._objects, uid):
             dep = self._objects[(plural, ns, dep_name)]
             orphaned = copy.deepcopy(dep)
             refs = [o for o in dep["metadata"]["ownerReferences"] if not (isinstance(o, dict) and o.get("uid") == uid)]
@@ -550,7 +485,7 @@ class ClusterState:
                 orphaned["metadata"]["ownerReferences"] = refs
             else:
                 orphaned["metadata"].pop("ownerReferences", None)
-            self._update(_kind(plural), ns, dep, orphaned)
+            self._update(kind_named(plural), ns, dep, orphaned)
 
     def _commit(self, type_: str, kind: Kind, namespace: str | None, obj: Obj, *, store: bool = True,
                 previous: Obj | None = None) -> Obj:
@@ -560,135 +495,5 @@ class ClusterState:
             self._objects[(kind.plural, namespace, obj["metadata"]["name"])] = obj
         # One copy serves the history and every watcher: nobody downstream changes an event's object.
         event = Event(self.rv, type_, kind.plural, namespace, copy.deepcopy(obj), previous)
-        self._history.append(event)
-        while len(self._history) > self.history_limit:
-            self._compacted_through = self._history.popleft().rv
-        for watcher in list(self._watchers.values()):
-            frame = watcher.frame(event)
-            if frame is not None:
-                watcher.sink(frame)
+        self.history.record(event)
         return copy.deepcopy(obj)
-
-    def _check_subresource(self, kind: Kind, subresource: str | None) -> None:
-        if subresource not in (None, "status") or (subresource == "status" and kind.plural not in STATUS_KINDS
-                                                   and kind is not NAMESPACE):
-            raise StatusError(404, "NotFound", "the server could not find the requested resource")
-
-    def _check_body(self, kind: Kind, namespace: str | None, body: object) -> None:
-        if not isinstance(body, dict):
-            raise StatusError(400, "BadRequest", "the body of the request is not a JSON object")
-        if body.get("kind") not in (None, kind.kind) or body.get("apiVersion") not in (None, kind.api_version):
-            raise StatusError(400, "BadRequest", f"the API version in the data ({body.get('apiVersion')}) "
-                                                 f"and kind ({body.get('kind')}) do not match {kind.api_version} "
-                                                 f"{kind.kind}")
-        meta = body.get("metadata")
-        if meta is not None and not isinstance(meta, dict):
-            raise StatusError(400, "BadRequest", "metadata is not an object")
-        body_ns = (meta or {}).get("namespace")
-        if kind.namespaced and body_ns not in (None, "", namespace):
-            # The API server's own words (apiserver handlers/rest.go).
-            raise StatusError(400, "BadRequest", "the namespace of the provided object does not match the "
-                                                 "namespace sent on the request")
-
-    def _check_namespace(self, kind: Kind, namespace: str | None) -> None:
-        if not kind.namespaced:
-            return
-        home = self._objects.get((NAMESPACE.plural, None, namespace or ""))
-        if home is None:
-            raise StatusError(404, "NotFound", f'namespaces "{namespace}" not found',
-                              {"name": namespace, "kind": "namespaces"})
-        if home["metadata"].get("deletionTimestamp"):
-            # The NamespaceLifecycle admission plugin's words.
-            raise StatusError(403, "Forbidden", f'{kind.plural} "" is forbidden: unable to create new content in '
-                                                f"namespace {namespace} because it is being terminated",
-                              {"kind": kind.plural, "causes": [{"reason": "NamespaceTerminating",
-                                                                "message": f"namespace {namespace} is being "
-                                                                           "terminated",
-                                                                "field": "metadata.namespace"}]})
-
-
-def _kind(plural: str) -> Kind:
-    return STORED_KINDS[plural]
-
-
-def _key_of(kind: Kind, obj: Obj) -> tuple[str, str | None, str]:
-    return kind.plural, obj["metadata"].get("namespace"), obj["metadata"]["name"]
-
-
-def _key_text(key: tuple[str, str | None, str]) -> str:
-    return f"{key[1] or ''}/{key[2]}"
-
-
-def _sort_key(item: tuple[tuple[str, str | None, str], Obj]) -> tuple[str, str, str]:
-    (plural, ns, name), _ = item
-    return plural, ns or "", name
-
-
-def _encode_continue(start: str, rv: int) -> str:
-    doc = {"v": "meta.k8s.io/v1", "rv": rv, "start": start}
-    return base64.urlsafe_b64encode(json.dumps(doc, separators=(",", ":")).encode()).decode().rstrip("=")
-
-
-def _decode_continue(token: str) -> tuple[str, int]:
-    try:
-        doc = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        if (not isinstance(doc, dict) or doc.get("v") != "meta.k8s.io/v1" or not isinstance(doc.get("start"), str)
-                or not isinstance(doc.get("rv"), int) or isinstance(doc.get("rv"), bool)):
-            raise ValueError("not a continue token of this server")
-    except (ValueError, binascii.Error, RecursionError, UnicodeDecodeError) as e:
-        # The etcd store's words for a token it cannot read (storage/etcd3 decodeContinue).
-        raise StatusError(400, "BadRequest", f"continue key is not valid: {e}") from None
-    return doc["start"], doc["rv"]
-
-
-def _suffix() -> str:
-    alphabet = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's utilrand alphanums
-    n = uuid.uuid4().int
-    return "".join(alphabet[(n >> (5 * i)) % len(alphabet)] for i in range(5))
-
-
-def _spec_of(obj: Obj) -> Obj:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
-
-
-def _fold_string_data(kind: Kind, obj: Obj) -> Obj:
-    """A Secret's `stringData` is write-only: each entry is folded into `data`, base64, and wins."""
-    if kind is not SECRET or "stringData" not in obj:
-        return obj
-    string_data = obj.pop("stringData")
-    if string_data is None:
-        return obj
-    if not isinstance(string_data, dict) or not all(isinstance(v, str) for v in string_data.values()):
-        raise invalid(kind, obj.get("metadata", {}).get("name", ""),
-                      [("stringData", "Invalid value", "must be a map of strings")])
-    data = obj.get("data")
-    folded = {k: base64.b64encode(v.encode()).decode() for k, v in string_data.items()}
-    obj["data"] = {**(data if isinstance(data, dict) else {}), **folded}
-    return obj
-
-
-def _default(kind: Kind, obj: Obj) -> None:
-    """What the API server's defaulting fills in on every write (it decodes each body through it)."""
-    if kind is SECRET and not obj.get("type"):
-        obj["type"] = OPAQUE
-
-
-def _check_immutable(kind: Kind, existing: Obj, result: Obj) -> None:
-    """ValidateSecretUpdate: a Secret's `type` never changes (422, `field is immutable`)."""
-    if kind is SECRET and result.get("type") != existing.get("type", OPAQUE):
-        raise invalid(kind, existing["metadata"]["name"],
-                      [("type", "Invalid value", f'"{result.get("type")}": field is immutable')])
-
-
-def _validate(kind: Kind, obj: Obj) -> None:
-    """A jr2 custom resource is checked against its CRD's schema — the very file in manifests/crds/ (issue 12:
-    one source of truth): what it refuses is a 422 Invalid naming each field, as from a real API server."""
-    if kind is EVENT:
-        events.check(obj)
-    if kind.plural not in STATUS_KINDS:
-        return
-    crd = schema_for(kind.plural)
-    errors = crd.validate(obj)
-    if errors:
-        doc = crd.invalid_status(str(obj.get("metadata", {}).get("name", "")), errors)
-        raise StatusError(422, "Invalid", doc["message"], doc["details"])

@@ -26,14 +26,14 @@ from urllib.parse import unquote
 
 import pykka
 
-from jr2_actors.actorkit import Shell, Timers, tell_quietly
-from jr2_actors.clock import Clock
 from jr2_actors.fake.harness.core import INSTANCE, Answer, Effect, HarnessCore, KillHarness, SettleLater
 from jr2_actors.fake.http import HttpServer, Request
 from jr2_actors.fake.messages import Run
 from jr2_actors.fake.operator.actor import SandboxChanged, Subscribed, subscribe, unsubscribe
 from jr2_actors.fake.operator.core import OperatorCore
 from jr2_actors.harness.tokens import DIGEST_ENV, verify_bearer
+from jr2_actors.shell import Shell, Timers, tell_quietly
+from jr2_actors.shell.clock import Clock
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jr2_actors.harness import briefing
-from jr2_actors.timefmt import rfc3339_ms
+from jr2_actors.values.timefmt import rfc3339_ms
 
 INSTANCE = "_instance"
 RECORD_SIZE = 10_000  # admissions and answers kept for tests to read (bounded: the CLI runs for days)

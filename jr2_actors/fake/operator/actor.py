@@ -16,14 +16,14 @@ from typing import Any
 
 import pykka
 
-from jr2_actors.actorkit import Deadline, Shell, Timers, tell_quietly
-from jr2_actors.clock import Clock
 from jr2_actors.fake.apiserver.selectors import Selector
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.apiserver.status import StatusError
 from jr2_actors.fake.messages import Run
 from jr2_actors.fake.operator.core import Decision, OperatorCore
 from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.shell import Deadline, Shell, Timers, tell_quietly
+from jr2_actors.shell.clock import Clock
 
 log = logging.getLogger(__name__)
 

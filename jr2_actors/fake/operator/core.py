@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jr2_actors.quantity import QuantityError, cpu_millis, memory_bytes, parse_duration
-from jr2_actors.timefmt import parse_rfc3339 as _parse_time
-from jr2_actors.timefmt import rfc3339 as _rfc3339
+from jr2_actors.values.quantity import QuantityError, cpu_millis, memory_bytes, parse_duration
+from jr2_actors.values.timefmt import parse_rfc3339 as _parse_time
+from jr2_actors.values.timefmt import rfc3339 as _rfc3339
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
 
 DEFAULT_IDLE_TIMEOUT = "30m"
@@ -85,7 +84,11 @@ def default_nodes() -> list[Node]:
 
 class OperatorCore:
     def __init__(self, *, nodes: Sequence[Node] | None = None, quota: Quota | None = None,
-                 start_seconds: float = 0.2, endpoint: str = "") -> None:
+                 start_seconds: float = 0.2, endpoint: str = "", new_uid: Callable[[], str] | None = None) -> None:
+        """`new_uid`: each new pod's UID, from the shell (random there); by default a counter's, unique in
+        this core only."""
+        pods = itertools.count(1)
+        self._new_uid = new_uid or (lambda: f"00000000-0000-4000-8000-{next(pods):012x}")
         self.nodes = list(nodes if nodes is not None else default_nodes())
         self.quota = quota
         self.start_seconds = start_seconds
@@ -238,7 +241,7 @@ class OperatorCore:
                 rec.waiting = []
                 return
         if not rec.pod_uid:
-            rec.pod_uid = str(uuid.uuid4())
+            rec.pod_uid = self._new_uid()
         for node in self.nodes:
             free_cpu, free_mem = self._free(node)
             if free_cpu >= cpu and free_mem >= mem:

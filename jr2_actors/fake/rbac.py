@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from jr2_actors.errors import Jr2Error
+from jr2_actors.values.errors import Jr2Error
 
 MAX_RULES = 1_000
 MAX_PATH = 8 * 1024

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import jsonschema
 import yaml
 
-from jr2_actors.errors import Jr2Error, one_line
-from jr2_actors.quantity import QuantityError, cpu_millis, memory_bytes
+from jr2_actors.values.errors import Jr2Error, one_line
+from jr2_actors.values.quantity import QuantityError, cpu_millis, memory_bytes
 
 MAX_WORKFLOW_BYTES = 256 * 1024
 MAX_WORKFLOW_STATES = 256
@@ -138,40 +139,24 @@ def read_document(text: str | bytes) -> object:
         raise WorkflowError("", "nested too deeply") from e
 
 
-def read_file(path: str) -> object:
-    """A workflow file's document, read capped: a larger file is refused, never read whole."""
-    try:
-        with open(path, "rb") as f:
-            text = f.read(MAX_WORKFLOW_BYTES + 1)
-    except OSError as e:
-        raise WorkflowError("", e.strerror or str(e)) from None
-    return read_document(text)
-
-
 def load_workflow(text: str | bytes) -> Workflow:
     return parse_workflow(read_document(text))
 
 
 def parse_workflow(doc: object) -> Workflow:
-    root = _map(doc, "", {"name", "workspaces", "agents", "start", "states"}, required={"name", "start", "states"})
-    name = _str(root, "name", "")
-    if not _NAME.match(name):
-        raise WorkflowError("name", "must be 1–63 letters, digits, '.', '_' or '-', starting alphanumeric")
-    workspaces = {path: _workspace(path, body) for path, body in _entries(root.get("workspaces", {}), "workspaces")}
-    agents = {n: _agent(n, body, workspaces) for n, body in _entries(root.get("agents", {}), "agents")}
-    raw_states = _entries(root["states"], "states")
-    if not raw_states:
-        raise WorkflowError("states", "a workflow needs at least one state")
-    if len(raw_states) > MAX_WORKFLOW_STATES:
-        raise WorkflowError("states", f"{len(raw_states)} states are over the bound of {MAX_WORKFLOW_STATES} "
+    root = _checked(doc)
+    if len(root["states"]) > MAX_WORKFLOW_STATES:
+        raise WorkflowError("states", f"{len(root['states'])} states are over the bound of {MAX_WORKFLOW_STATES} "
                                       "(MAX_WORKFLOW_STATES)")
-    names = {n for n, _ in raw_states}
-    states = {n: _state(n, body, names, workspaces, agents) for n, body in raw_states}
-    start = _str(root, "start", "")
+    workspaces = {path: _workspace(path, body) for path, body in root.get("workspaces", {}).items()}
+    agents = {n: _agent(n, body, workspaces) for n, body in root.get("agents", {}).items()}
+    names = set(root["states"])
+    states = {n: _state(n, body, names, workspaces, agents) for n, body in root["states"].items()}
+    start = root["start"]
     if start not in states:
         raise WorkflowError("start", f"names no state ({start!r})")
     _check_size(doc)  # once every value is known to be a plain string, number, list or mapping
-    return Workflow(name, workspaces, agents, start, states)
+    return Workflow(root["name"], workspaces, agents, start, states)
 
 
 def _check_size(doc: object) -> None:
@@ -186,80 +171,146 @@ def _check_size(doc: object) -> None:
                                    "(MAX_WORKFLOW_BYTES)")
 
 
-def _workspace(path: str, body: object) -> WorkspaceDef:
+# -- the document's shape: a JSON Schema (jsonschema) -------------------------------------------------
+# What is not shape — a reference that must resolve, a quantity, a pick's name, a final state's lone key
+# — is checked as the document is read, below. `x-message` is what a failed subschema says.
+
+_TEXT = {"type": "string", "pattern": r"\S", "maxLength": 64 * 1024, "x-message": "must be a non-empty string"}
+_NAMES = {"type": "string", "minLength": 1, "maxLength": 63}  # an entry's name: a fault is the mapping's
+_HELD = {"type": "string", "x-message": "must be a list of Workspace paths"}  # a fault is the list's
+
+
+def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    # Keywords in the order they are checked (jsonschema applies them in order; the first fault is named).
+    return {"type": "object", "x-message": "must be a mapping", "additionalProperties": False,
+            "required": list(required), "properties": properties}
+
+
+def _entries_of(schema: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {"type": "object", "x-message": "must be a mapping", "propertyNames": _NAMES, **more,
+            "additionalProperties": schema}
+
+
+_SCHEMA: dict[str, Any] = _object({
+    "name": {"allOf": [_TEXT, {"pattern": _NAME.pattern, "x-message": "must be 1–63 letters, digits, '.', '_' "
+                                                                      "or '-', starting alphanumeric"}]},
+    "workspaces": _entries_of(_object({
+        "size": _object({"cpu": _TEXT, "memory": _TEXT}, ("cpu", "memory")),
+        "image": _TEXT,
+        "repos": {"type": "array", "x-message": "must be a list",
+                  "items": _object({"slot": _TEXT, "url": _TEXT, "ref": _TEXT}, ("slot", "url"))},
+        "branch": _TEXT,
+    }, ("size",))),
+    "agents": _entries_of(_object({
+        "instructions": _TEXT,
+        "workspace": _TEXT,
+        "access": {"enum": ["write", "read", "none"], "x-message": "must be write, read or none"},
+    }, ("instructions", "access"))),
+    "start": _TEXT,
+    "states": _entries_of(_object({
+        "final": {"enum": list(FINALS), "x-message": "must be done or failed"},
+        "holds": {"type": "array", "items": _HELD, "x-message": _HELD["x-message"]},
+        "turn": _object({"agent": _TEXT, "prompt": _TEXT}, ("agent", "prompt")),
+        "on": {"type": "object", "x-message": "must be a mapping of pick or event to state"},
+        "after": _object({"seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 366 * 86400,
+                                      "x-message": "must be a positive number of seconds (at most a year)"},
+                          "to": _TEXT}, ("seconds", "to")),
+    }), minProperties=1),
+}, ("name", "start", "states"))
+_VALIDATOR = jsonschema.Draft202012Validator(_SCHEMA)
+
+
+def _checked(doc: object) -> dict[str, Any]:
+    """`doc` when it has the workflow's shape; else the first fault, named by its dotted key."""
+    error = next(iter(_VALIDATOR.iter_errors(doc)), None)
+    if error is None:
+        assert isinstance(doc, dict)
+        return doc
+    path = list(error.absolute_path)
+    if error.schema is _HELD:
+        path = path[:-1]
+    key = _dotted(path)
+    where = f"{key}." if key else ""
+    if error.validator == "additionalProperties":
+        unknown = sorted(str(k) for k in error.instance if k not in error.schema["properties"])
+        raise WorkflowError(where + unknown[0], f"unknown key{'s' if len(unknown) > 1 else ''}: "
+                                                f"{', '.join(where + u for u in unknown)}")
+    if error.validator == "required":
+        missing = sorted(set(error.schema["required"]) - set(error.instance))
+        raise WorkflowError(where + missing[0], "is required")
+    if error.schema is _NAMES:  # propertyNames: the name itself failed
+        raise WorkflowError(key, f"{error.instance!r} is not a name")
+    if error.validator == "minProperties":
+        raise WorkflowError(key, "a workflow needs at least one state")
+    if error.validator == "maxLength" and error.schema is _TEXT:
+        raise WorkflowError(key, "is too long")
+    raise WorkflowError(key, str(error.schema.get("x-message", error.message)))
+
+
+def _dotted(path: Iterable[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+# -- references, quantities, picks ---------------------------------------------------------------------
+
+def _workspace(path: str, m: Mapping[str, Any]) -> WorkspaceDef:
     key = f"workspaces.{path}"
-    m = _map(body, key, {"size", "image", "repos", "branch"}, required={"size"})
-    size = _map(m["size"], f"{key}.size", {"cpu", "memory"}, required={"cpu", "memory"})
-    cpu, memory = _str(size, "cpu", f"{key}.size"), _str(size, "memory", f"{key}.size")
+    cpu, memory = m["size"]["cpu"], m["size"]["memory"]
     try:
         if cpu_millis(cpu) <= 0 or memory_bytes(memory) <= 0:
             raise WorkflowError(f"{key}.size", "cpu and memory must be positive")
     except QuantityError as e:
         raise WorkflowError(f"{key}.size", str(e)) from e
     repos: list[RepoSlot] = []
-    raw_repos = m.get("repos", [])
-    if not isinstance(raw_repos, list):
-        raise WorkflowError(f"{key}.repos", "must be a list")
-    for i, repo in enumerate(raw_repos):
-        r = _map(repo, f"{key}.repos[{i}]", {"slot", "url", "ref"}, required={"slot", "url"})
-        slot = _str(r, "slot", f"{key}.repos[{i}]")
+    for i, r in enumerate(m.get("repos", [])):
+        slot = r["slot"]
         if not _NAME.match(slot):
             raise WorkflowError(f"{key}.repos[{i}].slot", f"{slot!r} is not a slot name")
-        repos.append(RepoSlot(slot, _str(r, "url", f"{key}.repos[{i}]"), _opt_str(r, "ref", f"{key}.repos[{i}]")))
+        repos.append(RepoSlot(slot, r["url"], r.get("ref", "")))
     if len({r.slot for r in repos}) != len(repos):
         raise WorkflowError(f"{key}.repos", "slot names repeat")
-    image = _opt_str(m, "image", key) or None
-    return WorkspaceDef(path, cpu, memory, image, tuple(repos), _opt_str(m, "branch", key))
+    return WorkspaceDef(path, cpu, memory, m.get("image") or None, tuple(repos), m.get("branch", ""))
 
 
-def _agent(name: str, body: object, workspaces: Mapping[str, WorkspaceDef]) -> AgentDef:
+def _agent(name: str, m: Mapping[str, Any], workspaces: Mapping[str, WorkspaceDef]) -> AgentDef:
     key = f"agents.{name}"
-    m = _map(body, key, {"instructions", "workspace", "access"}, required={"instructions", "access"})
     access = m["access"]
-    if access not in ("write", "read", "none"):
-        raise WorkflowError(f"{key}.access", "must be write, read or none")
-    ws = _opt_str(m, "workspace", key) or None
+    ws = m.get("workspace") or None
     if access == "none" and ws is not None:
         raise WorkflowError(f"{key}.workspace", "a Menu-only agent (access: none) holds no Workspace")
     if access != "none" and ws is None:
         raise WorkflowError(f"{key}.workspace", f"access {access} needs a Workspace")
     if ws is not None and ws not in workspaces:
         raise WorkflowError(f"{key}.workspace", f"names no Workspace ({ws!r})")
-    return AgentDef(name, _str(m, "instructions", key), access, ws)
+    return AgentDef(name, m["instructions"], access, ws)
 
 
-def _state(name: str, body: object, names: set[str], workspaces: Mapping[str, WorkspaceDef],
+def _state(name: str, m: Mapping[str, Any], names: set[str], workspaces: Mapping[str, WorkspaceDef],
            agents: Mapping[str, AgentDef]) -> StateDef:
     key = f"states.{name}"
-    m = _map(body, key, {"final", "holds", "turn", "on", "after"})
     if "final" in m:
         if set(m) != {"final"}:
             raise WorkflowError(key, "a final state has nothing but `final`")
-        if m["final"] not in FINALS:
-            raise WorkflowError(f"{key}.final", "must be done or failed")
         return StateDef(name, final=m["final"])
-    holds_raw = m.get("holds", [])
-    if not isinstance(holds_raw, list) or not all(isinstance(h, str) for h in holds_raw):
-        raise WorkflowError(f"{key}.holds", "must be a list of Workspace paths")
-    for h in holds_raw:
+    holds: list[str] = m.get("holds", [])
+    for h in holds:
         if h not in workspaces:
             raise WorkflowError(f"{key}.holds", f"names no Workspace ({h!r})")
     turn = None
     if "turn" in m:
-        t = _map(m["turn"], f"{key}.turn", {"agent", "prompt"}, required={"agent", "prompt"})
-        agent = _str(t, "agent", f"{key}.turn")
+        agent = m["turn"]["agent"]
         if agent not in agents:
             raise WorkflowError(f"{key}.turn.agent", f"names no agent ({agent!r})")
         held = agents[agent].workspace
-        if held is not None and held not in holds_raw:
+        if held is not None and held not in holds:
             raise WorkflowError(f"{key}.holds", f"the Turn's agent {agent} works in {held}, which this state "
                                                 "does not hold")
-        turn = Turn(agent, _str(t, "prompt", f"{key}.turn"))
-    on_raw = m.get("on", {})
-    if not isinstance(on_raw, dict):
-        raise WorkflowError(f"{key}.on", "must be a mapping of pick or event to state")
+        turn = Turn(agent, m["turn"]["prompt"])
     on: dict[str, str] = {}
-    for pick, target in on_raw.items():
+    for pick, target in m.get("on", {}).items():
         if not isinstance(pick, str) or (pick not in EVENTS and not _PICK.match(pick)):
             raise WorkflowError(f"{key}.on", f"{pick!r} is neither a pick name nor {' or '.join(sorted(EVENTS))}")
         if not isinstance(target, str) or target not in names:
@@ -269,53 +320,8 @@ def _state(name: str, body: object, names: set[str], workspaces: Mapping[str, Wo
         raise WorkflowError(f"{key}.on", "picks need a Turn to make them")
     after_seconds = after_to = None
     if "after" in m:
-        a = _map(m["after"], f"{key}.after", {"seconds", "to"}, required={"seconds", "to"})
-        seconds = a["seconds"]
-        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 < seconds <= 366 * 86400:
-            raise WorkflowError(f"{key}.after.seconds", "must be a positive number of seconds (at most a year)")
-        after_to = _str(a, "to", f"{key}.after")
+        after_to = m["after"]["to"]
         if after_to not in names:
             raise WorkflowError(f"{key}.after.to", f"names no state ({after_to!r})")
-        after_seconds = float(seconds)
-    return StateDef(name, None, tuple(holds_raw), turn, on, after_seconds, after_to)
-
-
-def _entries(value: object, key: str) -> list[tuple[str, Any]]:
-    if not isinstance(value, dict):
-        raise WorkflowError(key, "must be a mapping")
-    out = []
-    for name, body in value.items():
-        if not isinstance(name, str) or not name or len(name) > 63:
-            raise WorkflowError(key, f"{name!r} is not a name")
-        out.append((name, body))
-    return out
-
-
-def _map(value: object, key: str, allowed: set[str], required: frozenset[str] | set[str] = frozenset()) -> dict[
-        str, Any]:
-    if not isinstance(value, dict):
-        raise WorkflowError(key, "must be a mapping")
-    unknown = sorted(str(k) for k in value if k not in allowed)
-    if unknown:
-        where = f"{key}." if key else ""
-        raise WorkflowError(where + unknown[0], f"unknown key{'s' if len(unknown) > 1 else ''}: "
-                                                f"{', '.join(where + u for u in unknown)}")
-    missing = sorted(required - set(value))
-    if missing:
-        where = f"{key}." if key else ""
-        raise WorkflowError(where + missing[0], "is required")
-    return value
-
-
-def _str(m: Mapping[str, Any], name: str, key: str) -> str:
-    value = m.get(name)
-    full = f"{key}.{name}" if key else name
-    if not isinstance(value, str) or not value.strip():
-        raise WorkflowError(full, "must be a non-empty string")
-    if len(value) > 64 * 1024:
-        raise WorkflowError(full, "is too long")
-    return value
-
-
-def _opt_str(m: Mapping[str, Any], name: str, key: str) -> str:
-    return _str(m, name, key) if name in m else ""
+        after_seconds = float(m["after"]["seconds"])
+    return StateDef(name, None, tuple(holds), turn, on, after_seconds, after_to)

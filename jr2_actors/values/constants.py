@@ -5,7 +5,7 @@ Change a number here and only here; each names the decision it comes from.
 
 from __future__ import annotations
 
-from jr2_actors.backoff import Backoff
+from jr2_actors.values.backoff import Backoff
 
 # ADR-0063: a watch asks the server to close it after this long, so the server ends first.
 WATCH_TIMEOUT_SECONDS = 240

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import email.utils
+from datetime import UTC, datetime
+
 import requests
 
 
@@ -44,3 +47,28 @@ def read_capped(resp: requests.Response, cap: int, *, truncate: bool = False) ->
     finally:
         resp.close()
     return b"".join(chunks)
+
+
+def retry_after(value: str | None, date: str | None, *, cap: float = 3600.0) -> float | None:
+    """Seconds a `Retry-After` asks for (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date counted from the
+    answer's own `Date` (the server's clock against itself: no skew), else from now. A date gone by is 0;
+    anything else, negative or over `cap`, is None: the caller's own backoff applies."""
+    if not value:
+        return None
+    try:
+        seconds: float | None = float(value)
+    except ValueError:
+        delay = _date_delay(value, date)
+        seconds = None if delay is None else max(delay, 0.0)
+    return seconds if seconds is not None and 0 <= seconds <= cap else None
+
+
+def _date_delay(value: str, date: str | None) -> float | None:
+    try:
+        at = email.utils.parsedate_to_datetime(value)
+        base = email.utils.parsedate_to_datetime(date) if date else datetime.now(UTC)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if at.tzinfo is None or base.tzinfo is None:  # RFC 9110: an HTTP-date is GMT; one without a zone is not
+        return None
+    return (at - base).total_seconds()

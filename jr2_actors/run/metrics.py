@@ -1,0 +1,157 @@
+"""The runs' metrics: live runs by workflow state, their Workspaces by phase, open waits by `on` and the
+oldest of each (published by each RunActor after its step, read at scrape time); and the notices told
+to Agents by kind, read off the runs' feed on its way to the hub.
+
+Labels are bounded: Workspace phases are `workspace.core.State` and `releasing`, waits are
+`workspace.core.WaitOn`, notice kinds `run.notices.NoticeKind`; a workflow's state names are its own, so
+only the most common `METRICS_STATE_LABELS` are named and the rest are `other`.
+"""
+
+from __future__ import annotations
+
+import threading
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from jr2_actors.harness.metrics import HarnessTelemetry
+from jr2_actors.run.core import RunCore
+from jr2_actors.run.feed import Published
+from jr2_actors.run.feedlines import AdmittedLine
+from jr2_actors.run.notices import NoticeKind
+from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.shell.recipient import Recipient
+from jr2_actors.values.constants import METRICS_STATE_LABELS
+from jr2_actors.workspace.core import State as WorkspaceState
+from jr2_actors.workspace.core import WaitOn
+from jr2_actors.workspace.metrics import WorkspaceTelemetry
+
+RUNS_LIVE = "jr2_runs_live"
+WORKSPACES = "jr2_workspaces"
+RUN_WAITS_OPEN = "jr2_run_waits_open"
+RUN_WAIT_OLDEST = "jr2_run_wait_oldest_seconds"
+HARNESS_NOTICES = "jr2_harness_notices_total"  # the Harness's name: the notices are told in its admissions
+
+WORKSPACE_PHASES: tuple[str, ...] = (*typing.get_args(WorkspaceState), "releasing")
+WAIT_ONS: tuple[WaitOn, ...] = typing.get_args(WaitOn)
+NOTICE_KINDS: tuple[NoticeKind, ...] = typing.get_args(NoticeKind)
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What the scrape needs of one live run, published by its RunActor after each step."""
+
+    run_id: str
+    state: str
+    phases: tuple[str, ...] = ()  # its Workspaces' phases
+    waits: tuple[tuple[str, float], ...] = ()  # (on, since wall) of each open wait
+
+    @classmethod
+    def of(cls, run: RunCore) -> RunView:
+        return cls(run.run_id, run.state,
+                   tuple("releasing" if r.releasing else r.phase for r in run.workspaces.values()),
+                   tuple((w.on, w.since) for _, w in run.waiting()))
+
+
+class RunMetrics:
+    """Live runs by workflow state (the most common `METRICS_STATE_LABELS` states named, the rest `other`:
+    state names come from workflows, not from us), their Workspaces by phase, open waits by `on` and the
+    oldest of each."""
+
+    def __init__(self, registry: CollectorRegistry | None, clock: Clock) -> None:
+        self._clock = clock
+        self._on = registry is not None
+        self._lock = threading.Lock()
+        self._runs: dict[str, RunView] = {}
+        notices = Counter(HARNESS_NOTICES, "Notices told to Agents in admissions, by kind (each notice the "
+                                           "ledger raises is told once, at the next admission in its scope).",
+                          ["kind"], registry=registry)
+        self._notices = {k: notices.labels(k) for k in (*NOTICE_KINDS, "other")}
+        if registry is not None:
+            registry.register(self)
+
+    def update(self, view: RunView) -> None:
+        """A RunActor's step ended: its run as it now is (`RunView.of`)."""
+        if self._on:
+            with self._lock:
+                self._runs[view.run_id] = view
+
+    def forget(self, run_id: str) -> None:
+        if self._on:
+            with self._lock:
+                self._runs.pop(run_id, None)
+
+    def feed_tap(self, hub: Recipient) -> Recipient:
+        """A recipient for the runs' feed that counts the notices of each admission, then hands it on."""
+        return _NoticeTap(self._notices, hub) if self._on else hub
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            views = list(self._runs.values())
+        now = self._clock.wall()
+        states: dict[str, int] = {}
+        phases = dict.fromkeys(WORKSPACE_PHASES, 0)
+        waits: dict[str, int] = dict.fromkeys(WAIT_ONS, 0)
+        oldest: dict[str, float] = dict.fromkeys(WAIT_ONS, 0.0)
+        for view in views:
+            states[view.state] = states.get(view.state, 0) + 1
+            for phase in view.phases:
+                key = phase if phase in phases else "other"
+                phases[key] = phases.get(key, 0) + 1
+            for on, since in view.waits:
+                key = on if on in waits else "other"
+                waits[key] = waits.get(key, 0) + 1
+                oldest[key] = max(oldest.get(key, 0.0), now - since)
+        ranked = sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))
+        named = dict(ranked[:METRICS_STATE_LABELS])
+        rest = sum(n for _, n in ranked[METRICS_STATE_LABELS:])
+        if rest:
+            named["other"] = named.get("other", 0) + rest
+        runs = GaugeMetricFamily(RUNS_LIVE, "Live runs by workflow state (the most common ones named, the rest "
+                                            "`other`).", labels=["state"])
+        for state, n in sorted(named.items()):
+            runs.add_metric([state], n)
+        yield runs
+        workspaces = GaugeMetricFamily(WORKSPACES, "Workspaces of live runs by phase.", labels=["phase"])
+        for phase, n in phases.items():
+            workspaces.add_metric([phase], n)
+        yield workspaces
+        open_waits = GaugeMetricFamily(RUN_WAITS_OPEN, "Open waits of Workspaces by what they wait on (a node "
+                                                       "with room, or quota).", labels=["on"])
+        oldest_wait = GaugeMetricFamily(RUN_WAIT_OLDEST, "How long the oldest open wait on each has lasted.",
+                                        labels=["on"])
+        for on, n in waits.items():
+            open_waits.add_metric([on], n)
+            oldest_wait.add_metric([on], max(oldest[on], 0.0))
+        yield open_waits
+        yield oldest_wait
+
+
+class _NoticeTap:
+    def __init__(self, counters: Mapping[str, Counter], hub: Recipient) -> None:
+        self._counters = counters
+        self._hub = hub
+
+    def tell(self, message: object) -> None:
+        """`run.feed.Published`: its `admitted` lines carry the notices told."""
+        if isinstance(message, Published):
+            for event in message.events:
+                if isinstance(event.line, AdmittedLine):
+                    for notice in event.line.notices:
+                        self._counters.get(notice.kind, self._counters["other"]).inc()
+        self._hub.tell(message)
+
+
+class RunTelemetry(WorkspaceTelemetry, HarnessTelemetry, Protocol):
+    """What a RunActor is counted in, with the Workspaces and seats it starts (`Telemetry` is one)."""
+
+    @property
+    def runs(self) -> RunMetrics: ...
+
+
+OFF = RunMetrics(None, SystemClock())
+"""For a run outside an orchestrator: records nothing."""

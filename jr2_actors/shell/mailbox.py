@@ -1,0 +1,80 @@
+"""An actor's inbox that knows when each waiting message was queued, and what went through it.
+
+Plain numbers on the actor's own objects — no lock and no prometheus_client call on a message's path
+(bench/actor_overhead.py measures the cost); `shell.metrics.ActorMetrics` reads them at scrape time.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+# The processing time of one message, in seconds: from a trivial message (tens of µs) to one that blocks.
+PROCESSING_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                      2.5, 5.0, 10.0)
+
+
+class Mailbox(queue.Queue[Any]):
+    """pykka's inbox (an unbounded `queue.Queue`) that knows when each waiting message was queued.
+
+    `put` and `get` are `queue.Queue`'s for an unbounded queue without its task accounting (pykka calls
+    neither `join` nor `task_done`): leaner than the general ones, which pays for the stamp and the count.
+    Both run under the queue's own mutex, so the counts need no lock of their own. What the actor's
+    thread records as it handles messages (`high_water`, `seconds`, `buckets`, `failures`) lives here too:
+    one object holds what went through one actor.
+    """
+
+    def _init(self, maxsize: int) -> None:
+        self.queue: deque[Any] = deque()
+        self.stamps: deque[float] = deque()  # floats, not (time, message) tuples: nothing for the GC to scan
+        self.now: Callable[[], float] = time.monotonic
+        self.received = 0
+        self.high_water = 0  # kept by the shell's loop: the deepest a mailbox gets is just before a take
+        self.failures = 0
+        self.seconds = 0.0
+        self.buckets = [0] * (len(PROCESSING_BUCKETS) + 1)  # the last one is +Inf
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        with self.not_empty:
+            self.queue.append(item)
+            self.stamps.append(self.now())
+            self.received += 1
+            self.not_empty.notify()
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        with self.not_empty:
+            if not self.queue:
+                if not block:
+                    raise queue.Empty
+                if timeout is None:
+                    while not self.queue:
+                        self.not_empty.wait()
+                else:
+                    deadline = time.monotonic() + timeout
+                    while not self.queue:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0.0:
+                            raise queue.Empty
+                        self.not_empty.wait(remaining)
+            self.stamps.popleft()
+            return self.queue.popleft()
+
+    def take_while(self, wanted: Callable[[Any], bool], limit: int) -> list[Any]:
+        """Take, without waiting, the messages at the head for which `wanted(message)` holds (at most
+        `limit`): their envelopes, in order. The actor's thread handles them as one (the store's group
+        commit) and answers each itself; the first message that is not wanted stays, so order holds."""
+        taken: list[Any] = []
+        with self.mutex:
+            waiting = self.queue
+            while waiting and len(taken) < limit and wanted(waiting[0].message):
+                self.stamps.popleft()
+                taken.append(waiting.popleft())
+        return taken
+
+    def oldest_age(self, now: float) -> float:
+        """Seconds the oldest waiting message has waited (0 when none waits)."""
+        with self.mutex:
+            return max(now - self.stamps[0], 0.0) if self.stamps else 0.0

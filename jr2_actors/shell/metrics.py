@@ -1,0 +1,168 @@
+"""The shell's metrics: every actor's mailbox and message counts, by kind, read at scrape time.
+
+Each actor's inbox is a `Mailbox`, which stamps every message with the time it was queued and counts it;
+the shell's receive loop times each message on the same clock. `ActorMetrics` reads them over one
+orchestrator's live actors, adding what stopped actors had counted. The few instances named (the busiest
+mailboxes) are capped at `METRICS_BUSIEST_ACTORS`; every other label is the actor's kind (its class).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.shell.mailbox import PROCESSING_BUCKETS, Mailbox
+from jr2_actors.values.constants import METRICS_BUSIEST_ACTORS
+
+ACTOR_INSTANCES = "jr2_actor_instances"
+ACTOR_MAILBOX_DEPTH = "jr2_actor_mailbox_depth"
+ACTOR_MAILBOX_DEPTH_MAX = "jr2_actor_mailbox_depth_max"
+ACTOR_MAILBOX_HIGH_WATER = "jr2_actor_mailbox_depth_high_water"
+ACTOR_OLDEST_MESSAGE_AGE = "jr2_actor_oldest_message_age_seconds"
+ACTOR_MESSAGES_RECEIVED = "jr2_actor_messages_received_total"
+ACTOR_MESSAGES_PROCESSED = "jr2_actor_messages_processed_total"
+ACTOR_MESSAGE_FAILURES = "jr2_actor_message_failures_total"
+ACTOR_PROCESSING_SECONDS = "jr2_actor_processing_seconds"
+ACTOR_BUSIEST_DEPTH = "jr2_actor_busiest_mailbox_depth"
+ACTOR_BUSIEST_AGE = "jr2_actor_busiest_oldest_message_age_seconds"
+
+
+class Counted(Protocol):
+    """What `ActorMetrics` reads of an actor: its mailbox and its name (`shell.actor.Shell` is one)."""
+
+    mailbox: Mailbox
+    name: str
+
+
+@dataclass
+class _Totals:
+    """What the stopped actors of one kind had counted, so counters never go back when actors stop."""
+
+    received: int = 0
+    failures: int = 0
+    seconds: float = 0.0
+    high_water: int = 0
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(PROCESSING_BUCKETS) + 1))
+
+    def add(self, box: Mailbox) -> None:
+        self.received += box.received
+        self.failures += box.failures
+        self.seconds += box.seconds
+        self.high_water = max(self.high_water, box.high_water, box.qsize())
+        for i, n in enumerate(box.buckets):
+            self.buckets[i] += n
+
+
+@dataclass
+class _Kind:
+    """One kind's figures in one scrape."""
+
+    instances: int = 0
+    depth: int = 0
+    depth_max: int = 0
+    oldest: float = 0.0
+    totals: _Totals = field(default_factory=_Totals)
+
+
+class ActorMetrics:
+    """The shell base's metrics, read at scrape time over one orchestrator's live actors, by kind."""
+
+    def __init__(self, registry: CollectorRegistry | None, clock: Clock) -> None:
+        """`registry`: where the figures are read (None: count nothing). `clock`: what the mailboxes stamp
+        and ages are read on (a test injects a `VirtualClock` to age a message without waiting)."""
+        self._on = registry is not None
+        self.monotonic: Callable[[], float] = clock.monotonic
+        self._lock = threading.Lock()
+        self._live: dict[int, Counted] = {}
+        self._retired: dict[str, _Totals] = {}
+        if registry is not None:
+            registry.register(self)
+
+    def register(self, actor: Counted) -> None:
+        """The actor started (on its own thread, before anything else it does)."""
+        if self._on:
+            with self._lock:
+                self._live[id(actor)] = actor
+
+    def retire(self, actor: Counted) -> None:
+        """The actor's loop has ended: fold its counts into its kind's totals."""
+        if self._on:
+            with self._lock:
+                if self._live.pop(id(actor), None) is not None:
+                    self._retired.setdefault(type(actor).__name__, _Totals()).add(actor.mailbox)
+
+    def collect(self) -> Iterator[Metric]:
+        now = self.monotonic()
+        with self._lock:
+            live = list(self._live.values())
+            kinds = {kind: _Kind(totals=_Totals(t.received, t.failures, t.seconds, t.high_water, list(t.buckets)))
+                     for kind, t in self._retired.items()}
+        busiest: list[tuple[int, float, str, str]] = []
+        for actor in live:
+            box = actor.mailbox
+            kind = kinds.setdefault(type(actor).__name__, _Kind())
+            waiting, age = box.qsize(), box.oldest_age(now)
+            kind.instances += 1
+            kind.depth += waiting
+            kind.depth_max = max(kind.depth_max, waiting)
+            kind.oldest = max(kind.oldest, age)
+            kind.totals.add(box)
+            if waiting:
+                busiest.append((waiting, age, type(actor).__name__, actor.name))
+        label = ["kind"]
+        instances = GaugeMetricFamily(ACTOR_INSTANCES, "Live actors of a kind.", labels=label)
+        depth = GaugeMetricFamily(ACTOR_MAILBOX_DEPTH, "Messages waiting in the mailboxes of a kind's actors, "
+                                                       "summed.", labels=label)
+        depth_max = GaugeMetricFamily(ACTOR_MAILBOX_DEPTH_MAX, "The deepest single mailbox of a kind now.",
+                                      labels=label)
+        high_water = GaugeMetricFamily(ACTOR_MAILBOX_HIGH_WATER, "The deepest any mailbox of a kind has been "
+                                                                 "since the orchestrator started.", labels=label)
+        oldest = GaugeMetricFamily(ACTOR_OLDEST_MESSAGE_AGE, "How long the oldest waiting message of a kind's "
+                                                             "actors has waited.", labels=label)
+        received = CounterMetricFamily(ACTOR_MESSAGES_RECEIVED, "Messages put in a kind's mailboxes.", labels=label)
+        processed = CounterMetricFamily(ACTOR_MESSAGES_PROCESSED, "Messages a kind's actors have handled (failed "
+                                                                  "ones too).", labels=label)
+        failures = CounterMetricFamily(ACTOR_MESSAGE_FAILURES, "Messages whose handling raised (an ask's caller "
+                                                               "got the error; a tell's actor died), and starts "
+                                                               "that raised.", labels=label)
+        seconds = HistogramMetricFamily(ACTOR_PROCESSING_SECONDS, "Time to handle one message.", labels=label)
+        for name, kind in sorted(kinds.items()):
+            t = kind.totals
+            instances.add_metric([name], kind.instances)
+            depth.add_metric([name], kind.depth)
+            depth_max.add_metric([name], kind.depth_max)
+            high_water.add_metric([name], t.high_water)
+            oldest.add_metric([name], kind.oldest)
+            received.add_metric([name], t.received)
+            processed.add_metric([name], sum(t.buckets))
+            failures.add_metric([name], t.failures)
+            seconds.add_metric([name], cumulative(PROCESSING_BUCKETS, t.buckets), t.seconds)
+        yield from (instances, depth, depth_max, high_water, oldest, received, processed, failures, seconds)
+        depth_family = GaugeMetricFamily(ACTOR_BUSIEST_DEPTH, "Mailbox depth of the busiest few actors (at "
+                                         f"most {METRICS_BUSIEST_ACTORS}, by depth).", labels=["kind", "name"])
+        age_family = GaugeMetricFamily(ACTOR_BUSIEST_AGE, "Oldest waiting message of the busiest few actors.",
+                                       labels=["kind", "name"])
+        for waiting, age, kind_name, name in sorted(busiest, reverse=True)[:METRICS_BUSIEST_ACTORS]:
+            depth_family.add_metric([kind_name, name], waiting)
+            age_family.add_metric([kind_name, name], age)
+        yield depth_family
+        yield age_family
+
+
+def cumulative(bounds: tuple[float, ...], counts: list[int]) -> list[tuple[str, float]]:
+    out: list[tuple[str, float]] = []
+    running = 0
+    for bound, n in zip((*bounds, float("inf")), counts, strict=True):
+        running += n
+        out.append(("+Inf" if bound == float("inf") else repr(bound), running))
+    return out
+
+
+OFF = ActorMetrics(None, SystemClock())
+"""For an actor made outside an orchestrator (a test, the fake cluster): counts nothing."""

@@ -1,0 +1,55 @@
+"""What the WatchActor is told and answers: a Workspace's registration, its end, reports and health.
+The deliveries themselves (`SandboxSeen`, `SandboxGone`, `WatchFailed`) are `watch/deliveries.py`'s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from jr2_actors.shell.recipient import Recipient
+from jr2_actors.watch import core
+from jr2_actors.watch.identity import SandboxKey
+
+
+@dataclass(frozen=True)
+class Register:
+    key: SandboxKey
+    recipient: Recipient = field(compare=False)
+    restored: bool = False
+
+
+@dataclass(frozen=True)
+class Unregister:
+    """Stop routing `key` to `recipient`; ignored when another recipient holds the key now."""
+
+    key: SandboxKey
+    recipient: Recipient = field(compare=False)
+
+
+@dataclass(frozen=True)
+class WatchClosed:
+    """The WatchActor stopped: no more deliveries for this key."""
+
+    key: SandboxKey
+
+
+@dataclass(frozen=True)
+class WatchReport:
+    """A termination handled, a foreign Sandbox, an unusable frame: for whoever operates the pod."""
+
+    report: core.Report
+
+
+@dataclass(frozen=True)
+class Health:
+    """Ask: how the watch stands, for metrics and a liveness probe."""
+
+
+@dataclass(frozen=True)
+class WatchHealth:
+    phase: str  # idle | listing | watching | waiting | stopped
+    up: bool  # False while degraded (past the failure bound, still re-listing) or stopped
+    resource_version: str | None
+    failures: int
+    waiters: int
+    tracked: int = 0  # objects followed now
+    listed: bool = False  # a list has answered since start (readiness waits for it)
