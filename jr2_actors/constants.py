@@ -146,6 +146,9 @@ LOST_GRACE_SECONDS = 5.0
 DEMO_SECONDS = 60.0
 # serve stops within this after SIGTERM (CONTRACTS §6); the Deployment's grace period covers it with margin.
 SERVE_STOP_SECONDS = 10.0
+# Issue 19: serve waits this long (by default) for a --kubeconfig that is not there yet — a fake-cluster
+# started beside it writes it (atomically) a moment later.
+SERVE_KUBECONFIG_WAIT_SECONDS = 10.0
 
 # Issue 11: the fake API server stamps each watch event it sends for a write with the write's wall time, in
 # this top-level field of the event (beside "type" and "object", never inside the object): a real API
