@@ -32,7 +32,7 @@ log = logging.getLogger("jr2_actors")
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 FIRST_LIST_POLL_SECONDS = 0.2  # `watch` asks its actor this often until the first list has answered
-CLIENT_COMMANDS = ("submit", "wait", "runs", "status", "events", "cancel")
+CLIENT_COMMANDS = ("submit", "resubmit", "wait", "runs", "status", "events", "cancel")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -169,3 +169,5 @@ FEED_IDS_RESERVED = 1000
 # Issue 16 item 10: the FeedHub holds the feeds of this many finished runs (the newest); a reader of an older
 # one reads the same lines from its store row until the sweep (RETENTION_SECONDS) — memory plateaus.
 FEED_FINISHED_HELD = 64
+# Issue 19: `GET /runs?all=true` lists at most this many finished runs (the newest ends) beside the live ones.
+RUNS_FINISHED_LISTED = 500

@@ -38,6 +38,7 @@ from jr2_actors.constants import (
     PERSIST_ASK_SECONDS,
     REVIVE_RETRY_BACKOFF,
     RUN_REVIVALS,
+    RUNS_FINISHED_LISTED,
 )
 from jr2_actors.errors import KUBE_ERRORS, Unavailable
 from jr2_actors.kube.client import KubeClient
@@ -46,7 +47,7 @@ from jr2_actors.metrics import Telemetry
 from jr2_actors.run.actor import Listing, RunActor, RunEnv, RunFinished, Status, row_status
 from jr2_actors.run.core import Cancel, Persist, RunCore, RunStep, Start
 from jr2_actors.run.feed import FeedHub, FeedRead
-from jr2_actors.run.wire import status_doc
+from jr2_actors.run.wire import status_doc, stored_listing_doc
 from jr2_actors.store import actor as store
 from jr2_actors.store.core import StoreError
 from jr2_actors.store.lock import StateLock
@@ -58,6 +59,9 @@ from jr2_actors.workflow import Workflow, WorkflowError, parse_workflow
 log = logging.getLogger(__name__)
 
 DEFAULT_SANDBOX_IMAGE = "ghcr.io/jr2/sandbox:latest"
+
+
+
 
 
 def new_run_id() -> str:
@@ -237,10 +241,10 @@ class Orchestrator:
         stored = self._stored(run_id)
         return None if stored is None else status_doc(stored[0])
 
-    def runs(self) -> list[dict[str, Any]]:
-        """`GET /runs`: live runs only (ADR-0065)."""
+    def runs(self, prefix: str = "") -> list[dict[str, Any]]:
+        """`GET /runs`: live runs only (ADR-0065); those whose id starts with `prefix`."""
         with self._lock:
-            refs = list(self._runs.items())
+            refs = [(run_id, ref) for run_id, ref in self._runs.items() if run_id.startswith(prefix)]
         out = []
         for run_id, ref in sorted(refs):
             try:
@@ -248,6 +252,24 @@ class Orchestrator:
             except pykka.ActorDeadError:
                 log.debug("run %s ended while listed", run_id)
         return out
+
+    def finished_runs(self, prefix: str = "", limit: int = RUNS_FINISHED_LISTED) -> list[dict[str, Any]]:
+        """Issue 19 (`runs --all`): finished runs still in the store (ADR-0065: 7 days from their end; reading
+        one extends nothing), newest end first, read from their rows without restoring them."""
+        if self._store is None:
+            return []
+        records = cast(list[store.RunRecord],
+                       self._store.ask(store.ListFinished(prefix, limit), timeout=ORCHESTRATOR_ASK_SECONDS))
+        with self._lock:
+            live = set(self._runs)
+        return [stored_listing_doc(r.run_id, r.blob) for r in records
+                if r.run_id not in live and r.run_id not in self._set_aside]
+
+    def document(self, run_id: str) -> dict[str, Any] | None:
+        """The workflow document a run was submitted with (`resubmit`): every run's first row holds it."""
+        record = None if run_id in self._set_aside else self._fetch(run_id)
+        document = record.blob.get("document") if record is not None else None
+        return document if isinstance(document, dict) else None
 
     def cancel(self, run_id: str) -> dict[str, Any] | None:
         with self._lock:
@@ -276,8 +298,8 @@ class Orchestrator:
 
     # -- the API's Backend ---------------------------------------------------------------------------
 
-    def live_runs(self) -> list[dict[str, Any]]:
-        return self.runs()
+    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
+        return self.runs(prefix)
 
     def run_status(self, run_id: str) -> dict[str, Any] | None:
         return self.status(run_id)

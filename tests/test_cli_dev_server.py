@@ -48,6 +48,7 @@ def test_the_readme_dev_server_recipe_runs_as_written(tmp_path: Path) -> None:
                          text=True, timeout=240, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     assert re.search(r"^r-\S+ done$", out.stdout, re.M), out.stdout
+    assert re.search(r"^RUN +WORKFLOW .*\nr-\S+ +fix-and-review +done +done ", out.stdout, re.M), out.stdout
     assert "Traceback" not in out.stderr, out.stderr
     assert [p.name for p in tmp_path.rglob("env")] == []  # the stop removed it: no script reads a dead port
 

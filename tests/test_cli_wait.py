@@ -92,7 +92,7 @@ def test_wait_for_several_runs_exits_with_the_first_that_did_not_end_done(
 
 def test_wait_for_an_unknown_run_is_one_line_and_exit_2(served: tuple[str, FakeCluster, Orchestrator]) -> None:
     url, _, _ = served
-    one_line_exit_2(jr2("wait", "r-nosuchrun", "--server", url), "404")
+    one_line_exit_2(jr2("wait", "r-nosuchrun", "--server", url), "no run r-nosuchrun")
 
 
 def test_events_of_a_run_cancelled_while_it_waited_for_a_node_exits_5_not_2(tmp_path: Path) -> None:
@@ -116,7 +116,8 @@ def test_events_of_a_run_cancelled_while_it_waited_for_a_node_exits_5_not_2(tmp_
         client.close()
 
 
-@pytest.mark.parametrize("command", [["status", "r-1"], ["runs"], ["cancel", "r-1"], ["wait", "r-1"]])
+@pytest.mark.parametrize("command", [["status", "r-1"], ["runs"], ["cancel", "r-1"], ["wait", "r-1"],
+                                     ["resubmit", "r-1"]])
 def test_ctrl_c_leaves_a_command_at_once_with_130_while_the_server_is_slow(command: list[str]) -> None:
     slow = SlowServer("hold")
     try:

@@ -28,7 +28,12 @@ from typing import Any, Protocol
 
 from jr2_actors import __version__
 from jr2_actors.api import sse
-from jr2_actors.constants import API_HEARTBEAT_SECONDS, API_MAX_BODY_BYTES, API_STREAM_SLICE_SECONDS
+from jr2_actors.constants import (
+    API_HEARTBEAT_SECONDS,
+    API_MAX_BODY_BYTES,
+    API_STREAM_SLICE_SECONDS,
+    RUNS_FINISHED_LISTED,
+)
 from jr2_actors.errors import Unavailable
 from jr2_actors.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from jr2_actors.run.feed import FeedRead
@@ -57,7 +62,13 @@ class Backend(Protocol):
 
     def run_status(self, run_id: str) -> dict[str, Any] | None: ...
 
-    def live_runs(self) -> list[dict[str, Any]]: ...
+    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]: ...
+
+    def finished_runs(self, prefix: str = "", limit: int = RUNS_FINISHED_LISTED) -> list[dict[str, Any]]:
+        """Finished runs still in the store, newest first (`GET /runs?all=true`)."""
+
+    def document(self, run_id: str) -> dict[str, Any] | None:
+        """The workflow document the run was submitted with (`GET /runs/{id}/workflow`)."""
 
     def cancel(self, run_id: str) -> dict[str, Any] | None: ...
 
@@ -100,6 +111,7 @@ ROUTES = (
     Route("GET", re.compile(r"^/runs$"), "runs"),
     Route("GET", re.compile(r"^/runs/(?P<run>[^/]+)$"), "status"),
     Route("GET", re.compile(r"^/runs/(?P<run>[^/]+)/events$"), "events"),
+    Route("GET", re.compile(r"^/runs/(?P<run>[^/]+)/workflow$"), "workflow"),
     Route("POST", re.compile(r"^/runs/(?P<run>[^/]+)/cancel$"), "cancel"),
 )
 
@@ -197,7 +209,19 @@ class Api:
         return _json(start_response, 201, {"runId": run_id}, [("Location", f"/runs/{run_id}")])
 
     def _runs(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        return _json(start_response, 200, {"runs": self.backend.live_runs()})
+        """Live runs; with `all=true` the finished ones still in the store after them; `prefix=P` keeps the
+        runs whose id starts with P (the CLI names a run by a unique prefix)."""
+        every, prefix = _runs_query(environ)
+        runs = self.backend.live_runs(prefix)
+        if every:
+            runs = runs + self.backend.finished_runs(prefix)
+        return _json(start_response, 200, {"runs": runs})
+
+    def _workflow(self, environ: Mapping[str, Any], start_response: StartResponse, run: str) -> Iterable[bytes]:
+        document = self.backend.document(run)
+        if document is None:
+            raise HttpError(404, f"no run {run}")
+        return _json(start_response, 200, {"workflow": document})
 
     def _status(self, environ: Mapping[str, Any], start_response: StartResponse, run: str) -> Iterable[bytes]:
         status = self.backend.run_status(run)
@@ -278,6 +302,22 @@ class _Stream:
         self._api._streams.release()
         if self.unwatch is not None:
             self.unwatch()
+
+
+_PREFIX = re.compile(r"[A-Za-z0-9.-]{1,128}")  # what a run id may hold, no LIKE wildcard (`_`, `%`)
+_RUNS_QUERY = "GET /runs takes all=true|false and prefix=P (letters, digits, '.', '-'), each at most once"
+
+
+def _runs_query(environ: Mapping[str, Any]) -> tuple[bool, str]:
+    """`GET /runs`'s query: a value it cannot use (or a key it does not know) is a 400, never ignored."""
+    query = urllib.parse.parse_qs(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
+    if set(query) - {"all", "prefix"} or any(len(v) > 1 for v in query.values()):
+        raise HttpError(400, _RUNS_QUERY)
+    every = query.get("all", ["false"])[0]
+    prefix = query.get("prefix", [""])[0]
+    if every not in ("true", "false") or (prefix and not _PREFIX.fullmatch(prefix)):
+        raise HttpError(400, _RUNS_QUERY)
+    return every == "true", prefix
 
 
 def _last_event_id(environ: Mapping[str, Any]) -> int:

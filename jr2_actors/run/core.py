@@ -279,6 +279,8 @@ class RunCore:
         self.status: RunStatusName = "running"
         self.state = workflow.start
         self.fault: str | None = None
+        self.started_wall: float | None = None  # issue 19: when it started and ended (wall), for runs/status
+        self.ended_wall: float | None = None
         self.workspaces: dict[str, WorkspaceRecord] = {}
         self.ended_workspaces: dict[str, str] = {}  # path → deleted | kept: what a teardown left
         self.turn: TurnRecord | None = None
@@ -307,6 +309,7 @@ class RunCore:
         if isinstance(event, Start):
             if self.turns or self.workspaces:
                 raise OffTable(f"run {self.run_id}: started twice")
+            self.started_wall = wall
             self._feed(StartedLine(self.workflow.name, self.state))
             self._enter(self.state)
         elif isinstance(event, Cancel):
@@ -393,6 +396,7 @@ class RunCore:
             return
         self.status = status
         self.fault = fault
+        self.ended_wall = self._wall
         self._persist = True
         self._after_mono = self.after_wall = None
         self._stop_turn()
@@ -817,6 +821,8 @@ class RunCore:
             "status": self.status,
             "state": self.state,
             "fault": self.fault,
+            "startedWall": self.started_wall,
+            "endedWall": self.ended_wall,
             "afterWall": self.after_wall,
             "turns": self.turns,
             "conversations": dict(self.conversations),
@@ -854,6 +860,8 @@ class RunCore:
         core.status = blob["status"]
         core.state = blob["state"]
         core.fault = blob.get("fault")
+        core.started_wall, core.ended_wall = (float(v) if isinstance(v, int | float) else None  # an older blob: None
+                                              for v in (blob.get("startedWall"), blob.get("endedWall")))
         core.turns = int(blob.get("turns", 0))
         core.conversations = {str(k): int(v) for k, v in dict(blob.get("conversations") or {}).items()}
         core.ledger = Ledger.restore(blob.get("ledger") or {})

@@ -6,6 +6,7 @@ The demo and `jr2-actors events`/`status`/`runs` print with these, from the wire
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -85,6 +86,11 @@ def notice_text(notice: Mapping[str, Any]) -> str:
     return str(kind)
 
 
+def local_time(wall: float) -> str:
+    """A wall time as a person reads it: local, with its zone (issue 19: never a bare UTC HH:MM:SS)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(wall))
+
+
 def waiting_line(entry: Mapping[str, Any], now_wall: float) -> str:
     """`F-1 waiting for a node: 0/3 nodes are available… (since 2m)`."""
     since = parse_rfc3339(entry.get("since"))
@@ -96,6 +102,11 @@ def status_lines(doc: Mapping[str, Any], now_wall: float) -> list[str]:
     lines = [f"run {doc.get('runId')} ({doc.get('workflow')}): {doc.get('status')}, state {doc.get('state')}"]
     if doc.get("fault"):
         lines.append(f"  fault: {doc['fault']}")
+    started, ended = parse_rfc3339(doc.get("startedAt")), parse_rfc3339(doc.get("endedAt"))
+    if started is not None:
+        took = duration((ended if ended is not None else now_wall) - started)
+        lines.append(f"  started {local_time(started)} ({duration(now_wall - started)} ago)"
+                     + (f", ended {local_time(ended)}, took {took}" if ended is not None else f", running {took}"))
     for child in doc.get("children") or []:
         lines.append(f"  {child.get('child') or '(root)'}: {child.get('phase')}")
     for entry in doc.get("waiting") or []:

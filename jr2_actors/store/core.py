@@ -234,6 +234,17 @@ class RunStore:
         record = _record(row) if row is not None else None
         return record if isinstance(record, RunRecord) else None
 
+    def finished(self, prefix: str, limit: int) -> list[RunRecord]:
+        """Issue 19 (`runs --all`): finished rows whose id starts with `prefix`, newest end first, at most
+        `limit`; a row whose blob cannot be read is left out. Reading never touches a row's age (ADR-0065)."""
+        run = self._run
+        query = run.select().where(run.status != "live")
+        if prefix:
+            query = query.where(run.run_id.startswith(prefix))
+        records = (_record(row) for row in query.order_by(run.updated_at.desc()).limit(limit))
+        # LIKE ignores case (and reads `_` as any one character): the exact test is made here
+        return [r for r in records if isinstance(r, RunRecord) and r.run_id.startswith(prefix)]
+
     def count_by_status(self) -> dict[str, int]:
         """Rows by status (one indexed scan: the StoreActor runs it at most once a second)."""
         cursor = self.db.execute_sql("SELECT status, COUNT(*) FROM runs GROUP BY status")
