@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from jr2_actors import __version__, logs
-from jr2_actors.commands import client, demo, serve, sim, top
+from jr2_actors.commands import client, demo, lint, serve, sim, top
 from jr2_actors.commands.common import (
     EXIT_INTERRUPTED,
     Interrupted,
@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_parser(sub)
     sim.add_parser(sub)
     client.add_parsers(sub)
+    lint.add_parsers(sub)
 
     fake = sub.add_parser("fake-cluster", help="the fake cluster alone, on loopback, until interrupted")
     fake.add_argument("--port", type=port_number, default=0,
@@ -110,6 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return top.run(args, stop)
         if args.command == "sim":
             return sim.run(args, stop)
+        if args.command in ("lint", "graph"):
+            return lint.run(args)
         if args.command in CLIENT_COMMANDS:
             return client.run(args, stop)
         parser.error(f"unknown command {args.command}")
