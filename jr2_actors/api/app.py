@@ -17,11 +17,13 @@ with the reason and `Retry-After`, and nothing was accepted.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 import threading
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -30,6 +32,8 @@ from jr2_actors import __version__
 from jr2_actors.api import sse
 from jr2_actors.constants import (
     API_HEARTBEAT_SECONDS,
+    API_IDEMPOTENCY_KEYS,
+    API_IDEMPOTENCY_WAIT_SECONDS,
     API_MAX_BODY_BYTES,
     API_STREAM_SLICE_SECONDS,
     RUNS_FINISHED_LISTED,
@@ -91,9 +95,52 @@ class HttpError(Exception):
 
 
 _REASONS = {200: "OK", 201: "Created", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized",
-            404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 411: "Length Required",
-            413: "Payload Too Large", 415: "Unsupported Media Type", 500: "Internal Server Error",
-            503: "Service Unavailable"}
+            404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict",
+            411: "Length Required", 413: "Payload Too Large", 415: "Unsupported Media Type",
+            422: "Unprocessable Content", 500: "Internal Server Error", 503: "Service Unavailable"}
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # visible ASCII, as the IETF draft's examples
+
+
+class Idempotency:
+    """Issue 19 item 4: `Idempotency-Key` → the run it made, so a submit retried after a connection error
+    never makes a second run. In memory and bounded (the newest `API_IDEMPOTENCY_KEYS`): a retry comes
+    within seconds of its first try, in the same process; a restart forgets them (docs/operations.md). A
+    key sent again with another body is a 422; one whose first request is still under way waits for it."""
+
+    def __init__(self, size: int = API_IDEMPOTENCY_KEYS, wait: float = API_IDEMPOTENCY_WAIT_SECONDS) -> None:
+        self._size = size
+        self._wait = wait
+        self._lock = threading.Condition()
+        self._keys: OrderedDict[str, tuple[str, str | None]] = OrderedDict()  # key → (body digest, run id)
+
+    def claim(self, key: str, digest: str) -> str | None:
+        """The run this key already made (a replay), or None: the caller submits, then `made` or `failed`."""
+        with self._lock:
+            while True:
+                held = self._keys.get(key)
+                if held is None:
+                    self._keys[key] = (digest, None)
+                    while len(self._keys) > self._size:
+                        self._keys.popitem(last=False)
+                    return None
+                if held[0] != digest:
+                    raise HttpError(422, "this Idempotency-Key was sent with another body")
+                if held[1] is not None:
+                    self._keys.move_to_end(key)
+                    return held[1]
+                if not self._lock.wait(self._wait):
+                    raise HttpError(409, "a request with this Idempotency-Key is still under way; try again")
+
+    def made(self, key: str, digest: str, run_id: str) -> None:
+        with self._lock:
+            self._keys[key] = (digest, run_id)
+            self._lock.notify_all()
+
+    def failed(self, key: str) -> None:
+        """Nothing was made: the key is free for the next try."""
+        with self._lock:
+            self._keys.pop(key, None)
+            self._lock.notify_all()
 
 
 @dataclass(frozen=True)
@@ -126,6 +173,7 @@ class Api:
         self._heartbeat = heartbeat
         self._streams = threading.BoundedSemaphore(max_streams)
         self._closing = threading.Event()
+        self.idempotency = Idempotency()
 
     def close(self) -> None:
         """End every event stream now: the listener can stop without waiting out a follower."""
@@ -196,8 +244,26 @@ class Api:
         run_input = doc.get("input")
         if run_input is not None and not isinstance(run_input, dict):
             raise HttpError(400, "input must be an object", key="input")
+        key = _idempotency_key(environ)
+        digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest() if key else ""
+        if key:
+            replayed = self.idempotency.claim(key, digest)
+            if replayed is not None:
+                return _json(start_response, 201, {"runId": replayed},
+                             [("Location", f"/runs/{replayed}"), ("Idempotent-Replayed", "true")])
         try:
-            run_id = self.backend.submit(doc["workflow"], run_input)
+            run_id = self._submit_once(doc)
+        except BaseException:
+            if key:
+                self.idempotency.failed(key)
+            raise
+        if key:
+            self.idempotency.made(key, digest, run_id)
+        return _json(start_response, 201, {"runId": run_id}, [("Location", f"/runs/{run_id}")])
+
+    def _submit_once(self, doc: dict[str, Any]) -> str:
+        try:
+            return self.backend.submit(doc["workflow"], doc.get("input"))
         except WorkflowTooLarge as e:
             raise HttpError(413, str(e), key="workflow") from e
         except WorkflowError as e:
@@ -206,7 +272,6 @@ class Api:
             error = HttpError(503, str(e))
             error.headers.append(("Retry-After", str(UNAVAILABLE_RETRY_SECONDS)))
             raise error from None
-        return _json(start_response, 201, {"runId": run_id}, [("Location", f"/runs/{run_id}")])
 
     def _runs(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         """Live runs; with `all=true` the finished ones still in the store after them; `prefix=P` keeps the
@@ -318,6 +383,16 @@ def _runs_query(environ: Mapping[str, Any]) -> tuple[bool, str]:
     if every not in ("true", "false") or (prefix and not _PREFIX.fullmatch(prefix)):
         raise HttpError(400, _RUNS_QUERY)
     return every == "true", prefix
+
+
+def _idempotency_key(environ: Mapping[str, Any]) -> str:
+    """The `Idempotency-Key` header, or "" when none; one that is not 1-255 visible ASCII is a 400."""
+    raw = environ.get("HTTP_IDEMPOTENCY_KEY")
+    if raw is None:
+        return ""
+    if not _IDEMPOTENCY_KEY.fullmatch(str(raw)):
+        raise HttpError(400, "Idempotency-Key must be 1-255 visible ASCII characters")
+    return str(raw)
 
 
 def _last_event_id(environ: Mapping[str, Any]) -> int:

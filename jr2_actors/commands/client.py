@@ -12,6 +12,7 @@ import re
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -44,6 +45,7 @@ WAIT_POLL_SECONDS = 1.0
 OUTPUTS = ("table", "wide", "json", "yaml")
 RESUME_SECONDS = 60.0  # a follow whose feed broke off tries to resume (Last-Event-ID) for this long
 RESUME_PAUSE_SECONDS = 1.0
+SUBMIT_TRIES = 3  # a submit whose connection fails is sent again with the same Idempotency-Key
 FULL_RUN_ID = re.compile(r"r-[0-9a-f]{12}")  # orchestrator.new_run_id: anything else is a prefix to resolve
 
 
@@ -156,8 +158,8 @@ class Client:
             raise UsageError(f"{self.server} answered {resp.status_code}: {_error(resp)}")
         return resp
 
-    def json(self, method: str, path: str, body: Any = None) -> Any:
-        resp = self.call(method, path, body)
+    def json(self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None) -> Any:
+        resp = self.call(method, path, body, headers=headers)
         try:
             return resp.json()
         except ValueError:
@@ -187,7 +189,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
             document = _workflow(args.workflow)
         else:
             document = client.json("GET", f"/runs/{_segment(resolve(client, args.run))}/workflow").get("workflow")
-        doc = client.json("POST", "/runs", {"workflow": document})
+        doc = _submit(client, document, stop)
         run_id = str(doc.get("runId"))
         emit(fmt, doc, [f"submitted {run_id}"])
         if args.watch:
@@ -217,6 +219,23 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
         return _events(client, resolve(client, args.run), stop, fmt=fmt, after=args.since,
                        resume_for=args.resume_for)
     return 0
+
+
+def _submit(client: Client, document: object, stop: threading.Event) -> Any:
+    """POST /runs with one Idempotency-Key for every try: a try whose answer was lost (the connection
+    broke after the server took it) is sent again and answered with the run it made, never a second run."""
+    key = f"jr2-cli-{uuid.uuid4()}"
+    for attempt in range(1, SUBMIT_TRIES + 1):
+        try:
+            return client.json("POST", "/runs", {"workflow": document}, headers={"Idempotency-Key": key})
+        except Unreachable as e:
+            if attempt == SUBMIT_TRIES:
+                raise
+            print(f"jr2-actors: {e}; trying again ({attempt + 1} of {SUBMIT_TRIES}, the same Idempotency-Key)",
+                  file=sys.stderr, flush=True)
+            if stop.wait(RESUME_PAUSE_SECONDS):
+                raise Interrupted() from None
+    raise AssertionError("unreachable")
 
 
 def emit(fmt: str, doc: Any, lines: list[str]) -> None:
