@@ -279,7 +279,8 @@ def test_a_run_waiting_for_capacity_is_marked_in_runs(tmp_path: Path) -> None:
                 head, row = runs.stdout.splitlines()
                 assert head.split()[-1] == "PLACING" and row.split()[0] == run_id and row.split()[-1] == "W"
                 status = jr2("status", run_id, "--server", api.url)
-                assert "W waiting for a node: 0/1 nodes are available: 1 Insufficient cpu. (since " in status.stdout
+                assert "W waiting for a node: 0/1 nodes are available: 1 Insufficient cpu. (capacity, since " \
+                    in status.stdout
             finally:
                 api.stop()
         client.close()

@@ -92,10 +92,16 @@ def local_time(wall: float) -> str:
 
 
 def waiting_line(entry: Mapping[str, Any], now_wall: float) -> str:
-    """`F-1 waiting for a node: 0/3 nodes are available… (since 2m)`."""
+    """`F-1 waiting for a node: 0/3 nodes are available… (capacity, since 2m)`; a wait no current node can
+    end (a taint, a selector) says so."""
     since = parse_rfc3339(entry.get("since"))
-    ago = f" (since {duration(now_wall - since)})" if since is not None else ""
-    return f"{entry.get('child')} waiting for a {entry.get('on')}: {entry.get('message')}{ago}"
+    reason = entry.get("reason")
+    tags = [str(reason)] if reason else []
+    if since is not None:
+        tags.append(f"since {duration(now_wall - since)}")
+    shown = f" ({', '.join(tags)})" if tags else ""
+    none_fits = "; no current node can take it" if reason in ("taint", "selector") else ""
+    return f"{entry.get('child')} waiting for a {entry.get('on')}: {entry.get('message')}{shown}{none_fits}"
 
 
 def status_lines(doc: Mapping[str, Any], now_wall: float) -> list[str]:

@@ -16,6 +16,26 @@ from jr2_actors.timefmt import rfc3339_ms
 _TIMES = ("since", "at")
 
 
+WAIT_REASONS = ("capacity", "taint", "selector", "quota", "other")
+NO_NODE_FITS = frozenset({"taint", "selector"})  # no current node can take it: capacity freeing will not help
+
+
+def wait_reason(on: str, message: str) -> str:
+    """Issue 19 item 6: a token beside the scheduler's words (ADR-0064 keeps those whole) that a machine can
+    count. Capacity wins over the rest: a node that only lacks room may free it; a taint or a selector alone
+    means no node that exists now can take the Sandbox."""
+    text = message.lower()
+    if on == "quota" or "exceeded quota" in text:
+        return "quota"
+    if "insufficient " in text:
+        return "capacity"
+    if "taint" in text:
+        return "taint"
+    if "affinity" in text or "selector" in text:
+        return "selector"
+    return "other"
+
+
 def _times(started: float | None, ended: float | None) -> dict[str, Any]:
     """Issue 19: `startedAt` and `endedAt` (RFC 3339), and `durationSeconds` once it has ended; absent when
     unknown (a run saved before they were kept)."""
@@ -41,8 +61,8 @@ def status_doc(core: RunCore) -> dict[str, Any]:
                      for path, r in sorted(core.workspaces.items())]
         + [{"child": path, "phase": left} for path, left in sorted(core.ended_workspaces.items())
            if path not in core.workspaces],
-        "waiting": [{"child": path, "on": w.on, "message": w.message, "since": rfc3339_ms(w.since)}
-                    for path, w in core.waiting()],
+        "waiting": [{"child": path, "on": w.on, "reason": wait_reason(w.on, w.message), "message": w.message,
+                     "since": rfc3339_ms(w.since)} for path, w in core.waiting()],
     }
     if core.fault:
         doc["fault"] = core.fault
