@@ -291,10 +291,14 @@ class Orchestrator:
         core, live = stored
         return FeedRead([e for e in core.feed if e.id > after], not live, core.feed_dropped)
 
-    def wait_finished(self, run_id: str, timeout: float) -> bool:
-        """Block until the run has finished (for embedding tests and the demo)."""
+    def wait_finished(self, run_id: str, timeout: float) -> dict[str, Any] | None:
+        """Block until the run has finished (for embedding tests and the demo): its final RunStatus, or None
+        when it has not finished within `timeout` — so `wait_finished(...)["status"] == "done"` says how it
+        ended, not only that it did (issue 19 item 7)."""
         with self._finished:
-            return self._finished.wait_for(lambda: run_id not in self._runs, timeout)
+            if not self._finished.wait_for(lambda: run_id not in self._runs, timeout):
+                return None
+        return self.status(run_id)
 
     # -- the API's Backend ---------------------------------------------------------------------------
 
