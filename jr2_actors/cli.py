@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from jr2_actors import __version__, logs
-from jr2_actors.commands import client, demo, lint, serve, sim, top
+from jr2_actors.commands import client, completion, demo, lint, serve, sim, top
 from jr2_actors.commands.common import (
     EXIT_INTERRUPTED,
     Interrupted,
@@ -38,8 +38,9 @@ CLIENT_COMMANDS = ("submit", "resubmit", "wait", "runs", "status", "events", "ca
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="jr2-actors", description="The jr2 Orchestrator's cluster-facing core.")
     parser.add_argument("--version", action="version", version=f"jr2-actors {__version__}")
-    parser.add_argument("--log-level", default="warning", type=str.lower, choices=LOG_LEVELS,
-                        help="how much to log on stderr (default: warning)")
+    parser.add_argument("--log-level", default=None, type=str.lower, choices=LOG_LEVELS,
+                        help="how much to log on stderr (default: info for serve, whose start and stop are INFO "
+                             "lines; warning for the rest)")
     parser.add_argument("--log-format", default="text", type=str.lower, choices=logs.FORMATS,
                         help="text for people, or json: one object per line with the run, Workspace, agent and "
                              "actor it is about (default: text)")
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_parser(sub)
     client.add_parsers(sub)
     lint.add_parsers(sub)
+    completion.add_parser(sub)
 
     fake = sub.add_parser("fake-cluster", help="the fake cluster alone, on loopback, until interrupted")
     fake.add_argument("--port", type=port_number, default=0,
@@ -95,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
-        installed = logs.install(sys.stderr, level=args.log_level, fmt=args.log_format)
+        level = args.log_level or ("info" if args.command == "serve" else "warning")
+        installed = logs.install(sys.stderr, level=level, fmt=args.log_format)
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
@@ -111,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return top.run(args, stop)
         if args.command == "sim":
             return sim.run(args, stop)
+        if args.command == "completion":
+            print(completion.script(parser, args.shell))
+            return 0
         if args.command in ("lint", "graph"):
             return lint.run(args)
         if args.command in CLIENT_COMMANDS:

@@ -113,6 +113,7 @@ def test_serve_without_a_namespace_says_so(tmp_path: Path) -> None:
 
 
 def test_serve_waits_for_a_kubeconfig_being_written(tmp_path: Path) -> None:
+    """Also: with no --log-level, serve logs its start and stop at INFO (its default)."""
     kubeconfig = tmp_path / "kubeconfig"
     proc = subprocess.Popen(
         [sys.executable, "-m", "jr2_actors", "serve", "--namespace", "jr2", "--state-dir", str(tmp_path / "state"),
@@ -141,6 +142,8 @@ def test_serve_waits_for_a_kubeconfig_being_written(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+    assert any(" INFO jr2_actors.serve: serving the API on" in line for line in lines), lines
+    assert any(" INFO jr2_actors.serve: stopping:" in line for line in lines), lines
 
 
 def test_serve_gives_up_on_a_kubeconfig_never_written(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from jr2_actors.commands.common import (
     until_stopped,
 )
 from jr2_actors.errors import one_line
-from jr2_actors.run.render import duration, feed_line, local_time, status_lines
+from jr2_actors.run.render import duration, feed_line, local_clock, local_time, status_lines
 from jr2_actors.timefmt import parse_rfc3339
 from jr2_actors.workflow import WorkflowError, read_file
 
@@ -329,7 +329,7 @@ def _events(client: Client, run_id: str, stop: threading.Event, *, fmt: str, aft
                     after = event["id"]
                 if event.get("kind") == "ended":
                     ended = event.get("status")
-                emit(fmt, event, [f"{str(event.get('at', ''))[11:19]} {feed_line(event)}"])
+                emit(fmt, event, [f"{local_clock(event.get('at'))} {feed_line(event)}"])
             if stop.is_set():
                 raise Interrupted()
             if ended is not None:

@@ -177,12 +177,12 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
         if stop.is_set():
             return 0
         orchestrator.start()
-        log.warning("serving the API on %s; watching Sandboxes in namespace %s of %s; state in %s",
+        log.info("serving the API on %s; watching Sandboxes in namespace %s of %s; state in %s",
                     server.url, namespace, watching, state_dir)
         if dev:
             _announce_dev(server.url, token, state_dir, env_file)
         until_signalled(stop)
-        log.warning("stopping: no new requests; the runs' actors stop, their Sandboxes stay for the next start")
+        log.info("stopping: no new requests; the runs' actors stop, their Sandboxes stay for the next start")
     finally:
         if dev:
             _remove(env_file)

@@ -91,6 +91,12 @@ def local_time(wall: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(wall))
 
 
+def local_clock(at: object) -> str:
+    """A feed line's RFC 3339 time as `HH:MM:SS ZONE`, local: a person's clock, never a bare UTC time."""
+    wall = parse_rfc3339(at)
+    return time.strftime("%H:%M:%S %Z", time.localtime(wall)) if wall is not None else "--:--:--"
+
+
 def waiting_line(entry: Mapping[str, Any], now_wall: float) -> str:
     """`F-1 waiting for a node: 0/3 nodes are available… (capacity, since 2m)`; a wait no current node can
     end (a taint, a selector) says so."""
