@@ -94,11 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():  # Python takes signals on the main thread only
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     installed: tuple[logging.Handler, int] | None = None
+    pykka_level: int | None = None
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
         level = args.log_level or ("info" if args.command == "serve" else "warning")
         installed = logs.install(sys.stderr, level=level, fmt=args.log_format)
+        if level == "info":  # pykka logs each exception an actor answers its asker at INFO: the asker's to tell
+            pykka_level = _quiet("pykka", logging.WARNING)
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
@@ -130,8 +133,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if installed is not None:
             logs.uninstall(installed)
+        if pykka_level is not None:
+            logging.getLogger("pykka").setLevel(pykka_level)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _quiet(name: str, level: int) -> int:
+    """Raise a library logger's level for this command; what it was, to put back."""
+    logger = logging.getLogger(name)
+    before = logger.level
+    logger.setLevel(max(level, before))
+    return before
 
 
 class JsonLines:
