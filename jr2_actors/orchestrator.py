@@ -51,6 +51,7 @@ from jr2_actors.run.wire import status_doc, stored_listing_doc
 from jr2_actors.store import actor as store
 from jr2_actors.store.core import StoreError
 from jr2_actors.store.lock import StateLock
+from jr2_actors.timefmt import rfc3339_ms
 from jr2_actors.watch.actor import Health as WatchHealthAsk
 from jr2_actors.watch.actor import WatchActor, WatchHealth
 from jr2_actors.watch.identity import sandbox_name
@@ -235,11 +236,32 @@ class Orchestrator:
         ref = self._live(run_id)
         if ref is not None:
             try:
-                return cast(dict[str, Any], ref.ask(Status(), timeout=ORCHESTRATOR_ASK_SECONDS))
+                doc = cast(dict[str, Any], ref.ask(Status(), timeout=ORCHESTRATOR_ASK_SECONDS))
             except pykka.ActorDeadError:
                 pass  # it just finished: the store has its last row
+            else:
+                problem = self.cluster_problem() if doc.get("status") == "running" else None
+                return doc if problem is None else {**doc, "cluster": problem}
         stored = self._stored(run_id)
         return None if stored is None else status_doc(stored[0])
+
+    def cluster_problem(self) -> dict[str, Any] | None:
+        """Issue 19 item 5: while the watch has not listed or fails, what `status` and `runs` say instead of a
+        bare `placing` — since when (RFC 3339) and the last error in full; None while the cluster answers."""
+        if self._watch is None:
+            return None
+        try:
+            watch = self._watch.ask(WatchHealthAsk(), timeout=ORCHESTRATOR_ASK_SECONDS)
+        except (pykka.ActorDeadError, pykka.Timeout):
+            return None
+        if not isinstance(watch, WatchHealth) or (watch.listed and not watch.failures):
+            return None
+        doc: dict[str, Any] = {"reachable": False, "listed": watch.listed, "failures": watch.failures}
+        if watch.failing_for is not None:
+            doc["since"] = rfc3339_ms(self.clock.wall() - watch.failing_for)
+        if watch.last_error:
+            doc["error"] = watch.last_error
+        return doc
 
     def runs(self, prefix: str = "") -> list[dict[str, Any]]:
         """`GET /runs`: live runs only (ADR-0065); those whose id starts with `prefix`."""
@@ -251,7 +273,8 @@ class Orchestrator:
                 out.append(cast(dict[str, Any], ref.ask(Listing(), timeout=ORCHESTRATOR_ASK_SECONDS)))
             except pykka.ActorDeadError:
                 log.debug("run %s ended while listed", run_id)
-        return out
+        problem = self.cluster_problem() if out else None
+        return out if problem is None else [{**line, "cluster": problem} for line in out]
 
     def finished_runs(self, prefix: str = "", limit: int = RUNS_FINISHED_LISTED) -> list[dict[str, Any]]:
         """Issue 19 (`runs --all`): finished runs still in the store (ADR-0065: 7 days from their end; reading

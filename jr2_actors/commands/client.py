@@ -29,7 +29,7 @@ from jr2_actors.commands.common import (
     until_stopped,
 )
 from jr2_actors.errors import one_line
-from jr2_actors.run.render import duration, feed_line, local_clock, local_time, status_lines
+from jr2_actors.run.render import cluster_line, duration, feed_line, local_clock, local_time, status_lines
 from jr2_actors.timefmt import parse_rfc3339
 from jr2_actors.workflow import WorkflowError, read_file
 
@@ -206,6 +206,9 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
         if fmt in ("json", "yaml"):
             emit(fmt, listed, [])
         elif listed:
+            problem = next((r["cluster"] for r in listed if isinstance(r.get("cluster"), dict)), None)
+            if problem is not None:  # said before the table: its `placing` marks are waits on no cluster
+                print(cluster_line(problem, time.time()), file=out)
             print("\n".join(runs_table(listed, time.time(), wide=fmt == "wide")), file=out)
         else:
             print("no runs in the store" if args.all else "no live runs (runs --all lists finished ones too)",

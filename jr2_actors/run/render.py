@@ -91,6 +91,16 @@ def local_time(wall: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(wall))
 
 
+def cluster_line(problem: Mapping[str, Any], now_wall: float) -> str:
+    """Issue 19 item 5: the cluster cannot be reached — said where a person looks, not left as `placing`."""
+    since = parse_rfc3339(problem.get("since"))
+    when = f" (for {duration(now_wall - since)})" if since is not None else ""
+    what = "has not answered a list yet" if not problem.get("listed") else "fails"
+    error = f": {problem['error']}" if problem.get("error") else ""
+    return f"the cluster cannot be reached: the Sandbox watch {what}{when}, {problem.get('failures')} failure(s)" \
+           f"{error}"
+
+
 def local_clock(at: object) -> str:
     """A feed line's RFC 3339 time as `HH:MM:SS ZONE`, local: a person's clock, never a bare UTC time."""
     wall = parse_rfc3339(at)
@@ -114,6 +124,8 @@ def status_lines(doc: Mapping[str, Any], now_wall: float) -> list[str]:
     lines = [f"run {doc.get('runId')} ({doc.get('workflow')}): {doc.get('status')}, state {doc.get('state')}"]
     if doc.get("fault"):
         lines.append(f"  fault: {doc['fault']}")
+    if isinstance(doc.get("cluster"), Mapping):
+        lines.append(f"  {cluster_line(doc['cluster'], now_wall)}")
     started, ended = parse_rfc3339(doc.get("startedAt")), parse_rfc3339(doc.get("endedAt"))
     if started is not None:
         took = duration((ended if ended is not None else now_wall) - started)

@@ -92,6 +92,8 @@ class WatchHealth:
     waiters: int
     tracked: int = 0  # objects followed now
     listed: bool = False  # a list has answered since start (readiness waits for it)
+    last_error: str | None = None  # issue 19: the newest failure's cause, whole
+    failing_for: float | None = None  # seconds since the current run of failures began; None: it serves
 
 
 @dataclass(frozen=True)
@@ -270,7 +272,9 @@ class WatchActor(Shell):
                 self._step(core.Unregistered(message.key))
         elif isinstance(message, Health):
             c = self.core
-            return WatchHealth(c.phase, c.up, c.resource_version, c.failures, len(c.waiters), c.tracked, c.listed)
+            began = c.failing_since
+            return WatchHealth(c.phase, c.up, c.resource_version, c.failures, len(c.waiters), c.tracked, c.listed,
+                               c.last_error, None if began is None else max(0.0, self.clock.monotonic() - began))
         return None
 
     def cleanup(self) -> None:
