@@ -46,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "actor it is about (default: text)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
-    watch = sub.add_parser("watch", help="the WatchActor alone: one JSON line per delivery and per termination")
+    watch = sub.add_parser("watch", help="the WatchActor alone: one JSON line per delivery and per termination",
+                           description="The Sandbox watch alone, one JSON line per delivery and per termination. "
+                                       "Example: jr2-actors watch --namespace jr2 --kubeconfig ~/.kube/config")
     watch.add_argument("--namespace", required=True, type=namespace_name,
                        help="the namespace whose Sandboxes to watch (required)")
     watch.add_argument("--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG, else in cluster, "
@@ -63,7 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_parsers(sub)
     completion.add_parser(sub)
 
-    fake = sub.add_parser("fake-cluster", help="the fake cluster alone, on loopback, until interrupted")
+    fake = sub.add_parser("fake-cluster", help="the fake cluster alone, on loopback, until interrupted",
+                          description="The fake cluster alone, on loopback, until interrupted. Example: "
+                                      "jr2-actors fake-cluster --pick-first --kubeconfig-out /tmp/k; then "
+                                      "jr2-actors serve --namespace jr2 --state-dir /tmp/s --kubeconfig /tmp/k")
     fake.add_argument("--port", type=port_number, default=0,
                       help="the API server's port on 127.0.0.1 (default: 0, a free one)")
     fake.add_argument("--namespace", type=namespace_name, default="jr2",
