@@ -109,7 +109,7 @@ def test_events_of_a_run_cancelled_while_it_waited_for_a_node_exits_5_not_2(tmp_
                 assert orch.wait_finished(run_id, 30)
                 out = jr2("events", run_id, "--server", api.url)
                 assert out.returncode == EXIT_BY_STATUS["cancelled"] == 5, out.stderr
-                kinds = [line.split()[1] for line in out.stdout.strip().splitlines()]
+                kinds = [line.split()[2] for line in out.stdout.strip().splitlines()]  # HH:MM:SS ZONE kind…
                 assert "ended" in kinds and kinds[-1] != "ended"
             finally:
                 api.stop()
