@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from jr2_actors import __version__
-from jr2_actors.commands import client, demo, serve, sim, top
+from jr2_actors.commands import client, completion, demo, lint, serve, sim, top
 from jr2_actors.commands.common import (
     EXIT_INTERRUPTED,
     Interrupted,
@@ -33,20 +33,23 @@ log = logging.getLogger("jr2_actors")
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 FIRST_LIST_POLL_SECONDS = 0.2  # `watch` asks its actor this often until the first list has answered
-CLIENT_COMMANDS = ("submit", "wait", "runs", "status", "events", "cancel")
+CLIENT_COMMANDS = ("submit", "resubmit", "wait", "runs", "status", "events", "cancel")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="jr2-actors", description="The jr2 Orchestrator's cluster-facing core.")
     parser.add_argument("--version", action="version", version=f"jr2-actors {__version__}")
-    parser.add_argument("--log-level", default="warning", type=str.lower, choices=LOG_LEVELS,
-                        help="how much to log on stderr (default: warning)")
+    parser.add_argument("--log-level", default=None, type=str.lower, choices=LOG_LEVELS,
+                        help="how much to log on stderr (default: info for serve, whose start and stop are INFO "
+                             "lines; warning for the rest)")
     parser.add_argument("--log-format", default="text", type=str.lower, choices=logs.FORMATS,
                         help="text for people, or json: one object per line with the run, Workspace, agent and "
                              "actor it is about (default: text)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
-    watch = sub.add_parser("watch", help="the WatchActor alone: one JSON line per delivery and per termination")
+    watch = sub.add_parser("watch", help="the WatchActor alone: one JSON line per delivery and per termination",
+                           description="The Sandbox watch alone, one JSON line per delivery and per termination. "
+                                       "Example: jr2-actors watch --namespace jr2 --kubeconfig ~/.kube/config")
     watch.add_argument("--namespace", required=True, type=namespace_name,
                        help="the namespace whose Sandboxes to watch (required)")
     watch.add_argument("--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG, else in cluster, "
@@ -60,8 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_parser(sub)
     sim.add_parser(sub)
     client.add_parsers(sub)
+    lint.add_parsers(sub)
+    completion.add_parser(sub)
 
-    fake = sub.add_parser("fake-cluster", help="the fake cluster alone, on loopback, until interrupted")
+    fake = sub.add_parser("fake-cluster", help="the fake cluster alone, on loopback, until interrupted",
+                          description="The fake cluster alone, on loopback, until interrupted. Example: "
+                                      "jr2-actors fake-cluster --pick-first --kubeconfig-out /tmp/k; then "
+                                      "jr2-actors serve --namespace jr2 --state-dir /tmp/s --kubeconfig /tmp/k")
     fake.add_argument("--port", type=port_number, default=0,
                       help="the API server's port on 127.0.0.1 (default: 0, a free one)")
     fake.add_argument("--namespace", type=namespace_name, default="jr2",
@@ -92,10 +100,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():  # Python takes signals on the main thread only
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     installed: tuple[logging.Handler, int] | None = None
+    pykka_level: int | None = None
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
-        installed = logs.install(sys.stderr, level=args.log_level, fmt=args.log_format)
+        level = args.log_level or ("info" if args.command == "serve" else "warning")
+        installed = logs.install(sys.stderr, level=level, fmt=args.log_format)
+        if level == "info":  # pykka logs each exception an actor answers its asker at INFO: the asker's to tell
+            pykka_level = _quiet("pykka", logging.WARNING)
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
@@ -111,6 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return top.run(args, stop)
         if args.command == "sim":
             return sim.run(args, stop)
+        if args.command == "completion":
+            print(completion.script(parser, args.shell))
+            return 0
+        if args.command in ("lint", "graph"):
+            return lint.run(args)
         if args.command in CLIENT_COMMANDS:
             return client.run(args, stop)
         parser.error(f"unknown command {args.command}")
@@ -122,8 +139,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if installed is not None:
             logs.uninstall(installed)
+        if pykka_level is not None:
+            logging.getLogger("pykka").setLevel(pykka_level)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _quiet(name: str, level: int) -> int:
+    """Raise a library logger's level for this command; what it was, to put back."""
+    logger = logging.getLogger(name)
+    before = logger.level
+    logger.setLevel(max(level, before))
+    return before
 
 
 class JsonLines:

@@ -36,7 +36,7 @@ from jr2_actors.run import supervision
 from jr2_actors.run.actor import Listing, RunActor, RunEnv, RunFinished, Status, row_status
 from jr2_actors.run.core import Cancel, Persist, RunCore, RunStep, Start
 from jr2_actors.run.feed import FeedHub, FeedRead
-from jr2_actors.run.wire import status_doc
+from jr2_actors.run.wire import status_doc, stored_listing_doc
 from jr2_actors.shell import ActorFault, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.store import actor as store
@@ -48,8 +48,10 @@ from jr2_actors.values.constants import (
     ORCHESTRATOR_ASK_SECONDS,
     PERSIST_ASK_SECONDS,
     REVIVE_RETRY_BACKOFF,
+    RUNS_FINISHED_LISTED,
 )
 from jr2_actors.values.errors import KUBE_ERRORS, Unavailable
+from jr2_actors.values.timefmt import rfc3339_ms
 from jr2_actors.values.workflow import Workflow, WorkflowError, parse_workflow
 from jr2_actors.watch.actor import Health as WatchHealthAsk
 from jr2_actors.watch.actor import WatchActor, WatchHealth
@@ -58,6 +60,9 @@ from jr2_actors.watch.identity import sandbox_name
 log = logging.getLogger(__name__)
 
 DEFAULT_SANDBOX_IMAGE = "ghcr.io/jr2/sandbox:latest"
+
+
+
 
 
 def new_run_id() -> str:
@@ -232,23 +237,63 @@ class Orchestrator:
         ref = self._live(run_id)
         if ref is not None:
             try:
-                return cast(dict[str, Any], ref.ask(Status(), timeout=ORCHESTRATOR_ASK_SECONDS))
+                doc = cast(dict[str, Any], ref.ask(Status(), timeout=ORCHESTRATOR_ASK_SECONDS))
             except pykka.ActorDeadError:
                 pass  # it just finished: the store has its last row
+            else:
+                problem = self.cluster_problem() if doc.get("status") == "running" else None
+                return doc if problem is None else {**doc, "cluster": problem}
         stored = self._stored(run_id)
         return None if stored is None else status_doc(stored[0])
 
-    def runs(self) -> list[dict[str, Any]]:
-        """`GET /runs`: live runs only (ADR-0065)."""
+    def cluster_problem(self) -> dict[str, Any] | None:
+        """Issue 19 item 5: while the watch has not listed or fails, what `status` and `runs` say instead of a
+        bare `placing` — since when (RFC 3339) and the last error in full; None while the cluster answers."""
+        if self._watch is None:
+            return None
+        try:
+            watch = self._watch.ask(WatchHealthAsk(), timeout=ORCHESTRATOR_ASK_SECONDS)
+        except (pykka.ActorDeadError, pykka.Timeout):
+            return None
+        if not isinstance(watch, WatchHealth) or (watch.listed and not watch.failures):
+            return None
+        doc: dict[str, Any] = {"reachable": False, "listed": watch.listed, "failures": watch.failures}
+        if watch.failing_for is not None:
+            doc["since"] = rfc3339_ms(self.clock.wall() - watch.failing_for)
+        if watch.last_error:
+            doc["error"] = watch.last_error
+        return doc
+
+    def runs(self, prefix: str = "") -> list[dict[str, Any]]:
+        """`GET /runs`: live runs only (ADR-0065); those whose id starts with `prefix`."""
         with self._lock:
-            refs = list(self._runs.items())
+            refs = [(run_id, ref) for run_id, ref in self._runs.items() if run_id.startswith(prefix)]
         out = []
         for run_id, ref in sorted(refs):
             try:
                 out.append(cast(dict[str, Any], ref.ask(Listing(), timeout=ORCHESTRATOR_ASK_SECONDS)))
             except pykka.ActorDeadError:
                 log.debug("run %s ended while listed", run_id)
-        return out
+        problem = self.cluster_problem() if out else None
+        return out if problem is None else [{**line, "cluster": problem} for line in out]
+
+    def finished_runs(self, prefix: str = "", limit: int = RUNS_FINISHED_LISTED) -> list[dict[str, Any]]:
+        """Issue 19 (`runs --all`): finished runs still in the store (ADR-0065: 7 days from their end; reading
+        one extends nothing), newest end first, read from their rows without restoring them."""
+        if self._store is None:
+            return []
+        records = cast(list[store.RunRecord],
+                       self._store.ask(store.ListFinished(prefix, limit), timeout=ORCHESTRATOR_ASK_SECONDS))
+        with self._lock:
+            live = set(self._runs)
+        return [stored_listing_doc(r.run_id, r.blob) for r in records
+                if r.run_id not in live and r.run_id not in self._set_aside]
+
+    def document(self, run_id: str) -> dict[str, Any] | None:
+        """The workflow document a run was submitted with (`resubmit`): every run's first row holds it."""
+        record = None if run_id in self._set_aside else self._fetch(run_id)
+        document = record.blob.get("document") if record is not None else None
+        return document if isinstance(document, dict) else None
 
     def cancel(self, run_id: str) -> dict[str, Any] | None:
         with self._lock:
@@ -270,15 +315,19 @@ class Orchestrator:
         core, live = stored
         return FeedRead([e for e in core.feed if e.id > after], not live, core.feed_dropped)
 
-    def wait_finished(self, run_id: str, timeout: float) -> bool:
-        """Block until the run has finished (for embedding tests and the demo)."""
+    def wait_finished(self, run_id: str, timeout: float) -> dict[str, Any] | None:
+        """Block until the run has finished (for embedding tests and the demo): its final RunStatus, or None
+        when it has not finished within `timeout` — so `wait_finished(...)["status"] == "done"` says how it
+        ended, not only that it did (issue 19 item 7)."""
         with self._finished:
-            return self._finished.wait_for(lambda: run_id not in self._runs, timeout)
+            if not self._finished.wait_for(lambda: run_id not in self._runs, timeout):
+                return None
+        return self.status(run_id)
 
     # -- the API's Backend ---------------------------------------------------------------------------
 
-    def live_runs(self) -> list[dict[str, Any]]:
-        return self.runs()
+    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
+        return self.runs(prefix)
 
     def run_status(self, run_id: str) -> dict[str, Any] | None:
         return self.status(run_id)

@@ -50,8 +50,14 @@ class _Live:
     def run_status(self, run_id: str) -> dict[str, Any] | None:
         return {"runId": run_id} if run_id == "r-1" else None
 
-    def live_runs(self) -> list[dict[str, Any]]:
+    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
         return [{"runId": "r-1"}]
+
+    def finished_runs(self, prefix: str = "", limit: int = 500) -> list[dict[str, Any]]:
+        return []
+
+    def document(self, run_id: str) -> dict[str, Any] | None:
+        return None
 
     def cancel(self, run_id: str) -> dict[str, Any] | None:
         return None

@@ -13,6 +13,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -163,24 +164,109 @@ def test_events_on_a_quiet_run_leaves_at_once_on_ctrl_c(server: tuple[str, FakeC
     assert follower.returncode == 130 and "Traceback" not in err, err
 
 
-def test_events_whose_server_stops_mid_run_says_so_and_exits_2(server: tuple[str, FakeCluster, Orchestrator]) -> None:
-    _, cluster, orch = server
+class CuttableProxy:
+    """A TCP forwarder on loopback whose `cut()` breaks every connection through it, as a serve restart
+    breaks its followers' streams (the API behind it goes on)."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        import socket
+
+        self._target = target
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._open: list[Any] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self._target)
+            with self._lock:
+                self._open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: Any, dst: Any) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def cut(self) -> None:
+        import socket
+
+        with self._lock:
+            socks, self._open = self._open, []
+        for sock in socks:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self._listener.close()
+        self.cut()
+
+
+def test_events_resumes_after_its_feed_breaks_from_its_last_line(server: tuple[str, FakeCluster, Orchestrator]) -> None:
+    """Issue 19 item 2: the follow outlives a broken stream (as a serve restart breaks it) and resumes with
+    Last-Event-ID: every line once, in order, a run named by a prefix, and the exit by the run's end."""
+    url, cluster, orch = server
     cluster.script("worker", [Hang()])
     run_id = orch.submit(read_document(WORKFLOW))
     wait_until(lambda: (orch.status(run_id) or {}).get("turn", {}).get("phase") == "running", what="running")
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    proxy = CuttableProxy((host, int(port)))
+    follower = subprocess.Popen([sys.executable, "-m", "jr2_actors", "events", run_id[:6], "--server", proxy.url,
+                                 "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "JR2_INSTANCE_TOKEN": TOKEN})
+    assert follower.stdout is not None
+    try:
+        ids = []
+        for line in follower.stdout:
+            ids.append(json.loads(line)["id"])
+            if json.loads(line)["kind"] == "admitted":
+                break
+        proxy.cut()  # the stream breaks though the run goes on
+        orch.cancel(run_id)
+        out, err = follower.communicate(timeout=60)
+    finally:
+        proxy.close()
+        if follower.poll() is None:
+            follower.kill()
+    ids += [json.loads(line)["id"] for line in out.splitlines() if "id" in json.loads(line)]
+    assert follower.returncode == 5, err  # cancelled
+    assert ids == sorted(set(ids)) and len(ids) > 3, ids  # no line twice, none out of order
+    assert "resuming after line" in err and "Traceback" not in err, err
+
+
+def test_events_gives_up_on_a_server_that_does_not_come_back(server: tuple[str, FakeCluster, Orchestrator]) -> None:
+    _, cluster, orch = server
+    cluster.script("worker", [Hang()])
+    run_id = orch.submit(read_document(WORKFLOW))
     own = ApiServer(Api(orch, TOKEN))
     own.start()
-    follower = subprocess.Popen([sys.executable, "-m", "jr2_actors", "events", run_id, "--server", own.url],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    follower = subprocess.Popen([sys.executable, "-m", "jr2_actors", "events", run_id, "--server", own.url,
+                                 "--resume-for", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "JR2_INSTANCE_TOKEN": TOKEN})
     assert follower.stdout is not None
     for line in follower.stdout:
-        if "admitted" in line:
+        if "started" in line:
             break
-    own.stop()  # as serve's SIGTERM does: the stream ends though the run goes on
-    _, err = follower.communicate(timeout=10)
+    own.stop()
+    _, err = follower.communicate(timeout=60)
     assert follower.returncode == 2, err
-    assert err.strip().count("\n") == 0 and "ended before the run did" in err, err
+    assert err.strip().splitlines()[-1].startswith("jr2-actors: ") and "gave up resuming after 1s" in err, err
+    assert "Traceback" not in err
 
 
 def test_a_run_waiting_for_capacity_is_marked_in_runs(tmp_path: Path) -> None:
@@ -197,9 +283,11 @@ def test_a_run_waiting_for_capacity_is_marked_in_runs(tmp_path: Path) -> None:
                 run_id = json.loads(jr2("submit", str(path), "--server", api.url, "--json").stdout)["runId"]
                 wait_until(lambda: bool(orch.status(run_id)["waiting"]), what="waiting")  # type: ignore[index]
                 runs = jr2("runs", "--server", api.url)
-                assert f"{run_id}" in runs.stdout and "placing W" in runs.stdout
+                head, row = runs.stdout.splitlines()
+                assert head.split()[-1] == "PLACING" and row.split()[0] == run_id and row.split()[-1] == "W"
                 status = jr2("status", run_id, "--server", api.url)
-                assert "W waiting for a node: 0/1 nodes are available: 1 Insufficient cpu. (since " in status.stdout
+                assert "W waiting for a node: 0/1 nodes are available: 1 Insufficient cpu. (capacity, since " \
+                    in status.stdout
             finally:
                 api.stop()
         client.close()
@@ -239,11 +327,58 @@ class NotOurFeed(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def test_runs_all_status_times_prefixes_resubmit_and_cancel_of_several(
+        server: tuple[str, FakeCluster, Orchestrator], tmp_path: Path) -> None:
+    """Issue 19 item 2: a header, AGE and DURATION, newest first; --all lists finished runs from the store;
+    status shows start, end and took; -o yaml|wide; a unique prefix names a run, an ambiguous one is refused
+    with its candidates; resubmit runs the same document anew; cancel takes several runs."""
+    import yaml
+
+    url, cluster, orch = server
+    cluster.script("worker", [Pick("finish")], [Hang()], [Hang()])
+    first = orch.submit(read_document(WORKFLOW))
+    assert orch.wait_finished(first, 30)
+    runs = jr2("runs", "--server", url)
+    assert runs.returncode == 0 and runs.stdout.startswith("no live runs"), runs
+    every = jr2("runs", "--all", "--server", url)
+    assert every.returncode == 0, every.stderr
+    head, row = every.stdout.splitlines()[:2]
+    assert head.split() == ["RUN", "WORKFLOW", "STATUS", "STATE", "AGE", "DURATION", "PLACING"], head
+    assert row.split()[:4] == [first, "cli", "done", "done"], row
+    status = jr2("status", first[:5], "--server", url)  # a unique prefix
+    assert status.returncode == 0 and ", ended " in status.stdout and ", took " in status.stdout, status.stdout
+    doc = yaml.safe_load(jr2("status", first, "--server", url, "-o", "yaml").stdout)
+    assert doc["status"] == "done" and doc["startedAt"] <= doc["endedAt"] and doc["durationSeconds"] >= 0
+    again = jr2("resubmit", first[:6], "--server", url, "--json")
+    assert again.returncode == 0, again.stderr
+    second = json.loads(again.stdout)["runId"]
+    third = orch.submit(read_document(WORKFLOW))
+    wide = jr2("runs", "--server", url, "-o", "wide")
+    assert wide.stdout.splitlines()[0].split()[6:8] == ["STARTED", "ENDED"], wide.stdout
+    listed = [line.split()[0] for line in wide.stdout.splitlines()[1:]]
+    assert set(listed) == {second, third}
+    starts = [r["startedAt"] for r in json.loads(jr2("runs", "--server", url, "-o", "json").stdout)]
+    assert starts == sorted(starts, reverse=True)  # newest start first
+    one_line_exit_2(jr2("status", "r-", "--server", url), "r- is ambiguous: it begins ")
+    cancelled = jr2("cancel", second, third[:8], "--server", url)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"cancelling {second}" in cancelled.stdout and f"cancelling {third}" in cancelled.stdout
+    partly = jr2("cancel", "r-0123456789ab", second, "--server", url)  # one unknown: the others still answered
+    assert partly.returncode == 2 and f"{second} " in partly.stdout and "answered 404" in partly.stderr, partly
+    import requests
+
+    for query in ("all=maybe", "prefix=r_%25", "all=true&all=false", "sort=age"):  # never ignored: a 400
+        answer = requests.get(f"{url}/runs?{query}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+        assert answer.status_code == 400 and "GET /runs takes" in answer.json()["error"], (query, answer.text)
+    bad = jr2("runs", "-o", "xml", "--server", url)
+    assert bad.returncode == 2 and "invalid choice: 'xml'" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_a_feed_that_is_not_ours_is_one_line_and_exit_2() -> None:
     with http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotOurFeed) as peer:
         threading.Thread(target=peer.serve_forever, daemon=True).start()
         try:
-            out = jr2("events", "r-x", "--server", f"http://127.0.0.1:{peer.server_address[1]}")
+            out = jr2("events", "r-0123456789ab", "--server", f"http://127.0.0.1:{peer.server_address[1]}")
         finally:
             peer.shutdown()
     one_line_exit_2(out, "is not a jr2 feed: an event whose data is not JSON")
@@ -251,10 +386,10 @@ def test_a_feed_that_is_not_ours_is_one_line_and_exit_2() -> None:
 
 def test_an_unknown_run_is_one_line_and_exit_2(server: tuple[str, FakeCluster, Orchestrator]) -> None:
     url, _, _ = server
-    one_line_exit_2(jr2("status", "r-nope", "--server", url), "answered 404")
-    odd = jr2("status", "bogus/../x", "--server", url)  # asked about as itself, never as run `x`
-    one_line_exit_2(odd, "answered 404")
-    assert "no run x" not in odd.stderr
+    one_line_exit_2(jr2("status", "r-0123456789ab", "--server", url), "answered 404")
+    one_line_exit_2(jr2("status", "r-nope", "--server", url), "no run r-nope")  # a prefix of none
+    odd = jr2("status", "bogus/../x", "--server", url)  # never asked about as another path
+    one_line_exit_2(odd, "'bogus/../x' is not a run id or a prefix of one")
 
 
 def test_a_refused_token_from_a_file_names_the_file(server: tuple[str, FakeCluster, Orchestrator],

@@ -159,7 +159,7 @@ def test_a_missing_namespace_is_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_the_readmes_serve_on_the_fake_cluster_recipe_runs_the_example_to_done(tmp_path: Path) -> None:
-    """README, "To try serve without a cluster": `fake-cluster --pick-first`, then `serve` against it."""
+    """README: `fake-cluster --pick-first` and `serve` started apart, the example run to its end."""
     import subprocess
     import sys
     from importlib import resources

@@ -84,7 +84,7 @@ def test_wait_for_several_runs_exits_with_the_first_that_did_not_end_done(
 
 def test_wait_for_an_unknown_run_is_one_line_and_exit_2(server: tuple[str, FakeCluster, Orchestrator]) -> None:
     url, _, _ = server
-    one_line_exit_2(jr2("wait", "r-nosuchrun", "--server", url), "404")
+    one_line_exit_2(jr2("wait", "r-nosuchrun", "--server", url), "no run r-nosuchrun")
 
 
 def test_events_of_a_run_cancelled_while_it_waited_for_a_node_exits_5_not_2(tmp_path: Path) -> None:
@@ -101,14 +101,15 @@ def test_events_of_a_run_cancelled_while_it_waited_for_a_node_exits_5_not_2(tmp_
                 assert orch.wait_finished(run_id, 30)
                 out = jr2("events", run_id, "--server", api.url)
                 assert out.returncode == EXIT_BY_STATUS["cancelled"] == 5, out.stderr
-                kinds = [line.split()[1] for line in out.stdout.strip().splitlines()]
+                kinds = [line.split()[2] for line in out.stdout.strip().splitlines()]  # HH:MM:SS ZONE kind…
                 assert "ended" in kinds and kinds[-1] != "ended"
             finally:
                 api.stop()
         client.close()
 
 
-@pytest.mark.parametrize("command", [["status", "r-1"], ["runs"], ["cancel", "r-1"], ["wait", "r-1"]])
+@pytest.mark.parametrize("command", [["status", "r-1"], ["runs"], ["cancel", "r-1"], ["wait", "r-1"],
+                                     ["resubmit", "r-1"]])
 def test_ctrl_c_leaves_a_command_at_once_with_130_while_the_server_is_slow(command: list[str]) -> None:
     slow = SlowServer("hold")
     try:

@@ -66,8 +66,14 @@ class _Feed:
     def run_status(self, run_id: str) -> dict[str, Any] | None:
         return None
 
-    def live_runs(self) -> list[dict[str, Any]]:
+    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
         return []
+
+    def finished_runs(self, prefix: str = "", limit: int = 500) -> list[dict[str, Any]]:
+        return []
+
+    def document(self, run_id: str) -> dict[str, Any] | None:
+        return None
 
     def cancel(self, run_id: str) -> dict[str, Any] | None:
         return None

@@ -137,6 +137,6 @@ def test_the_logging_options_also_follow_the_command_as_the_images_entry_point_n
     after = parser.parse_args([*serve, "--log-format", "json", "--log-level", "INFO"])
     assert (after.log_format, after.log_level) == ("json", "info")
     before = parser.parse_args(["--log-format", "json", *serve])
-    assert (before.log_format, before.log_level) == ("json", "warning")
+    assert (before.log_format, before.log_level) == ("json", None)  # None: the command's own default
     neither = parser.parse_args(serve)
-    assert (neither.log_format, neither.log_level) == ("text", "warning")
+    assert (neither.log_format, neither.log_level) == ("text", None)

@@ -90,7 +90,7 @@ def test_the_second_run_waits_behind_the_first_with_the_schedulers_words(cluster
         status = orch.status(second)
         assert status is not None
         (waiting,) = status["waiting"]
-        assert (waiting["child"], waiting["on"]) == ("W", "node")
+        assert (waiting["child"], waiting["on"], waiting["reason"]) == ("W", "node", "capacity")
         assert waiting["message"] == "0/1 nodes are available: 1 Insufficient cpu."
         assert orch.wait_finished(first, 30) and orch.wait_finished(second, 30)
         kinds = [e.kind for e in feed(orch, second)]

@@ -17,11 +17,13 @@ with the reason and `Retry-After`, and nothing was accepted.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 import threading
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -32,7 +34,14 @@ from jr2_actors.api import sse
 from jr2_actors.run.feed import FeedRead
 from jr2_actors.run.wire import feed_doc
 from jr2_actors.telemetry import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from jr2_actors.values.constants import API_HEARTBEAT_SECONDS, API_MAX_BODY_BYTES, API_STREAM_SLICE_SECONDS
+from jr2_actors.values.constants import (
+    API_HEARTBEAT_SECONDS,
+    API_IDEMPOTENCY_KEYS,
+    API_IDEMPOTENCY_WAIT_SECONDS,
+    API_MAX_BODY_BYTES,
+    API_STREAM_SLICE_SECONDS,
+    RUNS_FINISHED_LISTED,
+)
 from jr2_actors.values.errors import Unavailable
 from jr2_actors.values.security import constant_time_equal
 from jr2_actors.values.workflow import WorkflowError, WorkflowTooLarge
@@ -58,7 +67,13 @@ class Backend(Protocol):
 
     def run_status(self, run_id: str) -> dict[str, Any] | None: ...
 
-    def live_runs(self) -> list[dict[str, Any]]: ...
+    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]: ...
+
+    def finished_runs(self, prefix: str = "", limit: int = RUNS_FINISHED_LISTED) -> list[dict[str, Any]]:
+        """Finished runs still in the store, newest first (`GET /runs?all=true`)."""
+
+    def document(self, run_id: str) -> dict[str, Any] | None:
+        """The workflow document the run was submitted with (`GET /runs/{id}/workflow`)."""
 
     def cancel(self, run_id: str) -> dict[str, Any] | None: ...
 
@@ -81,9 +96,52 @@ class HttpError(Exception):
 
 
 _REASONS = {200: "OK", 201: "Created", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized",
-            404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 411: "Length Required",
-            413: "Payload Too Large", 415: "Unsupported Media Type", 500: "Internal Server Error",
-            503: "Service Unavailable"}
+            404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict",
+            411: "Length Required", 413: "Payload Too Large", 415: "Unsupported Media Type",
+            422: "Unprocessable Content", 500: "Internal Server Error", 503: "Service Unavailable"}
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # visible ASCII, as the IETF draft's examples
+
+
+class Idempotency:
+    """Issue 19 item 4: `Idempotency-Key` → the run it made, so a submit retried after a connection error
+    never makes a second run. In memory and bounded (the newest `API_IDEMPOTENCY_KEYS`): a retry comes
+    within seconds of its first try, in the same process; a restart forgets them (docs/operations.md). A
+    key sent again with another body is a 422; one whose first request is still under way waits for it."""
+
+    def __init__(self, size: int = API_IDEMPOTENCY_KEYS, wait: float = API_IDEMPOTENCY_WAIT_SECONDS) -> None:
+        self._size = size
+        self._wait = wait
+        self._lock = threading.Condition()
+        self._keys: OrderedDict[str, tuple[str, str | None]] = OrderedDict()  # key → (body digest, run id)
+
+    def claim(self, key: str, digest: str) -> str | None:
+        """The run this key already made (a replay), or None: the caller submits, then `made` or `failed`."""
+        with self._lock:
+            while True:
+                held = self._keys.get(key)
+                if held is None:
+                    self._keys[key] = (digest, None)
+                    while len(self._keys) > self._size:
+                        self._keys.popitem(last=False)
+                    return None
+                if held[0] != digest:
+                    raise HttpError(422, "this Idempotency-Key was sent with another body")
+                if held[1] is not None:
+                    self._keys.move_to_end(key)
+                    return held[1]
+                if not self._lock.wait(self._wait):
+                    raise HttpError(409, "a request with this Idempotency-Key is still under way; try again")
+
+    def made(self, key: str, digest: str, run_id: str) -> None:
+        with self._lock:
+            self._keys[key] = (digest, run_id)
+            self._lock.notify_all()
+
+    def failed(self, key: str) -> None:
+        """Nothing was made: the key is free for the next try."""
+        with self._lock:
+            self._keys.pop(key, None)
+            self._lock.notify_all()
 
 
 @dataclass(frozen=True)
@@ -101,6 +159,7 @@ ROUTES = (
     Route("GET", re.compile(r"^/runs$"), "runs"),
     Route("GET", re.compile(r"^/runs/(?P<run>[^/]+)$"), "status"),
     Route("GET", re.compile(r"^/runs/(?P<run>[^/]+)/events$"), "events"),
+    Route("GET", re.compile(r"^/runs/(?P<run>[^/]+)/workflow$"), "workflow"),
     Route("POST", re.compile(r"^/runs/(?P<run>[^/]+)/cancel$"), "cancel"),
 )
 
@@ -115,6 +174,7 @@ class Api:
         self._heartbeat = heartbeat
         self._streams = threading.BoundedSemaphore(max_streams)
         self._closing = threading.Event()
+        self.idempotency = Idempotency()
 
     def close(self) -> None:
         """End every event stream now: the listener can stop without waiting out a follower."""
@@ -185,8 +245,26 @@ class Api:
         run_input = doc.get("input")
         if run_input is not None and not isinstance(run_input, dict):
             raise HttpError(400, "input must be an object", key="input")
+        key = _idempotency_key(environ)
+        digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest() if key else ""
+        if key:
+            replayed = self.idempotency.claim(key, digest)
+            if replayed is not None:
+                return _json(start_response, 201, {"runId": replayed},
+                             [("Location", f"/runs/{replayed}"), ("Idempotent-Replayed", "true")])
         try:
-            run_id = self.backend.submit(doc["workflow"], run_input)
+            run_id = self._submit_once(doc)
+        except BaseException:
+            if key:
+                self.idempotency.failed(key)
+            raise
+        if key:
+            self.idempotency.made(key, digest, run_id)
+        return _json(start_response, 201, {"runId": run_id}, [("Location", f"/runs/{run_id}")])
+
+    def _submit_once(self, doc: dict[str, Any]) -> str:
+        try:
+            return self.backend.submit(doc["workflow"], doc.get("input"))
         except WorkflowTooLarge as e:
             raise HttpError(413, str(e), key="workflow") from e
         except WorkflowError as e:
@@ -195,10 +273,21 @@ class Api:
             error = HttpError(503, str(e))
             error.headers.append(("Retry-After", str(UNAVAILABLE_RETRY_SECONDS)))
             raise error from None
-        return _json(start_response, 201, {"runId": run_id}, [("Location", f"/runs/{run_id}")])
 
     def _runs(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        return _json(start_response, 200, {"runs": self.backend.live_runs()})
+        """Live runs; with `all=true` the finished ones still in the store after them; `prefix=P` keeps the
+        runs whose id starts with P (the CLI names a run by a unique prefix)."""
+        every, prefix = _runs_query(environ)
+        runs = self.backend.live_runs(prefix)
+        if every:
+            runs = runs + self.backend.finished_runs(prefix)
+        return _json(start_response, 200, {"runs": runs})
+
+    def _workflow(self, environ: Mapping[str, Any], start_response: StartResponse, run: str) -> Iterable[bytes]:
+        document = self.backend.document(run)
+        if document is None:
+            raise HttpError(404, f"no run {run}")
+        return _json(start_response, 200, {"workflow": document})
 
     def _status(self, environ: Mapping[str, Any], start_response: StartResponse, run: str) -> Iterable[bytes]:
         status = self.backend.run_status(run)
@@ -279,6 +368,32 @@ class _Stream:
         self._api._streams.release()
         if self.unwatch is not None:
             self.unwatch()
+
+
+_PREFIX = re.compile(r"[A-Za-z0-9.-]{1,128}")  # what a run id may hold, no LIKE wildcard (`_`, `%`)
+_RUNS_QUERY = "GET /runs takes all=true|false and prefix=P (letters, digits, '.', '-'), each at most once"
+
+
+def _runs_query(environ: Mapping[str, Any]) -> tuple[bool, str]:
+    """`GET /runs`'s query: a value it cannot use (or a key it does not know) is a 400, never ignored."""
+    query = urllib.parse.parse_qs(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
+    if set(query) - {"all", "prefix"} or any(len(v) > 1 for v in query.values()):
+        raise HttpError(400, _RUNS_QUERY)
+    every = query.get("all", ["false"])[0]
+    prefix = query.get("prefix", [""])[0]
+    if every not in ("true", "false") or (prefix and not _PREFIX.fullmatch(prefix)):
+        raise HttpError(400, _RUNS_QUERY)
+    return every == "true", prefix
+
+
+def _idempotency_key(environ: Mapping[str, Any]) -> str:
+    """The `Idempotency-Key` header, or "" when none; one that is not 1-255 visible ASCII is a 400."""
+    raw = environ.get("HTTP_IDEMPOTENCY_KEY")
+    if raw is None:
+        return ""
+    if not _IDEMPOTENCY_KEY.fullmatch(str(raw)):
+        raise HttpError(400, "Idempotency-Key must be 1-255 visible ASCII characters")
+    return str(raw)
 
 
 def _last_event_id(environ: Mapping[str, Any]) -> int:

@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -18,9 +20,18 @@ from urllib.parse import quote
 import requests
 
 from jr2_actors.api import sse
-from jr2_actors.commands.common import Interrupted, UsageError, interruptible, read_file, secret_from, until_stopped
-from jr2_actors.run.render import feed_line, status_lines
+from jr2_actors.commands.common import (
+    Interrupted,
+    UsageError,
+    interruptible,
+    positive_seconds,
+    read_file,
+    secret_from,
+    until_stopped,
+)
+from jr2_actors.run.render import cluster_line, duration, feed_line, local_clock, local_time, status_lines
 from jr2_actors.values.errors import one_line
+from jr2_actors.values.timefmt import parse_rfc3339
 from jr2_actors.values.workflow import WorkflowError
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
@@ -32,41 +43,92 @@ EXIT_OTHER_END = 1  # an ending this client does not know
 WAIT_POLL_SECONDS = 1.0
 
 
+OUTPUTS = ("table", "wide", "json", "yaml")
+RESUME_SECONDS = 60.0  # a follow whose feed broke off tries to resume (Last-Event-ID) for this long
+RESUME_PAUSE_SECONDS = 1.0
+SUBMIT_TRIES = 3  # a submit whose connection fails is sent again with the same Idempotency-Key
+FULL_RUN_ID = re.compile(r"r-[0-9a-f]{12}")  # orchestrator.new_run_id: anything else is a prefix to resolve
+
+
 def add_parsers(sub: Any) -> None:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--server", default=os.environ.get("JR2_SERVER", DEFAULT_SERVER),
                        help=f"the orchestrator's API (default: $JR2_SERVER, else {DEFAULT_SERVER})")
         p.add_argument("--token-file", help="a file holding the Instance token (default: $JR2_INSTANCE_TOKEN)")
-        p.add_argument("--json", action="store_true",
-                       help="print the API's JSON, one document per line (default: a table for people)")
+        p.add_argument("-o", "--output", choices=OUTPUTS, default="table",
+                       help="table for people, wide for more columns, json (one document per line) or yaml for "
+                            "scripts (default: table)")
+        p.add_argument("--json", dest="output", action="store_const", const="json",
+                       help="as -o json (default: off)")
+
+    def run_arg(p: argparse.ArgumentParser, nargs: str | None = None) -> None:
+        p.add_argument("run" if nargs is None else "runs", metavar="RUN", nargs=nargs,
+                       help="a run id, or a unique prefix of one (required)")
+
+    def follow_flags(p: argparse.ArgumentParser) -> None:
+        follow = p.add_mutually_exclusive_group()
+        follow.add_argument("--wait", action="store_true",
+                            help="then wait for the run to end and exit by how it ended (0 done, 3 failed, 4 error, "
+                                 "5 cancelled, 6 lost; default: print the run id and exit 0)")
+        follow.add_argument("--watch", action="store_true",
+                            help="then follow its feed until it ends, exit as --wait (default: do not follow)")
 
     p = sub.add_parser("submit", help="start a run of a workflow file",
                        description="Start a run. Example: jr2-actors submit fix.yaml --watch")
     p.add_argument("workflow", metavar="WORKFLOW.yaml", help="a workflow file (docs/workflows.md), YAML or JSON")
-    follow = p.add_mutually_exclusive_group()
-    follow.add_argument("--wait", action="store_true",
-                        help="then wait for the run to end and exit by how it ended (0 done, 3 failed, 4 error, "
-                             "5 cancelled, 6 lost; default: print the run id and exit 0)")
-    follow.add_argument("--watch", action="store_true",
-                        help="then follow its feed until it ends, exit as --wait (default: do not follow)")
+    follow_flags(p)
+    common(p)
+    p = sub.add_parser("resubmit", help="start a new run of the workflow document a run was submitted with",
+                       description="Submit a run's workflow document again, as a new run. "
+                                   "Example: jr2-actors resubmit r-1a2b --watch")
+    run_arg(p)
+    follow_flags(p)
     common(p)
     p = sub.add_parser("wait", help="wait for runs to end; exit by how they ended",
                        description="Wait until every run named has ended. Exit 0 when all ended done, else the "
                                    "code of the first that did not: 3 failed, 4 error, 5 cancelled, 6 lost. "
                                    "Example: jr2-actors wait r-1a2b3c r-4d5e6f")
-    p.add_argument("runs", metavar="RUN", nargs="+")
+    run_arg(p, "+")
     common(p)
-    p = sub.add_parser("runs", help="the live runs (a run waiting for capacity is marked)")
+    p = sub.add_parser("runs", help="the runs, newest start first (a run waiting for capacity is marked)",
+                       description="The live runs, newest start first; --all adds the finished runs the store "
+                                   "still keeps (7 days from their end). Example: jr2-actors runs --all -o wide")
+    p.add_argument("--all", action="store_true",
+                   help="also the finished runs still in the store (default: live runs only)")
     common(p)
-    p = sub.add_parser("status", help="one run's RunStatus, finished runs too")
-    p.add_argument("run", metavar="RUN")
+    p = sub.add_parser("status", help="one run's RunStatus, finished runs too",
+                       description="One run's status: state, start, end, duration, Workspaces, waits. "
+                                   "Example: jr2-actors status r-1a2b")
+    run_arg(p)
     common(p)
-    p = sub.add_parser("events", help="follow a run's feed until it ends (Ctrl-C to leave); exit as wait does")
-    p.add_argument("run", metavar="RUN")
+    p = sub.add_parser("events", help="follow a run's feed until it ends (Ctrl-C to leave); exit as wait does",
+                       description="Follow a run's feed until it ends; a feed that breaks off (a serve restart) is "
+                                   "resumed after its last line. Example: jr2-actors events r-1a2b --since 40")
+    run_arg(p)
+    p.add_argument("--since", type=_line_id, default=0, metavar="ID",
+                   help="start after the feed line with this id (default: 0, from the first line)")
+    p.add_argument("--resume-for", type=positive_seconds, default=RESUME_SECONDS, metavar="SECONDS",
+                   help="how long to keep resuming a feed that broke off before exit 2 "
+                        f"(default: {RESUME_SECONDS:g})")
     common(p)
-    p = sub.add_parser("cancel", help="cancel a run (what never ran is deleted; what ran is kept)")
-    p.add_argument("run", metavar="RUN")
+    p = sub.add_parser("cancel", help="cancel runs (what never ran is deleted; what ran is kept)",
+                       description="Cancel each run named. Example: jr2-actors cancel r-1a2b r-3c4d")
+    run_arg(p, "+")
     common(p)
+
+
+def _line_id(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a feed line's id (digits)")
+    return int(text)
+
+
+class Unreachable(UsageError):
+    """No answer from the server (refused, reset, timed out): one line, exit 2 — or, for a follower, a pause."""
+
+
+class FeedBroke(UsageError):
+    """The feed's connection broke: a follower resumes after its last line (the server may be restarting)."""
 
 
 class Client:
@@ -81,34 +143,37 @@ class Client:
         self._session.trust_env = False
         self._stop = stop or threading.Event()
 
-    def call(self, method: str, path: str, body: Any = None, *, stream: bool = False) -> requests.Response:
+    def call(self, method: str, path: str, body: Any = None, *, stream: bool = False,
+             headers: dict[str, str] | None = None) -> requests.Response:
         def send() -> requests.Response:
             return self._session.request(method, self.server + path, json=body, stream=stream, timeout=TIMEOUT,
-                                         headers={"Authorization": f"Bearer {self._token}"})
+                                         headers={"Authorization": f"Bearer {self._token}", **(headers or {})})
 
         try:
             resp = interruptible(send, self._stop)  # Ctrl-C leaves at once, even while the server is slow
         except requests.exceptions.RequestException as e:
-            raise UsageError(f"cannot reach {self.server}: {_why_unreachable(e)}") from None
+            raise Unreachable(f"cannot reach {self.server}: {_why_unreachable(e)}") from None
         if resp.status_code == 401:
             raise UsageError(f"{self.server} refused the token (check {self._token_source})")
         if resp.status_code >= 400:
             raise UsageError(f"{self.server} answered {resp.status_code}: {_error(resp)}")
         return resp
 
-    def json(self, method: str, path: str, body: Any = None) -> Any:
-        resp = self.call(method, path, body)
+    def json(self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None) -> Any:
+        resp = self.call(method, path, body, headers=headers)
         try:
             return resp.json()
         except ValueError:
             raise UsageError(f"{self.server} answered something that is not JSON") from None
 
-    def events(self, run: str) -> Iterator[dict[str, Any]]:
-        resp = self.call("GET", f"/runs/{_segment(run)}/events", stream=True)
+    def events(self, run: str, after: int = 0) -> Iterator[dict[str, Any]]:
+        """The run's feed after line `after` (Last-Event-ID). A connection that breaks is `FeedBroke`."""
+        resp = self.call("GET", f"/runs/{_segment(run)}/events", stream=True,
+                         headers={"Last-Event-ID": str(after)} if after else None)
         try:
             yield from sse.decode(raw or "" for raw in resp.iter_lines(decode_unicode=True))
         except requests.exceptions.RequestException as e:
-            raise UsageError(f"the feed from {self.server} broke off: {one_line(e)}") from None
+            raise FeedBroke(f"the feed from {self.server} broke off: {one_line(e)}") from None
         except ValueError as e:
             raise UsageError(f"the feed from {self.server} is not a jr2 feed: {e}") from None
         finally:
@@ -119,44 +184,133 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
     token = secret_from("JR2_INSTANCE_TOKEN", args.token_file, "the Instance token").decode("utf-8", "replace")
     client = Client(args.server, token, stop=stop,
                     token_source=f"the token in {args.token_file}" if args.token_file else "JR2_INSTANCE_TOKEN")
-    out = sys.stdout
-    if args.command == "submit":
-        document = _workflow(args.workflow)
-        doc = client.json("POST", "/runs", {"workflow": document})
-        print(json.dumps(doc) if args.json else f"submitted {doc.get('runId')}", file=out, flush=True)
-        run_id = str(doc.get("runId"))
-        if args.watch:
-            return _events(client, run_id, stop, as_json=args.json)
-        if args.wait:
-            return _wait(client, [run_id], stop, as_json=args.json)
-    elif args.command == "wait":
-        return _wait(client, list(args.runs), stop, as_json=args.json)
-    elif args.command == "runs":
-        doc = client.json("GET", "/runs")
-        runs = doc.get("runs") if isinstance(doc, dict) else None
-        if args.json:
-            print(json.dumps(runs), file=out)
+    out, fmt = sys.stdout, args.output
+    if args.command in ("submit", "resubmit"):
+        if args.command == "submit":
+            document = _workflow(args.workflow)
         else:
-            for r in runs or []:
-                mark = f"  placing {', '.join(r['placing'])}" if r.get("placing") else ""
-                print(f"{r.get('runId'):<16} {r.get('workflow'):<20} {r.get('status'):<9} {r.get('state')}{mark}",
-                      file=out)
-            if not runs:
-                print("no live runs", file=out)
-    elif args.command == "status":
-        doc = client.json("GET", f"/runs/{_segment(args.run)}")
-        print(json.dumps(doc) if args.json else "\n".join(status_lines(doc, time.time())), file=out)
-    elif args.command == "cancel":
-        before = client.json("GET", f"/runs/{_segment(args.run)}")
-        if isinstance(before, dict) and before.get("status") not in (None, "running"):
-            print(json.dumps(before) if args.json else f"{args.run} had already ended: {before.get('status')}",
+            document = client.json("GET", f"/runs/{_segment(resolve(client, args.run))}/workflow").get("workflow")
+        doc = _submit(client, document, stop)
+        run_id = str(doc.get("runId"))
+        emit(fmt, doc, [f"submitted {run_id}"])
+        if args.watch:
+            return _events(client, run_id, stop, fmt=fmt)
+        if args.wait:
+            return _wait(client, [run_id], stop, fmt=fmt)
+    elif args.command == "wait":
+        return _wait(client, [resolve(client, r) for r in args.runs], stop, fmt=fmt)
+    elif args.command == "runs":
+        doc = client.json("GET", "/runs?all=true" if args.all else "/runs")
+        runs = doc.get("runs") if isinstance(doc, dict) else None
+        listed = sorted((r for r in runs or [] if isinstance(r, dict)), key=lambda r: str(r.get("startedAt", "")),
+                        reverse=True)
+        if fmt in ("json", "yaml"):
+            emit(fmt, listed, [])
+        elif listed:
+            problem = next((r["cluster"] for r in listed if isinstance(r.get("cluster"), dict)), None)
+            if problem is not None:  # said before the table: its `placing` marks are waits on no cluster
+                print(cluster_line(problem, time.time()), file=out)
+            print("\n".join(runs_table(listed, time.time(), wide=fmt == "wide")), file=out)
+        else:
+            print("no runs in the store" if args.all else "no live runs (runs --all lists finished ones too)",
                   file=out)
-            return 0
-        doc = client.json("POST", f"/runs/{_segment(args.run)}/cancel")
-        print(json.dumps(doc) if args.json else f"cancelling {args.run}: {doc.get('status')}", file=out)
+    elif args.command == "status":
+        doc = client.json("GET", f"/runs/{_segment(resolve(client, args.run))}")
+        emit(fmt, doc, status_lines(doc, time.time()))
+    elif args.command == "cancel":
+        return _cancel(client, args.runs, fmt)
     elif args.command == "events":
-        return _events(client, args.run, stop, as_json=args.json)
+        return _events(client, resolve(client, args.run), stop, fmt=fmt, after=args.since,
+                       resume_for=args.resume_for)
     return 0
+
+
+def _submit(client: Client, document: object, stop: threading.Event) -> Any:
+    """POST /runs with one Idempotency-Key for every try: a try whose answer was lost (the connection
+    broke after the server took it) is sent again and answered with the run it made, never a second run."""
+    key = f"jr2-cli-{uuid.uuid4()}"
+    for attempt in range(1, SUBMIT_TRIES + 1):
+        try:
+            return client.json("POST", "/runs", {"workflow": document}, headers={"Idempotency-Key": key})
+        except Unreachable as e:
+            if attempt == SUBMIT_TRIES:
+                raise
+            print(f"jr2-actors: {e}; trying again ({attempt + 1} of {SUBMIT_TRIES}, the same Idempotency-Key)",
+                  file=sys.stderr, flush=True)
+            if stop.wait(RESUME_PAUSE_SECONDS):
+                raise Interrupted() from None
+    raise AssertionError("unreachable")
+
+
+def emit(fmt: str, doc: Any, lines: list[str]) -> None:
+    """One document as the output format asks: a JSON line, a YAML document, or the lines for people."""
+    out = sys.stdout
+    if fmt == "json":
+        print(json.dumps(doc), file=out, flush=True)
+    elif fmt == "yaml":
+        import yaml
+
+        print("---\n" + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True).rstrip(), file=out, flush=True)
+    else:
+        if lines:
+            print("\n".join(lines), file=out, flush=True)
+
+
+def resolve(client: Client, name: str) -> str:
+    """A run named by its id or a unique prefix of it (ADR-0065: a swept id frees its abbreviations); an
+    ambiguous prefix is refused with its candidates."""
+    if FULL_RUN_ID.fullmatch(name):
+        return name
+    if not re.fullmatch(r"[A-Za-z0-9.-]{1,128}", name):
+        raise UsageError(f"{name!r} is not a run id or a prefix of one")
+    doc = client.json("GET", f"/runs?all=true&prefix={quote(name, safe='')}")
+    ids = sorted({str(r.get("runId")) for r in (doc.get("runs") or []) if isinstance(r, dict)}) \
+        if isinstance(doc, dict) else []
+    if name in ids or len(ids) == 1:
+        return name if name in ids else ids[0]
+    if not ids:
+        raise UsageError(f"no run {name} (runs --all lists the runs the store keeps)")
+    shown = ", ".join(ids[:10]) + (f", … ({len(ids)} in all)" if len(ids) > 10 else "")
+    raise UsageError(f"{name} is ambiguous: it begins {shown}")
+
+
+def runs_table(runs: list[dict[str, Any]], now_wall: float, *, wide: bool) -> list[str]:
+    """`runs` for people: a header, then one row a run (AGE since its start, DURATION to its end or now)."""
+    head = ["RUN", "WORKFLOW", "STATUS", "STATE", "AGE", "DURATION"] + (["STARTED", "ENDED"] if wide else []) \
+        + ["PLACING"]
+    rows = [head]
+    for r in runs:
+        started, ended = parse_rfc3339(r.get("startedAt")), parse_rfc3339(r.get("endedAt"))
+        age = duration(now_wall - started) if started is not None else "-"
+        took = duration((ended if ended is not None else now_wall) - started) if started is not None else "-"
+        row = [str(r.get("runId")), str(r.get("workflow")), str(r.get("status")), str(r.get("state")), age, took]
+        if wide:
+            row += [local_time(started) if started is not None else "-", local_time(ended) if ended else "-"]
+        row.append(",".join(r.get("placing") or []) or "")
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def _cancel(client: Client, names: list[str], fmt: str) -> int:
+    """Each run named, in turn; one that cannot be cancelled is one line on stderr, the others still are
+    (exit 2 when any could not)."""
+    code = 0
+    for name in names:
+        try:
+            run_id = resolve(client, name)
+            before = client.json("GET", f"/runs/{_segment(run_id)}")
+            if isinstance(before, dict) and before.get("status") not in (None, "running"):
+                emit(fmt, before, [f"{run_id} had already ended: {before.get('status')}"])
+                continue
+            doc = client.json("POST", f"/runs/{_segment(run_id)}/cancel")
+            emit(fmt, doc, [f"cancelling {run_id}: {doc.get('status')}"])
+        except UsageError as e:
+            if len(names) == 1:
+                raise
+            print(f"jr2-actors: {e}", file=sys.stderr, flush=True)
+            code = 2
+    return code
 
 
 def exit_code(status: object) -> int:
@@ -164,26 +318,44 @@ def exit_code(status: object) -> int:
     return EXIT_BY_STATUS.get(str(status), EXIT_OTHER_END)
 
 
-def _events(client: Client, run_id: str, stop: threading.Event, *, as_json: bool) -> int:
+def _events(client: Client, run_id: str, stop: threading.Event, *, fmt: str, after: int = 0,
+            resume_for: float = RESUME_SECONDS) -> int:
     """Follow the feed to its end; exit by how the run ended. The `ended` line need not be the last: a
-    teardown's lines (a wait that ended, a Sandbox deleted) follow it."""
-    out = sys.stdout
+    teardown's lines (a wait that ended, a Sandbox deleted) follow it. A feed that breaks off (a serve
+    restart) is resumed after the last line read (Last-Event-ID), for up to `resume_for` seconds."""
     ended: object = None
-    for event in until_stopped(client.events(run_id), stop):
-        if event.get("kind") == "ended":
-            ended = event.get("status")
-        print(json.dumps(event) if as_json else f"{str(event.get('at', ''))[11:19]} {feed_line(event)}", file=out,
-              flush=True)
-    if stop.is_set():
-        raise Interrupted()
-    if ended is None:  # the server stopped, or the connection went
-        raise UsageError(f"the feed from {client.server} ended before the run did (follow it again to resume)")
-    return exit_code(ended)
+    broke_at: float | None = None
+    while True:
+        try:
+            for event in until_stopped(client.events(run_id, after), stop):
+                broke_at = None
+                if isinstance(event.get("id"), int):
+                    after = event["id"]
+                if event.get("kind") == "ended":
+                    ended = event.get("status")
+                emit(fmt, event, [f"{local_clock(event.get('at'))} {feed_line(event)}"])
+            if stop.is_set():
+                raise Interrupted()
+            if ended is not None:
+                return exit_code(ended)
+            problem = f"the feed from {client.server} ended before the run did"
+        except (FeedBroke, Unreachable) as e:
+            if stop.is_set():
+                raise Interrupted() from None
+            if ended is not None:
+                return exit_code(ended)
+            problem = str(e)
+        broke_at = broke_at or time.monotonic()
+        if time.monotonic() - broke_at > resume_for:
+            raise UsageError(f"{problem}; gave up resuming after {resume_for:g}s (events --since {after} "
+                             "resumes it)")
+        print(f"jr2-actors: {problem}; resuming after line {after}", file=sys.stderr, flush=True)
+        if stop.wait(RESUME_PAUSE_SECONDS):
+            raise Interrupted()
 
 
-def _wait(client: Client, run_ids: list[str], stop: threading.Event, *, as_json: bool) -> int:
+def _wait(client: Client, run_ids: list[str], stop: threading.Event, *, fmt: str) -> int:
     """Each run's end, in the order named (a poll a second, so a serve restart in between is only a pause)."""
-    out = sys.stdout
     code = 0
     for run_id in run_ids:
         while True:
@@ -194,8 +366,7 @@ def _wait(client: Client, run_ids: list[str], stop: threading.Event, *, as_json:
             if stop.wait(WAIT_POLL_SECONDS):
                 raise Interrupted()
         fault = doc.get("fault") if isinstance(doc, dict) else None
-        print(json.dumps(doc) if as_json else f"{run_id} {status}" + (f": {fault}" if fault else ""), file=out,
-              flush=True)
+        emit(fmt, doc, [f"{run_id} {status}" + (f": {fault}" if fault else "")])
         code = code or exit_code(status)
     return code
 

@@ -40,7 +40,10 @@ NODE_MILLICPU = 1500  # one node: two 1-CPU Workspaces cannot share it
 
 
 def add_parser(sub: Any) -> None:
-    demo = sub.add_parser("demo", help="the fake cluster and the orchestrator in one process: a run end to end")
+    demo = sub.add_parser("demo", help="the fake cluster and the orchestrator in one process: a run end to end",
+                          description="The bundled example run end to end on an embedded fake cluster, its feed "
+                                      "printed as it happens. Examples: jr2-actors demo; jr2-actors demo "
+                                      "--workflow my.yaml --keep")
     demo.add_argument("--workflow", help="run this workflow file on the fake instead of the bundled example "
                                          "(default: the bundled fix-and-review)")
     demo.add_argument("--keep", action="store_true",

@@ -9,15 +9,27 @@ process listing. Every missing or bad input is one line and exit 2. It logs wher
 cluster it watches. SIGTERM (or SIGINT) stops accepting, stops the runs' actors (Turn readers end, Sandboxes
 are left for the next start), lets the store finish what it was asked, and exits 0 within 10 s; a start on
 the same state directory restores every live run.
+
+`serve --fake-cluster` is the dev server in one command (as `temporal server start-dev` is): an embedded fake
+cluster whose agents pick the first Allowed pick, a free port on loopback, a generated token and key unless
+given, and every file in a fresh temp folder (removed at the stop) unless `--state-dir` names one. It prints
+the URL and where the token is, and writes `env` in the state folder once it serves — `JR2_SERVER` and
+`JR2_INSTANCE_TOKEN` for the client commands — removed again at its stop, so a script waits for that file.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import secrets
+import shutil
+import sys
+import tempfile
 import threading
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 from jr2_actors.commands.common import (
     UsageError,
@@ -25,28 +37,53 @@ from jr2_actors.commands.common import (
     http_url,
     image_reference,
     namespace_name,
+    positive_seconds,
     secret_from,
     until_signalled,
 )
+from jr2_actors.values.constants import SERVE_KUBECONFIG_WAIT_SECONDS
+
+if TYPE_CHECKING:
+    from jr2_actors.kube.access import ClusterAccess
 
 log = logging.getLogger("jr2_actors.serve")
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 MIN_TOKEN_CHARS = 16
 MIN_KEY_BYTES = 32
+FAKE_LISTEN = "127.0.0.1:0"  # the dev server's default: a free port, so two on one machine never collide
+ENV_FILE = "env"  # in the state folder: what the client commands need, written once it serves
+TOKEN_FILE = "token"  # noqa: S105 - a file name
+KUBECONFIG_POLL_SECONDS = 0.1
 
 
 def add_parser(sub: Any) -> None:
-    serve = sub.add_parser("serve", help="the orchestrator: the API, the watch, the runs (until SIGTERM)")
-    serve.add_argument("--namespace", required=True, type=namespace_name,
-                       help="the namespace whose Sandboxes this orchestrator owns (required)")
-    serve.add_argument("--state-dir", required=True,
-                       help="where state.db lives; a start on the same folder restores every live run (required)")
+    serve = sub.add_parser(
+        "serve", help="the orchestrator: the API, the watch, the runs (until SIGTERM)",
+        description="The orchestrator: the API, the watch, the runs, until SIGTERM. Examples: "
+                    "jr2-actors serve --namespace jr2 --state-dir /var/lib/jr2 --listen 0.0.0.0:8080; "
+                    "jr2-actors serve --fake-cluster (a dev server on an embedded fake cluster)")
+    serve.add_argument("--fake-cluster", action="store_true",
+                       help="a dev server in one command: an embedded fake cluster whose agents pick the first "
+                            f"Allowed pick, on {FAKE_LISTEN} (a free port) unless --listen, a generated token "
+                            "and key unless given, files in a fresh temp folder unless --state-dir; prints the "
+                            "URL and where the token is (default: a real cluster)")
+    serve.add_argument("--namespace", type=namespace_name, default=None,
+                       help="the namespace whose Sandboxes this orchestrator owns (required, but jr2 with "
+                            "--fake-cluster)")
+    serve.add_argument("--state-dir", default=None,
+                       help="where state.db lives; a start on the same folder restores every live run (required, "
+                            "but a fresh temp folder with --fake-cluster)")
     serve.add_argument("--kubeconfig", help="the kubeconfig file (default: --kubeconfig > $KUBECONFIG > in "
                                             "cluster > ~/.kube/config)")
+    serve.add_argument("--kubeconfig-wait", type=positive_seconds, default=SERVE_KUBECONFIG_WAIT_SECONDS,
+                       metavar="SECONDS",
+                       help="wait this long for a --kubeconfig that is not there yet, as one that "
+                            f"fake-cluster is writing (default: {SERVE_KUBECONFIG_WAIT_SECONDS:g})")
     serve.add_argument("--context", help="the kubeconfig context (default: its current-context)")
-    serve.add_argument("--listen", default=DEFAULT_LISTEN, type=listen_address,
-                       help=f"HOST:PORT the API listens on (default: {DEFAULT_LISTEN}; in a pod 0.0.0.0:8080)")
+    serve.add_argument("--listen", default=None, type=listen_address,
+                       help=f"HOST:PORT the API listens on, port 0 a free one (default: {DEFAULT_LISTEN}, "
+                            f"{FAKE_LISTEN} with --fake-cluster; in a pod 0.0.0.0:8080)")
     serve.add_argument("--sandbox-image", default=None, type=image_reference,
                        help="the Sandbox image for Workspaces whose workflow names none "
                             "(default: ghcr.io/jr2/sandbox:latest)")
@@ -66,43 +103,151 @@ def listen_address(text: str) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace, stop: threading.Event) -> int:
+    if args.fake_cluster:
+        return _run_fake(args, stop)
+    for flag, value in (("--namespace", args.namespace), ("--state-dir", args.state_dir)):
+        if value is None:
+            raise UsageError(f"{flag} is required (or --fake-cluster, the dev server)")
+    from jr2_actors.kube.client import KubeClient
+    from jr2_actors.orchestrator import DEFAULT_SANDBOX_IMAGE
+
+    token, key = _secrets(args, generate=False)
+    access = _cluster_access(args, stop)
+    if access is None:
+        return 0
+    client = KubeClient(access)
+    try:
+        return _serve(args, stop, client, token=token, key=key, state_dir=os.path.abspath(args.state_dir),
+                      namespace=args.namespace, listen=args.listen or listen_address(DEFAULT_LISTEN),
+                      sandbox_image=args.sandbox_image or DEFAULT_SANDBOX_IMAGE,
+                      instance_harness=args.instance_harness or "",
+                      watching=f"{access.server} ({access.source})")
+    finally:
+        client.close()
+
+
+def _run_fake(args: argparse.Namespace, stop: threading.Event) -> int:
+    """The dev server: the fake cluster in this process, serve on it; the folder it made is removed at the stop."""
+    from jr2_actors.fake.cluster import FakeCluster
+
+    for flag, value in (("--kubeconfig", args.kubeconfig), ("--context", args.context),
+                        ("--instance-harness", args.instance_harness)):
+        if value is not None:
+            raise UsageError(f"{flag} has no meaning with --fake-cluster (it is the cluster)")
+    token, key = _secrets(args, generate=True)
+    namespace = args.namespace or "jr2"
+    made = None if args.state_dir else tempfile.mkdtemp(prefix="jr2-dev-")
+    state_dir = os.path.abspath(args.state_dir or made or "")
+    try:
+        with FakeCluster(namespace=namespace, signing_key=key, bookmark_interval=None) as cluster:
+            cluster.harness(lambda core: core.pick_first_allowed(True))  # its agents walk a workflow to an end
+            client = cluster.client()
+            try:
+                return _serve(args, stop, client, token=token, key=key, state_dir=state_dir, namespace=namespace,
+                              listen=args.listen or listen_address(FAKE_LISTEN),
+                              sandbox_image=args.sandbox_image or "jr2-sandbox:dev",
+                              instance_harness=cluster.instance_harness_url,
+                              watching=f"the embedded fake cluster {cluster.url}", dev=True)
+            finally:
+                client.close()
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+
+
+def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, token: str, key: bytes, state_dir: str,
+           namespace: str, listen: tuple[str, int], sandbox_image: str, instance_harness: str, watching: str,
+           dev: bool = False) -> int:
     from jr2_actors.api.app import Api
     from jr2_actors.api.server import ApiServer
-    from jr2_actors.kube.client import KubeClient
-    from jr2_actors.orchestrator import DEFAULT_SANDBOX_IMAGE, Orchestrator
+    from jr2_actors.orchestrator import Orchestrator
 
-    token = secret_from("JR2_INSTANCE_TOKEN", args.token_file, "the Instance token").decode("utf-8", "replace")
-    if len(token) < MIN_TOKEN_CHARS:
-        raise UsageError(f"the Instance token is shorter than {MIN_TOKEN_CHARS} characters")
-    key = secret_from("JR2_SIGNING_KEY", args.signing_key_file, "the signing key")
-    if len(key) < MIN_KEY_BYTES:
-        raise UsageError(f"the signing key is shorter than {MIN_KEY_BYTES} bytes")
-    state_dir = os.path.abspath(args.state_dir)
-    access = cluster_access(args)
-    client = KubeClient(access)
-    orchestrator = Orchestrator(client, state_dir=state_dir, signing_key=key, namespace=args.namespace,
-                                sandbox_image=args.sandbox_image or DEFAULT_SANDBOX_IMAGE,
-                                instance_harness=args.instance_harness or "")
-    server = ApiServer(Api(orchestrator, token), *args.listen)
+    orchestrator = Orchestrator(client, state_dir=state_dir, signing_key=key, namespace=namespace,
+                                sandbox_image=sandbox_image, instance_harness=instance_harness)
+    server = ApiServer(Api(orchestrator, token), *listen)
+    env_file = os.path.join(state_dir, ENV_FILE)
     try:
         try:
             server.start()
         except OSError as e:
-            raise UsageError(f"--listen {args.listen[0]}:{args.listen[1]}: cannot listen there: "
-                             f"{e.strerror or e}") from None
+            raise UsageError(f"--listen {listen[0]}:{listen[1]}: cannot listen there: {e.strerror or e}") from None
         _writable_dir(state_dir)  # only now: a start refused before this leaves nothing behind
+        if dev:
+            _remove(env_file)  # a stale one (a port of an earlier start) is never read as this one's
         if stop.is_set():
             return 0
         orchestrator.start()
-        log.warning("serving the API on %s; watching Sandboxes in namespace %s of %s (%s); state in %s",
-                    server.url, args.namespace, access.server, access.source, state_dir)
+        log.info("serving the API on %s; watching Sandboxes in namespace %s of %s; state in %s",
+                    server.url, namespace, watching, state_dir)
+        if dev:
+            _announce_dev(server.url, token, state_dir, env_file)
         until_signalled(stop)
-        log.warning("stopping: no new requests; the runs' actors stop, their Sandboxes stay for the next start")
+        log.info("stopping: no new requests; the runs' actors stop, their Sandboxes stay for the next start")
     finally:
+        if dev:
+            _remove(env_file)
         server.stop()  # its event streams end first, so a follower cannot hold a worker
         orchestrator.stop()
-        client.close()
     return 0
+
+
+def _secrets(args: argparse.Namespace, *, generate: bool) -> tuple[str, bytes]:
+    """The Instance token and the signing key, each checked; the dev server makes whichever is not given."""
+    if generate and not (os.environ.get("JR2_INSTANCE_TOKEN", "").strip() or args.token_file):
+        token = secrets.token_urlsafe(24)
+    else:
+        token = secret_from("JR2_INSTANCE_TOKEN", args.token_file, "the Instance token").decode(
+            "utf-8", "replace")
+    if len(token) < MIN_TOKEN_CHARS:
+        raise UsageError(f"the Instance token is shorter than {MIN_TOKEN_CHARS} characters")
+    if generate and not (os.environ.get("JR2_SIGNING_KEY", "").strip() or args.signing_key_file):
+        key = secrets.token_bytes(MIN_KEY_BYTES)
+    else:
+        key = secret_from("JR2_SIGNING_KEY", args.signing_key_file, "the signing key")
+    if len(key) < MIN_KEY_BYTES:
+        raise UsageError(f"the signing key is shorter than {MIN_KEY_BYTES} bytes")
+    return token, key
+
+
+def _cluster_access(args: argparse.Namespace, stop: threading.Event) -> ClusterAccess | None:
+    """`cluster_access`, after a bounded wait for a `--kubeconfig` that is not there yet (a `fake-cluster`
+    started beside this one writes it a moment later, atomically, so it is never read half written); a path
+    in no folder is nothing being written, refused at once. None: stopped while waiting."""
+    path = args.kubeconfig
+    if path and not os.path.exists(path) and os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        log.warning("waiting up to %gs for --kubeconfig %s to be written", args.kubeconfig_wait, path)
+        deadline = time.monotonic() + args.kubeconfig_wait
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            if stop.wait(KUBECONFIG_POLL_SECONDS):
+                return None
+    return cluster_access(args)
+
+
+def _announce_dev(url: str, token: str, state_dir: str, env_file: str) -> None:
+    """Where a person (and a script) finds the dev server: the URL, the token's file, the env file."""
+    token_file = os.path.join(state_dir, TOKEN_FILE)
+    _write_private(token_file, token + "\n")
+    _write_private(env_file, f"export JR2_SERVER={url}\nexport JR2_INSTANCE_TOKEN={token}\n")
+    print(f"jr2-actors dev server on a fake cluster (its agents pick the first Allowed pick)\n"
+          f"  API    {url}\n"
+          f"  token  {token_file}\n"
+          f"  env    . {env_file}   # JR2_SERVER and JR2_INSTANCE_TOKEN for submit, runs, status, ...\n"
+          f"  state  {state_dir}\n"
+          f"Ctrl-C stops it.", file=sys.stdout, flush=True)
+
+
+def _write_private(path: str, text: str) -> None:
+    """Mode 0600, atomically (a temp file, then os.replace): a script waiting for it never reads half."""
+    part = f"{path}.{os.getpid()}.part"
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(part, path)
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
 
 
 def _writable_dir(path: str) -> None:

@@ -47,7 +47,9 @@ Labels = tuple[tuple[str, str], ...]
 
 
 def add_parser(sub: Any) -> None:
-    top = sub.add_parser("top", help="a live view of a running orchestrator, read from its /metrics")
+    top = sub.add_parser("top", help="a live view of a running orchestrator, read from its /metrics",
+                         description="A live view of a running orchestrator, read from its /metrics. "
+                                     "Example: jr2-actors top --server http://127.0.0.1:8080")
     top.add_argument("--server", default=os.environ.get("JR2_SERVER", DEFAULT_SERVER),
                      help=f"the orchestrator's API (default: $JR2_SERVER, else {DEFAULT_SERVER})")
     top.add_argument("--once", action="store_true",

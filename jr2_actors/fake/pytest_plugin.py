@@ -4,9 +4,10 @@ fixtures for any test suite.
     def test_my_harness(jr2_fake_cluster):
         client = jr2_fake_cluster.client()
 
+    @pytest.mark.jr2_agents(pick_first=True)            # or coder=[[Pick("finish")]]: a script per agent
     def test_my_workflow(jr2_orchestrator, jr2_fake_cluster):
-        run_id = jr2_orchestrator.submit(my_workflow_document)
-        assert jr2_orchestrator.wait_finished(run_id, 30)
+        run_id = jr2_orchestrator.submit(read_file("my-workflow.yaml"))
+        assert jr2_orchestrator.wait_finished(run_id, 30)["status"] == "done"
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "jr2_faults(schedule=None, seed=None): play this fault schedule (a list of "
                                        "FaultCall, or of {at, fault, ...}) or a seed's on jr2_fake_cluster")
+    config.addinivalue_line("markers", "jr2_agents(pick_first=False, **scripts): how the fake Harness's agents act "
+                                       "on jr2_fake_cluster: pick_first=True picks the first Allowed pick of every "
+                                       "unscripted Turn; AGENT=[[actions of a Turn], ...] scripts that agent")
 
 
 @pytest.fixture
@@ -33,7 +37,8 @@ def jr2_fake_cluster(request: pytest.FixtureRequest) -> Iterator[FakeCluster]:
     """A started fake cluster (API server, operator, Harness) in namespace `jr2`, stopped after the test.
 
     `@pytest.mark.jr2_faults(schedule=[...])` or `(seed=N)` plays a fault schedule on it from the start; a
-    test that fails then prints every fault the cluster met, as a schedule that replays them."""
+    test that fails then prints every fault the cluster met, as a schedule that replays them.
+    `@pytest.mark.jr2_agents(pick_first=True, coder=[[Say("…"), Pick("finish")]])` sets how its agents act."""
     from jr2_actors.fake.faults import FaultCall, Faults
 
     with FakeCluster(namespace="jr2") as cluster:
@@ -45,6 +50,13 @@ def jr2_fake_cluster(request: pytest.FixtureRequest) -> Iterator[FakeCluster]:
             if seed is not None:
                 calls += Faults.draw(int(seed))
             cluster.faults.play(calls)
+        agents = request.node.get_closest_marker("jr2_agents")
+        if agents is not None:
+            scripts = dict(agents.kwargs)
+            if scripts.pop("pick_first", False):
+                cluster.harness(lambda core: core.pick_first_allowed(True))
+            for agent, turns in scripts.items():
+                cluster.script(agent, *turns)
         request.node.stash[_CLUSTER] = cluster
         yield cluster
 

@@ -38,6 +38,8 @@ def snapshot(core: RunCore) -> dict[str, Any]:
         "status": core.status,
         "state": core.state,
         "fault": core.fault,
+        "startedWall": core.started_wall,
+        "endedWall": core.ended_wall,
         "afterWall": core.after_wall,
         "turns": core.turns,
         "conversations": dict(core.conversations),
@@ -77,6 +79,8 @@ def restore(cls: type[RunCore], blob: Mapping[str, Any], now: float, wall: float
     core.fault = blob.get("fault")
     core.turns = int(blob.get("turns", 0))
     core.conversations = {str(k): int(v) for k, v in dict(blob.get("conversations") or {}).items()}
+    core.started_wall, core.ended_wall = (float(v) if isinstance(v, int | float) else None  # an older blob: None
+                                          for v in (blob.get("startedWall"), blob.get("endedWall")))
     core.ledger = Ledger.restore(blob.get("ledger") or {})
     core._abort_before = set(core.workflow.agents)  # what their conversations hold is not known here
     core.ended_workspaces = {str(k): str(v) for k, v in dict(blob.get("endedWorkspaces") or {}).items()}

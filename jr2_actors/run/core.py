@@ -129,6 +129,8 @@ class RunCore(TurnSide):
         self.status: RunStatusName = "running"
         self.state = workflow.start
         self.fault: str | None = None
+        self.started_wall: float | None = None  # issue 19: when it started and ended (wall), for runs/status
+        self.ended_wall: float | None = None
         self.workspaces: dict[str, WorkspaceRecord] = {}
         self.ended_workspaces: dict[str, str] = {}  # path → deleted | kept: what a teardown left
         self.turn: TurnRecord | None = None
@@ -158,6 +160,7 @@ class RunCore(TurnSide):
         if isinstance(event, Start):
             if self.turns or self.workspaces:
                 raise OffTable(f"run {self.run_id}: started twice")
+            self.started_wall = wall
             self._feed(StartedLine(self.workflow.name, self.state))
             self._enter(self.state)
         elif isinstance(event, Cancel):
@@ -244,6 +247,7 @@ class RunCore(TurnSide):
             return
         self.status = status
         self.fault = fault
+        self.ended_wall = self._wall
         self._persist = True
         self._after_mono = self.after_wall = None
         self._stop_turn()

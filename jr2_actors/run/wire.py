@@ -6,6 +6,7 @@ milliseconds and a Workspace's path is its `child`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from jr2_actors.run.core import RunCore
@@ -15,8 +16,42 @@ from jr2_actors.values.timefmt import rfc3339_ms
 _TIMES = ("since", "at")
 
 
+WAIT_REASONS = ("capacity", "taint", "selector", "quota", "other")
+NO_NODE_FITS = frozenset({"taint", "selector"})  # no current node can take it: capacity freeing will not help
+
+
+def wait_reason(on: str, message: str) -> str:
+    """Issue 19 item 6: a token beside the scheduler's words (ADR-0064 keeps those whole) that a machine can
+    count. Capacity wins over the rest: a node that only lacks room may free it; a taint or a selector alone
+    means no node that exists now can take the Sandbox."""
+    text = message.lower()
+    if on == "quota" or "exceeded quota" in text:
+        return "quota"
+    if "insufficient " in text:
+        return "capacity"
+    if "taint" in text:
+        return "taint"
+    if "affinity" in text or "selector" in text:
+        return "selector"
+    return "other"
+
+
+def _times(started: float | None, ended: float | None) -> dict[str, Any]:
+    """Issue 19: `startedAt` and `endedAt` (RFC 3339), and `durationSeconds` once it has ended; absent when
+    unknown (a run saved before they were kept)."""
+    out: dict[str, Any] = {}
+    if started is not None:
+        out["startedAt"] = rfc3339_ms(started)
+    if ended is not None:
+        out["endedAt"] = rfc3339_ms(ended)
+        if started is not None:
+            out["durationSeconds"] = round(max(0.0, ended - started), 3)
+    return out
+
+
 def status_doc(core: RunCore) -> dict[str, Any]:
-    """RunStatus: `{runId, workflow, status, state, children, fault?, waiting}`."""
+    """RunStatus: `{runId, workflow, status, state, children, fault?, startedAt?, endedAt?, durationSeconds?,
+    waiting}`."""
     doc: dict[str, Any] = {
         "runId": core.run_id,
         "workflow": core.workflow.name,
@@ -26,11 +61,12 @@ def status_doc(core: RunCore) -> dict[str, Any]:
                      for path, r in sorted(core.workspaces.items())]
         + [{"child": path, "phase": left} for path, left in sorted(core.ended_workspaces.items())
            if path not in core.workspaces],
-        "waiting": [{"child": path, "on": w.on, "message": w.message, "since": rfc3339_ms(w.since)}
-                    for path, w in core.waiting()],
+        "waiting": [{"child": path, "on": w.on, "reason": wait_reason(w.on, w.message), "message": w.message,
+                     "since": rfc3339_ms(w.since)} for path, w in core.waiting()],
     }
     if core.fault:
         doc["fault"] = core.fault
+    doc.update(_times(core.started_wall, core.ended_wall))
     if core.turn is not None:
         doc["turn"] = {"agent": core.turn.agent, "id": core.turn.id, "phase": core.turn.phase}
     return doc
@@ -43,6 +79,19 @@ def listing_doc(core: RunCore) -> dict[str, Any]:
     if placing:
         doc["placing"] = placing
     doc.update({"workflow": core.workflow.name, "status": core.status, "state": core.state})
+    doc.update(_times(core.started_wall, core.ended_wall))
+    return doc
+
+
+def stored_listing_doc(run_id: str, blob: Mapping[str, Any]) -> dict[str, Any]:
+    """A line of `GET /runs?all=true` for a finished run, read from its row's blob without restoring it."""
+    document = blob.get("document")
+    name = document.get("name") if isinstance(document, Mapping) else None
+    doc: dict[str, Any] = {"runId": run_id, "workflow": str(name) if name is not None else "",
+                           "status": str(blob.get("status", "")), "state": str(blob.get("state", ""))}
+    started, ended = (float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+                      for v in (blob.get("startedWall"), blob.get("endedWall")))
+    doc.update(_times(started, ended))
     return doc
 
 

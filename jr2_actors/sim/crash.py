@@ -64,7 +64,7 @@ class _Serve:
 
     def __init__(self, kubeconfig: str, state: str, tmp: str, env: dict[str, str], harness: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jr2_actors", "--log-level", "warning", "serve", "--namespace", "jr2",
+            [sys.executable, "-m", "jr2_actors", "--log-level", "info", "serve", "--namespace", "jr2",
              "--state-dir", state, "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0",
              "--instance-harness", harness],
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env={**env, "TMPDIR": tmp})

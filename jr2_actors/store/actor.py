@@ -66,6 +66,13 @@ class Fetch:
 
 
 @dataclass(frozen=True)
+class ListFinished:
+    """Answered with the finished rows whose id starts with `prefix`, newest first, at most `limit`."""
+    prefix: str
+    limit: int
+
+
+@dataclass(frozen=True)
 class Sweep:
     pass
 
@@ -133,6 +140,8 @@ class StoreActor(Shell):
             return self.store.restore()
         if isinstance(message, Fetch):
             return self.store.get(message.run_id)
+        if isinstance(message, ListFinished):
+            return self.store.finished(message.prefix, message.limit)
         if isinstance(message, Sweep):
             return self._sweep()
         return None
@@ -246,5 +255,5 @@ class StoreActor(Shell):
                 log.exception("counting the store's rows failed (only the metrics miss it)")
 
 
-__all__ = ["STORE_DOWN", "STORE_GROUP_COMMIT_ROWS", "Fetch", "Healthy", "Persist", "Restore", "Restored", "RunRecord",
-           "StoreActor", "StoreUnusable", "Sweep", "Unreadable", "WriteFailed"]
+__all__ = ["STORE_DOWN", "STORE_GROUP_COMMIT_ROWS", "Fetch", "Healthy", "ListFinished", "Persist", "Restore",
+           "Restored", "RunRecord", "StoreActor", "StoreUnusable", "Sweep", "Unreadable", "WriteFailed"]

@@ -315,6 +315,23 @@ class RunStore:
                 return record if isinstance(record, RunRecord) else None
         return None
 
+    def finished(self, prefix: str, limit: int) -> list[RunRecord]:
+        """Issue 19 (`runs --all`): finished rows whose id starts with `prefix`, newest end first, at most
+        `limit` — the history's, and any ended here and not yet moved; a row whose blob cannot be read is
+        left out. Reading never touches a row's age (ADR-0065)."""
+        conn = self.db.connection()
+        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = conn.execute(
+            "SELECT run_id, status, blob, reason, updated_at FROM ("
+            "SELECT run_id, status, blob, reason, updated_at FROM main.runs "
+            "WHERE status != 'live' AND run_id LIKE ? ESCAPE '\\' UNION ALL "
+            "SELECT run_id, status, blob, reason, updated_at FROM history.runs WHERE run_id LIKE ? ESCAPE '\\' "
+            "AND run_id NOT IN (SELECT run_id FROM main.runs)) ORDER BY updated_at DESC LIMIT ?",
+            (pattern, pattern, limit)).fetchall()
+        records = (_record(row) for row in rows)
+        # LIKE ignores case: the exact test is made here
+        return [r for r in records if isinstance(r, RunRecord) and r.run_id.startswith(prefix)]
+
     def count_by_status(self) -> dict[str, int]:
         """Rows by status: the live file's scan and the history's indexed one (the StoreActor runs it at
         most once a second). A run caught between the files is counted once."""

@@ -154,6 +154,9 @@ LOST_GRACE_SECONDS = 5.0
 DEMO_SECONDS = 60.0
 # serve stops within this after SIGTERM (CONTRACTS §6); the Deployment's grace period covers it with margin.
 SERVE_STOP_SECONDS = 10.0
+# Issue 19: serve waits this long (by default) for a --kubeconfig that is not there yet — a fake-cluster
+# started beside it writes it (atomically) a moment later.
+SERVE_KUBECONFIG_WAIT_SECONDS = 10.0
 
 # Issue 11: the fake API server stamps each watch event it sends for a write with the write's wall time, in
 # this top-level field of the event (beside "type" and "object", never inside the object): a real API
@@ -174,3 +177,10 @@ FEED_IDS_RESERVED = 1000
 # Issue 16 item 10: the FeedHub holds the feeds of this many finished runs (the newest); a reader of an older
 # one reads the same lines from its store row until the sweep (RETENTION_SECONDS) — memory plateaus.
 FEED_FINISHED_HELD = 64
+# Issue 19: `GET /runs?all=true` lists at most this many finished runs (the newest ends) beside the live ones.
+RUNS_FINISHED_LISTED = 500
+# Issue 19 item 4: POST /runs remembers this many Idempotency-Keys (the newest), in memory: a client's retry
+# after a connection error comes within seconds, so a restart forgetting them costs nothing a retry needs.
+API_IDEMPOTENCY_KEYS = 4096
+# A submit that finds its key's first request still under way waits this long for it before a 409.
+API_IDEMPOTENCY_WAIT_SECONDS = 30.0

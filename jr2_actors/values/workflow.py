@@ -127,6 +127,11 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|Tr
                               list("tTfF"))
 
 
+def yaml_loader() -> type[yaml.SafeLoader]:
+    """The loader workflow files are read with (YAML 1.2 booleans), for a reader of their nodes (`lint`)."""
+    return _Loader
+
+
 def read_document(text: str | bytes) -> object:
     """The YAML (or JSON) text as data, size-capped, safe, with YAML 1.2 booleans."""
     if len(text) > MAX_WORKFLOW_BYTES:
@@ -143,7 +148,9 @@ def load_workflow(text: str | bytes) -> Workflow:
     return parse_workflow(read_document(text))
 
 
-def parse_workflow(doc: object) -> Workflow:
+def parse_workflow(doc: object, *, check_graph: bool = True) -> Workflow:
+    """The document as a Workflow, or the first WorkflowError. `check_graph=False` leaves `graph_problems`
+    to the caller (`lint`, which reports every one)."""
     root = _checked(doc)
     if len(root["states"]) > MAX_WORKFLOW_STATES:
         raise WorkflowError("states", f"{len(root['states'])} states are over the bound of {MAX_WORKFLOW_STATES} "
@@ -155,8 +162,53 @@ def parse_workflow(doc: object) -> Workflow:
     start = root["start"]
     if start not in states:
         raise WorkflowError("start", f"names no state ({start!r})")
+    problems = graph_problems(states, start) if check_graph else []
+    if problems:
+        raise problems[0]
     _check_size(doc)  # once every value is known to be a plain string, number, list or mapping
     return Workflow(root["name"], workspaces, agents, start, states)
+
+
+def edges(state: StateDef) -> list[tuple[str, str]]:
+    """The state's ways out: (what takes it — a pick, an event, `after Ns` — and the state it goes to)."""
+    out = list(state.on.items())
+    if state.after_to is not None and state.after_seconds is not None:
+        out.append((f"after {state.after_seconds:g}s", state.after_to))
+    return out
+
+
+def graph_problems(states: Mapping[str, StateDef], start: str) -> list[WorkflowError]:
+    """Issue 19: what makes a run of it never end, one error each — the same rules for `POST /runs` and `lint`:
+    a state neither final nor with a `turn` or `after` (nothing moves it on), a state no path from `start`
+    reaches, and a reachable state from which no final state can be reached (a loop with no way out)."""
+    problems: list[WorkflowError] = []
+    for name, state in states.items():
+        if state.final is None and state.turn is None and state.after_to is None:
+            problems.append(WorkflowError(f"states.{name}", "can never end: it is not final and has no `turn` or "
+                                                             "`after` to leave it"))
+    reached, todo = {start}, [start]
+    while todo:
+        for _, target in edges(states[todo.pop()]):
+            if target not in reached:
+                reached.add(target)
+                todo.append(target)
+    for name in states:
+        if name not in reached:
+            problems.append(WorkflowError(f"states.{name}", f"is unreachable: no path from start ({start}) leads "
+                                                             "to it"))
+    ends = {name for name, state in states.items() if state.final is not None}
+    grew = True
+    while grew:  # the states from which some final state is reachable
+        grew = False
+        for name, state in states.items():
+            if name not in ends and any(target in ends for _, target in edges(state)):
+                ends.add(name)
+                grew = True
+    for name in states:
+        if name in reached and name not in ends and (states[name].turn is not None or states[name].after_to):
+            problems.append(WorkflowError(f"states.{name}", "can never end: no path from it reaches a final "
+                                                             "state"))
+    return problems
 
 
 def _check_size(doc: object) -> None:

@@ -225,7 +225,9 @@ class WatchActor(Shell):
                 self._step(core.Unregistered(message.key))
         elif isinstance(message, Health):
             c = self.core
-            return WatchHealth(c.phase, c.up, c.resource_version, c.failures, len(c.waiters), c.tracked, c.listed)
+            began = c.failing_since
+            return WatchHealth(c.phase, c.up, c.resource_version, c.failures, len(c.waiters), c.tracked, c.listed,
+                               c.last_error, None if began is None else max(0.0, self.clock.monotonic() - began))
         return None
 
     def cleanup(self) -> None:

@@ -138,6 +138,14 @@ class ObserverCore:
         return self.keeper.failures
 
     @property
+    def last_error(self) -> str | None:
+        return self.keeper.last_error
+
+    @property
+    def failing_since(self) -> float | None:
+        return self.keeper.failing_since
+
+    @property
     def waiters(self) -> frozenset[SandboxKey]:
         return frozenset(self.cache.waiters)
 

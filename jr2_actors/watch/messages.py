@@ -53,3 +53,5 @@ class WatchHealth:
     waiters: int
     tracked: int = 0  # objects followed now
     listed: bool = False  # a list has answered since start (readiness waits for it)
+    last_error: str | None = None  # issue 19: the newest failure's cause, whole
+    failing_for: float | None = None  # seconds since the current run of failures began; None: it serves

@@ -226,6 +226,7 @@ class StreamKeeper:
         self.failures = 0  # the failure run, for the bound
         self._retries = 0  # the backoff step: ends only with progress on a stream
         self._failure_began: float | None = None
+        self.last_error: str | None = None  # issue 19: the newest failure's cause, whole, while failures run
         self._since = 0.0  # when the current list or watch began
         self._progress_at = 0.0
         self._stream_progressed = False
@@ -369,6 +370,11 @@ class StreamKeeper:
             failure = Failure("transport", f"the list did not answer within {now - self._since:.0f}s")
             self._failed(Termination.TRANSPORT, failure, now, out, relist=True)
 
+    @property
+    def failing_since(self) -> float | None:
+        """When the current run of failures began (monotonic), None when the stream serves."""
+        return self._failure_began
+
     def _failed(self, termination: Termination, failure: Failure, now: float, out: Kept, *, relist: bool) -> None:
         if self.phase == "watching" and now - self._since >= WATCH_MIN_FREE_RESUME_SECONDS:
             self._retries = 0  # the watch served a while: not the hot loop the schedule guards against
@@ -377,6 +383,7 @@ class StreamKeeper:
         if self._failure_began is None:
             self._failure_began = now
         detail = _describe(failure)
+        self.last_error = detail
         crossing = not self.degraded and (self.failures >= self.max_failures
                                           or now - self._failure_began >= self.max_failure_seconds)
         self.degraded = self.degraded or crossing

@@ -1,0 +1,153 @@
+"""`jr2-actors lint FILE…` and `jr2-actors graph FILE`: a workflow file checked, or drawn, offline.
+
+`lint` applies the rules `POST /runs` applies — `workflow.parse_workflow`, the one source: unknown keys, pick
+names, `after` bounds, states nothing moves on, unreachable states, loops with no way to a final state —
+and prints each error as `FILE:LINE: key: problem` (the line of the key at fault, read from the YAML's own
+nodes). `graph` prints the state graph as Mermaid (`-o mermaid`, the default) or Graphviz DOT (`-o dot`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import yaml
+
+from jr2_actors.commands.common import UsageError
+from jr2_actors.values.workflow import (
+    MAX_WORKFLOW_BYTES,
+    Workflow,
+    WorkflowError,
+    edges,
+    graph_problems,
+    parse_workflow,
+    read_document,
+    yaml_loader,
+)
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("lint", help="check workflow files offline, as POST /runs would (no server needed)",
+                       description="Check workflow files with the rules POST /runs applies; each error is "
+                                   "FILE:LINE: key: problem. Exit 0 when every file is good, else 2. "
+                                   "Example: jr2-actors lint fix.yaml review.yaml")
+    p.add_argument("files", metavar="FILE", nargs="+", help="workflow files, YAML or JSON (required)")
+    p = sub.add_parser("graph", help="print a workflow's state graph (Mermaid, or DOT with -o dot)",
+                       description="Print a workflow's states and the picks, events and timeouts between them. "
+                                   "Example: jr2-actors graph fix.yaml -o dot | dot -Tsvg > fix.svg")
+    p.add_argument("file", metavar="FILE", help="a workflow file, YAML or JSON (required)")
+    p.add_argument("-o", "--output", choices=("mermaid", "dot"), default="mermaid",
+                   help="mermaid (a stateDiagram-v2) or dot (Graphviz) (default: mermaid)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "lint":
+        bad = 0
+        for path in args.files:
+            errors = lint_file(path)
+            for line in errors:
+                print(line, file=sys.stderr, flush=True)
+            if not errors:
+                print(f"{path}: ok", flush=True)
+            bad += bool(errors)
+        return 2 if bad else 0
+    try:
+        workflow, _ = _load(args.file)
+    except _Refused as e:
+        raise UsageError(f"{args.file}:{e.line}: {e.error}" if e.line else f"{args.file}: {e.error}") from None
+    print("\n".join(dot(workflow) if args.output == "dot" else mermaid(workflow)))
+    return 0
+
+
+def lint_file(path: str) -> list[str]:
+    """Every error in the file, each `FILE:LINE: key: problem` (LINE when the key is found in the text)."""
+    try:
+        workflow, text = _load(path, check_graph=False)
+    except UsageError as e:
+        return [f"jr2-actors: {e}"]
+    except _Refused as e:
+        return [f"{path}:{e.line}: {e.error}" if e.line else f"{path}: {e.error}"]
+    return [f"{path}:{line_of(text, e.key) or 1}: {e}" for e in graph_problems(workflow.states, workflow.start)]
+
+
+class _Refused(Exception):
+    def __init__(self, error: WorkflowError, line: int | None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.line = line
+
+
+def _load(path: str, *, check_graph: bool = True) -> tuple[Workflow, str]:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_WORKFLOW_BYTES + 1)
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror or e}") from None
+    text = raw.decode("utf-8", "replace")
+    try:
+        return parse_workflow(read_document(raw), check_graph=check_graph), text
+    except WorkflowError as e:
+        mark = getattr(e.__cause__, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else line_of(text, e.key)
+        raise _Refused(e, line) from None
+
+
+def line_of(text: str, key: str) -> int | None:
+    """The 1-based line of the deepest node of the dotted `key` (`states.code.on.finish`, `a.repos[0].slot`)
+    that the text holds; None when the text is not YAML or has none of it."""
+    try:
+        node = yaml.compose(text, Loader=yaml_loader())
+    except (yaml.YAMLError, RecursionError):
+        return None
+    line = None
+    rest = key.replace("[", ".[")
+    while node is not None and rest:
+        found = None
+        if isinstance(node, yaml.MappingNode):
+            # the longest key that begins the rest: names may hold '.' themselves
+            for k, v in node.value:
+                name = str(k.value)
+                if (rest == name or rest.startswith(name + ".")) and (found is None or len(name) > len(found[0])):
+                    found = (name, k, v)
+        elif isinstance(node, yaml.SequenceNode) and rest.startswith("["):
+            index = rest[1:rest.index("]")] if "]" in rest else ""
+            if index.isdigit() and int(index) < len(node.value):
+                item = node.value[int(index)]
+                found = (f"[{index}]", item, item)
+        if found is None:
+            break
+        name, k, node = found
+        line = k.start_mark.line + 1
+        rest = rest[len(name) + 1:]
+    return line
+
+
+def mermaid(workflow: Workflow) -> list[str]:
+    lines = ["stateDiagram-v2", f"    [*] --> {_id(workflow.start)}"]
+    for name, state in workflow.states.items():
+        for label, target in edges(state):
+            lines.append(f"    {_id(name)} --> {_id(target)}: {label}")
+        if state.final is not None:
+            lines.append(f"    {_id(name)} --> [*]")
+    return lines
+
+
+def dot(workflow: Workflow) -> list[str]:
+    lines = [f"digraph {_quoted(workflow.name)} {{", "    rankdir=LR;", '    "[start]" [shape=point];',
+             f'    "[start]" -> {_quoted(workflow.start)};']
+    for name, state in workflow.states.items():
+        if state.final is not None:
+            lines.append(f"    {_quoted(name)} [shape=doublecircle];")
+        for label, target in edges(state):
+            lines.append(f"    {_quoted(name)} -> {_quoted(target)} [label={_quoted(label)}];")
+    return [*lines, "}"]
+
+
+def _id(name: str) -> str:
+    """A state as a Mermaid id: letters, digits and '_' only."""
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
