@@ -24,7 +24,6 @@ import pykka
 import yaml
 
 from jr2_actors.fake.apiserver import actor as api
-from jr2_actors.fake.apiserver import knobs
 from jr2_actors.fake.apiserver.state import DEFAULT_HISTORY, ClusterState
 from jr2_actors.fake.apiserver.validation import is_namespace_name
 from jr2_actors.fake.faults import Faults
@@ -314,7 +313,7 @@ class FakeCluster:
     def stream_error(self, status: int = 500, *, reason: str = "InternalError",
                      message: str = "an in-stream error") -> None:
         """Every open watch gets an in-stream ERROR frame with this Status, then ends."""
-        self.fault(knobs.StreamError(status, reason, message))
+        self.fault(api.StreamError(status, reason, message))
 
     def compact(self) -> None:
         self.fault(api.Compact())
