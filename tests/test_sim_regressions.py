@@ -57,3 +57,11 @@ def test_seed_257_a_sandbox_evicted_and_made_again_gets_a_fresh_harness_and_the_
          Fault(0.51, "api-refuse", count=3, status=503), Fault(2.54, "harness-draining", 1, "W", seconds=1.95),
          Fault(2.65, "api-latency", seconds=0.52), Fault(3.73, "cancel", 1, "W"),
          Fault(3.86, "api-refuse", count=6, status=403))
+
+
+def test_seed_150_a_watch_that_stalled_and_lost_frames_ends_so_every_run_ends(tmp_path: Path) -> None:
+    # Found: the fake's stalled watch dropped its frames and then went on sending, a gap no TCP stream has;
+    # Workspaces waited for events that never came. A stream that lost a frame now ends when its link returns.
+    play(tmp_path, 150, Fault(0.07, "watch-stall", seconds=0.69), Fault(0.68, "kernel-kill", 2, "W"),
+         Fault(2.77, "evict", 3, "A"), Fault(3.11, "control-plane-away", seconds=1.86), Fault(3.78, "watch-drop"),
+         answer_latency=0.05, run_on=0.3)

@@ -248,15 +248,22 @@ class ApiApp:
         interval = self.bookmark_interval if spec.bookmarks else None
         next_bookmark = clock.monotonic() + interval if interval else None
         r.close_connection = True  # until the stream ends cleanly; then the connection is reusable
+        stalled = False
         try:
             while not self.closing.is_set():
                 if ticket.stalled.is_set():
                     # Sends nothing; notices at once a client that gives up on it (its stall bound).
+                    stalled = True
                     if r.peer_gone(wait=0.05):
                         return
                     if _drain(ticket.queue):  # what would have been sent is lost, as on a blackholed link
                         return
                     continue
+                if stalled:
+                    # The link comes back: a TCP stream cannot skip what it lost and go on, so this one ends (the
+                    # client resumes from what it last saw; found by the sim, seed 150: a stream that went on
+                    # after a gap left Workspaces waiting for events that never came).
+                    return
                 now = clock.monotonic()
                 if now >= deadline:
                     if spec.bookmarks:
@@ -275,6 +282,7 @@ class ApiApp:
                 if item is END:
                     break
                 if ticket.stalled.is_set():
+                    stalled = True
                     continue  # a blackholed connection: what would have been sent is lost
                 r.chunk(_line(self._framed(cast(dict[str, Any], item), spec)))
             r.end_chunked()
