@@ -69,6 +69,19 @@ def test_a_notice_retold_to_a_conversation_the_harness_lost_is_adr_0062s_not_kep
     assert notices(facts(admissions=[admission(3, "1.5Gi"), again], kills=[kill(2, "1.5Gi")])) == []
 
 
+def test_a_notice_retold_to_a_new_incarnation_of_a_lost_conversation_is_not_told_twice() -> None:
+    first, again = admission(3, "1.5Gi"), admission(5, "1.5Gi")
+    for a, seq in ((first, 10), (again, 20)):
+        a.update(conversationId="c-1", conversationSeq=seq)
+    assert notices(facts(admissions=[first, again], kills=[kill(2, "1.5Gi")])) == []
+    again["conversationSeq"] = 10  # the same incarnation heard it twice
+    (v,) = notices(facts(admissions=[first, again], kills=[kill(2, "1.5Gi")]))
+    assert "told 2 times" in v
+    again.update(conversationSeq=20, agent="b0")  # another Agent's conversation: the Workspace was told twice
+    (v,) = notices(facts(admissions=[first, again], kills=[kill(2, "1.5Gi")]))
+    assert "told 2 times" in v
+
+
 def test_a_kill_no_later_turn_heard_is_a_violation_but_a_nudge_or_no_later_turn_is_not() -> None:
     (v,) = notices(facts(admissions=[admission(1), admission(4)], kills=[kill(2, "1.5Gi")], reads=[read(3)]))
     assert "k-2" in v and "did not reach the next Turn admission" in v

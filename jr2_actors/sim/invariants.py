@@ -120,9 +120,11 @@ def notices(facts: Facts) -> list[str]:
         # is told again what the Turn's admissions carried (that admission says `conversation-new`).
         index = {id(a): i for i, a in enumerate(facts.admissions)}
         first_at = index[id(by_seq[seqs[0]])]
+        # And a conversation the Harness lost (its container restarted, the kernel killed it) before the
+        # Orchestrator heard it speak: its next incarnation under the same id never heard it (ADR-0062).
         retold = [s for s in seqs[1:] if (not _first_admission(by_seq[s], facts)
                                           and _restart_between(facts, first_at, index[id(by_seq[s])]))
-                  or _new_conversation(by_seq[s])]
+                  or _new_conversation(by_seq[s]) or _reincarnated(by_seq[seqs[0]], by_seq[s])]
         if len(seqs) - len(retold) > 1:
             seen = "; ".join(_admission_text(by_seq[s]) for s in seqs[:4])
             out.append(f"{sandbox}: the memory-limit notice of peak {peak} was told {len(seqs)} times: {seen}")
@@ -181,6 +183,13 @@ def _read_before(a: Mapping[str, Any], facts: Facts) -> int:
 def _restart_between(facts: Facts, first: int, then: int) -> bool:
     """An orchestrator restart fell between the admissions at these places in the Harness's record."""
     return any(first < mark <= then for mark in facts.restart_marks)
+
+
+def _reincarnated(first: Mapping[str, Any], then: Mapping[str, Any]) -> bool:
+    """`then` went to a later incarnation of the conversation `first` went to (the first one was lost)."""
+    same = all(first.get(k) == then.get(k) for k in ("sandbox", "agent", "conversationId"))
+    a, b = first.get("conversationSeq"), then.get("conversationSeq")
+    return same and isinstance(a, int) and isinstance(b, int) and b > a
 
 
 def _new_conversation(a: Mapping[str, Any]) -> bool:

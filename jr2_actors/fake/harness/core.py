@@ -115,6 +115,7 @@ class Conversation:
     awaiting: str | None = None  # the callId of a pick waiting for its answer
     ending: str = ""  # the outcome it settles with once its run-on is over (`set_run_on`)
     script: deque[Action] = field(default_factory=deque)
+    seq: int = 0  # which incarnation: a conversation lost (a restart) and begun again under its id is another
 
 
 @dataclass
@@ -247,12 +248,14 @@ class HarnessCore:
         if conv is not None and conv.running:
             return Answer(409, {"error": "a submission is still running in this conversation"}), []
         if conv is None:
-            conv = harness.conversations[key] = Conversation(agent, conversation_id, harness.instance_id)
+            conv = harness.conversations[key] = Conversation(agent, conversation_id, harness.instance_id,
+                                                             seq=next(self._ids))
         # ADR-0062: the Harness words the Briefing; recorded so a test reads exactly what a model would see.
         record["briefing"] = briefing.render_admission(body).as_record()
         conv.batch += 1
         conv.submission = f"s-{next(self._ids)}"
         record["submissionId"] = conv.submission  # the Submission it started (ids share one counter with kills)
+        record["conversationSeq"] = conv.seq  # the incarnation it went to
         conv.running = True
         turns = self._scripts.get(agent)
         allowed = body.get("allowed") if isinstance(body.get("allowed"), list) else []
