@@ -18,8 +18,8 @@ from jr2_actors.api.sse import decode
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
 from jr2_actors.orchestrator import Orchestrator
-from jr2_actors.run.feed import FeedRead
 from jr2_actors.values.workflow import read_document
+from tests.backends import QuietBackend
 from tests.waiting import wait_until
 from tests.workflows import one_state
 
@@ -216,38 +216,16 @@ def test_a_client_that_trickles_its_request_does_not_hold_a_worker(served: Serve
     assert served.call("GET", "/healthz", token=None).status_code == 200
 
 
-class _Degraded:
+class _Degraded(QuietBackend):
     """A Backend whose watch is degraded: /healthz must say 503 with the reason."""
 
     def submit(self, document: object, run_input: Mapping[str, Any] | None) -> str:
         raise AssertionError("not called")
 
-    def run_status(self, run_id: str) -> dict[str, Any] | None:
-        return None
-
-    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
-        return []
-
-    def finished_runs(self, prefix: str = "", limit: int = 500) -> list[dict[str, Any]]:
-        return []
-
-    def document(self, run_id: str) -> dict[str, Any] | None:
-        return None
-
-    def cancel(self, run_id: str) -> dict[str, Any] | None:
-        return None
-
-    def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:
-        return None
-
     def health(self) -> tuple[bool, str]:
         return False, "the Sandbox watch is degraded (12 failures in a row)"
 
-    def metrics(self) -> str:
-        return ""
 
-    def interrupt_feeds(self) -> None:
-        pass
 
 
 def test_healthz_is_503_with_the_reason_when_the_orchestrator_is_not_healthy() -> None:

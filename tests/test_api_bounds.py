@@ -27,6 +27,7 @@ from jr2_actors.api.server import ApiLimits, ApiServer
 from jr2_actors.run.feed import FeedRead
 from jr2_actors.values.constants import API_MAX_BODY_BYTES, API_MAX_HEADER_BYTES
 from jr2_actors.values.workflow import MAX_WORKFLOW_STATES, parse_workflow
+from tests.backends import QuietBackend
 from tests.waiting import wait_until
 from tests.workflows import chain
 
@@ -36,7 +37,7 @@ SOURCES = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
 GENEROUS = 10.0
 
 
-class _Live:
+class _Live(QuietBackend):
     """A healthy Backend with one live run, `r-1`, whose feed has nothing new (each wait runs out)."""
 
     def __init__(self, metrics: str = "") -> None:
@@ -53,23 +54,11 @@ class _Live:
     def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
         return [{"runId": "r-1"}]
 
-    def finished_runs(self, prefix: str = "", limit: int = 500) -> list[dict[str, Any]]:
-        return []
-
-    def document(self, run_id: str) -> dict[str, Any] | None:
-        return None
-
-    def cancel(self, run_id: str) -> dict[str, Any] | None:
-        return None
-
     def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:
         if run_id != "r-1":
             return None
         self._closing.wait(wait)
         return FeedRead([], False)
-
-    def health(self) -> tuple[bool, str]:
-        return True, ""
 
     def metrics(self) -> str:
         return self._metrics

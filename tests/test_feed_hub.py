@@ -13,8 +13,10 @@ from jr2_actors.run.core import FEED_KEEP
 from jr2_actors.run.feed import FeedHub, FeedRead, Published
 from jr2_actors.run.feedlines import EndedLine, FeedEvent, SaidLine
 from jr2_actors.values.constants import FEED_FINISHED_HELD
+from tests.backends import QuietBackend
 
 TOKEN = "t0ken-for-the-feed-tests-0123456789"
+
 
 
 def said(i: int) -> FeedEvent:
@@ -54,7 +56,7 @@ def test_the_hub_says_which_id_last_left_the_kept_lines() -> None:
     assert restored.read("r-1", 3, 0.0).dropped == 10
 
 
-class _Feed:
+class _Feed(QuietBackend):
     """A Backend with one run's feed, read as the hub or the row would answer."""
 
     def __init__(self, read: FeedRead) -> None:
@@ -63,32 +65,11 @@ class _Feed:
     def submit(self, document: object, run_input: Mapping[str, Any] | None) -> str:
         return "r-1"
 
-    def run_status(self, run_id: str) -> dict[str, Any] | None:
-        return None
-
-    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
-        return []
-
-    def finished_runs(self, prefix: str = "", limit: int = 500) -> list[dict[str, Any]]:
-        return []
-
-    def document(self, run_id: str) -> dict[str, Any] | None:
-        return None
-
-    def cancel(self, run_id: str) -> dict[str, Any] | None:
-        return None
-
     def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:
         return FeedRead([e for e in self._read.events if e.id > after], True, self._read.dropped)
 
-    def health(self) -> tuple[bool, str]:
-        return True, ""
 
-    def metrics(self) -> str:
-        return ""
 
-    def interrupt_feeds(self) -> None:
-        pass
 
 
 def _events(backend: _Feed, last_event_id: str) -> tuple[bytes, list[dict[str, Any]]]:

@@ -21,6 +21,7 @@ from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameDecoder, FrameErro
 from jr2_actors.run.feed import FeedRead
 from jr2_actors.values.errors import KubeconfigError
 from jr2_actors.values.workflow import Workflow, WorkflowError, load_workflow, parse_workflow
+from tests.backends import QuietBackend
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -140,7 +141,7 @@ def test_a_workflow_document_of_any_shape_is_a_workflow_or_a_workflow_error(doc:
 
 # -- the API's bodies and headers --------------------------------------------------------------------------
 
-class _Backend:
+class _Backend(QuietBackend):
     """An orchestrator that knows one run and takes any submission the parser lets through."""
 
     def submit(self, document: object, run_input: Mapping[str, Any] | None) -> str:
@@ -150,29 +151,14 @@ class _Backend:
     def run_status(self, run_id: str) -> dict[str, Any] | None:
         return {"runId": run_id, "status": "done"} if run_id == "r-1" else None
 
-    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
-        return []
-
-    def finished_runs(self, prefix: str = "", limit: int = 500) -> list[dict[str, Any]]:
-        return []
-
-    def document(self, run_id: str) -> dict[str, Any] | None:
-        return None
-
     def cancel(self, run_id: str) -> dict[str, Any] | None:
         return self.run_status(run_id)
 
     def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:
         return FeedRead([], True) if run_id == "r-1" else None
 
-    def health(self) -> tuple[bool, str]:
-        return True, ""
 
-    def metrics(self) -> str:
-        return ""
 
-    def interrupt_feeds(self) -> None:
-        pass
 
 
 API = Api(_Backend(), "fuzz-token-0123456789")

@@ -18,8 +18,8 @@ import requests
 
 from jr2_actors.api.app import Api
 from jr2_actors.api.server import ApiServer
-from jr2_actors.run.feed import FeedRead
 from jr2_actors.values.errors import Unavailable
+from tests.backends import QuietBackend
 from tests.workflows import one_state
 
 TOKEN = "idempotency-test-token-0123456789"
@@ -27,7 +27,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 BODY = {"workflow": {"name": "w"}}
 
 
-class Counting:
+class Counting(QuietBackend):
     """A Backend that counts its submits; `hold` keeps a submit under way until set, `refuse` answers 503."""
 
     def __init__(self) -> None:
@@ -45,32 +45,14 @@ class Counting:
         self.submits += 1
         return f"r-{self.submits:012x}"
 
-    def run_status(self, run_id: str) -> dict[str, Any] | None:
-        return None
 
-    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
-        return []
 
-    def finished_runs(self, prefix: str = "", limit: int = 500) -> list[dict[str, Any]]:
-        return []
 
-    def document(self, run_id: str) -> dict[str, Any] | None:
-        return None
 
-    def cancel(self, run_id: str) -> dict[str, Any] | None:
-        return None
 
-    def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:
-        return None
 
-    def health(self) -> tuple[bool, str]:
-        return True, ""
 
-    def metrics(self) -> str:
-        return ""
 
-    def interrupt_feeds(self) -> None:
-        pass
 
 
 @pytest.fixture
