@@ -33,6 +33,7 @@ from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.sim import invariants
 from jr2_actors.sim.schedule import Fault, Schedule
+from jr2_actors.sim.store_switch import StoreSwitch
 from jr2_actors.watch.identity import sandbox_name
 
 log = logging.getLogger(__name__)
@@ -132,7 +133,7 @@ class Sim:
         self.faults_done: list[str] = []
         self.cancelled: set[str] = set()
         self.restarts: list[int] = []  # how many admissions the Harness had seen at each restart
-        self.store_switch = _StoreSwitch()
+        self.store_switch = StoreSwitch()
         self._dirs = 0
 
     def run(self) -> SeedResult:
@@ -384,57 +385,6 @@ class Sim:
         self.store_switch.refuse.clear()  # the process comes back on a disk that writes (else it would not start)
         current.set(self._orchestrator(cluster, state_dir))
         return state_dir
-
-
-class _StoreSwitch:
-    """The store's disk refusing writes on a switch: while `refuse` (or `frozen`) is set, each `RunStore` write
-    runs on a connection made read-only (`PRAGMA query_only`), so sqlite refuses it as it refuses a full disk
-    or a read-only `state.db` — the store's real write path meets the real refusal (a chmod does not stop
-    root). `freeze()` is how a crash is played: no write after it lands, and it returns once none is in
-    flight, so a copy of the file taken then is what a SIGKILL would leave — and, since a run does nothing
-    before its row is written (ADR-0065), the world holds no side effect of a step the copy does not know."""
-
-    NAMES = ("persist_many", "settle", "probe_write", "can_write")  # every write of the store
-
-    def __init__(self) -> None:
-        self.refuse = threading.Event()
-        self.frozen = threading.Event()
-        self._saved: dict[str, Any] = {}
-        self._idle = threading.Condition()
-        self._inflight = 0
-
-    def freeze(self, timeout: float = 10.0) -> None:
-        self.frozen.set()
-        with self._idle:
-            self._idle.wait_for(lambda: self._inflight == 0, timeout)
-
-    def __enter__(self) -> _StoreSwitch:
-        from jr2_actors.store.rows import RunStore
-
-        switch = self
-        for name in self.NAMES:
-            method = self._saved[name] = getattr(RunStore, name)
-
-            def guarded(store: Any, *args: Any, _method: Any = method, **kwargs: Any) -> Any:
-                with switch._idle:
-                    switch._inflight += 1
-                try:
-                    refused = switch.refuse.is_set() or switch.frozen.is_set()
-                    store.db.execute_sql(f"PRAGMA query_only = {1 if refused else 0}")
-                    return _method(store, *args, **kwargs)
-                finally:
-                    with switch._idle:
-                        switch._inflight -= 1
-                        switch._idle.notify_all()
-
-            setattr(RunStore, name, guarded)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        from jr2_actors.store.rows import RunStore
-
-        for name, method in self._saved.items():
-            setattr(RunStore, name, method)
 
 
 def _snapshot(source: str, target: str) -> None:
