@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,21 +135,17 @@ TRIAL_FAULTS = ("control-plane-away", "answers-refused", "watch-expire", "api-re
 
 
 def _trial_fault(cluster: FakeCluster, fault: str) -> None:
-    """The trial's fault, for about a second; a cluster already stopped is no fault."""
-    try:
-        if fault == "control-plane-away":
-            cluster.away()
-            time.sleep(1.0)  # the outage's own length
-            cluster.away(False)
-        elif fault == "answers-refused":
-            cluster.harness(lambda core: core.refuse_answers(2))
-        elif fault == "watch-expire":
-            cluster.compact()
-            cluster.end_watches()
-        elif fault == "api-refuse":
-            cluster.fail_next(4, 503)
-    except Exception:  # noqa: S110 - the trial is over and its cluster gone: nothing to fault
-        pass
+    """The trial's fault, played by the fake's own levers (`cluster.faults`); a cluster already stopped is no
+    fault."""
+    levers: dict[str, Callable[[], object]] = {
+              "control-plane-away": lambda: cluster.faults.away(seconds=1.0),
+              "answers-refused": lambda: cluster.faults.answers_refused(2),
+              "watch-expire": cluster.faults.expire_watches,
+              "api-refuse": lambda: cluster.faults.refuse(4, 503)}
+    lever = levers.get(fault)
+    if lever is not None:
+        with contextlib.suppress(Exception):  # the trial is over and its cluster gone: nothing to fault
+            lever()
 
 
 def _free_port() -> int:
