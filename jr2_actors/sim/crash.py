@@ -14,12 +14,10 @@ import contextlib
 import json
 import os
 import random
-import re
 import secrets
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +34,7 @@ from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.sim import invariants
 from jr2_actors.sim.runner import harness_actions, sandbox_facts
 from jr2_actors.sim.schedule import HARNESS_MODELS, SHAPES, RunPlan, scripts_for, workflow
+from jr2_actors.sim.serve_process import ServeProcess
 
 RUNS_PER_TRIAL = 20
 KILL_WINDOW_SECONDS = 4.0  # the kill falls this far at most after the first submission
@@ -57,38 +56,6 @@ class TrialResult:
     @property
     def ok(self) -> bool:
         return not self.violations
-
-
-class _Serve:
-    """One `serve` process; its address is read from its log."""
-
-    def __init__(self, kubeconfig: str, state: str, tmp: str, env: dict[str, str], harness: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jr2_actors", "--log-level", "info", "serve", "--namespace", "jr2",
-             "--state-dir", state, "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0",
-             "--instance-harness", harness],
-            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env={**env, "TMPDIR": tmp})
-        self.lines: list[str] = []
-        self.url = ""
-        self._ready = threading.Event()
-        threading.Thread(target=self._read, daemon=True, name="jr2-crash-serve-log").start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            if len(self.lines) < 2000:
-                self.lines.append(line)
-            found = re.search(r"serving the API on (http://\S+);", line)
-            if found:
-                self.url = found.group(1)
-                self._ready.set()
-        self._ready.set()
-
-    def ready(self, seconds: float) -> bool:
-        return self._ready.wait(seconds) and bool(self.url)
-
-    def tracebacks(self) -> list[str]:
-        return [line.strip()[:200] for line in self.lines if "Traceback" in line]
 
 
 class _Follower(threading.Thread, invariants.FeedRecord):
@@ -285,10 +252,10 @@ class Trial:
     @contextlib.contextmanager
     def _serving(self, kubeconfig: str, state: str, tmp: str, env: dict[str, str],
                  harness: str) -> Iterator[tuple[Any, Any]]:
-        procs: list[_Serve] = []
+        procs: list[ServeProcess] = []
 
-        def start() -> _Serve:
-            proc = _Serve(kubeconfig, state, tmp, env, harness)
+        def start() -> ServeProcess:
+            proc = ServeProcess(kubeconfig, state, env={**env, "TMPDIR": tmp}, extra=("--instance-harness", harness))
             procs.append(proc)
             if not proc.ready(READY_SECONDS):
                 raise RuntimeError("serve did not start: " + "".join(proc.lines[-5:]))

@@ -27,7 +27,6 @@ import pykka
 
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness import core as fake_harness
-from jr2_actors.fake.operator.core import Quota
 from jr2_actors.harness import briefing
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.orchestrator import Orchestrator
@@ -294,64 +293,18 @@ class Sim:
     def _fault(self, cluster: FakeCluster, current: _Current, state_dir: str, fault: Fault,
                undo: list[tuple[float, str, Callable[[], None]]], now: float) -> str:
         what = fault.describe()
-        kind = fault.kind
-        target = ""
-        if fault.run >= 0:
-            plan = self.schedule.runs[fault.run]
-            target = sandbox_name(plan.run_id, fault.workspace)
-        if kind == "api-latency":
-            self._quietly(what, lambda: cluster.set_latency(0.05))
-            undo.append((now + fault.seconds, "latency off", lambda: cluster.set_latency(0.0)))
-        elif kind == "watch-drop":
-            self._quietly(what, cluster.end_watches)
-        elif kind == "watch-expire":
-            def expire() -> None:
-                cluster.compact()
-                cluster.end_watches()
-            self._quietly(what, expire)
-        elif kind == "watch-error":
-            self._quietly(what, lambda: cluster.faults.stream_error(fault.status))
-        elif kind == "watch-stall":
-            self._quietly(what, lambda: cluster.stall_watches(True))
-            undo.append((now + fault.seconds, "stall off", lambda: cluster.stall_watches(False)))
-        elif kind == "api-refuse":
-            retry = 1 if fault.status == 429 else None
-            self._quietly(what, lambda: cluster.fail_next(fault.count, fault.status, retry_after=retry))
-        elif kind == "control-plane-away":
-            self._quietly(what, cluster.away)
-            undo.append((now + fault.seconds, "control plane back", lambda: cluster.away(False)))
-        elif kind == "token-rotation":
-            self._quietly(what, cluster.rotate_token)
-        elif kind == "evict":
-            self._quietly(what, lambda: cluster.evict(target))
-        elif kind == "harness-restart":
-            def restart() -> None:
-                cluster.harness(lambda core: core.restart(target))
-                cluster.kill_harness(target, reason="Error", message="the sim restarted the Harness")
-            self._quietly(what, restart)
-        elif kind == "answers-refused":
-            self._quietly(what, lambda: cluster.harness(lambda core: core.refuse_answers(fault.count, fault.status)))
-        elif kind == "kernel-kill":
-            def oom() -> None:
-                cluster.harness(lambda core: core.restart(target))
-                cluster.kill_harness(target, reason="OOMKilled", message="the sim's kernel OOM kill")
-            self._quietly(what, oom)
-        elif kind == "harness-draining":
-            self._quietly(what, lambda: cluster.harness(lambda core: core.set_draining(target, True)))
-            undo.append((now + fault.seconds, "draining off",
-                         lambda: cluster.harness(lambda core: core.set_draining(target, False))))
-        elif kind == "conversations-lost":
-            self._quietly(what, lambda: cluster.harness(lambda core: core.restart(target)))
-        elif kind == "list-kill":
-            peak = fault.peak or "1.05Gi"
-            self._quietly(what, lambda: cluster.list_kill(target, peak=peak, limit="2Gi"))
-        elif kind == "quota":
-            self._quietly(what, lambda: cluster.set_quota(Quota(cpu_millis=1)))
-            undo.append((now + fault.seconds, "quota off", lambda: cluster.set_quota(None)))
-        elif kind == "store-unwritable":
+        target = sandbox_name(self.schedule.runs[fault.run].run_id, fault.workspace) if fault.run >= 0 else ""
+        lever = cluster_lever(fault, target)
+        if lever is not None:  # the cluster's faults are the fake's own levers (`cluster.faults`), undos and all
+            name, params = lever
+            self._quietly(what, lambda: getattr(cluster.faults, name)(**params))
+            skipped = cluster.faults.log[-1].skipped if cluster.faults.log else ""
+            if skipped and self.faults_done and self.faults_done[-1] == what:
+                self.faults_done[-1] = f"{what}: skipped ({skipped})"
+        elif fault.kind == "store-unwritable":
             self._quietly(what, self.store_switch.refuse.set)
             undo.append((now + fault.seconds, "store writable", self.store_switch.refuse.clear))
-        elif kind == "cancel":
+        elif fault.kind == "cancel":
             plan = self.schedule.runs[fault.run]
 
             def cancel() -> None:
@@ -361,8 +314,8 @@ class Sim:
                     self.cancelled.add(plan.run_id)  # asked while live: it may end cancelled (or done, if first)
                 orch.cancel(plan.run_id)
             self._quietly(what, cancel)
-        elif kind in ("restart-clean", "restart-crash"):
-            state_dir = self._restart(cluster, current, state_dir, crash=kind == "restart-crash")
+        elif fault.kind in ("restart-clean", "restart-crash"):
+            state_dir = self._restart(cluster, current, state_dir, crash=fault.kind == "restart-crash")
             self.faults_done.append(what)
         return state_dir
 
@@ -385,6 +338,32 @@ class Sim:
         self.store_switch.refuse.clear()  # the process comes back on a disk that writes (else it would not start)
         current.set(self._orchestrator(cluster, state_dir))
         return state_dir
+
+
+def cluster_lever(fault: Fault, target: str) -> tuple[str, dict[str, Any]] | None:
+    """The `cluster.faults` call that plays a fault of the cluster (None for the sim's own: the store, a
+    cancel, a restart). `target` is the Sandbox a targeted fault aims at."""
+    kind, seconds = fault.kind, fault.seconds
+    levers: dict[str, tuple[str, dict[str, Any]]] = {
+        "api-latency": ("latency", {"delay": 0.05, "seconds": seconds}),
+        "watch-drop": ("drop_watches", {}),
+        "watch-expire": ("expire_watches", {}),
+        "watch-error": ("stream_error", {"status": fault.status}),
+        "watch-stall": ("stall_watches", {"seconds": seconds}),
+        "api-refuse": ("refuse", {"count": fault.count, "status": fault.status,
+                                  "retry_after": 1 if fault.status == 429 else None}),
+        "control-plane-away": ("away", {"seconds": seconds}),
+        "token-rotation": ("rotate_token", {}),
+        "evict": ("evict", {"sandbox": target}),
+        "harness-restart": ("harness_restart", {"sandbox": target}),
+        "answers-refused": ("answers_refused", {"count": fault.count, "status": fault.status}),
+        "kernel-kill": ("kernel_oom", {"sandbox": target}),
+        "harness-draining": ("draining", {"sandbox": target, "seconds": seconds}),
+        "conversations-lost": ("lose_conversations", {"sandbox": target}),
+        "list-kill": ("guard_kill", {"sandbox": target, "peak": fault.peak or "1.05Gi", "limit": "2Gi"}),
+        "quota": ("quota", {"seconds": seconds}),
+    }
+    return levers.get(kind)
 
 
 def _snapshot(source: str, target: str) -> None:
