@@ -33,7 +33,7 @@ from jr2_actors.harness import briefing
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.sim import invariants
 from jr2_actors.sim.runner import harness_actions, sandbox_facts
-from jr2_actors.sim.schedule import HARNESS_MODELS, SHAPES, RunPlan, scripts_for, workflow
+from jr2_actors.sim.schedule import HARNESS_MODELS, SHAPES, RunPlan, guard_peaks, scripts_for, workflow
 from jr2_actors.sim.serve_process import ServeProcess
 
 RUNS_PER_TRIAL = 20
@@ -132,8 +132,7 @@ class Trial:
         self.signing_key = secrets.token_hex(32).encode()  # serve reads the env's text as the key's bytes
 
     def plans(self) -> list[RunPlan]:
-        peaks = [f"1.{n}Gi" for n in range(1, 10)] + [f"{n}00Mi" for n in range(1, 10)]
-        peaks += [f"{n}0Mi" for n in range(10, 100)]
+        peaks = guard_peaks(more=True)
         self.rng.shuffle(peaks)
         plans = []
         for i in range(RUNS_PER_TRIAL):

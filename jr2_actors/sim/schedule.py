@@ -203,6 +203,13 @@ def scripts_for(shape: WorkflowShape, index: int, rng: random.Random, peaks: lis
     return {a: ((*maybe_kill(), pick("next")),), b: ((*maybe_kill(), pick("finish")),)}
 
 
+def guard_peaks(more: bool = False) -> list[str]:
+    """Distinct peak sizes in the guard's own form, one per guard kill of a schedule, so each kill on a
+    `/memory-kills` list is told apart by its peak; `more` for a trial of many runs."""
+    peaks = [f"1.{n}Gi" for n in range(1, 10)] + [f"{n}00Mi" for n in range(1, 10)]
+    return peaks + [f"{n}0Mi" for n in range(10, 100)] if more else peaks
+
+
 def draw(seed: int, *, runs: int | None = None, faults: int | None = None) -> Schedule:
     """The seed's schedule: 3-5 runs of the shapes (each shape at least once when there is room), 4-10
     faults spread over the first WINDOW_SECONDS."""
@@ -215,7 +222,7 @@ def draw(seed: int, *, runs: int | None = None, faults: int | None = None) -> Sc
     shapes = shapes[:n_runs]
     # Two runs share a prefix of their ids (names are cut to 8 characters of the run's slug before the hash).
     prefix = f"r-{seed % 10000:04d}"
-    peaks = [f"1.{n}Gi" for n in range(1, 10)] + [f"{n}00Mi" for n in range(1, 10)]  # in the guard's form
+    peaks = guard_peaks()
     rng.shuffle(peaks)
     plans = []
     for i, shape in enumerate(shapes):
