@@ -13,8 +13,9 @@ import pykka
 import pytest
 
 from jr2_actors.agent import core as turn
-from jr2_actors.agent.actor import AgentActor, KillsRead, TurnAborted
+from jr2_actors.agent.actor import AgentActor
 from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, StartTurn
+from jr2_actors.agent.messages import KillsRead, TurnAborted
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
 from jr2_actors.harness.client import HarnessClient, HarnessClients

@@ -1,5 +1,16 @@
 """An Agent seat's vocabulary: what the run tells a seat (`ToSeat`), the inputs `TurnCore` takes, the
 actions it asks for and the reports it tells the run. Pure values; `core.py` holds the machine over them.
+
+The protocol with the run, its parent. Every message names the Turn (`turn_id`, the run's); every
+report names the agent and the Turn, so the run drops what a Turn it has left still says.
+
+    run → actor                                      actor → run
+    StartTurn(turn_id, conversation_id, endpoint,    KillsRead(agent, turn_id, read, problem, source, asked)
+              token, in_workspace)
+    Admit(turn_id, body)                             Picked, Said, GuardKill, Settled, NotKept, TurnFault
+    AnswerPick(turn_id, call_id, over, answer)       AnswerFailed (the answer did not reach the Harness)
+    AbortTurn(turn_id)                               TurnAborted(agent, turn_id, aborted, problem)
+    EndTurn(turn_id, fault)                          TurnFault(cause="ended", reason=fault)
 """
 
 from __future__ import annotations
@@ -8,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from jr2_actors.harness.memory_kills import MemoryKillRead
 from jr2_actors.values.step import Step
 
 State = Literal["idle", "admitting", "reading", "stopping", "ended"]
@@ -254,6 +266,34 @@ class AnswerFailed:
 
 
 Report = Picked | GuardKill | Said | Settled | TurnFault | Accepted | NotKept | AnswerFailed
+
+
+# -- the seat's own reports to the run (beside its Turns' above; the AgentActor says them) ------------
+
+@dataclass(frozen=True)
+class KillsRead:
+    """What the read before an admission found; `read` is None when it could not tell (or, with
+    `asked=False`, when the seat is Menu-only and reads no list)."""
+
+    agent: str
+    turn_id: str
+    read: MemoryKillRead | None
+    problem: str = ""
+    source: str = ""
+    asked: bool = True
+
+
+@dataclass(frozen=True)
+class TurnAborted:
+    """The abort was posted (`aborted`: the Harness stopped a running Submission), or could not be."""
+
+    agent: str
+    turn_id: str
+    aborted: bool
+    problem: str = ""
+
+
+ToRun = Report | KillsRead | TurnAborted  # everything a seat tells the run
 
 
 TurnStep = Step[Action, Report]

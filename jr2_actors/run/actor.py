@@ -29,6 +29,7 @@ import pykka
 
 from jr2_actors.agent import actor as agent_actor
 from jr2_actors.agent import core as turn_core
+from jr2_actors.agent import messages as seat
 from jr2_actors.harness.tokens import INSTANCE_HARNESS, harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.run import core as run
@@ -312,7 +313,7 @@ class RunActor(Shell):
         turn = _turn_id(getattr(message, "turn_id", None))
         if turn is None:
             return None
-        if isinstance(message, agent_actor.KillsRead):
+        if isinstance(message, seat.KillsRead):
             self._log_read(message)
             kills = None if message.read is None else tuple(_kill_doc(k) for k in message.read.kills)
             return run.KillsRead(turn, kills, message.problem)
@@ -334,7 +335,7 @@ class RunActor(Shell):
             return run.AnswerLost(turn, message.call_id, message.problem)
         return None
 
-    def _log_read(self, message: agent_actor.KillsRead) -> None:
+    def _log_read(self, message: seat.KillsRead) -> None:
         """ADR-0062's logging of the reads before admissions (`run/readlog.py` holds the rules)."""
         if not message.asked:
             return
