@@ -64,11 +64,11 @@ def test_admissions_and_memory_kill_reads_are_counted_by_outcome(
         seat: tuple[FakeCluster, Any, Inbox, str, Telemetry]) -> None:
     cluster, ref, inbox, endpoint, telemetry = seat
     cluster.script("coder", [Say("ok")])
-    ref.tell(StartTurn("t-1", "c-1", endpoint, cluster.harness_token(NAME)))
+    ref.tell(StartTurn(1, "c-1", endpoint, cluster.harness_token(NAME)))
     inbox.wait_for(lambda ms: any(isinstance(m, KillsRead) for m in ms))
-    ref.tell(Admit("t-1", body(kept=True)))  # a conversation the Harness was never asked to keep
+    ref.tell(Admit(1, body(kept=True)))  # a conversation the Harness was never asked to keep
     inbox.wait_for(lambda ms: any(isinstance(m, turn.NotKept) for m in ms))
-    ref.tell(Admit("t-1", body()))
+    ref.tell(Admit(1, body()))
     inbox.wait_for(lambda ms: any(isinstance(m, turn.Settled) for m in ms))
     got = samples(text(telemetry))
     assert value(got, "jr2_harness_memory_kill_reads_total", outcome="read") == 1

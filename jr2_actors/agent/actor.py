@@ -71,7 +71,7 @@ from jr2_actors.agent.jobs import (
     log_escaped,
     outcome_of,
 )
-from jr2_actors.agent.messages import KillsRead, TurnAborted
+from jr2_actors.agent.messages import KillsRead, TurnAborted, TurnId
 from jr2_actors.harness import metrics as harness_metrics
 from jr2_actors.harness.client import HarnessClient, HarnessClients
 from jr2_actors.harness.errors import (
@@ -105,7 +105,7 @@ class _Turn:
     settle_aborted: bool = False  # as the previous Turn, the seat aborted its Submission for taking too long
 
     @property
-    def turn_id(self) -> str:
+    def turn_id(self) -> TurnId:
         return self.core.turn_id
 
 
@@ -236,7 +236,7 @@ class AgentActor(Shell):
 
         self._read_kills(turn_id, harness, before=abort_first if message.abort_first else None)
 
-    def _read_kills(self, turn_id: str, harness: HarnessClient, before: Callable[[], None] | None = None) -> None:
+    def _read_kills(self, turn_id: TurnId, harness: HarnessClient, before: Callable[[], None] | None = None) -> None:
         """The read before an admission (ADR-0062: 5 s in all), on the pool; `before` runs first."""
         ref = self.actor_ref
 
@@ -462,7 +462,7 @@ class AgentActor(Shell):
         self._submit(f"the answer to pick {action.call_id}", post,
                      lambda problem: AnswerDone(turn_id, turn.AnswerUndelivered(action.call_id, problem)))
 
-    def _current(self, turn_id: str, message: object) -> _Turn | None:
+    def _current(self, turn_id: TurnId, message: object) -> _Turn | None:
         t = self._turn
         if t is None or t.turn_id != turn_id:
             log.info("agent %s: %s for turn %s, which is not the seat's turn: dropped", self.agent,

@@ -16,6 +16,7 @@ from typing import Any
 import pykka
 
 from jr2_actors.agent import core as turn
+from jr2_actors.agent.messages import TurnId
 from jr2_actors.harness.client import HarnessClient
 from jr2_actors.harness.errors import HARNESS_ERRORS, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead
@@ -27,7 +28,7 @@ log = logging.getLogger("jr2_actors.agent.actor")  # the seat's lines, wherever 
 
 @dataclass(frozen=True)
 class KillsDone:
-    turn_id: str
+    turn_id: TurnId
     read: MemoryKillRead | None
     problem: str
     asked: bool = True
@@ -36,7 +37,7 @@ class KillsDone:
 
 @dataclass(frozen=True)
 class AdmitDone:
-    turn_id: str
+    turn_id: TurnId
     result: turn.Admitted | turn.AdmitRefused | turn.AdmitNotKept
     stream_url: str = ""
     outcome: str = "crashed"  # for the metrics: admitted | not_kept | error | unreachable | protocol | crashed
@@ -45,27 +46,27 @@ class AdmitDone:
 
 @dataclass(frozen=True)
 class ReadDone:
-    turn_id: str
+    turn_id: TurnId
     seq: int
     result: turn.Events | turn.StreamLost | turn.StreamFailed
 
 
 @dataclass(frozen=True)
 class ReadDue:
-    turn_id: str
+    turn_id: TurnId
     seq: int
     offset: str
 
 
 @dataclass(frozen=True)
 class AnswerDone:
-    turn_id: str
+    turn_id: TurnId
     result: turn.Answered | turn.AnswerUndelivered
 
 
 @dataclass(frozen=True)
 class AbortDone:
-    turn_id: str
+    turn_id: TurnId
     aborted: bool
     problem: str
     asked: bool = True  # the run's AbortTurn (it hears TurnAborted), else the seat's own
@@ -75,12 +76,12 @@ class AbortDone:
 class SettleDue:
     """The previous Turn's Submission has had `PREVIOUS_SETTLE_SECONDS` to settle."""
 
-    turn_id: str
+    turn_id: TurnId
 
 
 @dataclass(frozen=True)
 class ReadJob:
-    turn_id: str
+    turn_id: TurnId
     seq: int
     harness: HarnessClient
     url: str
@@ -112,7 +113,7 @@ def read_loop(reads: queue.Queue[ReadJob | None], ref: pykka.ActorRef[Any], agen
         tell_quietly(ref, ReadDone(job.turn_id, job.seq, result))
 
 
-def abort_unwanted(harness: HarnessClient, agent: str, conversation: str, turn_id: str) -> None:
+def abort_unwanted(harness: HarnessClient, agent: str, conversation: str, turn_id: TurnId) -> None:
     """Abort a Submission admitted after its seat stopped (nobody reads it; the idle GC would be its end)."""
     try:
         harness.abort(agent, conversation)
