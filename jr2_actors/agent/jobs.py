@@ -23,7 +23,7 @@ from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead
 from jr2_actors.net.cut import Cut
 from jr2_actors.shell import logs, tell_quietly
 
-log = logging.getLogger("jr2_actors.agent.actor")  # the seat's lines, wherever its work runs
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
