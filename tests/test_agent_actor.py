@@ -13,8 +13,9 @@ import pykka
 import pytest
 
 from jr2_actors.agent import core as turn
-from jr2_actors.agent.actor import AgentActor, KillsRead, TurnAborted
+from jr2_actors.agent.actor import AgentActor
 from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, StartTurn
+from jr2_actors.agent.messages import KillsRead, TurnAborted
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
 from jr2_actors.harness.client import HarnessClient, HarnessClients
@@ -40,22 +41,22 @@ class Seat:
     inbox: Inbox
     endpoint: str
 
-    def start(self, turn_id: str, conv: str, *, in_workspace: bool = True, endpoint: str = "",
+    def start(self, turn_id: int, conv: str, *, in_workspace: bool = True, endpoint: str = "",
               token: str = "") -> None:
         self.ref.tell(StartTurn(turn_id, conv, endpoint or self.endpoint, token or self.cluster.harness_token(NAME),
                                 in_workspace))
 
-    def admit(self, turn_id: str, **extra: Any) -> None:
+    def admit(self, turn_id: int, **extra: Any) -> None:
         self.ref.tell(Admit(turn_id, body(**extra)))
 
-    def first(self, kind: type, turn_id: str) -> Any:
+    def first(self, kind: type, turn_id: int) -> Any:
         def mine(m: Any) -> bool:
             return isinstance(m, kind) and getattr(m, "turn_id", None) == turn_id
 
         self.inbox.wait_for(lambda ms: any(mine(m) for m in ms), what=f"{kind.__name__} of {turn_id}")
         return next(m for m in self.inbox.snapshot() if mine(m))
 
-    def of(self, turn_id: str) -> list[Any]:
+    def of(self, turn_id: int) -> list[Any]:
         return [m for m in self.inbox.snapshot() if getattr(m, "turn_id", None) == turn_id]
 
     def advance_until(self, done: Callable[[], bool], what: str, step: float = 0.25) -> None:
@@ -115,39 +116,39 @@ def seat(make_seat: Callable[..., Seat]) -> Seat:
 
 def test_the_admission_waits_for_its_read_and_carries_what_the_run_made_of_it(seat: Seat) -> None:
     seat.cluster.script("coder", [GuardKill("1.9Gi", "2Gi"), Say("freed")], [Say("ok")])
-    seat.start("t-1", "c-1")
-    first = seat.first(KillsRead, "t-1")
+    seat.start(1, "c-1")
+    first = seat.first(KillsRead, 1)
     assert first.read is not None and first.read.kills == () and first.source == seat.endpoint
     assert seat.cluster.admissions() == []  # read; nothing admitted until the run says Admit
-    seat.admit("t-1")
-    assert seat.first(turn.Settled, "t-1") == turn.Settled("coder", "t-1", "completed", False)
-    guard = seat.first(turn.GuardKill, "t-1")
+    seat.admit(1)
+    assert seat.first(turn.Settled, 1) == turn.Settled("coder", 1, "completed", False)
+    guard = seat.first(turn.GuardKill, 1)
     assert (guard.conversation_id, guard.peak, guard.limit) == ("c-1", "1.9Gi", "2Gi")
-    assert not any(isinstance(m, turn.TurnFault) for m in seat.of("t-1"))  # a guard kill is a notice
+    assert not any(isinstance(m, turn.TurnFault) for m in seat.of(1))  # a guard kill is a notice
 
-    seat.start("t-2", "c-2")
-    second = seat.first(KillsRead, "t-2")
+    seat.start(2, "c-2")
+    second = seat.first(KillsRead, 2)
     assert second.read is not None
     (kill,) = second.read.kills
     assert (kill.id, kill.agent, kill.told) == (guard.kill_id, "coder", ("c-1",))
     assert len(seat.cluster.admissions()) == 1  # the second Turn's read came before its admission
     notice = {"kind": "memory-limit", "scope": "workspace", "agent": kill.agent, "peak": kill.peak,
               "limit": kill.limit}
-    seat.admit("t-2", notices=[notice])
-    seat.first(turn.Settled, "t-2")
+    seat.admit(2, notices=[notice])
+    seat.first(turn.Settled, 2)
     assert seat.cluster.admissions()[1]["body"]["notices"] == [notice]
 
 
 def test_a_turn_picks_and_the_run_answers(seat: Seat) -> None:
     seat.cluster.script("coder", [Say("Fixed."), Pick("finish", {"summary": "green"})])
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
-    picked = seat.first(turn.Picked, "t-1")
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
+    picked = seat.first(turn.Picked, 1)
     assert (picked.pick, dict(picked.args)) == ("finish", {"summary": "green"})
-    assert seat.first(turn.Said, "t-1").text == "Fixed."
-    seat.ref.tell(AnswerPick("t-1", picked.call_id, True, "done"))
-    assert seat.first(turn.Settled, "t-1") == turn.Settled("coder", "t-1", "completed", True)
+    assert seat.first(turn.Said, 1).text == "Fixed."
+    seat.ref.tell(AnswerPick(1, picked.call_id, True, "done"))
+    assert seat.first(turn.Settled, 1) == turn.Settled("coder", 1, "completed", True)
     (answer,) = seat.cluster.harness(lambda core: list(core.answers))
     assert (answer["callId"], answer["over"], answer["answer"]) == (picked.call_id, True, "done")
 
@@ -161,101 +162,101 @@ def test_a_turn_picks_and_the_run_answers(seat: Seat) -> None:
 def test_a_turn_faults_with_its_cause_and_its_own_words(seat: Seat, script: list[Any], cause: str,
                                                          reason_starts: str) -> None:
     seat.cluster.script("coder", script)
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
-    fault = seat.first(turn.TurnFault, "t-1")
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
+    fault = seat.first(turn.TurnFault, 1)
     assert fault.cause == cause and fault.reason.startswith(reason_starts)
 
 
 def test_the_run_ends_a_turn_with_its_own_fault(seat: Seat) -> None:
     seat.cluster.script("coder", [Hang()])
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
     wait_until(lambda: len(seat.cluster.admissions()) == 1, what="the admission")
-    seat.ref.tell(EndTurn("t-1", "memory limit (OOMKilled, limit 2Gi): Killed"))
-    fault = seat.first(turn.TurnFault, "t-1")
+    seat.ref.tell(EndTurn(1, "memory limit (OOMKilled, limit 2Gi): Killed"))
+    fault = seat.first(turn.TurnFault, 1)
     assert (fault.cause, fault.reason) == ("ended", "memory limit (OOMKilled, limit 2Gi): Killed")
 
 
 def test_an_abort_stops_the_reader_first_and_the_turns_later_words_are_dropped(seat: Seat) -> None:
     seat.cluster.script("coder", [Hang()], [Say("next")])
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
     wait_until(lambda: len(seat.cluster.admissions()) == 1, what="the admission")
-    seat.ref.tell(AbortTurn("t-1"))
-    assert seat.first(TurnAborted, "t-1") == TurnAborted("coder", "t-1", True)
+    seat.ref.tell(AbortTurn(1))
+    assert seat.first(TurnAborted, 1) == TurnAborted("coder", 1, True)
     # The Harness settled the Submission `aborted` on its stream; the seat stopped reading before that.
-    seat.start("t-2", "c-2")
-    seat.first(KillsRead, "t-2")
-    seat.admit("t-2")
-    seat.first(turn.Settled, "t-2")
+    seat.start(2, "c-2")
+    seat.first(KillsRead, 2)
+    seat.admit(2)
+    seat.first(turn.Settled, 2)
     # (whether the admission's acceptance was reported before the abort depends on which came first)
-    assert [type(m) for m in seat.of("t-1") if not isinstance(m, turn.Accepted)] == [KillsRead, TurnAborted]
+    assert [type(m) for m in seat.of(1) if not isinstance(m, turn.Accepted)] == [KillsRead, TurnAborted]
 
 
 def test_an_abort_while_the_admission_waits_is_posted_once_it_is_admitted(seat: Seat) -> None:
     seat.cluster.script("coder", [Pick("finish")])
     seat.cluster.harness(lambda core: core.set_draining(NAME, True))
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
     wait_until(lambda: len(seat.cluster.admissions()) == 1, what="the first try")
-    seat.ref.tell(AbortTurn("t-1"))
+    seat.ref.tell(AbortTurn(1))
     seat.cluster.harness(lambda core: core.set_draining(NAME, False))
-    seat.advance_until(lambda: any(isinstance(m, TurnAborted) for m in seat.of("t-1")), "the admission again")
-    assert seat.first(TurnAborted, "t-1") == TurnAborted("coder", "t-1", True)
+    seat.advance_until(lambda: any(isinstance(m, TurnAborted) for m in seat.of(1)), "the admission again")
+    assert seat.first(TurnAborted, 1) == TurnAborted("coder", 1, True)
     assert len(seat.cluster.admissions()) == 2
     stream = HarnessClient(seat.endpoint, seat.cluster.harness_token(NAME))
     events = stream.updates(f"{seat.endpoint}/streams/coder/c-1", "0").events
     stream.close()
     assert events[-1]["type"] == "submission-settled" and events[-1]["outcome"] == "aborted"
     # The pick was never reported (the acceptance may have been, before the abort reached the seat).
-    assert [type(m) for m in seat.of("t-1") if not isinstance(m, turn.Accepted)] == [KillsRead, TurnAborted]
+    assert [type(m) for m in seat.of(1) if not isinstance(m, turn.Accepted)] == [KillsRead, TurnAborted]
 
 
 def test_a_draining_harness_gets_the_admission_again(seat: Seat) -> None:
     seat.cluster.harness(lambda core: core.set_draining(NAME, True))
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
     seat.advance_until(lambda: len(seat.cluster.admissions()) == 2, "the second try")
     seat.cluster.harness(lambda core: core.set_draining(NAME, False))
-    seat.advance_until(lambda: any(isinstance(m, turn.Settled) for m in seat.of("t-1")), "the admission")
-    assert seat.first(turn.Settled, "t-1").outcome == "completed"
+    seat.advance_until(lambda: any(isinstance(m, turn.Settled) for m in seat.of(1)), "the admission")
+    assert seat.first(turn.Settled, 1).outcome == "completed"
     assert len(seat.cluster.admissions()) == 3
     assert seat.clock.monotonic() < 30  # within the admission's 30 s
 
 
 def test_a_kept_admission_the_harness_does_not_hold_is_not_kept_and_the_turn_goes_on(seat: Seat) -> None:
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1", kept=True)
-    refused = seat.first(turn.NotKept, "t-1")
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1, kept=True)
+    refused = seat.first(turn.NotKept, 1)
     assert (refused.conversation_id, "not held" in refused.message) == ("c-1", True)
-    assert not any(isinstance(m, turn.TurnFault) for m in seat.of("t-1"))
-    seat.admit("t-1", notices=[{"kind": "conversation-new", "reason": "not-kept"}])
-    assert seat.first(turn.Settled, "t-1").outcome == "completed"
+    assert not any(isinstance(m, turn.TurnFault) for m in seat.of(1))
+    seat.admit(1, notices=[{"kind": "conversation-new", "reason": "not-kept"}])
+    assert seat.first(turn.Settled, 1).outcome == "completed"
 
 
 def test_a_late_answer_never_reaches_a_new_turn(seat: Seat) -> None:
     seat.cluster.script("coder", [Pick("finish")], [Pick("finish")])
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
-    old = seat.first(turn.Picked, "t-1")
-    seat.ref.tell(AbortTurn("t-1"))
-    seat.first(TurnAborted, "t-1")
-    seat.start("t-2", "c-2")
-    seat.first(KillsRead, "t-2")
-    seat.admit("t-2")
-    new = seat.first(turn.Picked, "t-2")
-    seat.ref.tell(AnswerPick("t-1", old.call_id, True, "late"))  # a Turn the seat has left
-    seat.ref.tell(AnswerPick("t-2", old.call_id, True, "wrong call"))  # not a pick of this Turn
-    seat.ref.tell(AnswerPick("t-2", new.call_id, True, "done"))
-    seat.first(turn.Settled, "t-2")
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
+    old = seat.first(turn.Picked, 1)
+    seat.ref.tell(AbortTurn(1))
+    seat.first(TurnAborted, 1)
+    seat.start(2, "c-2")
+    seat.first(KillsRead, 2)
+    seat.admit(2)
+    new = seat.first(turn.Picked, 2)
+    seat.ref.tell(AnswerPick(1, old.call_id, True, "late"))  # a Turn the seat has left
+    seat.ref.tell(AnswerPick(2, old.call_id, True, "wrong call"))  # not a pick of this Turn
+    seat.ref.tell(AnswerPick(2, new.call_id, True, "done"))
+    seat.first(turn.Settled, 2)
     answers = seat.cluster.harness(lambda core: list(core.answers))
     assert [(a["conversationId"], a["answer"]) for a in answers] == [("c-2", "done")]
 
@@ -278,12 +279,12 @@ def test_a_failed_pick_answer_reaches_the_run(make_seat: Callable[..., Seat]) ->
 
     seat = make_seat(_Stubbed(lambda url, token: Unanswering(url, token)))
     seat.cluster.script("coder", [Pick("finish")])
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
-    picked = seat.first(turn.Picked, "t-1")
-    seat.ref.tell(AnswerPick("t-1", picked.call_id, True, "done"))
-    failed = seat.first(turn.AnswerFailed, "t-1")
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
+    picked = seat.first(turn.Picked, 1)
+    seat.ref.tell(AnswerPick(1, picked.call_id, True, "done"))
+    failed = seat.first(turn.AnswerFailed, 1)
     assert (failed.call_id, failed.problem) == (picked.call_id, "POST answers: connection reset")
 
 
@@ -296,11 +297,11 @@ def test_an_unexpected_error_in_a_job_reaches_the_run(make_seat: Callable[..., S
             raise KeyError("streamUrl")
 
     seat = make_seat(_Stubbed(lambda url, token: Broken(url, token)))
-    seat.start("t-1", "c-1")
-    kills = seat.first(KillsRead, "t-1")
+    seat.start(1, "c-1")
+    kills = seat.first(KillsRead, 1)
     assert kills.read is None and "RuntimeError: boom" in kills.problem
-    seat.admit("t-1")
-    fault = seat.first(turn.TurnFault, "t-1")
+    seat.admit(1)
+    fault = seat.first(turn.TurnFault, 1)
     assert fault.cause == "refused" and "KeyError" in fault.reason
 
 
@@ -308,29 +309,29 @@ def test_a_kill_read_that_cannot_tell_is_none_and_the_seat_logs_nothing(seat: Se
                                                                         caplog: pytest.LogCaptureFixture) -> None:
     seat.cluster.harness(lambda core: core.set_raw_memory_kills(NAME, b"not json"))
     with caplog.at_level(logging.INFO, logger="jr2_actors.agent"):
-        seat.start("t-1", "c-1")
-        kills = seat.first(KillsRead, "t-1")
+        seat.start(1, "c-1")
+        kills = seat.first(KillsRead, 1)
     assert kills.read is None and "not JSON" in kills.problem and kills.asked
     assert kills.source == seat.endpoint  # the run logs one line per Harness
     assert [r for r in caplog.records if r.name.startswith("jr2_actors.agent")] == []
-    seat.admit("t-1")
-    seat.first(turn.Settled, "t-1")
+    seat.admit(1)
+    seat.first(turn.Settled, 1)
 
 
 def test_a_menu_only_seat_reads_no_list(seat: Seat) -> None:
-    seat.start("t-1", "c-1", in_workspace=False, endpoint=seat.cluster.instance_harness_url,
+    seat.start(1, "c-1", in_workspace=False, endpoint=seat.cluster.instance_harness_url,
                token=seat.cluster.harness_token(INSTANCE_HARNESS))
-    kills = seat.first(KillsRead, "t-1")
+    kills = seat.first(KillsRead, 1)
     assert (kills.read, kills.asked) == (None, False)
-    seat.admit("t-1")
-    assert seat.first(turn.Settled, "t-1").outcome == "completed"
+    seat.admit(1)
+    assert seat.first(turn.Settled, 1).outcome == "completed"
 
 
 def test_a_stopped_seat_leaves_no_thread_behind(seat: Seat) -> None:
     seat.cluster.script("coder", [Hang()])
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
     wait_until(lambda: len(seat.cluster.admissions()) == 1, what="the admission")
     assert any(t.name == "jr2-agent-coder" for t in threading.enumerate())
     seat.ref.stop(block=True, timeout=10)
@@ -358,18 +359,18 @@ def settles(seat: Seat, conversation: str) -> list[str]:
 def test_the_next_turn_of_a_conversation_starts_only_once_the_previous_submission_settled(seat: Seat) -> None:
     seat.cluster.harness(lambda core: core.set_run_on(RUN_ON))
     seat.cluster.script("coder", [Pick("finish")], [Say("again")])
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
-    picked = seat.first(turn.Picked, "t-1")
-    seat.ref.tell(AnswerPick("t-1", picked.call_id, True, "moved"))
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
+    picked = seat.first(turn.Picked, 1)
+    seat.ref.tell(AnswerPick(1, picked.call_id, True, "moved"))
     wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
-    seat.start("t-2", "c-1")  # the run moved on at once; the Submission runs on until its model stops
-    seat.advance_until(lambda: bool(seat.of("t-2")), "the second Turn's read")
+    seat.start(2, "c-1")  # the run moved on at once; the Submission runs on until its model stops
+    seat.advance_until(lambda: bool(seat.of(2)), "the second Turn's read")
     assert seat.clock.monotonic() >= RUN_ON and settles(seat, "c-1") == ["completed"]
-    assert isinstance(seat.of("t-2")[0], KillsRead)
-    seat.admit("t-2", kept=True)
-    assert seat.first(turn.Settled, "t-2").outcome == "completed"
+    assert isinstance(seat.of(2)[0], KillsRead)
+    seat.admit(2, kept=True)
+    assert seat.first(turn.Settled, 2).outcome == "completed"
     assert len(seat.cluster.admissions()) == 2  # none refused 409
     assert not any(isinstance(m, turn.TurnFault) for m in seat.inbox.snapshot())
 
@@ -377,35 +378,35 @@ def test_the_next_turn_of_a_conversation_starts_only_once_the_previous_submissio
 def test_a_turn_after_an_aborted_one_waits_for_the_aborts_settle(seat: Seat) -> None:
     seat.cluster.harness(lambda core: core.set_run_on(RUN_ON))
     seat.cluster.script("coder", [Hang()], [Say("again")])
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
-    seat.first(turn.Accepted, "t-1")
-    seat.ref.tell(AbortTurn("t-1"))
-    seat.start("t-2", "c-1")  # the state's `after` left it, and re-entered it
-    assert seat.first(TurnAborted, "t-1").aborted
-    seat.advance_until(lambda: bool(seat.of("t-2")), "the second Turn's read")
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
+    seat.first(turn.Accepted, 1)
+    seat.ref.tell(AbortTurn(1))
+    seat.start(2, "c-1")  # the state's `after` left it, and re-entered it
+    assert seat.first(TurnAborted, 1).aborted
+    seat.advance_until(lambda: bool(seat.of(2)), "the second Turn's read")
     assert seat.clock.monotonic() >= RUN_ON and settles(seat, "c-1") == ["aborted"]
-    seat.admit("t-2", kept=True)
-    assert seat.first(turn.Settled, "t-2").outcome == "completed"
+    seat.admit(2, kept=True)
+    assert seat.first(turn.Settled, 2).outcome == "completed"
     assert len(seat.cluster.admissions()) == 2
 
 
 def test_a_restored_turns_admission_waits_for_its_aborts_settle(seat: Seat) -> None:
     seat.cluster.harness(lambda core: core.set_run_on(RUN_ON))
     seat.cluster.script("coder", [Hang()], [Say("resumed")])
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
-    seat.first(turn.Accepted, "t-1")
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
+    seat.first(turn.Accepted, 1)
     seat.ref.stop(block=True, timeout=10)  # the Orchestrator restarts: a new seat takes the restored Turn
     pool = ThreadPoolExecutor(2)
     inbox = Inbox()
     again = AgentActor.start("coder", parent=inbox, pool=pool, clock=seat.clock, timers=seat.timers)
     try:
-        again.tell(StartTurn("t-1", "c-1", seat.endpoint, seat.cluster.harness_token(NAME), abort_first=True))
+        again.tell(StartTurn(1, "c-1", seat.endpoint, seat.cluster.harness_token(NAME), abort_first=True))
         inbox.wait_for(lambda ms: any(isinstance(m, KillsRead) for m in ms), what="the read after the abort")
-        again.tell(Admit("t-1", body(kept=True)))
+        again.tell(Admit(1, body(kept=True)))
         seat.advance_until(lambda: any(isinstance(m, (turn.Settled, turn.TurnFault)) for m in inbox.snapshot()),
                            "the re-admission")
         assert [type(m) for m in inbox.snapshot() if isinstance(m, (turn.Settled, turn.TurnFault))] == [turn.Settled]
@@ -437,22 +438,22 @@ def test_an_answer_that_never_reached_its_call_is_reported_and_its_submission_ab
     _Gated.failure = failure
     seat = make_seat(_Stubbed(lambda url, token: _Gated(url, token)))
     seat.cluster.script("coder", [Pick("finish")], [Say("again")])
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
-    picked = seat.first(turn.Picked, "t-1")
-    seat.ref.tell(AnswerPick("t-1", picked.call_id, True, "moved"))
-    seat.start("t-2", "c-1")  # the run moved on: the seat's Turn is replaced while the answer is in flight
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
+    picked = seat.first(turn.Picked, 1)
+    seat.ref.tell(AnswerPick(1, picked.call_id, True, "moved"))
+    seat.start(2, "c-1")  # the run moved on: the seat's Turn is replaced while the answer is in flight
     seat.ref.ask(object())  # both handled
     _Gated.gate.set()
-    failed = seat.first(turn.AnswerFailed, "t-1")  # never dropped: the run tells the next Turn of it
+    failed = seat.first(turn.AnswerFailed, 1)  # never dropped: the run tells the next Turn of it
     assert (failed.call_id, failed.problem) == (picked.call_id, problem)
-    seat.first(KillsRead, "t-2")
+    seat.first(KillsRead, 2)
     assert settles(seat, "c-1") == ["aborted"]  # the call waited for a result that would never come
     messages = seat.inbox.snapshot()
-    assert messages.index(failed) < messages.index(seat.first(KillsRead, "t-2"))  # the run hears it first
-    seat.admit("t-2", kept=True)
-    assert seat.first(turn.Settled, "t-2").outcome == "completed"
+    assert messages.index(failed) < messages.index(seat.first(KillsRead, 2))  # the run hears it first
+    seat.admit(2, kept=True)
+    assert seat.first(turn.Settled, 2).outcome == "completed"
     assert len(seat.cluster.admissions()) == 2
 
 
@@ -465,16 +466,16 @@ def test_an_admission_that_failed_after_it_may_have_reached_the_harness_aborts_w
 
     seat = make_seat(_Stubbed(lambda url, token: Reset(url, token)))
     seat.cluster.script("coder", [Hang()], [Hang()])
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
-    assert seat.first(turn.TurnFault, "t-1").cause == "refused"
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
+    assert seat.first(turn.TurnFault, 1).cause == "refused"
     wait_until(lambda: settles(seat, "c-1") == ["aborted"], what="the unwanted Submission aborted")
     # A Harness slow to seat it could start it after that abort: the conversation's next Turn aborts first.
     admit_again = seat.cluster.harness(lambda core: core.admit(NAME, "coder", "c-1", body(), 0.0))
     assert admit_again[0].code == 200  # (started behind the seat's back, as that late Submission would be)
-    seat.start("t-2", "c-1")
-    seat.first(KillsRead, "t-2")
+    seat.start(2, "c-1")
+    seat.first(KillsRead, 2)
     assert settles(seat, "c-1") == ["aborted", "aborted"]
 
 
@@ -490,9 +491,9 @@ def test_a_stopped_seat_cuts_an_admission_that_waits_on_a_live_harness(make_seat
             raise HarnessUnreachable("POST admission: cut", reached=True)
 
     seat = make_seat(_Stubbed(lambda url, token: Unanswered(url, token)))
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
     seat.ref.ask(object())  # the admission is in flight
     seat.ref.stop(block=True, timeout=10)
     assert ended.wait(10)
@@ -501,16 +502,16 @@ def test_a_stopped_seat_cuts_an_admission_that_waits_on_a_live_harness(make_seat
 def test_a_previous_submission_that_will_not_settle_is_aborted_after_its_bound(seat: Seat) -> None:
     seat.cluster.harness(lambda core: core.set_run_on(10 * PREVIOUS_SETTLE_SECONDS))  # a model that runs on
     seat.cluster.script("coder", [Pick("finish")], [Say("again")])
-    seat.start("t-1", "c-1")
-    seat.first(KillsRead, "t-1")
-    seat.admit("t-1")
-    picked = seat.first(turn.Picked, "t-1")
-    seat.ref.tell(AnswerPick("t-1", picked.call_id, True, "moved"))
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
+    picked = seat.first(turn.Picked, 1)
+    seat.ref.tell(AnswerPick(1, picked.call_id, True, "moved"))
     wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
     seat.cluster.harness(lambda core: core.set_run_on(0.0))  # … and stops at once when aborted
-    seat.start("t-2", "c-1")
-    seat.advance_until(lambda: bool(seat.of("t-2")), "the second Turn's read", step=5.0)
+    seat.start(2, "c-1")
+    seat.advance_until(lambda: bool(seat.of(2)), "the second Turn's read", step=5.0)
     assert PREVIOUS_SETTLE_SECONDS <= seat.clock.monotonic() < 2 * PREVIOUS_SETTLE_SECONDS
     assert settles(seat, "c-1") == ["aborted"]
-    seat.admit("t-2", kept=True)
-    assert seat.first(turn.Settled, "t-2").outcome == "completed"
+    seat.admit(2, kept=True)
+    assert seat.first(turn.Settled, 2).outcome == "completed"

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from jr2_actors.agent import core as turn
-from jr2_actors.agent.actor import AgentActor, KillsRead, _outcome
+from jr2_actors.agent.actor import AgentActor
 from jr2_actors.agent.core import Admit, StartTurn
+from jr2_actors.agent.jobs import outcome_of
+from jr2_actors.agent.messages import KillsRead
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Say
 from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
@@ -37,11 +39,11 @@ def text(telemetry: Telemetry) -> str:
 
 
 def test_failed_harness_calls_are_labelled_by_kind_of_failure() -> None:
-    assert _outcome(MemoryKillListError("not a list")) == "malformed"
-    assert _outcome(HarnessUnreachable("refused", reached=False)) == "unreachable"
-    assert _outcome(HarnessProtocolError("not JSON")) == "protocol"
-    assert _outcome(HarnessError(503, "draining")) == "error"
-    assert _outcome(ConversationNotKept(404, "not kept")) == "error"  # the admission tells it apart first
+    assert outcome_of(MemoryKillListError("not a list")) == "malformed"
+    assert outcome_of(HarnessUnreachable("refused", reached=False)) == "unreachable"
+    assert outcome_of(HarnessProtocolError("not JSON")) == "protocol"
+    assert outcome_of(HarnessError(503, "draining")) == "error"
+    assert outcome_of(ConversationNotKept(404, "not kept")) == "error"  # the admission tells it apart first
 
 
 @pytest.fixture
@@ -62,11 +64,11 @@ def test_admissions_and_memory_kill_reads_are_counted_by_outcome(
         seat: tuple[FakeCluster, Any, Inbox, str, Telemetry]) -> None:
     cluster, ref, inbox, endpoint, telemetry = seat
     cluster.script("coder", [Say("ok")])
-    ref.tell(StartTurn("t-1", "c-1", endpoint, cluster.harness_token(NAME)))
+    ref.tell(StartTurn(1, "c-1", endpoint, cluster.harness_token(NAME)))
     inbox.wait_for(lambda ms: any(isinstance(m, KillsRead) for m in ms))
-    ref.tell(Admit("t-1", body(kept=True)))  # a conversation the Harness was never asked to keep
+    ref.tell(Admit(1, body(kept=True)))  # a conversation the Harness was never asked to keep
     inbox.wait_for(lambda ms: any(isinstance(m, turn.NotKept) for m in ms))
-    ref.tell(Admit("t-1", body()))
+    ref.tell(Admit(1, body()))
     inbox.wait_for(lambda ms: any(isinstance(m, turn.Settled) for m in ms))
     got = samples(text(telemetry))
     assert value(got, "jr2_harness_memory_kill_reads_total", outcome="read") == 1

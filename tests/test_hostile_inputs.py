@@ -2,8 +2,9 @@
 
 The Agent's uid can write the kill list and its Harness writes every stream event, so ids, times and sizes
 arrive as anything at all. Hypothesis feeds hostile ones to each place they enter: `parse_memory_kills`
-(bytes and JSON), the `Ledger`, `mark_of`/`nudge_eligible`, RunCore through `KillsRead`, `GuardKill`,
-`Picked` (and a blob round trip between steps, as a revival reads it), and TurnCore through `Events`.
+(bytes and JSON); the `Ledger`, `mark_of`/`nudge_eligible` and RunCore through the seat's `KillsRead` (each with the
+kills the parser kept), `GuardKill`, `Picked` (and a blob round trip between steps, as a revival reads it); and
+TurnCore through `Events`.
 A core may refuse or drop such input; it may not raise.
 """
 
@@ -16,12 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jr2_actors.agent import core as turn
-from jr2_actors.harness.memory_kills import MemoryKillListError, parse_memory_kills
+from jr2_actors.harness.memory_kills import MemoryKill, MemoryKillListError, parse_memory_kills
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.notices import Ledger, Mark, conversation_new, mark_from, mark_of, nudge_eligible
 from jr2_actors.values.workflow import load_workflow, read_document
 from jr2_actors.workspace import messages as ws
+from tests.seat_reports import accepted, answer_failed, guard_kill, kills_read, not_kept, picked, said, settled
 
 WALL0 = 1_790_000_000.0
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -43,7 +45,14 @@ kill_doc = st.fixed_dictionaries({"id": kill_id, "at": st.one_of(text, scalar),
                                   "agent": st.one_of(text, scalar),
                                   "told": st.one_of(st.lists(st.one_of(text, scalar), max_size=4), anything)},
                                  optional={"instanceId": anything})
-kill_list = st.one_of(st.none(), st.lists(kill_doc, max_size=6).map(tuple))
+
+
+def _listed(docs: list[dict[str, Any]]) -> tuple[MemoryKill, ...]:
+    """The kills a Harness listing `docs` gives the run: what the parser keeps (the ledger takes its kills)."""
+    return parse_memory_kills(json.dumps({"kills": docs}).encode()).kills
+
+
+kill_list = st.one_of(st.none(), st.lists(kill_doc, max_size=6).map(_listed))
 
 FIX = """
 name: fix
@@ -63,8 +72,8 @@ states:
 
 def test_hostile_strategies_reach_the_old_crash() -> None:
     """The strategies hold the input that crashed the run before: a kill id `at:x` as the Turn's mark."""
-    assert nudge_eligible([{"id": "k", "at": "2026-11-29T10:00:00Z"}], mark_of([{"id": "at:x", "at": "x"}], WALL0),
-                          "c") == {"k"}
+    assert nudge_eligible(_listed([{"id": "k", "at": "2026-11-29T10:00:00Z"}]),
+                          mark_of(_listed([{"id": "at:x", "at": "2026-11-29T09:00:00Z"}]), WALL0), "c") == {"k"}
 
 
 @SETTINGS
@@ -167,21 +176,21 @@ def test_the_run_core_takes_any_kill_list_stream_kill_and_pick(ops: list[tuple[A
         tid = (core.turn.id if core.turn is not None else 1) + (1 if other_turn and i % 3 == 0 else 0)
         event: run.Input
         if name == "read":
-            event = run.KillsRead(tid, args[0])
+            event = kills_read(tid, args[0])
         elif name == "guard":
-            event = run.GuardKill(tid, args[0], args[1], args[2], args[3])
+            event = guard_kill(tid, args[0], args[1], args[2], args[3])
         elif name == "pick":
-            event = run.Picked(tid, args[0], args[1], args[2])
+            event = picked(tid, args[0], args[1], args[2])
         elif name == "said":
-            event = run.Said(tid, args[0])
+            event = said(tid, args[0])
         elif name == "admitted":
-            event = run.Admitted(tid)
+            event = accepted(tid)
         elif name == "not-kept":
-            event = run.NotKept(tid)
+            event = not_kept(tid)
         elif name == "ended":
-            event = run.TurnEnded(tid, args[0])
+            event = settled(tid, args[0])
         elif name == "lost-answer":
-            event = run.AnswerLost(tid, args[0], "reset")
+            event = answer_failed(tid, args[0], "reset")
         else:
             event = run.FromWorkspace(ws.LastEndSeen("F-1", args[1], 137, args[0], args[2], None))
         core.step(event, now, WALL0 + now)
@@ -203,7 +212,7 @@ stream_event = st.one_of(
 @SETTINGS
 @given(batches=st.lists(st.tuples(st.lists(stream_event, max_size=6), text), max_size=5))
 def test_the_turn_core_takes_any_stream_event(batches: list[tuple[list[dict[str, Any]], str]]) -> None:
-    core = turn.TurnCore("coder", "1", "run-h-coder")
+    core = turn.TurnCore("coder", 1, "run-h-coder")
     core.step(turn.Admitting(("finish",)))
     core.step(turn.Admitted("s-1", "0"))
     for events, offset in batches:

@@ -28,7 +28,7 @@ ABOVE = {"telemetry", "orchestrator", "revival", "api", "commands", "cli", "__ma
 MESSAGES = {
     "watch": {"watch.deliveries", "watch.messages", "watch.identity", "watch.sandbox"},
     "workspace": {"workspace.core", "workspace.messages", "workspace.manifest", "workspace.metrics"},  # reports
-    "agent": {"agent.core", "agent.messages"},  # the seat's messages
+    "agent": {"agent.messages"},  # the seat's messages and reports (the run takes them as they are)
     "store": {"store.actor"},  # Persist, Restore, ...: the StoreActor's messages (re-exported by store/)
 }
 # Crossings still left beyond the messages: the RunActor starts its Workspaces' and seats' actors itself

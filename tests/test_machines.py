@@ -29,8 +29,8 @@ def test_the_architecture_doc_carries_each_machines_table_as_the_code_has_it(nam
 
 
 def test_a_turn_input_off_the_table_raises_where_it_used_to_be_dropped_unseen() -> None:
-    core = turn.TurnCore("coder", "t-1", "c-1")
-    with pytest.raises(OffTable, match="Turn t-1: Events in idle"):
+    core = turn.TurnCore("coder", 1, "c-1")
+    with pytest.raises(OffTable, match="Turn 1: Events in idle"):
         core.step(turn.Events([], "1"))  # a stream read nobody asked for
     with pytest.raises(OffTable, match="Admitted in idle"):
         core.step(turn.Admitted("s-1", "0"))  # an admission's answer with no admission out

@@ -11,6 +11,7 @@ import pytest
 
 from jr2_actors.agent import core as seat
 from jr2_actors.harness import briefing
+from jr2_actors.harness.memory_kills import MemoryKill
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.notices import nudge_eligible
@@ -18,6 +19,17 @@ from jr2_actors.values.constants import LOST_GRACE_SECONDS
 from jr2_actors.values.workflow import load_workflow, read_document
 from jr2_actors.workspace import messages as ws
 from tests.kills import WALL0, at, kill
+from tests.seat_reports import (
+    accepted,
+    answer_failed,
+    guard_kill,
+    kills_read,
+    not_kept,
+    picked,
+    said,
+    settled,
+    turn_fault,
+)
 
 FIX = """
 name: fix
@@ -75,15 +87,15 @@ class Engine:
 def test_a_kill_listed_while_the_workflow_waited_with_no_turn_reaches_the_very_next_admission() -> None:
     e = Engine()
     e.running()
-    e(run.KillsRead(1, ()))
-    e(run.Admitted(1))
-    e(run.Picked(1, "c1", "finish"))  # the run waits 60 s in `wait`: no Turn runs
+    e(kills_read(1, ()))
+    e(accepted(1))
+    e(picked(1, "c1", "finish"))  # the run waits 60 s in `wait`: no Turn runs
     e.now = 60.0
     e(run.Tick())  # → review: the reviewer's Turn reads the list, where a dev server's kill now is
     last = e.actions[-1]
     assert isinstance(last, run.ToAgent) and isinstance(last.message, seat.StartTurn) and last.agent == "reviewer"
     saves = e.saves
-    e(run.KillsRead(2, (kill("k-dev", peak="1.1Gi", limit="2Gi", agent="coder"),)))
+    e(kills_read(2, (kill("k-dev", peak="1.1Gi", limit="2Gi", agent="coder"),)))
     (first, second) = e.admissions()
     assert "notices" not in first
     assert second["notices"] == [{"kind": "memory-limit", "scope": "workspace", "peak": "1.1Gi", "limit": "2Gi"}]
@@ -94,25 +106,25 @@ def test_a_read_that_raises_nothing_new_saves_nothing() -> None:
     e = Engine()
     e.running()
     saves = e.saves
-    e(run.KillsRead(1, ()))
+    e(kills_read(1, ()))
     assert e.saves == saves + 1  # the Turn's mark ("none") is ledgered once …
-    e(run.Admitted(1))
-    e(run.TurnEnded(1, picked=False))  # … a nudge reads again
+    e(accepted(1))
+    e(settled(1, False))  # … a nudge reads again
     saves = e.saves
-    e(run.KillsRead(1, ()))
+    e(kills_read(1, ()))
     assert e.saves == saves  # nothing changed: nothing saved
 
 
 def test_a_nudge_takes_only_guard_kills_after_the_mark_and_no_kernel_kill() -> None:
     e = Engine()
     e.running()
-    e(run.KillsRead(1, (kill("k-before", at(1)),)))  # the first read: mark k-before (raised for this Turn)
+    e(kills_read(1, (kill("k-before", at(1)),)))  # the first read: mark k-before (raised for this Turn)
     first = e.admissions()[0]
     assert len(first["notices"]) == 1
-    e(run.Admitted(1))
+    e(accepted(1))
     e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T10:05:00Z", 1, "memory limit …")))
-    e(run.TurnEnded(1, picked=False))
-    e(run.KillsRead(1, (kill("k-before", at(1)), kill("k-during", at(6)))))
+    e(settled(1, False))
+    e(kills_read(1, (kill("k-before", at(1)), kill("k-during", at(6)))))
     nudge = e.admissions()[1]
     assert nudge["message"] == briefing.NUDGE and nudge["kept"] is True
     assert nudge["notices"] == [{"kind": "memory-limit", "scope": "workspace", "peak": "1.9Gi", "limit": "2Gi"}]
@@ -123,11 +135,11 @@ def test_a_nudge_takes_only_guard_kills_after_the_mark_and_no_kernel_kill() -> N
 def test_a_nudge_whose_read_could_not_tell_takes_no_guard_kill() -> None:
     e = Engine()
     e.running()
-    e(run.KillsRead(1, ()))
-    e(run.Admitted(1))
-    e(run.GuardKill(1, "k-stream", "1.9Gi", "2Gi"))  # heard, and raised for the next admission in scope
-    e(run.TurnEnded(1, picked=False))
-    e(run.KillsRead(1, None))
+    e(kills_read(1, ()))
+    e(accepted(1))
+    e(guard_kill(1, "k-stream", "1.9Gi", "2Gi"))  # heard, and raised for the next admission in scope
+    e(settled(1, False))
+    e(kills_read(1, None))
     assert "notices" not in e.admissions()[1]
     assert [p.source for p in e.core.ledger.pending] == ["F-1|k-stream"]
 
@@ -135,9 +147,9 @@ def test_a_nudge_whose_read_could_not_tell_takes_no_guard_kill() -> None:
 def test_notices_of_an_admission_the_harness_never_read_are_raised_again() -> None:
     e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
     e.running()
-    e(run.KillsRead(1, (kill("k-1"),)))
+    e(kills_read(1, (kill("k-1"),)))
     assert e.admissions()[0]["notices"]
-    e(run.Admitted(1))  # admitted — but the Submission says nothing before the state is left
+    e(accepted(1))  # admitted — but the Submission says nothing before the state is left
     e.now = 5.0
     e(run.Tick())  # `after` leaves `code`: the Turn is stopped before its surface was read
     assert [p.source for p in e.core.ledger.pending] == ["F-1|k-1"]
@@ -146,9 +158,9 @@ def test_notices_of_an_admission_the_harness_never_read_are_raised_again() -> No
 def test_notices_of_an_admission_the_harness_read_count_as_heard() -> None:
     e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
     e.running()
-    e(run.KillsRead(1, (kill("k-1"),)))
-    e(run.Admitted(1))
-    e(run.Said(1, "looking"))  # the Submission spoke: the surface was read
+    e(kills_read(1, (kill("k-1"),)))
+    e(accepted(1))
+    e(said(1, "looking"))  # the Submission spoke: the surface was read
     e.now = 5.0
     e(run.Tick())
     assert e.core.ledger.pending == []
@@ -157,19 +169,19 @@ def test_notices_of_an_admission_the_harness_read_count_as_heard() -> None:
 def test_kept_on_every_admission_to_a_held_conversation_and_a_404_kept_false_admits_the_task_alone() -> None:
     e = Engine(FIX.replace("on: {approve: done}", "on: {approve: done, redo: code}"))
     e.running()
-    e(run.KillsRead(1, ()))
-    e(run.Admitted(1))
-    e(run.Picked(1, "c1", "finish"))
+    e(kills_read(1, ()))
+    e(accepted(1))
+    e(picked(1, "c1", "finish"))
     e.now = 60.0
     e(run.Tick())
-    e(run.KillsRead(2, ()))
-    e(run.Admitted(2))
-    e(run.Picked(2, "c2", "redo"))  # back to the coder: its conversation continues
-    e(run.KillsRead(3, (kill("k-9"),)))
+    e(kills_read(2, ()))
+    e(accepted(2))
+    e(picked(2, "c2", "redo"))  # back to the coder: its conversation continues
+    e(kills_read(3, (kill("k-9"),)))
     third = e.admissions()[2]
     assert third["kept"] is True and third["message"] == "Fix it."
-    e(run.NotKept(3))  # the Harness lost it (a new container)
-    e(run.KillsRead(3, (kill("k-9"),)))  # read again before the admission
+    e(not_kept(3))  # the Harness lost it (a new container)
+    e(kills_read(3, (kill("k-9"),)))  # read again before the admission
     fourth = e.admissions()[3]
     assert "kept" not in fourth
     assert fourth["message"] == "Fix it."  # a continued Turn: nothing was cut, so no re-admit text
@@ -182,16 +194,16 @@ def test_a_kernel_kill_while_no_turn_ran_raises_the_limit_and_no_peak_and_names_
     e(run.Start())
     e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T09:00:00Z", 1, "memory limit …")))
     e(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
-    e(run.KillsRead(1, ()))
+    e(kills_read(1, ()))
     assert e.admissions()[0]["notices"] == [{"kind": "memory-limit", "scope": "workspace", "limit": "2Gi"}]
 
 
 def test_a_turn_a_kernel_kill_ended_faults_on_it_even_when_the_stream_said_lost_first() -> None:
     e = Engine()
     e.running()
-    e(run.KillsRead(1, ()))
-    e(run.Admitted(1))
-    e(run.TurnFault(1, "the conversation was lost (404)", "lost"))  # the stream's 404 comes first …
+    e(kills_read(1, ()))
+    e(accepted(1))
+    e(turn_fault(1, "the conversation was lost (404)", "lost"))  # the stream's 404 comes first …
     assert e.status() == "running"
     e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T10:00:00Z", 1,
                                        "memory limit (OOMKilled, limit 2Gi): Killed")))
@@ -205,9 +217,9 @@ def test_a_turn_a_kernel_kill_ended_faults_on_it_even_when_the_stream_said_lost_
 def test_a_lost_conversation_nothing_explains_stands_after_the_grace() -> None:
     e = Engine()
     e.running()
-    e(run.KillsRead(1, ()))
-    e(run.Admitted(1))
-    e(run.TurnFault(1, "the conversation was lost (404)", "lost"))
+    e(kills_read(1, ()))
+    e(accepted(1))
+    e(turn_fault(1, "the conversation was lost (404)", "lost"))
     e.now = LOST_GRACE_SECONDS
     e(run.Tick())
     assert e.core.status == "failed" and e.core.fault == "the conversation was lost (404)"
@@ -216,29 +228,29 @@ def test_a_lost_conversation_nothing_explains_stands_after_the_grace() -> None:
 def test_a_restored_turn_whose_admission_the_harness_never_read_carries_its_notices_again() -> None:
     e = Engine()
     e.running()
-    e(run.KillsRead(1, (kill("k-1"),)))  # raised, ledgered, admitted — and the process dies before a word
+    e(kills_read(1, (kill("k-1"),)))  # raised, ledgered, admitted — and the process dies before a word
     notices = e.admissions()[0]["notices"]
     again = restored_engine(e)
     assert again.core.turn is not None and [x.source for x in again.core.turn.carried] == ["F-1|k-1"]
     again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
-    again(run.KillsRead(1, (kill("k-1"),)))  # the mark (k-1) would leave this guard kill out of a resume
+    again(kills_read(1, (kill("k-1"),)))  # the mark (k-1) would leave this guard kill out of a resume
     resumed = again.admissions()[-1]
     assert resumed["message"] == briefing.readmit("Fix it.") and resumed["notices"] == notices
-    again(run.Said(1, "looking"))
+    again(said(1, "looking"))
     assert again.core.ledger.pending == [] and restored_engine(again).core.turn.carried == []  # type: ignore[union-attr]
 
 
 def test_a_restored_turn_whose_admission_was_heard_is_told_nothing_twice() -> None:
     e = Engine()
     e.running()
-    e(run.KillsRead(1, (kill("k-1"),)))
-    e(run.Admitted(1))
+    e(kills_read(1, (kill("k-1"),)))
+    e(accepted(1))
     saves = e.saves
-    e(run.Said(1, "looking"))  # the Harness read the surface: the blob says so before anything else happens
+    e(said(1, "looking"))  # the Harness read the surface: the blob says so before anything else happens
     assert e.saves == saves + 1
     again = restored_engine(e)
     again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
-    again(run.KillsRead(1, (kill("k-1"),)))
+    again(kills_read(1, (kill("k-1"),)))
     resumed = again.admissions()[-1]
     assert resumed["message"] == briefing.readmit("Fix it.") and "notices" not in resumed
 
@@ -246,7 +258,7 @@ def test_a_restored_turn_whose_admission_was_heard_is_told_nothing_twice() -> No
 def test_a_restored_turn_stopped_before_its_readmission_leaves_the_unread_notices_pending() -> None:
     e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
     e.running()
-    e(run.KillsRead(1, (kill("k-1"),)))
+    e(kills_read(1, (kill("k-1"),)))
     again = restored_engine(e)
     again.now = 5.0
     again(run.Tick())  # `after` leaves `code` while the restored Turn waits for its Workspace
@@ -256,13 +268,13 @@ def test_a_restored_turn_stopped_before_its_readmission_leaves_the_unread_notice
 def test_a_refused_nudge_is_admitted_again_as_a_turn_with_the_task_alone() -> None:
     e = Engine()
     e.running()
-    e(run.KillsRead(1, ()))
-    e(run.Admitted(1))
-    e(run.TurnEnded(1, picked=False))  # settled without a pick: nudged
-    e(run.KillsRead(1, ()))
+    e(kills_read(1, ()))
+    e(accepted(1))
+    e(settled(1, False))  # settled without a pick: nudged
+    e(kills_read(1, ()))
     assert e.admissions()[1]["message"] == briefing.NUDGE
-    e(run.NotKept(1))  # the Instance Harness restarted: the nudge's refusal is how it learns
-    e(run.KillsRead(1, ()))
+    e(not_kept(1))  # the Instance Harness restarted: the nudge's refusal is how it learns
+    e(kills_read(1, ()))
     again = e.admissions()[2]
     assert again["message"] == "Fix it." and "kept" not in again
     assert {"kind": "conversation-new", "reason": "the Harness no longer holds the conversation"} in again["notices"]
@@ -280,14 +292,14 @@ def restored_engine(e: Engine) -> Engine:
 def test_a_refused_readmission_keeps_the_readmit_text_before_the_task() -> None:
     e = Engine()
     e.running()
-    e(run.KillsRead(1, ()))
-    e(run.Admitted(1))
+    e(kills_read(1, ()))
+    e(accepted(1))
     again = restored_engine(e)  # the Orchestrator restarted mid-Turn: the Turn was cut
     again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
-    again(run.KillsRead(1, ()))
+    again(kills_read(1, ()))
     assert again.admissions()[-1]["message"] == briefing.readmit("Fix it.")
-    again(run.NotKept(1))
-    again(run.KillsRead(1, ()))
+    again(not_kept(1))
+    again(kills_read(1, ()))
     assert len(again.admissions()) == 2
     assert again.admissions()[-1]["message"] == briefing.readmit("Fix it.")
 
@@ -295,13 +307,13 @@ def test_a_refused_readmission_keeps_the_readmit_text_before_the_task() -> None:
 def test_a_restore_just_after_an_admission_still_says_kept() -> None:
     e = Engine()
     e.running()
-    e(run.KillsRead(1, ()))
+    e(kills_read(1, ()))
     saves = e.saves
-    e(run.Admitted(1))
+    e(accepted(1))
     assert e.saves == saves + 1  # the accepted admission is saved: `kept` is computed from it
     again = restored_engine(e)
     again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
-    again(run.KillsRead(1, ()))
+    again(kills_read(1, ()))
     assert again.admissions()[-1]["kept"] is True
 
 
@@ -320,7 +332,7 @@ def test_a_kernel_kill_while_the_turn_still_reads_the_list_names_no_agent() -> N
     e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T10:00:00Z", 1, "memory limit …")))
     kernel = [p for p in e.core.ledger.pending if "|kernel|" in p.source]
     assert kernel[0].notice.fields.get("agent") is None
-    e(run.KillsRead(1, ()))
+    e(kills_read(1, ()))
     e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T10:01:00Z", 2, "memory limit …")))
     named = [p for p in e.core.ledger.pending if p.source == "F-1|kernel|2026-11-29T10:01:00Z"]
     assert named[0].notice.fields["agent"] == "coder"  # admitting: the Turn is the Harness's now
@@ -329,17 +341,17 @@ def test_a_kernel_kill_while_the_turn_still_reads_the_list_names_no_agent() -> N
 def test_a_picks_answer_that_never_reached_its_call_is_told_to_the_next_turn_of_that_conversation() -> None:
     e = Engine(FIX.replace("on: {approve: done}", "on: {approve: done, redo: code}"))
     e.running()
-    e(run.KillsRead(1, ()))
-    e(run.Admitted(1))
-    e(run.Picked(1, "call-7", "finish"))  # answered `over: true`; the run moved to `wait` …
-    e(run.AnswerLost(1, "call-7", "connection reset"))  # … but the answer never reached the call
+    e(kills_read(1, ()))
+    e(accepted(1))
+    e(picked(1, "call-7", "finish"))  # answered `over: true`; the run moved to `wait` …
+    e(answer_failed(1, "call-7", "connection reset"))  # … but the answer never reached the call
     e.now = 60.0
     e(run.Tick())
-    e(run.KillsRead(2, ()))  # the reviewer's Turn: another conversation, it hears nothing of it
+    e(kills_read(2, ()))  # the reviewer's Turn: another conversation, it hears nothing of it
     assert "notices" not in e.admissions()[1]
-    e(run.Admitted(2))
-    e(run.Picked(2, "call-8", "redo"))
-    e(run.KillsRead(3, ()))  # the coder's next Turn continues the conversation that picked
+    e(accepted(2))
+    e(picked(2, "call-8", "redo"))
+    e(kills_read(3, ()))  # the coder's next Turn continues the conversation that picked
     assert e.admissions()[2]["notices"] == [{"kind": "pick-answer", "pick": "finish", "cut": True,
                                              "answer": {"reply": "moved to wait"}}]
 
@@ -352,17 +364,17 @@ def test_a_kill_id_that_reads_like_a_time_is_only_a_kill_id(kill_id: str) -> Non
     raise, so the RunActor died on every revival and the run ended `error` with no admission."""
     e = Engine()
     e.running()
-    e(run.KillsRead(1, (kill(kill_id, at(1)),)))  # the first read's newest kill is the Turn's mark
-    e(run.Admitted(1))
-    e(run.TurnEnded(1, picked=False))
-    e(run.KillsRead(1, (kill(kill_id, at(1)), kill("k-2", at(2)))))  # the nudge's read
+    e(kills_read(1, (kill(kill_id, at(1)),)))  # the first read's newest kill is the Turn's mark
+    e(accepted(1))
+    e(settled(1, False))
+    e(kills_read(1, (kill(kill_id, at(1)), kill("k-2", at(2)))))  # the nudge's read
     nudge = e.admissions()[1]
     assert nudge["message"] == briefing.NUDGE
     assert nudge["notices"] == [{"kind": "memory-limit", "scope": "workspace", "peak": "1.9Gi", "limit": "2Gi"}]
     again = restored_engine(e)  # a restore reads the mark back as the kill id it is
     assert again.core.turn is not None and again.core.turn.mark == e.core.turn.mark  # type: ignore[union-attr]
     again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
-    again(run.KillsRead(1, (kill(kill_id, at(1)), kill("k-2", at(2)), kill("k-3", at(3)))))
+    again(kills_read(1, (kill(kill_id, at(1)), kill("k-2", at(2)), kill("k-3", at(3)))))
     assert again.admissions()[-1]["message"] == briefing.readmit("Fix it.")
     assert again.core.status == "running"
 
@@ -373,11 +385,11 @@ def test_a_kill_id_that_reads_like_a_time_is_only_a_kill_id(kill_id: str) -> Non
     ("at:1795946399.000", [kill("k-early", "2026-11-29T09:59:00.000Z"), kill("k-late", "2026-11-29T10:00:30.000Z")],
      {"k-late"}),
 ])
-def test_an_old_blobs_string_mark_still_restores(old: str, listed: list[dict[str, Any]], eligible: set[str]) -> None:
+def test_an_old_blobs_string_mark_still_restores(old: str, listed: list[MemoryKill], eligible: set[str]) -> None:
     e = Engine()
     e.running()
-    e(run.KillsRead(1, ()))
-    e(run.Admitted(1))
+    e(kills_read(1, ()))
+    e(accepted(1))
     blob = json.loads(json.dumps(e.core.snapshot()))
     blob["turn"]["mark"] = old  # the blob as the code before issue 16 wrote it
     core, _ = RunCore.restore(blob, 0.0, WALL0)
@@ -390,15 +402,15 @@ def test_an_old_blobs_string_mark_still_restores(old: str, listed: list[dict[str
 def test_a_mark_that_cannot_be_read_is_could_not_tell(bad: object) -> None:
     e = Engine()
     e.running()
-    e(run.KillsRead(1, ()))
-    e(run.Admitted(1))
+    e(kills_read(1, ()))
+    e(accepted(1))
     blob = json.loads(json.dumps(e.core.snapshot()))
     blob["turn"]["mark"] = bad
     core, _ = RunCore.restore(blob, 0.0, WALL0)
     again = Engine()
     again.core = core
     again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
-    again(run.KillsRead(1, (kill("k-1", at(1)),)))  # the re-admission: no guard kill, as a read that could not tell
+    again(kills_read(1, (kill("k-1", at(1)),)))  # the re-admission: no guard kill, as a read that could not tell
     assert "notices" not in again.admissions()[-1]
     assert [p.source for p in again.core.ledger.pending] == ["F-1|k-1"]  # it stays for the next Turn
 
@@ -411,18 +423,18 @@ def test_a_nudge_refused_not_kept_puts_back_every_notice_the_turns_admissions_ca
     of it. The re-admission reads the list again first, as every admission into a Workspace does."""
     e = Engine()
     e.running()
-    e(run.KillsRead(1, (kill("k-1", at(1), peak="1.1Gi"),)))  # the Turn's admission carries k-1
+    e(kills_read(1, (kill("k-1", at(1), peak="1.1Gi"),)))  # the Turn's admission carries k-1
     assert e.admissions()[0]["notices"][0]["peak"] == "1.1Gi"
-    e(run.Admitted(1))
-    e(run.Said(1, "working"))  # heard
-    e(run.TurnEnded(1, picked=False))
-    e(run.KillsRead(1, (kill("k-1", at(1), peak="1.1Gi"), kill("k-2", at(2), peak="1.5Gi"))))
+    e(accepted(1))
+    e(said(1, "working"))  # heard
+    e(settled(1, False))
+    e(kills_read(1, (kill("k-1", at(1), peak="1.1Gi"), kill("k-2", at(2), peak="1.5Gi"))))
     assert [n["peak"] for n in e.admissions()[1]["notices"]] == ["1.5Gi"]  # the nudge carries k-2
-    e(run.NotKept(1))  # the Harness holds no such conversation any more
+    e(not_kept(1))  # the Harness holds no such conversation any more
     last = e.actions[-1]
     assert isinstance(last, run.ToAgent) and isinstance(last.message, seat.ReadKills)  # read first, then admit
     assert len(e.admissions()) == 2
-    e(run.KillsRead(1, (kill("k-1", at(1), peak="1.1Gi"), kill("k-2", at(2), peak="1.5Gi"),
+    e(kills_read(1, (kill("k-1", at(1), peak="1.1Gi"), kill("k-2", at(2), peak="1.5Gi"),
                         kill("k-3", at(3), peak="1.7Gi"))))
     again = e.admissions()[2]
     assert again["message"] == "Fix it." and "kept" not in again
@@ -437,13 +449,13 @@ def test_a_nudge_refused_not_kept_puts_back_every_notice_the_turns_admissions_ca
 def test_a_turn_that_ends_unheard_after_a_refused_nudge_puts_back_what_its_readmission_carried() -> None:
     e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
     e.running()
-    e(run.KillsRead(1, (kill("k-1", at(1)),)))
-    e(run.Admitted(1))
-    e(run.Said(1, "working"))
-    e(run.TurnEnded(1, picked=False))
-    e(run.KillsRead(1, (kill("k-1", at(1)),)))
-    e(run.NotKept(1))
-    e(run.KillsRead(1, (kill("k-1", at(1)),)))  # the re-admission carries k-1 again and a fresh conversation
+    e(kills_read(1, (kill("k-1", at(1)),)))
+    e(accepted(1))
+    e(said(1, "working"))
+    e(settled(1, False))
+    e(kills_read(1, (kill("k-1", at(1)),)))
+    e(not_kept(1))
+    e(kills_read(1, (kill("k-1", at(1)),)))  # the re-admission carries k-1 again and a fresh conversation
     e.now = 5.0
     e(run.Tick())  # the state is left before the Harness read it: what it carried is pending, once each
     assert sorted(p.source for p in e.core.ledger.pending) == ["", "F-1|k-1"]
@@ -457,10 +469,10 @@ OOM = "memory limit (OOMKilled, limit 2Gi): Killed"
 def _only_reading(e: Engine, how: str) -> None:
     e.running()  # the coder's Turn reads the list: nothing of it is in the Harness yet
     if how == "nudge":  # or its Submission settled without a pick and the nudge reads the list again
-        e(run.KillsRead(1, ()))
-        e(run.Admitted(1))
-        e(run.Said(1, "done, I think"))
-        e(run.TurnEnded(1, picked=False))
+        e(kills_read(1, ()))
+        e(accepted(1))
+        e(said(1, "done, I think"))
+        e(settled(1, False))
 
 
 @pytest.mark.parametrize("how", ["first read", "nudge"])
@@ -475,7 +487,7 @@ def test_a_kernel_kill_while_the_turn_only_reads_the_list_faults_nothing(how: st
     assert e.status() == "running" and e.core.turn is not None and e.core.turn.phase != "ended"
     assert sum(isinstance(a, run.ToAgent) and isinstance(a.message, seat.AbortTurn) for a in e.actions) == aborts
     assert not any(ev.kind in ("turn-fault", "event") for ev in e.core.feed)
-    e(run.KillsRead(1, ()))  # the read answers and the Turn is admitted
+    e(kills_read(1, ()))  # the read answers and the Turn is admitted
     if how == "first read":  # the Turn's admission takes the kernel kill …
         assert e.admissions()[-1]["notices"] == [{"kind": "memory-limit", "scope": "workspace", "limit": "2Gi"}]
     else:  # … a nudge takes none: it stays for the next Turn
@@ -486,6 +498,6 @@ def test_a_kernel_kill_while_the_turn_only_reads_the_list_faults_nothing(how: st
 def test_a_kernel_kill_while_the_turn_is_admitted_still_faults_it() -> None:
     e = Engine()
     e.running()
-    e(run.KillsRead(1, ()))  # admitting: the Turn is the Harness's now
+    e(kills_read(1, ()))  # admitting: the Turn is the Harness's now
     e(run.FromWorkspace(ws.HarnessEnded("F-1", "OOMKilled", 137, "Killed", OOM)))
     assert e.status() == "failed" and e.core.fault == OOM

@@ -19,6 +19,7 @@ from jr2_actors.run.feedlines import FeedEvent, PickLine, StateLine
 from jr2_actors.values.step import OffTable
 from jr2_actors.values.workflow import load_workflow, read_document
 from jr2_actors.workspace import messages as ws
+from tests.seat_reports import accepted, kills_read, picked, said, settled, turn_fault
 
 EXAMPLE = resources.files("jr2_actors").joinpath("examples/fix-and-review.yaml").read_text()
 WALL0 = 1_790_000_000.0
@@ -72,9 +73,9 @@ class World:
         return []
 
     def seat(self, message: seat.ToSeat) -> list[run.Input]:
-        turn = int(message.turn_id)
+        turn = message.turn_id
         if isinstance(message, (seat.StartTurn, seat.ReadKills)):
-            return [run.KillsRead(turn, ())]
+            return [kills_read(turn, ())]
         if isinstance(message, seat.Admit):
             self.admissions.append(dict(message.body))
             if turn not in self.turn_state:  # a nudge repeats no prompt: the Turn's first admission told
@@ -82,12 +83,12 @@ class World:
                                                     if message.body["message"].endswith(d))
             state = self.turn_state[turn]
             pick = self.behaviour(state, turn)
-            out = [run.Admitted(turn)]
+            out = [accepted(turn)]
             if pick is None:
-                return [*out, run.TurnEnded(turn, picked=False)]
+                return [*out, settled(turn, False)]
             if pick.startswith("fault:"):
-                return [*out, run.TurnFault(turn, pick.removeprefix("fault:"))]
-            return [*out, run.Picked(turn, f"call-{turn}", pick)]
+                return [*out, turn_fault(turn, pick.removeprefix("fault:"))]
+            return [*out, picked(turn, f"call-{turn}", pick)]
         if isinstance(message, seat.AnswerPick):
             self.answers.append((turn, message.call_id, message.answer))
         if isinstance(message, seat.AbortTurn):
@@ -263,7 +264,7 @@ def test_a_turn_that_ends_without_a_pick_is_nudged_once_then_faults() -> None:
 def test_cancel_stops_the_turn_and_keeps_what_ran() -> None:
     d = Drive(world=World(lambda state, turn: None if False else "finish" if state == "code" else "never"))
     d.queue.append(run.Start())
-    while d.queue and not any(isinstance(e, run.Admitted) for e in list(d.queue)):
+    while d.queue and not any(isinstance(e, run.FromSeat) and isinstance(e.report, seat.Accepted) for e in d.queue):
         d.step(d.queue.popleft())
     d.queue.clear()
     d.step(run.Cancel())
@@ -290,13 +291,13 @@ def test_a_held_again_workspace_waits_for_its_predecessor() -> None:
 
     step(run.Start())
     step(run.FromWorkspace(ws.Running("A", {}, "http://h")))
-    step(run.Admitted(1))
-    step(run.Picked(1, "c1", "next"))
+    step(accepted(1))
+    step(picked(1, "c1", "next"))
     assert run.ReleaseWorkspace("A", "teardown") in out
     step(run.FromWorkspace(ws.Running("B", {}, "http://h")))
-    step(run.Admitted(2))
+    step(accepted(2))
     out.clear()
-    step(run.Picked(2, "c2", "back"))
+    step(picked(2, "c2", "back"))
     assert run.PlaceWorkspace("A", None) not in out  # A's teardown is not over: not yet
     step(run.FromWorkspace(ws.Released("A", deleted=True)))
     assert run.PlaceWorkspace("A", None) in out
@@ -306,8 +307,8 @@ def test_reports_of_a_turn_that_is_over_are_ignored() -> None:
     d = Drive()
     d.run()
     status = d.core.status
-    d.step(run.Picked(1, "late", "dispute"))
-    d.step(run.TurnFault(1, "late"))
+    d.step(picked(1, "late", "dispute"))
+    d.step(turn_fault(1, "late"))
     assert d.core.status == status
 
 
@@ -414,8 +415,8 @@ def test_a_state_that_holds_a_lost_workspace_again_places_it_again() -> None:
 
     step(run.Start())
     step(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
-    step(run.KillsRead(1, ()))
-    step(run.Admitted(1))
+    step(kills_read(1, ()))
+    step(accepted(1))
     out.clear()
     step(run.FromWorkspace(ws.Lost("F-1", "Evicted: x")))
     assert core.state == "review" and run.ReleaseWorkspace("F-1", "teardown") in out
@@ -433,8 +434,8 @@ class Talkative(World):
     def seat(self, message: seat.ToSeat) -> list[run.Input]:
         out = super().seat(message)
         if isinstance(message, seat.Admit):
-            turn = int(message.turn_id)
-            out[1:1] = [run.Said(turn, f"word {i}") for i in range(3)]
+            turn = message.turn_id
+            out[1:1] = [said(turn, f"word {i}") for i in range(3)]
         return out
 
 

@@ -15,7 +15,7 @@ def ev(type_: str, batch: int = 1, index: int = 0, **fields: Any) -> dict[str, A
 
 
 def reading(allowed: tuple[str, ...] = ("finish",), submission: str = "s-1", offset: str = "0") -> turn.TurnCore:
-    core = turn.TurnCore("coder", "t-1", "c-1")
+    core = turn.TurnCore("coder", 1, "c-1")
     core.step(turn.Admitting(allowed))
     step = core.step(turn.Admitted(submission, offset))
     assert step.actions == (turn.ReadUpdates(offset),)
@@ -41,8 +41,8 @@ def test_a_guard_kill_is_a_notice_and_a_later_failure_keeps_its_own_words() -> N
         settled("failed", error={"type": "provider_limit", "message": "429 after 2 retries"}),
     ], "2"))
     kill, fault = step.reports
-    assert kill == turn.GuardKill("coder", "t-1", "c-1", "k-1", "batch 1 index 0", "1.9Gi", "2Gi")
-    assert fault == turn.TurnFault("coder", "t-1", "settled", "provider limit: 429 after 2 retries")
+    assert kill == turn.GuardKill("coder", 1, "c-1", "k-1", "batch 1 index 0", "1.9Gi", "2Gi")
+    assert fault == turn.TurnFault("coder", 1, "settled", "provider limit: 429 after 2 retries")
 
 
 def test_a_guard_kill_then_a_completed_settle_is_no_fault() -> None:
@@ -62,7 +62,7 @@ def test_a_guard_kill_then_a_completed_settle_is_no_fault() -> None:
 def test_a_failed_settle_is_the_harness_words(error: object, reason: str) -> None:
     core = reading()
     step = core.step(turn.Events([settled("failed", error=error)], "1"))
-    assert step.reports == (turn.TurnFault("coder", "t-1", "settled", reason),)
+    assert step.reports == (turn.TurnFault("coder", 1, "settled", reason),)
     assert core.ended
 
 
@@ -111,7 +111,7 @@ def test_every_outstanding_pick_of_a_batch_is_kept_until_answered() -> None:
     step = core.step(turn.Events([ev("pick", index=0, callId="a", pick="note", args={"n": 1}),
                                   ev("pick", index=1, callId="b", pick="finish", args="not a dict")], "2"))
     assert [r.call_id for r in step.reports if isinstance(r, turn.Picked)] == ["a", "b"]
-    assert step.reports[1] == turn.Picked("coder", "t-1", "b", "finish", {})
+    assert step.reports[1] == turn.Picked("coder", 1, "b", "finish", {})
     first = core.step(turn.Answering("a", False, "noted"))
     second = core.step(turn.Answering("b", True, "done"))
     assert first.actions == (turn.PostAnswer("a", False, "noted"),)
@@ -120,7 +120,7 @@ def test_every_outstanding_pick_of_a_batch_is_kept_until_answered() -> None:
     assert again.actions == () and "not waiting" in again.note
     core.step(turn.Answered("a"))
     failed = core.step(turn.AnswerUndelivered("b", "Harness answered 409"))
-    assert failed.reports == (turn.AnswerFailed("coder", "t-1", "b", "Harness answered 409"),)
+    assert failed.reports == (turn.AnswerFailed("coder", 1, "b", "Harness answered 409"),)
     assert core.outstanding == {}
     assert core.step(turn.Answering("zz", False, "?")).actions == ()
 
@@ -128,16 +128,16 @@ def test_every_outstanding_pick_of_a_batch_is_kept_until_answered() -> None:
 def test_a_nudge_is_another_admission_of_the_same_turn_and_not_kept_is_its_own_outcome() -> None:
     core = reading()
     step = core.step(turn.Events([ev("pick", callId="a", pick="finish", args={}), settled()], "2"))
-    assert step.reports[-1] == turn.Settled("coder", "t-1", "completed", True)
+    assert step.reports[-1] == turn.Settled("coder", 1, "completed", True)
     assert step.actions == () and core.state == "idle"  # no read after the settle
     core.step(turn.Admitting(("finish",)))
     refused = core.step(turn.AdmitNotKept("conversation c-1 is not held here"))
-    assert refused.reports == (turn.NotKept("coder", "t-1", "c-1", "conversation c-1 is not held here"),)
+    assert refused.reports == (turn.NotKept("coder", 1, "c-1", "conversation c-1 is not held here"),)
     assert core.state == "idle" and not core.ended
     core.step(turn.Admitting(()))
     assert core.step(turn.Admitted("s-2", "2")).actions == (turn.ReadUpdates("2"),)
     done = core.step(turn.Events([settled("completed", "s-1"), settled("aborted", "s-2")], "4"))
-    assert done.reports == (turn.Settled("coder", "t-1", "aborted", False),)
+    assert done.reports == (turn.Settled("coder", 1, "aborted", False),)
 
 
 def test_an_admission_while_one_runs_is_dropped_with_a_note() -> None:
@@ -148,13 +148,13 @@ def test_an_admission_while_one_runs_is_dropped_with_a_note() -> None:
 
 
 def test_a_refused_admission_and_a_lost_conversation_fault_by_cause() -> None:
-    refused = turn.TurnCore("coder", "t-1", "c-1")
+    refused = turn.TurnCore("coder", 1, "c-1")
     refused.step(turn.Admitting(()))
     (fault,) = refused.step(turn.AdmitRefused("Harness answered 400: no")).reports
-    assert fault == turn.TurnFault("coder", "t-1", "refused", "admission refused: Harness answered 400: no")
+    assert fault == turn.TurnFault("coder", 1, "refused", "admission refused: Harness answered 400: no")
     lost = reading()
     (fault,) = lost.step(turn.StreamLost("404: conversation lost")).reports
-    assert fault == turn.TurnFault("coder", "t-1", "lost", "the conversation was lost (404: conversation lost)")
+    assert fault == turn.TurnFault("coder", 1, "lost", "the conversation was lost (404: conversation lost)")
 
 
 def test_a_stream_that_cannot_be_read_is_tried_three_times_a_second_apart() -> None:
@@ -162,7 +162,7 @@ def test_a_stream_that_cannot_be_read_is_tried_three_times_a_second_apart() -> N
     assert core.step(turn.StreamFailed("reset")).actions == (turn.ReadUpdates("5", after=1.0),)
     assert core.step(turn.StreamFailed("reset")).actions == (turn.ReadUpdates("5", after=1.0),)
     (fault,) = core.step(turn.StreamFailed("reset")).reports
-    assert fault == turn.TurnFault("coder", "t-1", "stream", "the updates stream could not be read: reset")
+    assert fault == turn.TurnFault("coder", 1, "stream", "the updates stream could not be read: reset")
 
 
 def test_a_read_that_works_starts_the_count_again() -> None:
@@ -176,7 +176,7 @@ def test_a_read_that_works_starts_the_count_again() -> None:
 def test_the_runs_end_faults_with_its_words_and_an_abort_reports_nothing() -> None:
     ended = reading()
     step = ended.step(turn.Stop("memory limit (OOMKilled, limit 2Gi): Killed"))
-    assert step.reports == (turn.TurnFault("coder", "t-1", "ended", "memory limit (OOMKilled, limit 2Gi): Killed"),)
+    assert step.reports == (turn.TurnFault("coder", 1, "ended", "memory limit (OOMKilled, limit 2Gi): Killed"),)
     assert ended.state == "ended" and not ended.busy  # the Harness ended: nothing runs to wait for
     aborted = reading()
     assert aborted.step(turn.Stop()) == turn.TurnStep()
@@ -205,7 +205,7 @@ def test_an_abort_that_found_nothing_running_or_a_lost_stream_leaves_nothing_to_
 
 
 def test_an_abort_while_admitting_takes_the_submissions_id_when_it_lands() -> None:
-    core = turn.TurnCore("coder", "t-1", "c-1")
+    core = turn.TurnCore("coder", 1, "c-1")
     core.step(turn.Admitting(("finish",)))
     core.step(turn.Stop())
     assert core.busy
@@ -230,10 +230,10 @@ def test_an_answer_that_did_not_reach_its_call_is_reported_and_its_submission_ab
     core.step(turn.Events([ev("pick", callId="k1", pick="finish")], "1"))
     core.step(turn.Answering("k1", True, "moved"))
     step = core.step(turn.AnswerUndelivered("k1", "503 draining"))
-    assert step.reports == (turn.AnswerFailed("coder", "t-1", "k1", "503 draining"),)
+    assert step.reports == (turn.AnswerFailed("coder", 1, "k1", "503 draining"),)
     assert step.actions == (turn.AbortSubmission(),) and core.busy
     aborted = core.step(turn.Events([settled("aborted")], "2"))
-    assert aborted.reports == (turn.Settled("coder", "t-1", "aborted", True),) and not core.busy
+    assert aborted.reports == (turn.Settled("coder", 1, "aborted", True),) and not core.busy
 
 
 def test_an_answer_that_failed_after_the_turn_was_stopped_still_reaches_the_run() -> None:
@@ -242,7 +242,7 @@ def test_an_answer_that_failed_after_the_turn_was_stopped_still_reaches_the_run(
     core.step(turn.Answering("k1", True, "moved"))
     core.step(turn.Stop())
     step = core.step(turn.AnswerUndelivered("k1", "connection reset"))
-    assert step.reports == (turn.AnswerFailed("coder", "t-1", "k1", "connection reset"),)
+    assert step.reports == (turn.AnswerFailed("coder", 1, "k1", "connection reset"),)
 
 
 def test_another_submissions_settle_is_not_ours() -> None:

@@ -1,15 +1,6 @@
 """AgentActor: one Agent seat, a thin shell over `TurnCore` (DESIGN.md, ADR-0062).
 
-The protocol with the run, its parent. Every message names the Turn (`turn_id`, the run's); every
-report names the agent and the Turn, so the run drops what a Turn it has left still says.
-
-    run → actor                                      actor → run
-    StartTurn(turn_id, conversation_id, endpoint,    KillsRead(agent, turn_id, read, problem, source, asked)
-              token, in_workspace)
-    Admit(turn_id, body)                             Picked, Said, GuardKill, Settled, NotKept, TurnFault
-    AnswerPick(turn_id, call_id, over, answer)       AnswerFailed (the answer did not reach the Harness)
-    AbortTurn(turn_id)                               TurnAborted(agent, turn_id, aborted, problem)
-    EndTurn(turn_id, fault)                          TurnFault(cause="ended", reason=fault)
+The protocol with the run, its parent, is `agent/messages.py`'s (its table is there).
 
 - **The admission waits for its read, and nobody blocks.** `StartTurn` makes the seat read the
   Harness's `/memory-kills` (5 s in total, ADR-0062) and tell the run what it read: `KillsRead.read`
@@ -60,19 +51,32 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from typing import Any
 
 from jr2_actors.agent import core as turn
+from jr2_actors.agent import jobs
 from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, ReadKills, StartTurn
+from jr2_actors.agent.jobs import (
+    AbortDone,
+    AdmitDone,
+    AnswerDone,
+    KillsDone,
+    ReadDone,
+    ReadDue,
+    ReadJob,
+    SettleDue,
+    abort_unwanted,
+    log_escaped,
+    outcome_of,
+)
+from jr2_actors.agent.messages import KillsRead, TurnAborted, TurnId
 from jr2_actors.harness import metrics as harness_metrics
 from jr2_actors.harness.client import HarnessClient, HarnessClients
 from jr2_actors.harness.errors import (
     HARNESS_ERRORS,
     ConversationNotKept,
-    HarnessError,
-    HarnessProtocolError,
     HarnessUnreachable,
 )
 from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead
@@ -84,99 +88,6 @@ from jr2_actors.values.constants import AGENT_STOP_SECONDS, PREVIOUS_SETTLE_SECO
 
 log = logging.getLogger(__name__)
 MAX_ALLOWED = 256
-
-
-# -- from the run: the messages are the core's (`StartTurn`, `ReadKills`, `Admit`, `AnswerPick`, `AbortTurn`,
-# `EndTurn`), defined once in `agent/core.py` so the run's pure core can say them too.
-
-# -- to the run (beside the core's reports) ----------------------------------------------------------
-
-@dataclass(frozen=True)
-class KillsRead:
-    """What the read before an admission found; `read` is None when it could not tell (or, with
-    `asked=False`, when the seat is Menu-only and reads no list)."""
-
-    agent: str
-    turn_id: str
-    read: MemoryKillRead | None
-    problem: str = ""
-    source: str = ""
-    asked: bool = True
-
-
-@dataclass(frozen=True)
-class TurnAborted:
-    """The abort was posted (`aborted`: the Harness stopped a running Submission), or could not be."""
-
-    agent: str
-    turn_id: str
-    aborted: bool
-    problem: str = ""
-
-
-# -- inside the seat ---------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class _KillsDone:
-    turn_id: str
-    read: MemoryKillRead | None
-    problem: str
-    asked: bool = True
-    outcome: str = "crashed"  # for the metrics: read | error | unreachable | protocol | malformed | crashed
-
-
-@dataclass(frozen=True)
-class _AdmitDone:
-    turn_id: str
-    result: turn.Admitted | turn.AdmitRefused | turn.AdmitNotKept
-    stream_url: str = ""
-    outcome: str = "crashed"  # for the metrics: admitted | not_kept | error | unreachable | protocol | crashed
-    reached: bool = False  # a failed admission that may have reached the Harness (it may start a Submission)
-
-
-@dataclass(frozen=True)
-class _ReadDone:
-    turn_id: str
-    seq: int
-    result: turn.Events | turn.StreamLost | turn.StreamFailed
-
-
-@dataclass(frozen=True)
-class _ReadDue:
-    turn_id: str
-    seq: int
-    offset: str
-
-
-@dataclass(frozen=True)
-class _AnswerDone:
-    turn_id: str
-    result: turn.Answered | turn.AnswerUndelivered
-
-
-@dataclass(frozen=True)
-class _AbortDone:
-    turn_id: str
-    aborted: bool
-    problem: str
-    asked: bool = True  # the run's AbortTurn (it hears TurnAborted), else the seat's own
-
-
-@dataclass(frozen=True)
-class _SettleDue:
-    """The previous Turn's Submission has had `PREVIOUS_SETTLE_SECONDS` to settle."""
-
-    turn_id: str
-
-
-@dataclass(frozen=True)
-class _ReadJob:
-    turn_id: str
-    seq: int
-    harness: HarnessClient
-    url: str
-    offset: str
-    cut: Cut
 
 
 @dataclass
@@ -194,7 +105,7 @@ class _Turn:
     settle_aborted: bool = False  # as the previous Turn, the seat aborted its Submission for taking too long
 
     @property
-    def turn_id(self) -> str:
+    def turn_id(self) -> TurnId:
         return self.core.turn_id
 
 
@@ -220,7 +131,7 @@ class AgentActor(Shell):
         # Turn's start is held until it settled (CONTRACTS.md §3: one Submission at a time).
         self._previous: _Turn | None = None
         self._unsure: set[str] = set()  # conversations whose last admission failed after it may have arrived
-        self._reads: queue.Queue[_ReadJob | None] = queue.Queue()
+        self._reads: queue.Queue[ReadJob | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read_loop, name=f"jr2-agent-{agent}", daemon=True)
 
     def started(self) -> None:
@@ -315,17 +226,17 @@ class AgentActor(Shell):
             if message.abort_first:
                 def aborted_then_tell() -> None:
                     abort_first()
-                    tell_quietly(ref, _KillsDone(turn_id, None, "", asked=False))
+                    tell_quietly(ref, KillsDone(turn_id, None, "", asked=False))
 
                 self._submit("the abort before a resumed Turn", aborted_then_tell,
-                             lambda problem: _KillsDone(turn_id, None, problem, asked=False))
+                             lambda problem: KillsDone(turn_id, None, problem, asked=False))
                 return
             tell_quietly(self.parent, KillsRead(self.agent, turn_id, None, source=harness.base_url, asked=False))
             return
 
         self._read_kills(turn_id, harness, before=abort_first if message.abort_first else None)
 
-    def _read_kills(self, turn_id: str, harness: HarnessClient, before: Callable[[], None] | None = None) -> None:
+    def _read_kills(self, turn_id: TurnId, harness: HarnessClient, before: Callable[[], None] | None = None) -> None:
         """The read before an admission (ADR-0062: 5 s in all), on the pool; `before` runs first."""
         ref = self.actor_ref
 
@@ -336,10 +247,10 @@ class AgentActor(Shell):
                 kills: MemoryKillRead | None = harness.memory_kills()
                 problem, outcome = "", "read"
             except (*HARNESS_ERRORS, MemoryKillListError) as e:
-                kills, problem, outcome = None, str(e), _outcome(e)
-            tell_quietly(ref, _KillsDone(turn_id, kills, problem, outcome=outcome))
+                kills, problem, outcome = None, str(e), outcome_of(e)
+            tell_quietly(ref, KillsDone(turn_id, kills, problem, outcome=outcome))
 
-        self._submit("the memory-kill read", read, lambda problem: _KillsDone(turn_id, None, problem))
+        self._submit("the memory-kill read", read, lambda problem: KillsDone(turn_id, None, problem))
 
     def _admit(self, message: Admit) -> None:
         t = self._current(message.turn_id, message)
@@ -363,19 +274,19 @@ class AgentActor(Shell):
             try:
                 admission = harness.admit(agent, core.conversation_id, body, retry_busy=not_yet, cut=cut)
             except ConversationNotKept as e:
-                tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitNotKept(e.error), outcome="not_kept"))
+                tell_quietly(ref, AdmitDone(turn_id, turn.AdmitNotKept(e.error), outcome="not_kept"))
             except HARNESS_ERRORS as e:
                 reached = isinstance(e, HarnessUnreachable) and e.reached
-                tell_quietly(ref, _AdmitDone(turn_id, turn.AdmitRefused(str(e)), outcome=_outcome(e),
+                tell_quietly(ref, AdmitDone(turn_id, turn.AdmitRefused(str(e)), outcome=outcome_of(e),
                                              reached=reached))
             else:
                 if not ref.is_alive():  # the seat stopped meanwhile: nobody wants what it started
-                    _abort_unwanted(harness, agent, core.conversation_id, turn_id)
+                    abort_unwanted(harness, agent, core.conversation_id, turn_id)
                     return
-                tell_quietly(ref, _AdmitDone(turn_id, turn.Admitted(admission.submission_id, admission.offset),
+                tell_quietly(ref, AdmitDone(turn_id, turn.Admitted(admission.submission_id, admission.offset),
                                              admission.stream_url, outcome="admitted"))
 
-        self._submit("the admission", post, lambda problem: _AdmitDone(turn_id, turn.AdmitRefused(problem)))
+        self._submit("the admission", post, lambda problem: AdmitDone(turn_id, turn.AdmitRefused(problem)))
 
     def _abort(self, message: AbortTurn) -> None:
         t = self._current(message.turn_id, message)
@@ -408,13 +319,13 @@ class AgentActor(Shell):
                 aborted, problem = harness.abort(agent, conversation), ""
             except HARNESS_ERRORS as e:
                 aborted, problem = False, str(e)
-            tell_quietly(ref, _AbortDone(turn_id, aborted, problem, asked))
+            tell_quietly(ref, AbortDone(turn_id, aborted, problem, asked))
 
-        self._submit("the abort", post, lambda problem: _AbortDone(turn_id, False, problem, asked))
+        self._submit("the abort", post, lambda problem: AbortDone(turn_id, False, problem, asked))
 
     def _arm_settle_bound(self, t: _Turn) -> None:
         assert self._timers is not None
-        due, ref = _SettleDue(t.turn_id), self.actor_ref
+        due, ref = SettleDue(t.turn_id), self.actor_ref
         self._timers.schedule(self.clock.monotonic() + PREVIOUS_SETTLE_SECONDS, lambda: tell_quietly(ref, due))
 
     def _settle_overdue(self, t: _Turn) -> None:
@@ -448,22 +359,22 @@ class AgentActor(Shell):
     # -- results from the pool and the reader --------------------------------------------------------
 
     def _internal(self, message: Any) -> None:
-        if isinstance(message, _KillsDone) and message.asked:  # a seat with no kill list read none
+        if isinstance(message, KillsDone) and message.asked:  # a seat with no kill list read none
             self.metrics.memory_kill_read(message.outcome)
-        elif isinstance(message, _AdmitDone):
+        elif isinstance(message, AdmitDone):
             self.metrics.admission(message.outcome)
         turn_id = getattr(message, "turn_id", None)
         t = next((x for x in (self._turn, self._previous) if x is not None and x.turn_id == turn_id), None)
         if t is None:
-            if isinstance(message, _AdmitDone) and message.reached:
+            if isinstance(message, AdmitDone) and message.reached:
                 log.info("agent %s: turn %s's admission failed after it may have reached the Harness", self.agent,
                          turn_id)
             return  # a result of a Turn the seat has left
-        if isinstance(message, _KillsDone):
+        if isinstance(message, KillsDone):
             if not t.core.ended and t is self._turn:
                 tell_quietly(self.parent, KillsRead(self.agent, t.turn_id, message.read, message.problem,
                                                     t.harness.base_url, asked=message.asked))
-        elif isinstance(message, _AdmitDone):
+        elif isinstance(message, AdmitDone):
             t.admitting, t.admit_cut = False, None
             if isinstance(message.result, turn.Admitted):
                 t.stream_url = message.stream_url
@@ -483,20 +394,20 @@ class AgentActor(Shell):
                 # Harness slow to seat it may start it after this abort).
                 self._post_abort(t, asked=False)
                 self._unsure.add(t.core.conversation_id)
-        elif isinstance(message, _ReadDone):
+        elif isinstance(message, ReadDone):
             if message.seq == t.read_seq:
                 self._apply(t, t.core.step(message.result))
-        elif isinstance(message, _ReadDue):
+        elif isinstance(message, ReadDue):
             if message.seq == t.read_seq and t.core.state in ("reading", "stopping"):
                 self._read(t, message.offset)
-        elif isinstance(message, _AnswerDone):
+        elif isinstance(message, AnswerDone):
             self._apply(t, t.core.step(message.result))
-        elif isinstance(message, _AbortDone):
+        elif isinstance(message, AbortDone):
             if message.asked:
                 tell_quietly(self.parent, TurnAborted(self.agent, t.turn_id, message.aborted, message.problem))
             if t.core.state == "stopping":
                 self._apply(t, t.core.step(turn.AbortAnswered(message.aborted)))
-        elif isinstance(message, _SettleDue) and t is self._previous and t.core.busy:
+        elif isinstance(message, SettleDue) and t is self._previous and t.core.busy:
             self._settle_overdue(t)
 
     def _apply(self, t: _Turn, step: turn.TurnStep) -> None:
@@ -523,13 +434,13 @@ class AgentActor(Shell):
     def _read_later(self, t: _Turn, action: turn.ReadUpdates) -> None:
         assert self._timers is not None
         t.read_seq += 1
-        due, ref = _ReadDue(t.turn_id, t.read_seq, action.offset), self.actor_ref
+        due, ref = ReadDue(t.turn_id, t.read_seq, action.offset), self.actor_ref
         self._timers.schedule(self.clock.monotonic() + action.after, lambda: tell_quietly(ref, due))
 
     def _read(self, t: _Turn, offset: str) -> None:
         t.read_seq += 1
         t.cut = Cut()
-        self._reads.put(_ReadJob(t.turn_id, t.read_seq, t.harness, t.stream_url, offset, t.cut))
+        self._reads.put(ReadJob(t.turn_id, t.read_seq, t.harness, t.stream_url, offset, t.cut))
 
     def _stop_reading(self, t: _Turn) -> None:
         t.read_seq += 1  # whatever is in flight, or due on a timer, is dropped when it comes back
@@ -544,20 +455,23 @@ class AgentActor(Shell):
             try:
                 harness.answer(agent, conversation, action.call_id, action.over, action.answer)
             except HARNESS_ERRORS as e:
-                tell_quietly(ref, _AnswerDone(turn_id, turn.AnswerUndelivered(action.call_id, str(e))))
+                tell_quietly(ref, AnswerDone(turn_id, turn.AnswerUndelivered(action.call_id, str(e))))
             else:
-                tell_quietly(ref, _AnswerDone(turn_id, turn.Answered(action.call_id)))
+                tell_quietly(ref, AnswerDone(turn_id, turn.Answered(action.call_id)))
 
         self._submit(f"the answer to pick {action.call_id}", post,
-                     lambda problem: _AnswerDone(turn_id, turn.AnswerUndelivered(action.call_id, problem)))
+                     lambda problem: AnswerDone(turn_id, turn.AnswerUndelivered(action.call_id, problem)))
 
-    def _current(self, turn_id: str, message: object) -> _Turn | None:
+    def _current(self, turn_id: TurnId, message: object) -> _Turn | None:
         t = self._turn
         if t is None or t.turn_id != turn_id:
             log.info("agent %s: %s for turn %s, which is not the seat's turn: dropped", self.agent,
                      type(message).__name__, turn_id)
             return None
         return t
+
+    def _read_loop(self) -> None:
+        jobs.read_loop(self._reads, self.actor_ref, self.agent, self.log_context)
 
     def _submit(self, what: str, job: Callable[[], None], on_crash: Callable[[str], object]) -> None:
         """Run `job` on the pool; an exception it did not expect becomes the result `on_crash` makes."""
@@ -570,38 +484,7 @@ class AgentActor(Shell):
                 log.exception("agent %s: %s failed unexpectedly", agent, what)
                 tell_quietly(ref, on_crash(f"{what} failed unexpectedly: {type(e).__name__}: {e}"))
 
-        self.pool.submit(logs.carry(run)).add_done_callback(_log_escaped)
-
-    def _read_loop(self) -> None:
-        """The long-poll reader: one read at a time, each result told to the actor."""
-        logs.bind(self.log_context)  # started by the actor once its context is bound
-        ref = self.actor_ref
-        while True:
-            job = self._reads.get()
-            if job is None:
-                return
-            result: turn.Events | turn.StreamLost | turn.StreamFailed
-            try:
-                updates = job.harness.updates(job.url, job.offset, cut=job.cut)
-            except HarnessError as e:
-                text = f"{e.status}: {e.error}"
-                result = turn.StreamLost(text) if e.status == 404 else turn.StreamFailed(text)
-            except (HarnessUnreachable, HarnessProtocolError) as e:
-                result = turn.StreamFailed(str(e))
-            except Exception as e:  # our bug: said as a failed read, so the Turn never waits on it
-                log.exception("agent %s: reading the updates stream failed unexpectedly", self.agent)
-                result = turn.StreamFailed(f"{type(e).__name__}: {e}")
-            else:
-                result = turn.Events(updates.events, updates.next_offset)
-            tell_quietly(ref, _ReadDone(job.turn_id, job.seq, result))
-
-
-def _abort_unwanted(harness: HarnessClient, agent: str, conversation: str, turn_id: str) -> None:
-    """Abort a Submission admitted after its seat stopped (nobody reads it; the idle GC would be its end)."""
-    try:
-        harness.abort(agent, conversation)
-    except HARNESS_ERRORS as e:
-        log.info("agent %s: turn %s was admitted after its seat stopped; its abort failed: %s", agent, turn_id, e)
+        self.pool.submit(logs.carry(run)).add_done_callback(log_escaped)
 
 
 def _allowed(body: Mapping[str, Any]) -> tuple[str, ...]:
@@ -610,20 +493,3 @@ def _allowed(body: Mapping[str, Any]) -> tuple[str, ...]:
     if not isinstance(allowed, list):
         return ()
     return tuple(p for p in allowed[:MAX_ALLOWED] if isinstance(p, str))
-
-
-def _outcome(e: Exception) -> str:
-    """A failed Harness call's outcome label: what kind of failure, never its words."""
-    if isinstance(e, MemoryKillListError):
-        return "malformed"
-    if isinstance(e, HarnessUnreachable):
-        return "unreachable"
-    if isinstance(e, HarnessProtocolError):
-        return "protocol"
-    return "error"  # the Harness answered with an error
-
-
-def _log_escaped(future: Future[None]) -> None:
-    error = future.exception()
-    if error is not None:
-        log.error("an agent job raised past its own handler: %r", error)

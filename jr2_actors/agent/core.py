@@ -80,6 +80,7 @@ from jr2_actors.agent.messages import (
     StreamLost,
     ToSeat,
     TurnFault,
+    TurnId,
     TurnStep,
 )
 from jr2_actors.harness import briefing
@@ -102,7 +103,7 @@ MAX_TEXT = 4096  # the Harness's error words kept in a fault
 
 
 class TurnCore:
-    def __init__(self, agent: str, turn_id: str, conversation_id: str) -> None:
+    def __init__(self, agent: str, turn_id: TurnId, conversation_id: str) -> None:
         self.agent = agent
         self.turn_id = turn_id
         self.conversation_id = conversation_id

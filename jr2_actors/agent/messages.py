@@ -1,5 +1,16 @@
 """An Agent seat's vocabulary: what the run tells a seat (`ToSeat`), the inputs `TurnCore` takes, the
 actions it asks for and the reports it tells the run. Pure values; `core.py` holds the machine over them.
+
+The protocol with the run, its parent. Every message names the Turn (`turn_id`, the run's number for it); every
+report names the agent and the Turn, so the run drops what a Turn it has left still says.
+
+    run → actor                                      actor → run
+    StartTurn(turn_id, conversation_id, endpoint,    KillsRead(agent, turn_id, read, problem, source, asked)
+              token, in_workspace)
+    Admit(turn_id, body)                             Picked, Said, GuardKill, Settled, NotKept, TurnFault
+    AnswerPick(turn_id, call_id, over, answer)       AnswerFailed (the answer did not reach the Harness)
+    AbortTurn(turn_id)                               TurnAborted(agent, turn_id, aborted, problem)
+    EndTurn(turn_id, fault)                          TurnFault(cause="ended", reason=fault)
 """
 
 from __future__ import annotations
@@ -8,17 +19,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from jr2_actors.harness.memory_kills import MemoryKillRead
 from jr2_actors.values.step import Step
 
 State = Literal["idle", "admitting", "reading", "stopping", "ended"]
-FaultCause = Literal["settled", "refused", "lost", "stream", "ended"]
+# Why a Turn faulted: the seat's causes, or (`actor`, said by the run's shell) the seat's actor died.
+FaultCause = Literal["settled", "refused", "lost", "stream", "ended", "actor"]
+TurnId = int  # the run's number for the Turn (its `turn.id`): one type on both sides of the seat
 
 
 # -- from the run (the seat's messages, said by the run's core and told by its actor) -------------------
 
 @dataclass(frozen=True)
 class StartTurn:
-    turn_id: str
+    turn_id: TurnId
     conversation_id: str
     endpoint: str
     token: str = field(default="", repr=False)  # filled by the run's shell, which holds the signing key
@@ -32,18 +46,18 @@ class StartTurn:
 class ReadKills:
     """Read the list again for the open Turn (before a nudge, another admission of it): `KillsRead` answers."""
 
-    turn_id: str
+    turn_id: TurnId
 
 
 @dataclass(frozen=True)
 class Admit:
-    turn_id: str
+    turn_id: TurnId
     body: Mapping[str, Any] = field(repr=False)  # {definition, message, allowed, notices?, kept?, cwd?}
 
 
 @dataclass(frozen=True)
 class AnswerPick:
-    turn_id: str
+    turn_id: TurnId
     call_id: str
     over: bool
     answer: Any
@@ -51,12 +65,12 @@ class AnswerPick:
 
 @dataclass(frozen=True)
 class AbortTurn:
-    turn_id: str
+    turn_id: TurnId
 
 
 @dataclass(frozen=True)
 class EndTurn:
-    turn_id: str
+    turn_id: TurnId
     fault: str
 
 
@@ -175,7 +189,7 @@ Action = ReadUpdates | PostAnswer | AbortSubmission
 @dataclass(frozen=True)
 class Picked:
     agent: str
-    turn_id: str
+    turn_id: TurnId
     call_id: str
     pick: str
     args: Mapping[str, Any]
@@ -189,7 +203,7 @@ class GuardKill:
     """
 
     agent: str
-    turn_id: str
+    turn_id: TurnId
     conversation_id: str
     kill_id: str | None
     place: str
@@ -201,7 +215,7 @@ class GuardKill:
 @dataclass(frozen=True)
 class Said:
     agent: str
-    turn_id: str
+    turn_id: TurnId
     text: str
 
 
@@ -210,7 +224,7 @@ class Settled:
     """The Submission settled without a failure; the Turn stays open for the run to end or nudge."""
 
     agent: str
-    turn_id: str
+    turn_id: TurnId
     outcome: Literal["completed", "aborted"]
     picked: bool
 
@@ -218,7 +232,7 @@ class Settled:
 @dataclass(frozen=True)
 class TurnFault:
     agent: str
-    turn_id: str
+    turn_id: TurnId
     cause: FaultCause
     reason: str
 
@@ -228,7 +242,7 @@ class Accepted:
     """The Harness took an admission (200): the run counts the conversation as held from now on."""
 
     agent: str
-    turn_id: str
+    turn_id: TurnId
     submission_id: str
 
 
@@ -238,7 +252,7 @@ class NotKept:
     (ADR-0062). Not a fault: the run takes the path of a lost conversation and admits the Turn again."""
 
     agent: str
-    turn_id: str
+    turn_id: TurnId
     conversation_id: str
     message: str
 
@@ -248,12 +262,40 @@ class AnswerFailed:
     """An answer to a pick did not reach the Harness: the model still waits for it."""
 
     agent: str
-    turn_id: str
+    turn_id: TurnId
     call_id: str
     problem: str
 
 
 Report = Picked | GuardKill | Said | Settled | TurnFault | Accepted | NotKept | AnswerFailed
+
+
+# -- the seat's own reports to the run (beside its Turns' above; the AgentActor says them) ------------
+
+@dataclass(frozen=True)
+class KillsRead:
+    """What the read before an admission found; `read` is None when it could not tell (or, with
+    `asked=False`, when the seat is Menu-only and reads no list)."""
+
+    agent: str
+    turn_id: TurnId
+    read: MemoryKillRead | None
+    problem: str = ""
+    source: str = ""
+    asked: bool = True
+
+
+@dataclass(frozen=True)
+class TurnAborted:
+    """The abort was posted (`aborted`: the Harness stopped a running Submission), or could not be."""
+
+    agent: str
+    turn_id: TurnId
+    aborted: bool
+    problem: str = ""
+
+
+ToRun = Report | KillsRead | TurnAborted  # everything a seat tells the run
 
 
 TurnStep = Step[Action, Report]

@@ -28,7 +28,7 @@ from typing import Any
 import pykka
 
 from jr2_actors.agent import actor as agent_actor
-from jr2_actors.agent import core as turn_core
+from jr2_actors.agent import messages as seat
 from jr2_actors.harness.tokens import INSTANCE_HARNESS, harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.run import core as run
@@ -180,10 +180,10 @@ class RunActor(Shell):
             self._step(run.FromWorkspace(message))
         elif isinstance(message, ActorFault):
             self._child_failed(message)
-        else:
-            event = self._from_agent(message)
-            if event is not None:
-                self._step(event)
+        elif isinstance(message, seat.ToRun):
+            if isinstance(message, seat.KillsRead):
+                self._log_read(message)
+            self._step(run.FromSeat(message))  # the seat's report as it is
 
     # -- the core's decisions, performed -----------------------------------------------------------------
 
@@ -267,13 +267,13 @@ class RunActor(Shell):
 
     def _to_agent(self, action: run.ToAgent) -> None:
         message = action.message
-        if isinstance(message, turn_core.StartTurn):
+        if isinstance(message, seat.StartTurn):
             # The token is the shell's to make: the signing key never enters the core or the blob.
             path = self.core.workflow.agents[action.agent].workspace
             holder = sandbox_name(self.core.run_id, path) if path else INSTANCE_HARNESS
             token = harness_token(self.env.signing_key, holder)
             self._agent(action.agent).tell(replace(message, token=token))
-        elif isinstance(message, (turn_core.AbortTurn, turn_core.ReadKills)):
+        elif isinstance(message, (seat.AbortTurn, seat.ReadKills)):
             tell_quietly(self._agents.get(action.agent), message)  # only a seat that exists has a Turn to stop
         else:
             self._agent(action.agent).tell(message)
@@ -308,33 +308,7 @@ class RunActor(Shell):
 
     # -- what the children say -------------------------------------------------------------------------
 
-    def _from_agent(self, message: Any) -> run.Input | None:
-        turn = _turn_id(getattr(message, "turn_id", None))
-        if turn is None:
-            return None
-        if isinstance(message, agent_actor.KillsRead):
-            self._log_read(message)
-            kills = None if message.read is None else tuple(_kill_doc(k) for k in message.read.kills)
-            return run.KillsRead(turn, kills, message.problem)
-        if isinstance(message, turn_core.Accepted):
-            return run.Admitted(turn)
-        if isinstance(message, turn_core.NotKept):
-            return run.NotKept(turn)
-        if isinstance(message, turn_core.Picked):
-            return run.Picked(turn, message.call_id, message.pick, dict(message.args))
-        if isinstance(message, turn_core.GuardKill):
-            return run.GuardKill(turn, message.kill_id, message.peak, message.limit, message.place)
-        if isinstance(message, turn_core.Said):
-            return run.Said(turn, message.text)
-        if isinstance(message, turn_core.Settled):
-            return run.TurnEnded(turn, message.picked)
-        if isinstance(message, turn_core.TurnFault):
-            return run.TurnFault(turn, message.reason, message.cause)
-        if isinstance(message, turn_core.AnswerFailed):
-            return run.AnswerLost(turn, message.call_id, message.problem)
-        return None
-
-    def _log_read(self, message: agent_actor.KillsRead) -> None:
+    def _log_read(self, message: seat.KillsRead) -> None:
         """ADR-0062's logging of the reads before admissions (`run/readlog.py` holds the rules)."""
         if not message.asked:
             return
@@ -352,20 +326,8 @@ class RunActor(Shell):
             self._step(run.FromWorkspace(ws.Faulted(fault.name, f"its actor failed: {fault.error}", actor=True)))
         elif fault.kind == "AgentActor" and self.core.turn is not None and self.core.turn.agent == fault.name:
             self._agents.pop(fault.name, None)
-            self._step(run.TurnFault(self.core.turn.id, f"the Agent's actor failed: {fault.error}", "actor"))
-
-
-def _turn_id(value: object) -> int | None:
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None
-
-
-def _kill_doc(kill: Any) -> dict[str, Any]:
-    return {"id": kill.id, "at": kill.at, "agent": kill.agent, "peak": kill.peak, "limit": kill.limit,
-            "told": list(kill.told)}
+            self._step(run.FromSeat(seat.TurnFault(fault.name, self.core.turn.id, "actor",
+                                                   f"the Agent's actor failed: {fault.error}")))
 
 
 def _line(event: FeedEvent) -> str:

@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from jr2_actors.agent.messages import TurnFault
 from jr2_actors.run import blob
 from jr2_actors.run.blob import BLOB_VERSION, FEED_KEEP
 from jr2_actors.run.feedlines import (
@@ -50,29 +51,20 @@ from jr2_actors.run.feedlines import (
 )
 from jr2_actors.run.messages import (
     Action,
-    Admitted,
-    AnswerLost,
     Cancel,
     Finished,
+    FromSeat,
     FromWorkspace,
-    GuardKill,
     Input,
-    KillsRead,
-    NotKept,
     Persist,
-    Picked,
     PlaceWorkspace,
     ReleaseWhy,
     ReleaseWorkspace,
     RunStatusName,
     RunStep,
-    Said,
     Start,
     Tick,
     ToAgent,
-    TurnCause,
-    TurnEnded,
-    TurnFault,
     WorkspaceRecord,
 )
 from jr2_actors.run.notices import Ledger
@@ -88,30 +80,21 @@ __all__ = [
     "FEED_KEEP",
     "NUDGE_LIMIT",
     "Action",
-    "Admitted",
-    "AnswerLost",
     "Cancel",
     "Finished",
+    "FromSeat",
     "FromWorkspace",
-    "GuardKill",
     "Input",
-    "KillsRead",
-    "NotKept",
     "Persist",
-    "Picked",
     "PlaceWorkspace",
     "ReleaseWhy",
     "ReleaseWorkspace",
     "RunCore",
     "RunStatusName",
     "RunStep",
-    "Said",
     "Start",
     "Tick",
     "ToAgent",
-    "TurnCause",
-    "TurnEnded",
-    "TurnFault",
     "TurnRecord",
     "WorkspaceRecord",
     "events_markdown",
@@ -171,7 +154,7 @@ class RunCore(TurnSide):
         elif isinstance(event, FromWorkspace):
             self._workspace(event.report)
         else:
-            self._agent(event)
+            self._seat(event.report)
         self._maybe_finished()
         out, self._out = self._out, []
         actions = [x for x in out if not isinstance(x, FeedEvent)]
@@ -270,7 +253,7 @@ class RunCore(TurnSide):
         if (self.status == "running" and turn is not None and turn.lost_reason and self._now >= turn.lost_until
                 and turn.phase != "ended"):
             reason, turn.lost_reason = turn.lost_reason, ""
-            self._turn_step(turn, TurnFault(turn.id, reason, "ended"))
+            self._turn_step(turn, TurnFault(turn.agent, turn.id, "ended", reason))
         if self.status == "running" and self._after_mono is not None and self._now >= self._after_mono:
             state = self.workflow.states[self.state]
             assert state.after_to is not None

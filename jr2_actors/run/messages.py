@@ -4,19 +4,16 @@ records of the Workspaces it holds. Pure values; `core.py` holds the engine, `tu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from jr2_actors.agent import core as seat
+from jr2_actors.agent import messages as seat
 from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.values.step import Step
 from jr2_actors.workspace import messages as ws
 
 RunStatusName = Literal["running", "done", "failed", "cancelled", "error", "lost"]
 ReleaseWhy = ws.ReleaseWhy
-# Why a Turn faulted: the seat's causes (`agent/messages.py`), or its actor died (the run's shell says so).
-TurnCause = seat.FaultCause | Literal["actor"]
 
 # -- inputs ------------------------------------------------------------------------------------------
 
@@ -44,77 +41,14 @@ class FromWorkspace:
 
 
 @dataclass(frozen=True)
-class KillsRead:
-    """The Agent's read of its Harness's `/memory-kills` before an admission; `kills` None: could not tell."""
+class FromSeat:
+    """A report of one of the run's Agent seats (`agent/messages.py`'s `ToRun`), as it sent it; the run's shell
+    says a `TurnFault` with cause `actor` itself when the seat's actor died."""
 
-    turn: int
-    kills: tuple[Mapping[str, Any], ...] | None
-    problem: str = ""
-
-
-@dataclass(frozen=True)
-class Admitted:
-    turn: int
+    report: seat.ToRun
 
 
-@dataclass(frozen=True)
-class NotKept:
-    """The Harness answered 404 `kept: false`: it does not hold the conversation the admission named."""
-
-    turn: int
-
-
-@dataclass(frozen=True)
-class Picked:
-    turn: int
-    call_id: str
-    pick: str
-    args: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class GuardKill:
-    """A guard kill read on the Turn's stream (`kill_id` None: an older Harness; its place is its source)."""
-
-    turn: int
-    kill_id: str | None
-    peak: str | None
-    limit: str | None
-    place: str = ""
-
-
-@dataclass(frozen=True)
-class Said:
-    turn: int
-    text: str
-
-
-@dataclass(frozen=True)
-class TurnEnded:
-    """The Submission settled `completed` or `aborted`."""
-
-    turn: int
-    picked: bool
-
-
-@dataclass(frozen=True)
-class AnswerLost:
-    """A pick's answer did not reach the Harness: the model's call still waits for it."""
-
-    turn: int
-    call_id: str
-    problem: str
-
-
-@dataclass(frozen=True)
-class TurnFault:
-    turn: int
-    reason: str
-    cause: TurnCause = "settled"
-
-
-Input = (Start | Cancel | Tick | FromWorkspace | KillsRead | Admitted | NotKept | Picked | GuardKill | Said
-         | TurnEnded | TurnFault | AnswerLost)
+Input = Start | Cancel | Tick | FromWorkspace | FromSeat
 
 
 # -- actions -----------------------------------------------------------------------------------------
@@ -141,7 +75,7 @@ class ReleaseWorkspace:
 
 @dataclass(frozen=True)
 class ToAgent:
-    """Tell an Agent seat one of its messages (`agent/core.py`): start a Turn (which reads the kill list and
+    """Tell an Agent seat one of its messages (`agent/messages.py`): start a Turn (which reads the kill list and
     answers `KillsRead`), read again, admit, answer a pick, abort."""
 
     agent: str

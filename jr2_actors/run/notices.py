@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from jr2_actors.harness.memory_kills import MemoryKill
 from jr2_actors.values.quantity import QuantityError, format_size, is_size, memory_bytes
 from jr2_actors.values.timefmt import parse_rfc3339
 
@@ -112,7 +113,7 @@ class Ledger:
         return self._raise(f"{path}|{kill_id}", workspace_scope(path), memory_notice(agent=agent, peak=peak,
                                                                                       limit=limit))
 
-    def list_read(self, path: str, kills: Iterable[Mapping[str, Any]] | None) -> bool:
+    def list_read(self, path: str, kills: Iterable[MemoryKill] | None) -> bool:
         """One read of the list before an admission into `path`; None: the read could not tell."""
         listed = _ordered(kills)
         if not listed:
@@ -120,9 +121,9 @@ class Ledger:
         newest, older = listed[-1], listed[:-1]
         changed = False
         for kill in older:  # a burst tells one thing: the older kills of this read give no notice
-            changed |= self._see(f"{path}|{kill['id']}")
-        notice = memory_notice(peak=_str(newest.get("peak")), limit=_str(newest.get("limit")))
-        changed |= self._raise(f"{path}|{newest['id']}", workspace_scope(path), notice)
+            changed |= self._see(f"{path}|{kill.id}")
+        notice = memory_notice(peak=newest.peak, limit=newest.limit)
+        changed |= self._raise(f"{path}|{newest.id}", workspace_scope(path), notice)
         return changed
 
     def kernel_kill(self, path: str, moment: str, reason: str, limit: str, agent: str | None = None) -> bool:
@@ -256,48 +257,40 @@ def mark_from(doc: object) -> Mark:
     return UNREADABLE
 
 
-def mark_of(kills: Iterable[Mapping[str, Any]] | None, turn_started_wall: float) -> Mark:
+def mark_of(kills: Iterable[MemoryKill] | None, turn_started_wall: float) -> Mark:
     """The Turn's mark from its first read: the newest kill it saw, "none" for an empty list, or — when the
     read could not tell — the Turn's start less a second (a time, for a pod clock that runs behind)."""
     if kills is None:
         return Mark("at", wall=turn_started_wall - MARK_SLACK_SECONDS)
     listed = _ordered(kills)
-    return Mark("kill", kill=str(listed[-1]["id"])) if listed else Mark("none")
+    return Mark("kill", kill=listed[-1].id) if listed else Mark("none")
 
 
-def nudge_eligible(kills: Iterable[Mapping[str, Any]] | None, mark: Mark, conversation: str) -> set[str]:
+def nudge_eligible(kills: Iterable[MemoryKill] | None, mark: Mark, conversation: str) -> set[str]:
     """The kill ids a nudge (or a wake) of the Turn with `mark` may take, from its own read: after the mark,
     and after the newest kill whose `told` names the conversation. A read that could not tell, or a mark
     that cannot be read: none."""
     if kills is None or mark.kind == "unreadable":
         return set()
     listed = _ordered(kills)
-    ids = [str(k["id"]) for k in listed]
+    ids = [k.id for k in listed]
     if mark.kind == "at":
-        start = next((i for i, k in enumerate(listed) if (parse_rfc3339(k.get("at")) or 0.0) > mark.wall),
+        start = next((i for i, k in enumerate(listed) if (parse_rfc3339(k.at) or 0.0) > mark.wall),
                      len(listed))
     elif mark.kind == "kill" and mark.kill in ids:
         start = ids.index(mark.kill) + 1
     else:
         start = 0  # "none", or more than 16 came and the mark left the list: every kill counts as after it
-    told = [i for i, k in enumerate(listed) if conversation in _told(k)]
+    told = [i for i, k in enumerate(listed) if conversation in k.told]
     if told:
         start = max(start, told[-1] + 1)
     return set(ids[start:])
 
 
-def _ordered(kills: Iterable[Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
-    """The list's kills with an id, oldest first (by `at`; the list's own order breaks ties)."""
-    if kills is None:
-        return []
-    listed = [k for k in kills if isinstance(k, Mapping) and isinstance(k.get("id"), str) and k.get("id")]
-    return sorted(listed, key=lambda k: parse_rfc3339(k.get("at")) or 0.0)
-
-
-def _told(kill: Mapping[str, Any]) -> tuple[str, ...]:
-    """The conversations a kill's `told` names; anything but a list of ids names none."""
-    told = kill.get("told")
-    return tuple(c for c in told if isinstance(c, str)) if isinstance(told, (list, tuple)) else ()
+def _ordered(kills: Iterable[MemoryKill] | None) -> list[MemoryKill]:
+    """The list's kills (each has an id and a time: `harness/memory_kills.py` drops the rest), oldest first
+    (by `at`; the list's own order breaks ties)."""
+    return [] if kills is None else sorted(kills, key=lambda k: parse_rfc3339(k.at) or 0.0)
 
 
 def _finite(value: object) -> float | None:
@@ -306,10 +299,6 @@ def _finite(value: object) -> float | None:
     except (TypeError, ValueError, OverflowError):
         return None
     return number if math.isfinite(number) else None
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _size(limit: str) -> str | None:

@@ -5,10 +5,10 @@ of the run (ADR-0062: every later Turn continues it, `kept: true`). Its phase mo
 at the bottom (`step.Machine`: phase × input → the phases that edge may lead to, and its handler); an input
 off the table is our bug and raises `OffTable`, a handler that moves off its edge too.
 
-    waiting ──Ready──▶ reading ──KillsRead──▶ admitting ──Admitted──▶ running ──Picked──▶ answered
-                                                 ▲ NotKept (read, admit anew)    │ TurnEnded: nudged
+    waiting ──Ready──▶ reading ──KillsRead──▶ admitting ──Accepted──▶ running ──Picked──▶ answered
+                                                 ▲ NotKept (read, admit anew)    │ Settled: nudged
                                                  └──────── KillsRead ◀───────────┘ (a read first)
-    any live phase ── TurnFault, a Harness gone, TurnEnded past the nudge ──▶ ended;  Stop ──▶ ended
+    any live phase ── TurnFault, a Harness gone, Settled past the nudge ──▶ ended;  Stop ──▶ ended
 
 - `waiting` for its Workspace to run (a Menu-only agent starts at once on the Instance Harness); `Ready`
   tells the seat `StartTurn`, which reads the kill list (ADR-0062: every admission into a Workspace is
@@ -30,7 +30,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jr2_actors.agent import core as seat
+from jr2_actors.agent import messages as seat
+from jr2_actors.agent.messages import (
+    Accepted,
+    AnswerFailed,
+    GuardKill,
+    KillsRead,
+    NotKept,
+    Picked,
+    Said,
+    Settled,
+    TurnAborted,
+    TurnFault,
+)
 from jr2_actors.harness import briefing
 from jr2_actors.run.feedlines import (
     AdmittedLine,
@@ -42,21 +54,7 @@ from jr2_actors.run.feedlines import (
     TurnFaultLine,
     TurnLine,
 )
-from jr2_actors.run.messages import (
-    Action,
-    Admitted,
-    AnswerLost,
-    GuardKill,
-    KillsRead,
-    NotKept,
-    Picked,
-    RunStatusName,
-    Said,
-    ToAgent,
-    TurnEnded,
-    TurnFault,
-    WorkspaceRecord,
-)
+from jr2_actors.run.messages import Action, RunStatusName, ToAgent, WorkspaceRecord
 from jr2_actors.run.notices import Entry, Ledger, Mark, Notice, mark_of, nudge_eligible
 from jr2_actors.run.notices import conversation_new as conversation_new_notice
 from jr2_actors.values.constants import LOST_GRACE_SECONDS
@@ -94,8 +92,8 @@ class Stop:
     """The run leaves the state that asked for the Turn, or ends."""
 
 
-SeatInput = KillsRead | Admitted | NotKept | Picked | GuardKill | Said | TurnEnded | TurnFault | AnswerLost
-TurnInput = KillsRead | Admitted | NotKept | Picked | GuardKill | Said | TurnEnded | TurnFault | Ready | HarnessGone \
+# The seat's reports (`agent/messages.py`) are the Turn's inputs as they are; the run adds its own three.
+TurnInput = KillsRead | Accepted | NotKept | Picked | GuardKill | Said | Settled | TurnFault | Ready | HarnessGone \
     | Stop
 
 
@@ -165,7 +163,7 @@ class TurnSide:
         first read, or between a Submission and its nudge): its admission follows, and takes the notice."""
         if turn.reading is not None or self.workflow.agents[turn.agent].workspace != event.path:
             return
-        self._tell(turn, seat.AbortTurn(str(turn.id)))
+        self._tell(turn, seat.AbortTurn(turn.id))
         self._turn_go(turn, "ended")
         self._event("agent.fault", event.reason)
 
@@ -212,7 +210,7 @@ class TurnSide:
         # (CONTRACTS §3: a seat admits only after the previous Submission, or its abort, settled; sim seed 28).
         abort_first = turn.resumed or turn.agent in self._abort_before
         self._abort_before.discard(turn.agent)
-        self._tell(turn, seat.StartTurn(str(turn.id), turn.conversation, endpoint, in_workspace=path is not None,
+        self._tell(turn, seat.StartTurn(turn.id, turn.conversation, endpoint, in_workspace=path is not None,
                                         abort_first=abort_first))
         self._feed(TurnLine(turn.agent, turn.id, turn.state))
 
@@ -226,16 +224,18 @@ class TurnSide:
 
     def _stop(self, turn: TurnRecord, event: Stop) -> None:
         if turn.phase not in ("waiting", "ended"):
-            self._tell(turn, seat.AbortTurn(str(turn.id)))
+            self._tell(turn, seat.AbortTurn(turn.id))
         self._unheard(turn)
         self._turn_go(turn, "ended")
 
-    def _agent(self, event: SeatInput) -> None:
-        if isinstance(event, AnswerLost):
+    def _seat(self, event: seat.ToRun) -> None:
+        if isinstance(event, TurnAborted):
+            return  # the run waits for no abort: a Turn it stops is over for it at once
+        if isinstance(event, AnswerFailed):
             self._answer_lost(event)
             return
         turn = self.turn
-        if turn is None or event.turn != turn.id or self.status != "running":
+        if turn is None or event.turn_id != turn.id or self.status != "running":
             return  # a late report of a Turn that is over
         self._turn_step(turn, event)
 
@@ -259,7 +259,7 @@ class TurnSide:
             turn.carried.clear()
             self._persist = True  # a restore must not carry them again
 
-    def _admitted(self, turn: TurnRecord, event: Admitted) -> None:
+    def _admitted(self, turn: TurnRecord, event: Accepted) -> None:
         self._turn_go(turn, "running")
         # ADR-0062: `kept` is computed from this count, so it is saved: a restore that lost it would
         # re-admit a held conversation without `kept: true`.
@@ -286,7 +286,7 @@ class TurnSide:
         self._heard(turn)
         self._feed(SaidLine(turn.agent, turn.id, event.text[:SAID_CHARS]))
 
-    def _turn_ended(self, turn: TurnRecord, event: TurnEnded) -> None:
+    def _turn_ended(self, turn: TurnRecord, event: Settled) -> None:
         self._heard(turn)
         if event.picked or turn.nudges >= NUDGE_LIMIT:
             self._turn_go(turn, "ended")
@@ -296,10 +296,10 @@ class TurnSide:
             self._persist = True
             self._read_for(turn, "nudge")
 
-    def _answer_lost(self, event: AnswerLost) -> None:
+    def _answer_lost(self, event: AnswerFailed) -> None:
         """ADR-0062: a pick's answer that never reached its call, after the route left the Agent's state: the
         next Turn of that conversation hears it, with the answer."""
-        answered = self.answers.pop(event.turn, None)
+        answered = self.answers.pop(event.turn_id, None)
         if answered is None:
             return
         _agent, conversation, call_id, pick, answer = answered
@@ -335,17 +335,18 @@ class TurnSide:
             turn.reading = None
             self._admit(turn, purpose)
             return
-        self._tell(turn, seat.ReadKills(str(turn.id)))
+        self._tell(turn, seat.ReadKills(turn.id))
 
     def _kills_read(self, turn: TurnRecord, read: KillsRead) -> None:
         purpose, turn.reading = turn.reading or "turn", None
         path = self.workflow.agents[turn.agent].workspace
-        if path is not None and self.ledger.list_read(path, read.kills):
+        kills = None if read.read is None else read.read.kills  # None: the read could not tell
+        if path is not None and self.ledger.list_read(path, kills):
             self._persist = True
         if turn.mark is None:  # the Turn's first read sets its mark, ledgered with its admissions
-            turn.mark = mark_of(read.kills, turn.started_wall)
+            turn.mark = mark_of(kills, turn.started_wall)
             self._persist = True
-        eligible = nudge_eligible(read.kills, turn.mark, turn.conversation)
+        eligible = nudge_eligible(kills, turn.mark, turn.conversation)
         self._admit(turn, purpose, eligible=eligible)
 
     def _admit(self, turn: TurnRecord, purpose: ReadFor, *, eligible: set[str] | None = None,
@@ -407,7 +408,7 @@ class TurnSide:
         turn.took.extend(e for e in entries if e not in turn.took)
         self._turn_go(turn, "admitting")
         self._feed(AdmittedLine(turn.agent, turn.id, kept, purpose == "nudge", notices))
-        self._tell(turn, seat.Admit(str(turn.id), body))
+        self._tell(turn, seat.Admit(turn.id, body))
 
     def _unheard(self, turn: TurnRecord, *, every: bool = False) -> None:
         """ADR-0062: the Turn ends, or its admission failed, before the Harness read that admission's surface:
@@ -446,7 +447,7 @@ class TurnSide:
         self.answers[turn.id] = (turn.agent, turn.conversation, event.call_id, event.pick, answer)
         while len(self.answers) > ANSWERS_KEPT:
             del self.answers[min(self.answers)]
-        self._tell(turn, seat.AnswerPick(str(turn.id), event.call_id, True, answer))
+        self._tell(turn, seat.AnswerPick(turn.id, event.call_id, True, answer))
         self._feed(PickLine(turn.agent, turn.id, event.pick, target))
         self.turn = None  # answered: the Turn ends with the state that asked for it (ADR-0024)
         self._enter(target)
@@ -473,12 +474,12 @@ LIVE: tuple[TurnPhase, ...] = ("waiting", "reading", "admitting", "running")
 TURN: Machine[Any] = Machine("the run's Turn", (
     (("waiting",), Ready, ("reading",), S._ready),
     (LIVE, KillsRead, ("admitting",), S._kills_read),
-    (LIVE, Admitted, ("running",), S._admitted),
+    (LIVE, Accepted, ("running",), S._admitted),
     (LIVE, NotKept, ("admitting",), S._not_kept),
     (LIVE, Picked, ("answered",), S._picked),
     (LIVE, GuardKill, (), S._guard_kill),
     (LIVE, Said, (), S._said),
-    (LIVE, TurnEnded, ("ended", "admitting"), S._turn_ended),
+    (LIVE, Settled, ("ended", "admitting"), S._turn_ended),
     (LIVE, TurnFault, ("ended",), S._turn_fault),
     # ADR-0062: a Harness that ends while no Turn runs, or while it only reads the kill list, faults nothing.
     (("waiting", "reading"), HarnessGone, (), S._not_running),
