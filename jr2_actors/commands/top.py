@@ -237,9 +237,13 @@ def _runs(now: Scrape) -> Table:
     states = now.by(run_m.RUNS_LIVE, "state")
     table.add_row("live runs", f"{count(sum(states.values()))}" + (f" — {_nonzero(states)}" if states else ""))
     table.add_row("Workspaces", _nonzero(now.by(run_m.WORKSPACES, "phase")) or "none")
-    waits = now.by(run_m.RUN_WAITS_OPEN, "on")
-    open_waits = [f"{int(n)} waiting on {on} (the oldest for {seconds(now.value(run_m.RUN_WAIT_OLDEST, on=on))})"
-                  for on, n in sorted(waits.items()) if n]
+    waits: dict[str, dict[str, float]] = {}  # on → reason → open waits
+    for labels, n in now.samples.get(run_m.RUN_WAITS_OPEN, {}).items():
+        d = dict(labels)
+        if n and "on" in d:
+            waits.setdefault(d["on"], {})[d.get("reason", "")] = n
+    open_waits = [f"{int(sum(by.values()))} waiting on {on}: {_nonzero(by)} (the oldest for "
+                  f"{seconds(now.value(run_m.RUN_WAIT_OLDEST, on=on))})" for on, by in sorted(waits.items())]
     table.add_row("open waits", "; ".join(open_waits) or "none")
     return table
 
