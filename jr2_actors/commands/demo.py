@@ -27,12 +27,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from jr2_actors.commands.common import UsageError, port_number, read_file, until_signalled
 from jr2_actors.run.render import duration, feed_line, status_lines
-from jr2_actors.run.wire import feed_doc
 from jr2_actors.values.constants import DEMO_SECONDS
-from jr2_actors.values.workflow import WorkflowError, parse_workflow, read_document
-from jr2_actors.workspace.messages import PlacedLine, PlacingLine, WaitEndedLine
 
-if TYPE_CHECKING:  # the fake cluster and the orchestrator load when the demo runs, not with every command
+if TYPE_CHECKING:  # what the demo runs loads when it runs, not with every command (issue 19 item 8)
     from jr2_actors.fake.cluster import FakeCluster
     from jr2_actors.orchestrator import Orchestrator
 
@@ -116,6 +113,7 @@ def _neighbour_first(cluster: FakeCluster, orchestrator: Orchestrator, out: Text
                      stop: threading.Event) -> tuple[str, int]:
     """The scripted model's Turns, and the neighbour run holding the node: its id and the feed line read."""
     from jr2_actors.fake.harness.core import GuardKill, Pick, Say
+    from jr2_actors.run.wire import feed_doc
 
     cluster.script("builder", [Say("Building the neighbour's service."), Pick("built")])
     cluster.script("coder",
@@ -143,6 +141,9 @@ def _neighbour_first(cluster: FakeCluster, orchestrator: Orchestrator, out: Text
 def _follow(orchestrator: Orchestrator, main: str, others: Mapping[str, int], out: TextIO,
             stop: threading.Event) -> dict[str, Any] | None:
     """Print the runs' feeds as they come (the others named), a progress line while the example waits."""
+    from jr2_actors.run.wire import feed_doc
+    from jr2_actors.workspace.messages import PlacedLine, PlacingLine, WaitEndedLine
+
     readers = {main: 0, **others}
     open_wait: dict[str, Any] | None = None
     last_progress = 0.0
@@ -183,10 +184,14 @@ def _line(run_name: str, doc: Mapping[str, Any]) -> str:
 
 
 def _bundled_document(name: str) -> Any:
+    from jr2_actors.values.workflow import read_document
+
     return read_document(resources.files("jr2_actors").joinpath(f"examples/{name}").read_text())
 
 
 def _load(path: str) -> Any:
+    from jr2_actors.values.workflow import WorkflowError, parse_workflow
+
     try:
         document = read_file(path)
         parse_workflow(document)

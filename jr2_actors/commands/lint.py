@@ -10,21 +10,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from jr2_actors.commands.common import UsageError
-from jr2_actors.values.workflow import (
-    MAX_WORKFLOW_BYTES,
-    Workflow,
-    WorkflowError,
-    edges,
-    graph_problems,
-    parse_workflow,
-    read_document,
-    yaml_loader,
-)
+
+if TYPE_CHECKING:  # the workflow rules (jsonschema, yaml) load when a file is read, not for every command
+    from jr2_actors.values.workflow import Workflow, WorkflowError
 
 
 def add_parsers(sub: Any) -> None:
@@ -62,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
 
 def lint_file(path: str) -> list[str]:
     """Every error in the file, each `FILE:LINE: key: problem` (LINE when the key is found in the text)."""
+    from jr2_actors.values.workflow import graph_problems
+
     try:
         workflow, text = _load(path, check_graph=False)
     except UsageError as e:
@@ -79,6 +72,8 @@ class _Refused(Exception):
 
 
 def _load(path: str, *, check_graph: bool = True) -> tuple[Workflow, str]:
+    from jr2_actors.values.workflow import MAX_WORKFLOW_BYTES, WorkflowError, parse_workflow, read_document
+
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_WORKFLOW_BYTES + 1)
@@ -96,6 +91,10 @@ def _load(path: str, *, check_graph: bool = True) -> tuple[Workflow, str]:
 def line_of(text: str, key: str) -> int | None:
     """The 1-based line of the deepest node of the dotted `key` (`states.code.on.finish`, `a.repos[0].slot`)
     that the text holds; None when the text is not YAML or has none of it."""
+    import yaml
+
+    from jr2_actors.values.workflow import yaml_loader
+
     try:
         node = yaml.compose(text, Loader=yaml_loader())
     except (yaml.YAMLError, RecursionError):
@@ -124,6 +123,8 @@ def line_of(text: str, key: str) -> int | None:
 
 
 def mermaid(workflow: Workflow) -> list[str]:
+    from jr2_actors.values.workflow import edges
+
     lines = ["stateDiagram-v2", f"    [*] --> {_id(workflow.start)}"]
     for name, state in workflow.states.items():
         for label, target in edges(state):
@@ -134,6 +135,8 @@ def mermaid(workflow: Workflow) -> list[str]:
 
 
 def dot(workflow: Workflow) -> list[str]:
+    from jr2_actors.values.workflow import edges
+
     lines = [f"digraph {_quoted(workflow.name)} {{", "    rankdir=LR;", '    "[start]" [shape=point];',
              f'    "[start]" -> {_quoted(workflow.start)};']
     for name, state in workflow.states.items():
