@@ -220,8 +220,12 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
             print("no runs in the store" if args.all else "no live runs (runs --all lists finished ones too)",
                   file=out)
     elif args.command == "status":
-        doc = client.json("GET", f"/runs/{_segment(resolve(client, args.run))}")
-        emit(fmt, doc, status_lines(doc, time.time()))
+        run_id = resolve(client, args.run)
+        doc = client.json("GET", f"/runs/{_segment(run_id)}")
+        lines = status_lines(doc, time.time())
+        if fmt == "wide":  # issue 19 item 3: the path it took, marked in its state graph
+            lines += _path_lines(client, run_id, doc)
+        emit(fmt, doc, lines)
     elif args.command == "cancel":
         return _cancel(client, args.runs, fmt)
     elif args.command == "events":
@@ -374,6 +378,21 @@ def _wait(client: Client, run_ids: list[str], stop: threading.Event, *, fmt: str
         emit(fmt, doc, [f"{run_id} {status}" + (f": {fault}" if fault else "")])
         code = code or exit_code(status)
     return code
+
+
+def _path_lines(client: Client, run_id: str, doc: Any) -> list[str]:
+    from jr2_actors.commands.lint import marked_graph
+    from jr2_actors.values.workflow import WorkflowError, parse_workflow
+
+    path = doc.get("path") if isinstance(doc, dict) else None
+    if not isinstance(path, list) or not path:
+        return ["  path: not known (a server from before runs kept it)"]
+    try:
+        workflow = parse_workflow(client.json("GET", f"/runs/{_segment(run_id)}/workflow").get("workflow"),
+                                  check_graph=False)
+    except (WorkflowError, AttributeError) as e:
+        raise UsageError(f"{client.server} answered a workflow this client cannot read: {e}") from None
+    return marked_graph(workflow, [str(s) for s in path], dropped=int(doc.get("pathDropped") or 0))
 
 
 def _workflow(path: str) -> object:

@@ -9,6 +9,7 @@ nodes). `graph` prints the state graph as Mermaid (`-o mermaid`, the default) or
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -145,6 +146,27 @@ def dot(workflow: Workflow) -> list[str]:
         for label, target in edges(state):
             lines.append(f"    {_quoted(name)} -> {_quoted(target)} [label={_quoted(label)}];")
     return [*lines, "}"]
+
+
+def marked_graph(workflow: Workflow, path: list[str], *, dropped: int = 0) -> list[str]:
+    """Issue 19 item 3 (`status RUN -o wide`): the path a run took — the states it entered, in order — and
+    the state graph with each way out it took marked `*`, with how often (two ways between the same states,
+    two picks say, are both marked: the path names states, not picks)."""
+    from jr2_actors.values.workflow import edges
+
+    taken: dict[tuple[str, str], int] = {}
+    for pair in itertools.pairwise(path):
+        taken[pair] = taken.get(pair, 0) + 1
+    earlier = f"… ({dropped} earlier) → " if dropped else ""
+    lines = [f"  path: {earlier}{' → '.join(path)}", "  graph (* the path taken):"]
+    for name, state in workflow.states.items():
+        if state.final is not None:
+            here = "*" if path and path[-1] == name else " "
+            lines.append(f"    {here} {name}: final {state.final}")
+        for label, target in edges(state):
+            n = taken.get((name, target), 0)
+            lines.append(f"    {'*' if n else ' '} {name} --{label}--> {target}" + (f" ({n} times)" if n > 1 else ""))
+    return lines
 
 
 def _id(name: str) -> str:
