@@ -96,9 +96,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A stop asked for at any point, even while starting, is taken once what is starting can be stopped:
     # the handlers only note it, so nothing is left half made (no temp folder with keys, no thread).
     stop = threading.Event()
+    caught: list[int] = []
+
+    def note(sig: int, _frame: object) -> None:
+        caught.append(sig)
+        stop.set()
+
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():  # Python takes signals on the main thread only
-        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
     installed: tuple[logging.Handler, int] | None = None
     pykka_level: int | None = None
     try:
@@ -111,26 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
-        if args.command == "watch":
-            return run_watch(args, stop)
-        if args.command == "fake-cluster":
-            return run_fake_cluster(args, stop)
-        if args.command == "serve":
-            return serve.run(args, stop)
-        if args.command == "demo":
-            return demo.run(args, stop)
-        if args.command == "top":
-            return top.run(args, stop)
-        if args.command == "sim":
-            return sim.run(args, stop)
-        if args.command == "completion":
-            print(completion.script(parser, args.shell))
-            return 0
-        if args.command in ("lint", "graph"):
-            return lint.run(args)
-        if args.command in CLIENT_COMMANDS:
-            return client.run(args, stop)
-        parser.error(f"unknown command {args.command}")
+        code = _dispatch(parser, args, stop)
+        # Issue 19 item 2: Ctrl-C leaves every command with 130, the long-running ones (serve, fake-cluster,
+        # watch) too once they have stopped cleanly; SIGTERM stays their clean stop, 0, as Kubernetes expects
+        # of a pod it stops.
+        return EXIT_INTERRUPTED if code == 0 and signal.SIGINT in caught else code
     except Interrupted:
         return EXIT_INTERRUPTED
     except (UsageError, Jr2Error) as e:
@@ -143,6 +134,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             logging.getLogger("pykka").setLevel(pykka_level)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, stop: threading.Event) -> int:
+    if args.command == "watch":
+        return run_watch(args, stop)
+    if args.command == "fake-cluster":
+        return run_fake_cluster(args, stop)
+    if args.command == "serve":
+        return serve.run(args, stop)
+    if args.command == "demo":
+        return demo.run(args, stop)
+    if args.command == "top":
+        return top.run(args, stop)
+    if args.command == "sim":
+        return sim.run(args, stop)
+    if args.command == "completion":
+        print(completion.script(parser, args.shell))
+        return 0
+    if args.command in ("lint", "graph"):
+        return lint.run(args)
+    if args.command in CLIENT_COMMANDS:
+        return client.run(args, stop)
+    parser.error(f"unknown command {args.command}")
 
 
 def _quiet(name: str, level: int) -> int:

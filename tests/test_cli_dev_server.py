@@ -90,8 +90,24 @@ def test_the_dev_server_prints_its_url_and_token_file_and_serves_the_client_comm
         assert runs.returncode == 0, runs.stderr
     finally:
         dev.proc.send_signal(signal.SIGINT)
-        assert dev.proc.wait(30) == 0
+        assert dev.proc.wait(30) == 130  # issue 19 item 2: Ctrl-C leaves every command with 130
     assert not Path(state).exists()  # the folder it made is gone with it
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)])
+def test_serve_leaves_with_130_on_ctrl_c_and_0_on_sigterm_having_stopped_cleanly(
+        tmp_path: Path, sig: signal.Signals, code: int) -> None:
+    """Issue 19 item 2: Ctrl-C is 130 as in every command; SIGTERM is the clean stop Kubernetes asks of a pod,
+    0. Either way the stop is the same: logged at INFO, nothing left behind."""
+    dev = DevServer(tmp_path)
+    assert dev.ready.wait(60), dev.out
+    state = dev.field("state")
+    dev.proc.send_signal(sig)
+    assert dev.proc.wait(30) == code
+    assert dev.proc.stderr is not None
+    err = dev.proc.stderr.read()
+    assert "Traceback" not in err and " INFO jr2_actors.serve: stopped" in err, err
+    assert not Path(state).exists()
 
 
 @pytest.mark.parametrize(("args", "says"), [

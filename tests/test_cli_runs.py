@@ -7,6 +7,7 @@ import contextlib
 import http.server
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,7 +58,17 @@ def test_the_demo_runs_the_bundled_example_to_done() -> None:
                  "still waiting for a node"):
         assert line in text, line
     assert "placed F-1 after" in text and text.count("placing F-1:") == 1
-    assert text.rstrip().endswith("F-1: deleted")  # the final RunStatus comes last
+    # The final RunStatus, then the summary of both runs (issue 19 item 8) and their one-line timeline.
+    status, summary = text.rstrip().rsplit("\n  F-1: deleted\n\n", 1)
+    assert "(fix-and-review): done, state done" in status
+    table, timeline = summary.split("\n\n")
+    head, neighbour, example = table.splitlines()
+    assert head.split() == ["RUN", "ENDED", "STATES", "TURNS", "WAITS", "NOTICES", "DURATION"]
+    assert neighbour.startswith("neighbour  done ") and " build → hold → done " in neighbour
+    assert example.startswith("example    done ") and " code → review → code → review → done  4 " in example
+    assert re.search(r" 1 \(\d+s\) +1 +\d+s$", example), example  # one wait, one notice (the guard kill)
+    assert timeline.startswith("timeline: 0.0s neighbour started · ") and "\n" not in timeline
+    assert "example waits for a node" in timeline and timeline.endswith("example ended done")
 
 
 def test_the_demo_runs_your_own_workflow(tmp_path: Path) -> None:
@@ -92,7 +103,7 @@ def test_demo_keep_stays_up_until_ctrl_c_and_leaves_nothing_behind(tmp_path: Pat
             break
     assert kubeconfig and Path(kubeconfig).exists()
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(30) == 0
+    assert proc.wait(30) == 130  # issue 19 item 2: Ctrl-C leaves every command with 130
     assert not Path(kubeconfig).exists() and list(tmp_path.iterdir()) == []  # its temp folder is gone
 
 

@@ -182,4 +182,4 @@ def test_the_readmes_serve_on_the_fake_cluster_recipe_runs_the_example_to_done(t
             assert served.proc.wait(SERVE_STOP_SECONDS) == 0
     finally:
         fake.send_signal(signal.SIGINT)
-        assert fake.wait(15) == 0
+        assert fake.wait(15) == 130

@@ -182,6 +182,6 @@ def test_watch_says_where_it_watches_and_when_its_first_list_answers(cluster: Fa
     assert proc.stderr is not None
     lines = [proc.stderr.readline(), proc.stderr.readline()]
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(10) == 0
+    assert proc.wait(10) == 130
     assert f"watching Sandboxes in namespace jr2 of {cluster.url} (--kubeconfig={cfg})" in lines[0], lines
     assert "the first list answered with 1 Sandbox(es)" in lines[1], lines

@@ -117,7 +117,7 @@ def demo() -> DemoRun:
                 text = scrape(url)
                 if text is not None:
                     got.scrapes.append(text)
-                return text is not None and value(text, "jr2_run_waits_open", on="node") == 1
+                return text is not None and value(text, "jr2_run_waits_open", on="node", reason="capacity") == 1
 
             wait_until(waited_on_a_node, timeout=60, what="a wait on a node in /metrics")
             thread.join(120)
@@ -138,7 +138,7 @@ def test_demo_serves_metrics_while_it_runs_and_top_prints_the_table(demo: DemoRu
         assert words in table, words
     first, last = samples(demo.scrapes[0]), samples(demo.scrapes[-1])
     assert value(first, "jr2_actor_instances", kind="StoreActor") == 1
-    assert value(last, "jr2_run_waits_open", on="node") == 1
+    assert value(last, "jr2_run_waits_open", on="node", reason="capacity") == 1
     assert value(last, "jr2_workspaces", phase="placing") == 1
     assert (value(last, "jr2_actor_messages_processed_total", kind="RunActor") or 0) > 0
     assert (value(last, "jr2_store_persist_seconds_count") or 0) > 0

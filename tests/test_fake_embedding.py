@@ -38,7 +38,7 @@ def test_fake_cluster_command_writes_a_usable_kubeconfig_and_stops_on_sigint(tmp
         client.create(SECRET, {"metadata": {"name": "from-cli"}, "data": {}})
         assert client.get(SECRET, "from-cli") is not None
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(15) == 0
+        assert proc.wait(15) == 130
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -112,7 +112,8 @@ def test_runs_by_state_workspaces_by_phase_and_open_waits() -> None:
     assert value(got, "jr2_workspaces", phase="placing") == 3
     assert value(got, "jr2_workspaces", phase="running") == 1
     assert value(got, "jr2_workspaces", phase="releasing") == 1
-    assert value(got, "jr2_run_waits_open", on="node") == 2 and value(got, "jr2_run_waits_open", on="quota") == 1
+    assert value(got, "jr2_run_waits_open", on="node", reason="other") == 2 \
+        and value(got, "jr2_run_waits_open", on="quota", reason="quota") == 1
     assert value(got, "jr2_run_wait_oldest_seconds", on="node") == 40.0
     assert value(got, "jr2_run_wait_oldest_seconds", on="quota") == 12.0
 
@@ -121,7 +122,7 @@ def test_runs_by_state_workspaces_by_phase_and_open_waits() -> None:
     after = samples(text(telemetry))
     assert value(after, "jr2_runs_live", state="code") is None
     assert value(after, "jr2_runs_live", state="review") == 3
-    assert value(after, "jr2_run_waits_open", on="node") == 1
+    assert value(after, "jr2_run_waits_open", on="node", reason="other") == 1
     assert value(after, "jr2_run_wait_oldest_seconds", on="node") == 15.0
 
 

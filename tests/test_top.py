@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from jr2_actors import cli
-from jr2_actors.commands.top import Scrape, quantile, render
+from jr2_actors.commands.topview import Scrape, quantile, render
 from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.telemetry import Telemetry
 from jr2_actors.watch.metrics import WatchState
@@ -53,7 +53,7 @@ def test_the_view_shows_the_actor_falling_behind_the_watch_and_the_waits() -> No
     assert " 3 " in stuck and "1m15s" in stuck  # three waiting, the oldest for 75 s
     assert "F-9" in text  # named among the busiest
     assert "watching, up" in text and "3 followed, 1 with a recipient" in text
-    assert "1 waiting on quota (the oldest for 30.0 s)" in text
+    assert "1 waiting on quota: quota 1 (the oldest for 30.0 s)" in text  # by reason too (issue 19 item 6)
     assert "1 — code 1" in text  # one live run, in state code
 
 

@@ -14,10 +14,8 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-import requests
 
 from jr2_actors.api import sse
 from jr2_actors.commands.common import (
@@ -32,7 +30,9 @@ from jr2_actors.commands.common import (
 from jr2_actors.run.render import cluster_line, duration, feed_line, local_clock, local_time, status_lines
 from jr2_actors.values.errors import one_line
 from jr2_actors.values.timefmt import parse_rfc3339
-from jr2_actors.values.workflow import WorkflowError
+
+if TYPE_CHECKING:  # requests loads when a command calls the server, not for --help (issue 19 item 8)
+    import requests
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 TIMEOUT = (5.0, 30.0)
@@ -136,6 +136,8 @@ class Client:
                  stop: threading.Event | None = None) -> None:
         if not server.startswith(("http://", "https://")):
             raise UsageError(f"--server {server}: not an http(s) URL")
+        import requests
+
         self.server = server.rstrip("/")
         self._token = token
         self._token_source = token_source
@@ -145,6 +147,8 @@ class Client:
 
     def call(self, method: str, path: str, body: Any = None, *, stream: bool = False,
              headers: dict[str, str] | None = None) -> requests.Response:
+        import requests
+
         def send() -> requests.Response:
             return self._session.request(method, self.server + path, json=body, stream=stream, timeout=TIMEOUT,
                                          headers={"Authorization": f"Bearer {self._token}", **(headers or {})})
@@ -168,6 +172,8 @@ class Client:
 
     def events(self, run: str, after: int = 0) -> Iterator[dict[str, Any]]:
         """The run's feed after line `after` (Last-Event-ID). A connection that breaks is `FeedBroke`."""
+        import requests
+
         resp = self.call("GET", f"/runs/{_segment(run)}/events", stream=True,
                          headers={"Last-Event-ID": str(after)} if after else None)
         try:
@@ -181,14 +187,13 @@ class Client:
 
 
 def run(args: argparse.Namespace, stop: threading.Event) -> int:
+    document = _workflow(args.workflow) if args.command == "submit" else None  # a bad file: before any call
     token = secret_from("JR2_INSTANCE_TOKEN", args.token_file, "the Instance token").decode("utf-8", "replace")
     client = Client(args.server, token, stop=stop,
                     token_source=f"the token in {args.token_file}" if args.token_file else "JR2_INSTANCE_TOKEN")
     out, fmt = sys.stdout, args.output
     if args.command in ("submit", "resubmit"):
-        if args.command == "submit":
-            document = _workflow(args.workflow)
-        else:
+        if args.command == "resubmit":
             document = client.json("GET", f"/runs/{_segment(resolve(client, args.run))}/workflow").get("workflow")
         doc = _submit(client, document, stop)
         run_id = str(doc.get("runId"))
@@ -215,8 +220,12 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
             print("no runs in the store" if args.all else "no live runs (runs --all lists finished ones too)",
                   file=out)
     elif args.command == "status":
-        doc = client.json("GET", f"/runs/{_segment(resolve(client, args.run))}")
-        emit(fmt, doc, status_lines(doc, time.time()))
+        run_id = resolve(client, args.run)
+        doc = client.json("GET", f"/runs/{_segment(run_id)}")
+        lines = status_lines(doc, time.time())
+        if fmt == "wide":  # issue 19 item 3: the path it took, marked in its state graph
+            lines += _path_lines(client, run_id, doc)
+        emit(fmt, doc, lines)
     elif args.command == "cancel":
         return _cancel(client, args.runs, fmt)
     elif args.command == "events":
@@ -371,7 +380,24 @@ def _wait(client: Client, run_ids: list[str], stop: threading.Event, *, fmt: str
     return code
 
 
+def _path_lines(client: Client, run_id: str, doc: Any) -> list[str]:
+    from jr2_actors.commands.lint import marked_graph
+    from jr2_actors.values.workflow import WorkflowError, parse_workflow
+
+    path = doc.get("path") if isinstance(doc, dict) else None
+    if not isinstance(path, list) or not path:
+        return ["  path: not known (a server from before runs kept it)"]
+    try:
+        workflow = parse_workflow(client.json("GET", f"/runs/{_segment(run_id)}/workflow").get("workflow"),
+                                  check_graph=False)
+    except (WorkflowError, AttributeError) as e:
+        raise UsageError(f"{client.server} answered a workflow this client cannot read: {e}") from None
+    return marked_graph(workflow, [str(s) for s in path], dropped=int(doc.get("pathDropped") or 0))
+
+
 def _workflow(path: str) -> object:
+    from jr2_actors.values.workflow import WorkflowError
+
     try:
         return read_file(path)
     except WorkflowError as e:
@@ -393,6 +419,8 @@ def _segment(run: str) -> str:
 
 def _why_unreachable(e: requests.exceptions.RequestException) -> str:
     """The cause in a few words, not urllib3's whole chain."""
+    import requests
+
     if isinstance(e, requests.exceptions.ConnectTimeout | requests.exceptions.ReadTimeout):
         return "no answer in time"
     if isinstance(e, requests.exceptions.SSLError):

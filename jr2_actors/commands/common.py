@@ -11,8 +11,6 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
-from jr2_actors.values.workflow import MAX_WORKFLOW_BYTES, WorkflowError, read_document
-
 if TYPE_CHECKING:
     from jr2_actors.kube.access import ClusterAccess
 
@@ -189,7 +187,9 @@ def until_stopped(items: Iterable[T], stop: threading.Event) -> Iterator[T]:
 
 def read_file(path: str) -> object:
     """A workflow file's document, read capped: a larger file is refused, never read whole. (The commands
-    read files; values/ does no I/O.)"""
+    read files; values/ does no I/O.) A `WorkflowError` when it cannot be read or is not a document."""
+    from jr2_actors.values.workflow import MAX_WORKFLOW_BYTES, WorkflowError, read_document  # when a file is read
+
     try:
         with open(path, "rb") as f:
             text = f.read(MAX_WORKFLOW_BYTES + 1)

@@ -27,12 +27,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from jr2_actors.commands.common import UsageError, port_number, read_file, until_signalled
 from jr2_actors.run.render import duration, feed_line, status_lines
-from jr2_actors.run.wire import feed_doc
 from jr2_actors.values.constants import DEMO_SECONDS
-from jr2_actors.values.workflow import WorkflowError, parse_workflow, read_document
-from jr2_actors.workspace.messages import PlacedLine, PlacingLine, WaitEndedLine
+from jr2_actors.values.timefmt import parse_rfc3339
 
-if TYPE_CHECKING:  # the fake cluster and the orchestrator load when the demo runs, not with every command
+if TYPE_CHECKING:  # what the demo runs loads when it runs, not with every command (issue 19 item 8)
     from jr2_actors.fake.cluster import FakeCluster
     from jr2_actors.orchestrator import Orchestrator
 
@@ -71,12 +69,16 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
             if args.metrics_port is not None:
                 server = _serve_metrics(orchestrator, args.metrics_port)
                 print(f"metrics: {server.url}{METRICS_PATH}", file=out, flush=True)
-            status = play(cluster, orchestrator, out, stop, own)
+            story = Story()
+            status = play(cluster, orchestrator, out, stop, own, story=story)
             if status is None:
                 print("interrupted: stopping the orchestrator and the fake cluster", file=out, flush=True)
                 return 130
             print("", file=out)
             print("\n".join(status_lines(status, time.time())), file=out, flush=True)
+            finals = {name: orchestrator.status(run_id) or {} for name, run_id in story.ids.items()}
+            print("", file=out)
+            print("\n".join(summary_lines(story, finals)), file=out, flush=True)
             if args.keep:
                 path = cluster.write_kubeconfig(os.path.join(tmp, "kubeconfig"))
                 print(f"the fake cluster stays up: KUBECONFIG={path} kubectl get sandboxes.core.jr2.dev "
@@ -99,23 +101,38 @@ def demo_cluster() -> FakeCluster:
                        bookmark_interval=None, long_poll=2.0)
 
 
+class Story:
+    """What the demo's runs did, as their feeds told it: each run's id and feed lines, by the name the demo
+    prints (`example`, `neighbour`), for the summary at the end."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, str] = {}
+        self.lines: dict[str, list[dict[str, Any]]] = {}
+
+    def add(self, name: str, run_id: str, doc: dict[str, Any]) -> None:
+        self.ids.setdefault(name, run_id)
+        self.lines.setdefault(name, []).append(doc)
+
+
 def play(cluster: FakeCluster, orchestrator: Orchestrator, out: TextIO, stop: threading.Event,
-         own: Any = None) -> dict[str, Any] | None:
-    """The demo's runs on `cluster`, their feeds printed to `out` as they come; the example's final
-    RunStatus, or None when stopped. `own`: a workflow document to run instead (its agents pick the first
-    Allowed pick)."""
+         own: Any = None, *, story: Story | None = None) -> dict[str, Any] | None:
+    """The demo's runs on `cluster`, their feeds printed to `out` as they come (and told to `story`); the
+    example's final RunStatus, or None when stopped. `own`: a workflow document to run instead (its agents
+    pick the first Allowed pick)."""
+    story = story if story is not None else Story()
     if own is not None:
         cluster.harness(lambda core: core.pick_first_allowed(True))
-        return _follow(orchestrator, orchestrator.submit(own), {}, out, stop)
-    neighbour, after = _neighbour_first(cluster, orchestrator, out, stop)
+        return _follow(orchestrator, orchestrator.submit(own), {}, out, stop, story)
+    neighbour, after = _neighbour_first(cluster, orchestrator, out, stop, story)
     main = orchestrator.submit(_bundled_document("fix-and-review.yaml"))
-    return _follow(orchestrator, main, {neighbour: after}, out, stop)
+    return _follow(orchestrator, main, {neighbour: after}, out, stop, story)
 
 
 def _neighbour_first(cluster: FakeCluster, orchestrator: Orchestrator, out: TextIO,
-                     stop: threading.Event) -> tuple[str, int]:
+                     stop: threading.Event, story: Story) -> tuple[str, int]:
     """The scripted model's Turns, and the neighbour run holding the node: its id and the feed line read."""
     from jr2_actors.fake.harness.core import GuardKill, Pick, Say
+    from jr2_actors.run.wire import feed_doc
 
     cluster.script("builder", [Say("Building the neighbour's service."), Pick("built")])
     cluster.script("coder",
@@ -134,15 +151,20 @@ def _neighbour_first(cluster: FakeCluster, orchestrator: Orchestrator, out: Text
         events = got[0] if got else []
         for event in events:
             after = event.id
-            print(_line("neighbour", feed_doc(event)), file=out, flush=True)
+            doc = feed_doc(event)
+            story.add("neighbour", neighbour, doc)
+            print(_line("neighbour", doc), file=out, flush=True)
         if any(e.kind == "running" for e in events) or time.monotonic() > deadline:
             break
     return neighbour, after
 
 
 def _follow(orchestrator: Orchestrator, main: str, others: Mapping[str, int], out: TextIO,
-            stop: threading.Event) -> dict[str, Any] | None:
+            stop: threading.Event, story: Story) -> dict[str, Any] | None:
     """Print the runs' feeds as they come (the others named), a progress line while the example waits."""
+    from jr2_actors.run.wire import feed_doc
+    from jr2_actors.workspace.messages import PlacedLine, PlacingLine, WaitEndedLine
+
     readers = {main: 0, **others}
     open_wait: dict[str, Any] | None = None
     last_progress = 0.0
@@ -161,7 +183,9 @@ def _follow(orchestrator: Orchestrator, main: str, others: Mapping[str, int], ou
             events, done = got.events, got.finished
             for event in events:
                 readers[run_id] = event.id
-                print(_line("" if run_id == main else "neighbour", feed_doc(event)), file=out, flush=True)
+                doc = feed_doc(event)
+                story.add("example" if run_id == main else "neighbour", run_id, doc)
+                print(_line("" if run_id == main else "neighbour", doc), file=out, flush=True)
                 if run_id == main and isinstance(event.line, PlacingLine):
                     open_wait = {"child": event.line.path, "on": event.line.on, "since": time.monotonic()}
                 elif run_id == main and isinstance(event.line, (PlacedLine, WaitEndedLine)):
@@ -176,6 +200,51 @@ def _follow(orchestrator: Orchestrator, main: str, others: Mapping[str, int], ou
     return orchestrator.status(main)
 
 
+def summary_lines(story: Story, finals: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Issue 19 item 8: the demo ends with a table of its runs — how each ended, the states it went
+    through, its Turns, its waits for capacity (and how long), the notices told its Agents, how long it took —
+    and a one-line timeline of both runs, from their feeds."""
+    head = ["RUN", "ENDED", "STATES", "TURNS", "WAITS", "NOTICES", "DURATION"]
+    rows = [head]
+    for name in sorted(story.lines, key=lambda n: n != "neighbour"):  # the neighbour ran first
+        lines, final = story.lines[name], finals.get(name) or {}
+        path = final.get("path") or [d.get("state") for d in lines if d.get("kind") in ("started", "state")]
+        waited = sum(float(d.get("after_ms") or 0) / 1000 for d in lines if d.get("kind") == "placed")
+        waits = sum(d.get("kind") == "placing" for d in lines)
+        took = final.get("durationSeconds")
+        rows.append([name, str(final.get("status", "-")), " → ".join(str(s) for s in path),
+                     str(sum(d.get("kind") == "turn" for d in lines)),
+                     f"{waits} ({duration(waited)})" if waits else "0",
+                     str(sum(len(d.get("notices") or []) for d in lines if d.get("kind") == "admitted")),
+                     duration(float(took)) if isinstance(took, int | float) else "-"])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    table = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return [*table, "", timeline(story)]
+
+
+TIMELINE_KINDS = ("started", "placing", "placed", "ended")
+
+
+def timeline(story: Story) -> str:
+    """`timeline: 0.0s neighbour started · 0.4s example placing F-1 · …`: when each run started, waited,
+    was placed and ended, on one clock (seconds from the first line)."""
+    marks: list[tuple[float, str]] = []
+    for name, lines in story.lines.items():
+        for d in lines:
+            at = parse_rfc3339(d.get("at"))
+            kind = d.get("kind")
+            if at is None or kind not in TIMELINE_KINDS:
+                continue
+            what = {"placing": f"waits for a {d.get('on')}", "placed": f"placed {d.get('child')}",
+                    "ended": f"ended {d.get('status')}"}.get(str(kind), str(kind))
+            marks.append((at, f"{name} {what}"))
+    if not marks:
+        return "timeline: nothing happened"
+    marks.sort()
+    first = marks[0][0]
+    return "timeline: " + " · ".join(f"{at - first:.1f}s {what}" for at, what in marks)
+
+
 def _line(run_name: str, doc: Mapping[str, Any]) -> str:
     stamp = str(doc.get("at", ""))[11:19]
     who = f"[{run_name}] " if run_name else ""
@@ -183,10 +252,14 @@ def _line(run_name: str, doc: Mapping[str, Any]) -> str:
 
 
 def _bundled_document(name: str) -> Any:
+    from jr2_actors.values.workflow import read_document
+
     return read_document(resources.files("jr2_actors").joinpath(f"examples/{name}").read_text())
 
 
 def _load(path: str) -> Any:
+    from jr2_actors.values.workflow import WorkflowError, parse_workflow
+
     try:
         document = read_file(path)
         parse_workflow(document)

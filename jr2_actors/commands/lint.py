@@ -9,22 +9,14 @@ nodes). `graph` prints the state graph as Mermaid (`-o mermaid`, the default) or
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from jr2_actors.commands.common import UsageError
-from jr2_actors.values.workflow import (
-    MAX_WORKFLOW_BYTES,
-    Workflow,
-    WorkflowError,
-    edges,
-    graph_problems,
-    parse_workflow,
-    read_document,
-    yaml_loader,
-)
+
+if TYPE_CHECKING:  # the workflow rules (jsonschema, yaml) load when a file is read, not for every command
+    from jr2_actors.values.workflow import Workflow, WorkflowError
 
 
 def add_parsers(sub: Any) -> None:
@@ -62,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
 
 def lint_file(path: str) -> list[str]:
     """Every error in the file, each `FILE:LINE: key: problem` (LINE when the key is found in the text)."""
+    from jr2_actors.values.workflow import graph_problems
+
     try:
         workflow, text = _load(path, check_graph=False)
     except UsageError as e:
@@ -79,6 +73,8 @@ class _Refused(Exception):
 
 
 def _load(path: str, *, check_graph: bool = True) -> tuple[Workflow, str]:
+    from jr2_actors.values.workflow import MAX_WORKFLOW_BYTES, WorkflowError, parse_workflow, read_document
+
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_WORKFLOW_BYTES + 1)
@@ -96,6 +92,10 @@ def _load(path: str, *, check_graph: bool = True) -> tuple[Workflow, str]:
 def line_of(text: str, key: str) -> int | None:
     """The 1-based line of the deepest node of the dotted `key` (`states.code.on.finish`, `a.repos[0].slot`)
     that the text holds; None when the text is not YAML or has none of it."""
+    import yaml
+
+    from jr2_actors.values.workflow import yaml_loader
+
     try:
         node = yaml.compose(text, Loader=yaml_loader())
     except (yaml.YAMLError, RecursionError):
@@ -124,6 +124,8 @@ def line_of(text: str, key: str) -> int | None:
 
 
 def mermaid(workflow: Workflow) -> list[str]:
+    from jr2_actors.values.workflow import edges
+
     lines = ["stateDiagram-v2", f"    [*] --> {_id(workflow.start)}"]
     for name, state in workflow.states.items():
         for label, target in edges(state):
@@ -134,6 +136,8 @@ def mermaid(workflow: Workflow) -> list[str]:
 
 
 def dot(workflow: Workflow) -> list[str]:
+    from jr2_actors.values.workflow import edges
+
     lines = [f"digraph {_quoted(workflow.name)} {{", "    rankdir=LR;", '    "[start]" [shape=point];',
              f'    "[start]" -> {_quoted(workflow.start)};']
     for name, state in workflow.states.items():
@@ -142,6 +146,27 @@ def dot(workflow: Workflow) -> list[str]:
         for label, target in edges(state):
             lines.append(f"    {_quoted(name)} -> {_quoted(target)} [label={_quoted(label)}];")
     return [*lines, "}"]
+
+
+def marked_graph(workflow: Workflow, path: list[str], *, dropped: int = 0) -> list[str]:
+    """Issue 19 item 3 (`status RUN -o wide`): the path a run took — the states it entered, in order — and
+    the state graph with each way out it took marked `*`, with how often (two ways between the same states,
+    two picks say, are both marked: the path names states, not picks)."""
+    from jr2_actors.values.workflow import edges
+
+    taken: dict[tuple[str, str], int] = {}
+    for pair in itertools.pairwise(path):
+        taken[pair] = taken.get(pair, 0) + 1
+    earlier = f"… ({dropped} earlier) → " if dropped else ""
+    lines = [f"  path: {earlier}{' → '.join(path)}", "  graph (* the path taken):"]
+    for name, state in workflow.states.items():
+        if state.final is not None:
+            here = "*" if path and path[-1] == name else " "
+            lines.append(f"    {here} {name}: final {state.final}")
+        for label, target in edges(state):
+            n = taken.get((name, target), 0)
+            lines.append(f"    {'*' if n else ' '} {name} --{label}--> {target}" + (f" ({n} times)" if n > 1 else ""))
+    return lines
 
 
 def _id(name: str) -> str:

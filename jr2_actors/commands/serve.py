@@ -183,11 +183,13 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
             _announce_dev(server.url, token, state_dir, env_file)
         until_signalled(stop)
         log.info("stopping: no new requests; the runs' actors stop, their Sandboxes stay for the next start")
+        stopping = time.monotonic()
     finally:
         if dev:
             _remove(env_file)
         server.stop()  # its event streams end first, so a follower cannot hold a worker
         orchestrator.stop()
+    log.info("stopped in %.1fs; a start on %s restores every live run", time.monotonic() - stopping, state_dir)
     return 0
 
 

@@ -63,7 +63,7 @@ LEVERS: dict[str, frozenset[str]] = {
     "kernel_oom": frozenset({"sandbox", "message"}),
     "guard_kill": frozenset({"sandbox", "peak", "limit", "agent"}),
     "quota": frozenset({"seconds", "cpu_millis", "memory_bytes"}),
-    "unschedulable": frozenset({"seconds"}),
+    "unschedulable": frozenset({"seconds", "taint"}),
     "harness_latency": frozenset({"delay", "seconds"}),
     "harness_restart": frozenset({"sandbox"}),
     "lose_conversations": frozenset({"sandbox"}),
@@ -165,20 +165,25 @@ class Faults:
                       lambda: self._cluster.set_quota(Quota(cpu_millis=cpu_millis, memory_bytes=memory_bytes)),
                       lambda: self._cluster.set_quota(None))
 
-    def unschedulable(self, seconds: float) -> None:
+    def unschedulable(self, seconds: float, taint: str = "") -> None:
         """No node can take a new Sandbox for `seconds` (the scheduler's own words while it waits); what runs
-        keeps running."""
+        keeps running. With a `taint` (`dedicated=gpu:NoSchedule`) every node carries it, which no Sandbox
+        tolerates; without one the nodes are gone."""
+        from dataclasses import replace
+
         saved: list[Any] = []
 
         def empty(core: OperatorCore, now: float) -> None:
             saved[:] = list(core.nodes)
-            core.nodes = []
+            core.nodes = [replace(node, taint=taint) for node in saved] if taint else []
 
         def back(core: OperatorCore, now: float) -> None:
+            core.nodes = []
             for node in saved:
                 core.add_node(node)
 
-        self._lasting("unschedulable", {"seconds": seconds}, lambda: self._cluster.operate(empty),
+        params = {"seconds": seconds, **({"taint": taint} if taint else {})}
+        self._lasting("unschedulable", params, lambda: self._cluster.operate(empty),
                       lambda: self._cluster.operate(back))
 
     # -- the Harness -----------------------------------------------------------------------------------

@@ -8,13 +8,17 @@ fixtures for any test suite.
     def test_my_workflow(jr2_orchestrator, jr2_fake_cluster):
         run_id = jr2_orchestrator.submit(read_file("my-workflow.yaml"))
         assert jr2_orchestrator.wait_finished(run_id, 30)["status"] == "done"
+
+    def test_an_eviction(jr2_orchestrator, jr2_cluster_events):
+        ...
+        jr2_cluster_events.evict(run_id, "F-1")          # what happens in the cluster, by name
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -86,3 +90,51 @@ def jr2_orchestrator(jr2_fake_cluster: FakeCluster, tmp_path: Path) -> Iterator[
     with orchestrator:
         yield orchestrator
     client.close()
+
+
+class ClusterEvents:
+    """What happens in the cluster, said by name and aimed at a run's Workspace (its id and the Workspace's
+    path, as `status` shows them): thin names over `cluster.faults`, so each is recorded in its log and a
+    failing test prints them as a schedule that replays them."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+
+    @staticmethod
+    def sandbox(run_id: str, child: str) -> str:
+        """The Sandbox name of a run's Workspace (the name the orchestrator gives it)."""
+        from jr2_actors.watch.identity import sandbox_name
+
+        return sandbox_name(run_id, child)
+
+    def evict(self, run_id: str, child: str, **kw: Any) -> None:
+        """The Workspace's pod is evicted (`reason`, `message`): the Sandbox turns `Lost`."""
+        self.cluster.faults.evict(self.sandbox(run_id, child), **kw)
+
+    def oom_kill(self, run_id: str, child: str, **kw: Any) -> None:
+        """The kernel OOM-kills its Harness container (`faults.kernel_oom`): a Turn running there faults."""
+        self.cluster.faults.kernel_oom(self.sandbox(run_id, child), **kw)
+
+    def guard_kill(self, run_id: str, child: str, **kw: Any) -> None:
+        """The Harness's memory guard kills its processes while no Submission runs (`peak`, `limit`, `agent`):
+        a notice for the next Turn (ADR-0062). A kill during a Turn is the agent's script: `GuardKill`."""
+        self.cluster.faults.guard_kill(self.sandbox(run_id, child), **kw)
+
+    def harness_restart(self, run_id: str, child: str) -> None:
+        """Its Harness container restarts: its conversations are gone, its Turns end."""
+        self.cluster.faults.harness_restart(self.sandbox(run_id, child))
+
+    def quota(self, seconds: float, **kw: Any) -> None:
+        """A ResourceQuota this tight (`cpu_millis`, `memory_bytes`) for `seconds`: new Workspaces wait on it."""
+        self.cluster.faults.quota(seconds, **kw)
+
+    def unschedulable(self, seconds: float, taint: str = "") -> None:
+        """No node takes a new Workspace for `seconds` (gone, or with `taint` all tainted)."""
+        self.cluster.faults.unschedulable(seconds, taint=taint)
+
+
+@pytest.fixture
+def jr2_cluster_events(jr2_fake_cluster: FakeCluster) -> ClusterEvents:
+    """`evict`, `oom_kill`, `guard_kill`, `harness_restart` of a run's Workspace, `quota`, `unschedulable`:
+    what happens in `jr2_fake_cluster`, by name (`ClusterEvents`)."""
+    return ClusterEvents(jr2_fake_cluster)

@@ -37,6 +37,8 @@ def snapshot(core: RunCore) -> dict[str, Any]:
         "document": core.document,
         "status": core.status,
         "state": core.state,
+        "path": list(core.path),
+        "pathDropped": core.path_dropped,
         "fault": core.fault,
         "startedWall": core.started_wall,
         "endedWall": core.ended_wall,
@@ -76,6 +78,9 @@ def restore(cls: type[RunCore], blob: Mapping[str, Any], now: float, wall: float
     core = cls(str(blob["runId"]), parse_workflow(document), document, instance_harness=instance_harness)
     core.status = blob["status"]
     core.state = blob["state"]
+    path = blob.get("path")  # an older blob: only the state it is in is known
+    core.path = [str(s) for s in path] if isinstance(path, list) and path else [core.state]
+    core.path_dropped = int(blob.get("pathDropped") or 0)
     core.fault = blob.get("fault")
     core.turns = int(blob.get("turns", 0))
     core.conversations = {str(k): int(v) for k, v in dict(blob.get("conversations") or {}).items()}

@@ -69,7 +69,7 @@ from jr2_actors.run.messages import (
 )
 from jr2_actors.run.notices import Ledger
 from jr2_actors.run.turn import NUDGE_LIMIT, HarnessGone, TurnRecord, TurnSide, said_once
-from jr2_actors.values.constants import FEED_IDS_RESERVED
+from jr2_actors.values.constants import FEED_IDS_RESERVED, RUN_PATH_KEEP
 from jr2_actors.values.step import OffTable, Step
 from jr2_actors.values.workflow import Workflow
 from jr2_actors.workspace import messages as ws
@@ -111,6 +111,8 @@ class RunCore(TurnSide):
         self.instance_harness = instance_harness
         self.status: RunStatusName = "running"
         self.state = workflow.start
+        self.path: list[str] = [workflow.start]  # the states entered, in order (the newest RUN_PATH_KEEP)
+        self.path_dropped = 0  # how many older entries `path` no longer holds
         self.fault: str | None = None
         self.started_wall: float | None = None  # issue 19: when it started and ended (wall), for runs/status
         self.ended_wall: float | None = None
@@ -186,6 +188,10 @@ class RunCore(TurnSide):
         self._stop_turn()
         if previous != name or not self.feed or self.feed[-1].kind != "started":
             self._feed(StateLine(name, previous))
+            self.path.append(name)
+            if len(self.path) > RUN_PATH_KEEP:
+                del self.path[0]
+                self.path_dropped += 1
         if state.final is not None:
             self._end(state.final, self.fault if state.final == "failed" else None)
             return

@@ -1,10 +1,10 @@
-"""The runs' metrics: live runs by workflow state, their Workspaces by phase, open waits by `on` and the
-oldest of each (published by each RunActor after its step, read at scrape time); and the notices told
-to Agents by kind, read off the runs' feed on its way to the hub.
+"""The runs' metrics: live runs by workflow state, their Workspaces by phase, open waits by `on` and reason
+and the oldest on each `on` (published by each RunActor after its step, read at scrape time); and the
+notices told to Agents by kind, read off the runs' feed on its way to the hub.
 
 Labels are bounded: Workspace phases are `workspace.core.State` and `releasing`, waits are
-`workspace.core.WaitOn`, notice kinds `run.notices.NoticeKind`; a workflow's state names are its own, so
-only the most common `METRICS_STATE_LABELS` are named and the rest are `other`.
+`workspace.core.WaitOn` by `run.wire.WAIT_REASONS`, notice kinds `run.notices.NoticeKind`; a workflow's state
+names are its own, so only the most common `METRICS_STATE_LABELS` are named and the rest are `other`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed import Published
 from jr2_actors.run.feedlines import AdmittedLine
 from jr2_actors.run.notices import NoticeKind
+from jr2_actors.run.wire import WAIT_REASONS, wait_reason
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.shell.recipient import Recipient
 from jr2_actors.values.constants import METRICS_STATE_LABELS
@@ -39,6 +40,10 @@ HARNESS_NOTICES = "jr2_harness_notices_total"  # the Harness's name: the notices
 WORKSPACE_PHASES: tuple[str, ...] = (*typing.get_args(WorkspaceState), "releasing")
 WAIT_ONS: tuple[WaitOn, ...] = typing.get_args(WaitOn)
 NOTICE_KINDS: tuple[NoticeKind, ...] = typing.get_args(NoticeKind)
+# Issue 19 item 6: the open waits by `on` and the wait's reason (run.wire.WAIT_REASONS), each pair a scheduler
+# gives shown from the start (at 0), so a rate or an alert has its series before the first wait: a quota
+# wait is `quota`, a node wait any of the others (or `quota`, for a node wait whose words name a quota).
+WAIT_SERIES: tuple[tuple[str, str], ...] = (*(("node", r) for r in WAIT_REASONS if r != "quota"), ("quota", "quota"))
 
 
 @dataclass(frozen=True)
@@ -48,13 +53,13 @@ class RunView:
     run_id: str
     state: str
     phases: tuple[str, ...] = ()  # its Workspaces' phases
-    waits: tuple[tuple[str, float], ...] = ()  # (on, since wall) of each open wait
+    waits: tuple[tuple[str, str, float], ...] = ()  # (on, reason, since wall) of each open wait
 
     @classmethod
     def of(cls, run: RunCore) -> RunView:
         return cls(run.run_id, run.state,
                    tuple("releasing" if r.releasing else r.phase for r in run.workspaces.values()),
-                   tuple((w.on, w.since) for _, w in run.waiting()))
+                   tuple((w.on, wait_reason(w.on, w.message), w.since) for _, w in run.waiting()))
 
 
 class RunMetrics:
@@ -95,16 +100,17 @@ class RunMetrics:
         now = self._clock.wall()
         states: dict[str, int] = {}
         phases = dict.fromkeys(WORKSPACE_PHASES, 0)
-        waits: dict[str, int] = dict.fromkeys(WAIT_ONS, 0)
+        waits: dict[tuple[str, str], int] = dict.fromkeys(WAIT_SERIES, 0)
         oldest: dict[str, float] = dict.fromkeys(WAIT_ONS, 0.0)
         for view in views:
             states[view.state] = states.get(view.state, 0) + 1
             for phase in view.phases:
                 key = phase if phase in phases else "other"
                 phases[key] = phases.get(key, 0) + 1
-            for on, since in view.waits:
-                key = on if on in waits else "other"
-                waits[key] = waits.get(key, 0) + 1
+            for on, reason, since in view.waits:
+                key = on if on in oldest else "other"
+                pair = (key, reason if reason in WAIT_REASONS else "other")
+                waits[pair] = waits.get(pair, 0) + 1
                 oldest[key] = max(oldest.get(key, 0.0), now - since)
         ranked = sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))
         named = dict(ranked[:METRICS_STATE_LABELS])
@@ -121,12 +127,15 @@ class RunMetrics:
             workspaces.add_metric([phase], n)
         yield workspaces
         open_waits = GaugeMetricFamily(RUN_WAITS_OPEN, "Open waits of Workspaces by what they wait on (a node "
-                                                       "with room, or quota).", labels=["on"])
+                                                       "with room, or quota) and why (the scheduler's words "
+                                                       "classified: capacity, taint, selector, quota, other).",
+                                       labels=["on", "reason"])
         oldest_wait = GaugeMetricFamily(RUN_WAIT_OLDEST, "How long the oldest open wait on each has lasted.",
                                         labels=["on"])
-        for on, n in waits.items():
-            open_waits.add_metric([on], n)
-            oldest_wait.add_metric([on], max(oldest[on], 0.0))
+        for (on, reason), n in sorted(waits.items()):
+            open_waits.add_metric([on, reason], n)
+        for on, age in oldest.items():
+            oldest_wait.add_metric([on], max(age, 0.0))
         yield open_waits
         yield oldest_wait
 

@@ -51,7 +51,7 @@ def _times(started: float | None, ended: float | None) -> dict[str, Any]:
 
 def status_doc(core: RunCore) -> dict[str, Any]:
     """RunStatus: `{runId, workflow, status, state, children, fault?, startedAt?, endedAt?, durationSeconds?,
-    waiting}`."""
+    path, pathDropped?, waiting}`."""
     doc: dict[str, Any] = {
         "runId": core.run_id,
         "workflow": core.workflow.name,
@@ -67,6 +67,9 @@ def status_doc(core: RunCore) -> dict[str, Any]:
     if core.fault:
         doc["fault"] = core.fault
     doc.update(_times(core.started_wall, core.ended_wall))
+    doc["path"] = list(core.path)  # issue 19 item 3: the states entered, in order (`status -o wide`)
+    if core.path_dropped:
+        doc["pathDropped"] = core.path_dropped
     if core.turn is not None:
         doc["turn"] = {"agent": core.turn.agent, "id": core.turn.id, "phase": core.turn.phase}
     return doc

@@ -184,3 +184,4 @@ RUNS_FINISHED_LISTED = 500
 API_IDEMPOTENCY_KEYS = 4096
 # A submit that finds its key's first request still under way waits this long for it before a 409.
 API_IDEMPOTENCY_WAIT_SECONDS = 30.0
+RUN_PATH_KEEP = 256  # issue 19 item 3: the states a run entered, newest kept (a loop may enter them without end)

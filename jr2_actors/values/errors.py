@@ -107,6 +107,23 @@ class KubeProtocolError(Jr2Error):
 KUBE_ERRORS = (KubeError, KubeTransportError, KubeProtocolError, ClusterAccessError)
 
 
+ELISION = " … "
+
+
 def one_line(what: object, cap: int = 300) -> str:
-    """An error's words on one line, capped: what a log line or a one-line CLI error shows."""
-    return " ".join(str(what).split())[:cap]
+    """An error's words on one line, capped: what a log line or a one-line CLI error shows. Issue 19 item 5:
+    a chained error names its cause last (urllib3's `(Caused by …: [Errno 111] Connection refused)`), so a
+    longer text loses words from its middle, never its end, and is cut between words, never inside one."""
+    text = " ".join(str(what).split())
+    if len(text) <= cap:
+        return text
+    head_room = cap // 3
+    tail_room = cap - head_room - len(ELISION)
+    head, tail = text[:head_room], text[-tail_room:]
+    if " " in text[head_room - 1:head_room + 1]:  # the cut already falls between words
+        head = head.rstrip()
+    elif " " in head:
+        head = head.rsplit(" ", 1)[0]
+    if text[-tail_room - 1] != " " and " " in tail:
+        tail = tail.split(" ", 1)[1]
+    return f"{head}{ELISION}{tail.lstrip()}"

@@ -20,9 +20,9 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal
 
-import jsonschema
 import yaml
 
 from jr2_actors.values.errors import Jr2Error, one_line
@@ -269,12 +269,21 @@ _SCHEMA: dict[str, Any] = _object({
                           "to": _TEXT}, ("seconds", "to")),
     }), minProperties=1),
 }, ("name", "start", "states"))
-_VALIDATOR = jsonschema.Draft202012Validator(_SCHEMA)
+if TYPE_CHECKING:
+    import jsonschema
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    """Made on the first check, so reading a document (a client's `submit`) does not load jsonschema."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(_SCHEMA)
 
 
 def _checked(doc: object) -> dict[str, Any]:
     """`doc` when it has the workflow's shape; else the first fault, named by its dotted key."""
-    error = next(iter(_VALIDATOR.iter_errors(doc)), None)
+    error = next(iter(_validator().iter_errors(doc)), None)
     if error is None:
         assert isinstance(doc, dict)
         return doc

@@ -40,6 +40,7 @@ class Node:
     name: str
     cpu_millis: int
     memory_bytes: int
+    taint: str = ""  # `key=value:NoSchedule`: a Sandbox tolerates no taint, so a tainted node takes none
 
 
 @dataclass(frozen=True)
@@ -244,7 +245,7 @@ class OperatorCore:
             rec.pod_uid = self._new_uid()
         for node in self.nodes:
             free_cpu, free_mem = self._free(node)
-            if free_cpu >= cpu and free_mem >= mem:
+            if not node.taint and free_cpu >= cpu and free_mem >= mem:
                 rec.node = node.name
                 rec.ready_at = now + self.start_seconds
                 return
@@ -310,12 +311,17 @@ class OperatorCore:
     def _unschedulable_message(self, obj: Mapping[str, Any]) -> str:
         cpu, mem = _requests(obj)
         short_cpu = short_mem = 0
+        tainted: dict[str, int] = {}
         for node in self.nodes:
+            if node.taint:  # the scheduler's taint filter says no before it weighs resources
+                tainted[node.taint] = tainted.get(node.taint, 0) + 1
+                continue
             free_cpu, free_mem = self._free(node)
             short_cpu += free_cpu < cpu
             short_mem += free_mem < mem
         parts = [f"{short_cpu} Insufficient cpu"] if short_cpu else []
         parts += [f"{short_mem} Insufficient memory"] if short_mem else []
+        parts += [f"{n} node(s) had untolerated taint {{{_taint_words(t)}}}" for t, n in sorted(tainted.items())]
         return f"0/{len(self.nodes)} nodes are available: {', '.join(parts) or 'no nodes'}."
 
     def _quota_message(self, name: str, obj: Mapping[str, Any]) -> str:
@@ -369,3 +375,7 @@ def _mem(n: int) -> str:
     return f"{n // 2**30}Gi" if n % 2**30 == 0 else f"{n // 2**20}Mi"
 
 
+def _taint_words(taint: str) -> str:
+    """`dedicated=gpu:NoSchedule` as the scheduler writes it in its message: `dedicated: gpu`."""
+    key, _, rest = taint.partition("=")
+    return f"{key}: {rest.partition(':')[0]}"
