@@ -136,10 +136,12 @@ def test_a_stop_at_any_point_leaves_no_temp_folder(when: str, sig: signal.Signal
         proc.send_signal(sig)
         code = proc.wait(30)
     _, err = proc.communicate()
+    assert leftovers(tmpdir_env) == []
+    if when == "at once" and "Fatal Python error: init_import_site" in err:
+        return  # the signal came before Python itself was up: none of our code ran, and nothing was left
     assert "Traceback" not in err
     clean = 130 if sig == signal.SIGINT else 0  # issue 19 item 2: Ctrl-C is 130, SIGTERM a pod's clean stop
     assert code in (clean, -sig) if when == "at once" else code == clean  # at once: perhaps before Python is up
-    assert leftovers(tmpdir_env) == []
 
 
 def test_watch_stops_cleanly_on_a_signal_while_starting(tmp_path: Path, tmpdir_env: dict[str, str]) -> None:
