@@ -32,8 +32,11 @@ TOKEN = "cli-test-token-0123456789abcdef"
 WORKFLOW = one_state("cli")
 
 
-def jr2(*args: str, token: str | None = TOKEN, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def jr2(*args: str, token: str | None = TOKEN, timeout: float = 60,
+        tz: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
+    if tz is not None:
+        env["TZ"] = tz
     if token is not None:
         env["JR2_INSTANCE_TOKEN"] = token
     return subprocess.run([sys.executable, "-m", "jr2_actors", *args], capture_output=True, text=True, env=env,
@@ -48,9 +51,11 @@ def one_line_exit_2(out: subprocess.CompletedProcess[str], says: str) -> None:
 # -- demo ----------------------------------------------------------------------------------------------
 
 def test_the_demo_runs_the_bundled_example_to_done() -> None:
-    out = jr2("demo")
+    out = jr2("demo", tz="JST-9")  # a zone of its own, so a UTC clock cannot pass for local
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout
+    # Issue 19 item 8: each feed line is stamped with a person's clock and its zone, never a bare UTC time.
+    assert re.search(r"^\d{2}:\d{2}:\d{2} JST  .*ended done$", text, re.MULTILINE), text[:400]
     for line in ("placing F-1: waiting for a node — 0/1 nodes are available: 1 Insufficient cpu.",
                  "memory kill during coder's Turn (peak 1.9Gi of 2Gi)",
                  "reviewer admitted; told: memory limit in coder's Turn (peak 1.9Gi of 2Gi)",

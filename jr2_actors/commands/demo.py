@@ -26,7 +26,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, TextIO
 
 from jr2_actors.commands.common import UsageError, port_number, read_file, until_signalled
-from jr2_actors.run.render import duration, feed_line, status_lines
+from jr2_actors.run.render import duration, feed_line, local_clock, status_lines
 from jr2_actors.values.constants import DEMO_SECONDS
 from jr2_actors.values.timefmt import parse_rfc3339
 
@@ -246,7 +246,7 @@ def timeline(story: Story) -> str:
 
 
 def _line(run_name: str, doc: Mapping[str, Any]) -> str:
-    stamp = str(doc.get("at", ""))[11:19]
+    stamp = local_clock(doc.get("at"))  # issue 19 item 8: a person's clock with its zone
     who = f"[{run_name}] " if run_name else ""
     return f"{stamp}  {who}{feed_line(doc)}"
 
