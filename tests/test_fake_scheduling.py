@@ -168,3 +168,24 @@ def test_nodes_as_a_count_and_the_unschedulable_fault_still_work(tmp_path: Path)
     with FakeCluster(namespace=NS, nodes=3, harness=False) as cluster:
         assert [n.name for n in cluster.operate(lambda core, now: list(core.nodes))] == [
             "fake-node-0001", "fake-node-0002", "fake-node-0003"]
+
+
+def test_the_fault_levers_for_placing_still_speak_the_schedulers_and_the_quotas_words(
+        one_node: tuple[FakeCluster, k8s.CustomObjectsApi]) -> None:
+    cluster, custom = one_node
+
+    def create(name: str) -> Any:
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Sandbox", "metadata": {"name": name},
+            "spec": {"port": 8080, "podResources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}})
+        cluster.reconcile()
+        cond = view(custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)).condition("Scheduled")
+        assert cond is not None
+        return cond.reason, cond.message
+
+    cluster.faults.unschedulable(3600)  # undone by a timer far past this test; the cluster's stop cancels it
+    assert create("a") == ("Unschedulable", NO_NODES)
+    cluster.faults.quota(3600, cpu_millis=100)
+    # "a"'s pod exists, unplaced: a quota counts it, as a real one counts a Pending pod.
+    assert create("b") == ("QuotaExceeded", 'pods "b" is forbidden: exceeded quota: jr2, requested: '
+                                             "requests.cpu=500m, used: requests.cpu=500m, limited: requests.cpu=100m")
