@@ -44,6 +44,7 @@ class Client(Protocol):
     def create(self, body: Obj) -> Obj: ...
     def get(self, name: str) -> Obj: ...
     def names(self, selector: str | None = None) -> tuple[list[str], str | None]: ...
+    def named(self, field_selector: str) -> list[str]: ...
     def watch(self, rv: str, selector: str, count: int) -> list[tuple[str, str]]: ...
     def watch_expired(self, rv: str) -> int: ...
     def merge_patch(self, name: str, patch: Obj) -> Obj: ...
@@ -85,6 +86,11 @@ class _Generated:
         doc = self._do(lambda custom, core: custom.list_namespaced_custom_object(
             GROUP, VERSION, NS, PLURAL, label_selector=selector or ""))
         return [i["metadata"]["name"] for i in doc["items"]], doc["metadata"]["resourceVersion"]
+
+    def named(self, field_selector: str) -> list[str]:
+        doc = self._do(lambda custom, core: custom.list_namespaced_custom_object(
+            GROUP, VERSION, NS, PLURAL, field_selector=field_selector))
+        return [i["metadata"]["name"] for i in doc["items"]]
 
     def merge_patch(self, name: str, patch: Obj) -> Obj:
         return self._do(lambda custom, core: custom.patch_namespaced_custom_object(  # type: ignore[no-any-return]
@@ -271,6 +277,11 @@ class Lightkube:
             names = [o.metadata.name for o in listed]
             return names, listed.resourceVersion
 
+    def named(self, field_selector: str) -> list[str]:
+        fields = dict(part.split("=", 1) for part in field_selector.split(","))
+        with self._errors():
+            return [o.metadata.name for o in self._client.list(self._sandbox, fields=fields)]
+
     def watch(self, rv: str, selector: str, count: int) -> list[tuple[str, str]]:
         labels = dict(part.split("=", 1) for part in selector.split(","))
         seen: list[tuple[str, str]] = []
@@ -373,6 +384,10 @@ class Kr8s:
             found = self._api.get(RESOURCE, namespace=NS, label_selector=selector or None)
             return [o.name for o in found], None  # kr8s gives the objects, not the list's version
 
+    def named(self, field_selector: str) -> list[str]:
+        with self._errors():
+            return [o.name for o in self._api.get(RESOURCE, namespace=NS, field_selector=field_selector)]
+
     def watch(self, rv: str, selector: str, count: int) -> list[tuple[str, str]]:
         seen: list[tuple[str, str]] = []
         with self._errors():
@@ -473,6 +488,10 @@ class Kubectl:
     def names(self, selector: str | None = None) -> tuple[list[str], str | None]:
         doc = self._json("get", RESOURCE, *(["-l", selector] if selector else []))
         return [i["metadata"]["name"] for i in doc["items"]], None  # kubectl builds its own List, versionless
+
+    def named(self, field_selector: str) -> list[str]:
+        doc = self._json("get", RESOURCE, "--field-selector", field_selector)
+        return [i["metadata"]["name"] for i in doc["items"]]
 
     def _raw_watch(self, rv: str, selector: str | None) -> list[Obj]:
         """`kubectl get --raw` on the watch URL: kubectl's `get --watch` cannot start at a version."""

@@ -55,6 +55,17 @@ def check_list_selector(client: Client, cluster: FakeCluster) -> None:
 
 
 @check
+def check_field_selector(client: Client, cluster: FakeCluster) -> None:
+    for name in ("a", "b", "c"):
+        client.create(sandbox(name))
+    assert client.named("metadata.name=b") == ["b"]
+    assert client.named("metadata.name!=b,metadata.namespace=jr2") == ["a", "c"]
+    with pytest.raises(ClientError) as unsupported:
+        client.named("spec.port=8080")
+    assert unsupported.value.code == 400  # `field label not supported` for a custom resource
+
+
+@check
 def check_watch_from_version_with_selector(client: Client, cluster: FakeCluster) -> None:
     client.create(sandbox("before"))
     rv = str(cluster.resource_version)
