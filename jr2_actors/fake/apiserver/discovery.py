@@ -9,6 +9,7 @@ from typing import Any
 
 from jr2_actors.fake.apiserver import events
 from jr2_actors.fake.apiserver.kinds import CUSTOM_GROUP, SERVED_KINDS, is_custom
+from jr2_actors.fake.apiserver.schema import CRD_FILES, Column, schema_for
 from jr2_actors.kube.kinds import Kind
 from jr2_actors.values.timefmt import parse_rfc3339
 
@@ -72,8 +73,10 @@ def wants_table(accept: str) -> bool:
 
 
 def table(kind: Kind, items: list[dict[str, Any]], resource_version: str, now_wall: float) -> dict[str, Any]:
-    """`kubectl get` asks the server to print: a meta.k8s.io/v1 Table with NAME, PHASE, AGE (Events: the
-    server's event columns)."""
+    """`kubectl get` asks the server to print: a meta.k8s.io/v1 Table. A jr2 custom resource gets its CRD's
+    `additionalPrinterColumns` after Name, as the CRD's table convertor builds them (a `date` column as an
+    age; a path that finds nothing, an empty cell); Events the server's event columns; any other kind
+    Name, Phase and Age."""
     if kind.plural == "events":
         columns = [{"name": name, "type": "string", "format": "", "description": name, "priority": 0}
                    for name in events.COLUMNS]
@@ -82,20 +85,25 @@ def table(kind: Kind, items: list[dict[str, Any]], resource_version: str, now_wa
                                   "metadata": obj.get("metadata", {})}} for obj in items]
         return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
                 "columnDefinitions": columns, "rows": event_rows}
+    crd_columns = schema_for(kind.plural).columns if kind.plural in CRD_FILES else (
+        Column("Phase", "string", ".status.phase"), Column("Age", "date", ".metadata.creationTimestamp"))
     rows = []
     for obj in items:
-        meta = obj.get("metadata", {})
-        created = parse_rfc3339(meta.get("creationTimestamp"))
-        age = "<unknown>" if created is None else _age(max(int(now_wall - created), 0))
-        phase = (obj.get("status") or {}).get("phase", "") if isinstance(obj.get("status"), dict) else ""
-        partial = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
-        rows.append({"cells": [meta.get("name", ""), phase, age], "object": partial})
+        cells: list[Any] = [obj.get("metadata", {}).get("name", "")]
+        for column in crd_columns:
+            value = column.value(obj)
+            if column.type == "date":
+                created = parse_rfc3339(value) if isinstance(value, str) else None
+                value = "<unknown>" if created is None else _age(max(int(now_wall - created), 0))
+            cells.append("" if value is None else value)
+        partial = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                   "metadata": obj.get("metadata", {})}
+        rows.append({"cells": cells, "object": partial})
+    definitions = [{"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}]
+    definitions += [{"name": c.name, "type": c.type, "format": "", "description": c.json_path.lstrip("."),
+                     "priority": c.priority} for c in crd_columns]
     return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
-            "columnDefinitions": [
-                {"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0},
-                {"name": "Phase", "type": "string", "format": "", "description": "status.phase", "priority": 0},
-                {"name": "Age", "type": "string", "format": "", "description": "age", "priority": 0}],
-            "rows": rows}
+            "columnDefinitions": definitions, "rows": rows}
 
 
 def _age(seconds: int) -> str:
