@@ -705,3 +705,18 @@ def test_a_table_of_sandboxes_has_the_crds_printer_columns(kenv: dict[str, str],
         out = kubectl(kenv, "get", "sandboxes.core.jr2.dev")
         assert out.stdout.split("\n")[0].split() == ["NAME", "PHASE", "NODE", "AGE"], out.stdout
         assert out.stdout.split("\n")[1].split()[:3] == ["a", "Pending", "n-7"]
+
+
+def test_the_openapi_document_carries_the_crds_schema_for_kubectl_explain(kenv: dict[str, str]) -> None:
+    """A real server publishes a CRD's openAPIV3Schema under /openapi/v3; the fake published an object that
+    kept unknown fields, so `kubectl explain sandboxes.spec.port` said `field "port" does not exist`."""
+    from jr2_actors.fake.apiserver import discovery
+
+    doc = discovery.openapi_v3(f"apis/{GROUP}/{VERSION}")
+    assert doc is not None
+    sandbox = next(s for s in doc["components"]["schemas"].values()
+                   if s["x-kubernetes-group-version-kind"][0]["kind"] == "Sandbox")
+    assert sandbox["properties"]["spec"]["properties"]["port"]["type"] == "integer"
+    if KUBECTL is not None:
+        out = kubectl(kenv, "explain", "sandboxes.spec.port")
+        assert out.returncode == 0 and "FIELD: port <integer>" in out.stdout, out.stderr

@@ -5,6 +5,7 @@ Discovery lists every served kind (apiserver/kinds.py): jr2's CRDs and Secrets a
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from jr2_actors.fake.apiserver import events
@@ -123,8 +124,9 @@ def openapi_v3_root() -> dict[str, Any]:
 
 
 def openapi_v3(rel: str) -> dict[str, Any] | None:
-    """A minimal OpenAPI v3 document per group version: schemas that keep unknown fields, and PATCH
-    operations that declare `fieldValidation`, so kubectl validates on the server side."""
+    """A minimal OpenAPI v3 document per group version: a jr2 CRD's own schema (other kinds': one that keeps
+    unknown fields), and PATCH operations that declare `fieldValidation`, so kubectl validates on the
+    server side."""
     api_version = "v1" if rel == "api/v1" else rel.removeprefix("apis/")
     kinds = [k for k in SERVED_KINDS if k.api_version == api_version]
     if not kinds:
@@ -140,6 +142,11 @@ def openapi_v3(rel: str) -> dict[str, Any] | None:
             "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
                            "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
         }
+        if k.plural in CRD_FILES:
+            # A CRD's own schema, as the server publishes it (`kubectl explain sandboxes.spec.port` reads it).
+            crd = copy.deepcopy(schema_for(k.plural).schema)
+            crd.setdefault("properties", {})["metadata"] = schemas[schema_name]["properties"]["metadata"]
+            schemas[schema_name] = {**crd, "x-kubernetes-group-version-kind": [gvk]}
         item = k.path("{namespace}" if k.namespaced else None, "{name}")
         params = [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
                   {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
