@@ -19,7 +19,7 @@ from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
 from jr2_actors.fake.cluster import FakeCluster
-from tests.test_fake_real_clients import api, body, kenv, kubectl, needs_kubectl
+from tests.test_fake_real_clients import KUBECTL, api, body, kenv, kubectl, needs_kubectl
 
 __all__ = ["api", "kenv"]  # fixtures, used by name
 
@@ -685,3 +685,38 @@ def test_an_immediate_delete_answers_a_status_naming_what_went(api: k8s.ApiClien
     uid = create(custom, "a")["metadata"]["uid"]
     gone = custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a")
     assert gone["kind"] == "Sandbox" and gone["metadata"]["uid"] == uid
+
+
+def test_a_table_of_sandboxes_has_the_crds_printer_columns(kenv: dict[str, str], custom: k8s.CustomObjectsApi,
+                                                           cluster: FakeCluster) -> None:
+    """A real server prints a custom resource with its CRD's additionalPrinterColumns (the CRD's table
+    convertor): Name, then Phase, Node and Age for a Sandbox. The fake printed Name, Phase, Age for every kind."""
+    from jr2_actors.fake.apiserver import discovery
+    from jr2_actors.kube.kinds import SANDBOX
+
+    create(custom, "a")
+    custom.patch_namespaced_custom_object_status(GROUP, VERSION, NS, PLURAL, "a",
+                                                 {"status": {"phase": "Pending", "node": "n-7"}})
+    obj = get(custom, "a")
+    doc = discovery.table(SANDBOX, [obj], obj["metadata"]["resourceVersion"], cluster.clock.wall())
+    assert [c["name"] for c in doc["columnDefinitions"]] == ["Name", "Phase", "Node", "Age"]
+    assert doc["rows"][0]["cells"][:3] == ["a", "Pending", "n-7"]
+    if KUBECTL is not None:  # and kubectl prints them so
+        out = kubectl(kenv, "get", "sandboxes.core.jr2.dev")
+        assert out.stdout.split("\n")[0].split() == ["NAME", "PHASE", "NODE", "AGE"], out.stdout
+        assert out.stdout.split("\n")[1].split()[:3] == ["a", "Pending", "n-7"]
+
+
+def test_the_openapi_document_carries_the_crds_schema_for_kubectl_explain(kenv: dict[str, str]) -> None:
+    """A real server publishes a CRD's openAPIV3Schema under /openapi/v3; the fake published an object that
+    kept unknown fields, so `kubectl explain sandboxes.spec.port` said `field "port" does not exist`."""
+    from jr2_actors.fake.apiserver import discovery
+
+    doc = discovery.openapi_v3(f"apis/{GROUP}/{VERSION}")
+    assert doc is not None
+    sandbox = next(s for s in doc["components"]["schemas"].values()
+                   if s["x-kubernetes-group-version-kind"][0]["kind"] == "Sandbox")
+    assert sandbox["properties"]["spec"]["properties"]["port"]["type"] == "integer"
+    if KUBECTL is not None:
+        out = kubectl(kenv, "explain", "sandboxes.spec.port")
+        assert out.returncode == 0 and "FIELD: port <integer>" in out.stdout, out.stderr

@@ -251,3 +251,16 @@ def test_uids_and_generated_names_come_from_the_entropy_handed_in() -> None:
     first, second = (plain.create(SANDBOX, "jr2", {"metadata": {"generateName": "g-"}}, now=0)["metadata"]
                      for _ in range(2))
     assert first["uid"] != second["uid"] and first["name"] != second["name"]
+
+
+def test_what_a_read_answers_is_a_copy_the_caller_may_change() -> None:
+    """get, list and objects hand out copies (json_copy, not copy.deepcopy, since a list of 10,000 spent
+    most of its time copying): changing one, however deep, changes nothing stored."""
+    s = state()
+    s.create(SANDBOX, "jr2", {"metadata": {"name": "a", "labels": {"k": "v"}},
+                                  "spec": {"port": 1, "env": [{"name": "X", "value": "1"}]}}, now=0.0)
+    s.get(SANDBOX, "jr2", "a")["spec"]["env"][0]["value"] = "changed"
+    s.list_objects(SANDBOX, "jr2")["items"][0]["metadata"]["labels"]["k"] = "changed"
+    s.objects(SANDBOX)[0]["spec"]["env"].append({"name": "Y"})
+    again = s.get(SANDBOX, "jr2", "a")
+    assert again["spec"]["env"] == [{"name": "X", "value": "1"}] and again["metadata"]["labels"] == {"k": "v"}

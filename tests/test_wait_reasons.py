@@ -80,7 +80,7 @@ def test_serve_counts_open_waits_by_reason_and_status_says_no_node_can_take_it(t
             def untaint(core: OperatorCore, now: float) -> None:
                 for node in list(core.nodes):
                     core.nodes.remove(node)
-                    core.add_node(replace(node, taint=""))
+                    core.add_node(replace(node, taints=()))
 
             cluster.operate(untaint)
             wait_until(lambda: waits("taint") == 0, timeout=60, what="the wait closed on /metrics")

@@ -32,7 +32,7 @@ from jr2_actors.fake.harness.core import INSTANCE, HarnessCore
 from jr2_actors.fake.harness.core import Action as HarnessAction
 from jr2_actors.fake.messages import Run
 from jr2_actors.fake.operator.actor import OperatorActor
-from jr2_actors.fake.operator.core import Node, OperatorCore, Quota
+from jr2_actors.fake.operator.core import Node, OperatorCore, Quota, make_nodes
 from jr2_actors.fake.tls import TlsMaterial
 from jr2_actors.fake.tls import generate as generate_tls
 from jr2_actors.harness.tokens import DIGEST_ENV, INSTANCE_HARNESS, harness_token, token_digest
@@ -49,7 +49,7 @@ class FakeCluster:
     def __init__(self, *, namespace: str = "jr2", port: int = 0, history: int = DEFAULT_HISTORY,
                  bookmark_interval: float | None = 60.0, token: str | None = None, clock: Clock | None = None,
                  token_file: str | None = None, tls: bool = True, operator: bool = True,
-                 nodes: Sequence[Node] | None = None, quota: Quota | None = None,
+                 nodes: int | Sequence[Node] | None = None, quota: Quota | None = None,
                  start_seconds: float = 0.2, harness: bool = True, signing_key: bytes | None = None,
                  long_poll: float = LONG_POLL_SECONDS) -> None:
         if not is_namespace_name(namespace):
@@ -63,7 +63,11 @@ class FakeCluster:
         self._token_file = token_file
         self._tls_enabled = tls
         self._operator_enabled = operator
-        self._operator_core = OperatorCore(nodes=nodes, quota=quota, start_seconds=start_seconds,
+        if isinstance(nodes, bool):
+            raise TypeError("nodes is a count or a list of Node, not a bool")
+        # `nodes=1000`: that many alike (4 cpu, 8 GiB each), as kwok's node template makes them.
+        node_list = make_nodes(nodes) if isinstance(nodes, int) else nodes
+        self._operator_core = OperatorCore(nodes=node_list, quota=quota, start_seconds=start_seconds,
                                            new_uid=lambda: str(uuid.uuid4()))
         self._operator: pykka.ActorRef[Any] | None = None
         self._harness_enabled = harness

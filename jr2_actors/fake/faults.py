@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jr2_actors.fake.cluster import FakeCluster
     from jr2_actors.fake.harness.core import HarnessCore
-    from jr2_actors.fake.operator.core import OperatorCore
+    from jr2_actors.fake.operator.core import OperatorCore, Taint
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,7 @@ class Faults:
 
         def empty(core: OperatorCore, now: float) -> None:
             saved[:] = list(core.nodes)
-            core.nodes = [replace(node, taint=taint) for node in saved] if taint else []
+            core.nodes = [replace(node, taints=(*node.taints, parse_taint(taint))) for node in saved] if taint else []
 
         def back(core: OperatorCore, now: float) -> None:
             core.nodes = []
@@ -380,3 +380,12 @@ _KINDS: dict[str, Callable[[object], bool]] = {
 _WORDS = {"seconds": "seconds from 0 to 86400", "delay": "seconds from 0 to 86400", "count": "a count from 0",
           "status": "an HTTP status (100-599)", "retry_after": "seconds", "watch_only": "true or false",
           "cpu_millis": "a whole number", "memory_bytes": "a whole number"}
+
+
+def parse_taint(text: str) -> Taint:
+    """`key=value:Effect`, `key:Effect` or `key` (NoSchedule), as `kubectl taint` writes one."""
+    from jr2_actors.fake.operator.core import Taint
+
+    head, _, effect = text.rpartition(":") if ":" in text else (text, "", "NoSchedule")
+    key, _, value = head.partition("=")
+    return Taint(key, value, effect or "NoSchedule")

@@ -5,10 +5,12 @@ Discovery lists every served kind (apiserver/kinds.py): jr2's CRDs and Secrets a
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from jr2_actors.fake.apiserver import events
 from jr2_actors.fake.apiserver.kinds import CUSTOM_GROUP, SERVED_KINDS, is_custom
+from jr2_actors.fake.apiserver.schema import CRD_FILES, Column, schema_for
 from jr2_actors.kube.kinds import Kind
 from jr2_actors.values.timefmt import parse_rfc3339
 
@@ -72,8 +74,10 @@ def wants_table(accept: str) -> bool:
 
 
 def table(kind: Kind, items: list[dict[str, Any]], resource_version: str, now_wall: float) -> dict[str, Any]:
-    """`kubectl get` asks the server to print: a meta.k8s.io/v1 Table with NAME, PHASE, AGE (Events: the
-    server's event columns)."""
+    """`kubectl get` asks the server to print: a meta.k8s.io/v1 Table. A jr2 custom resource gets its CRD's
+    `additionalPrinterColumns` after Name, as the CRD's table convertor builds them (a `date` column as an
+    age; a path that finds nothing, an empty cell); Events the server's event columns; any other kind
+    Name, Phase and Age."""
     if kind.plural == "events":
         columns = [{"name": name, "type": "string", "format": "", "description": name, "priority": 0}
                    for name in events.COLUMNS]
@@ -82,20 +86,25 @@ def table(kind: Kind, items: list[dict[str, Any]], resource_version: str, now_wa
                                   "metadata": obj.get("metadata", {})}} for obj in items]
         return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
                 "columnDefinitions": columns, "rows": event_rows}
+    crd_columns = schema_for(kind.plural).columns if kind.plural in CRD_FILES else (
+        Column("Phase", "string", ".status.phase"), Column("Age", "date", ".metadata.creationTimestamp"))
     rows = []
     for obj in items:
-        meta = obj.get("metadata", {})
-        created = parse_rfc3339(meta.get("creationTimestamp"))
-        age = "<unknown>" if created is None else _age(max(int(now_wall - created), 0))
-        phase = (obj.get("status") or {}).get("phase", "") if isinstance(obj.get("status"), dict) else ""
-        partial = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
-        rows.append({"cells": [meta.get("name", ""), phase, age], "object": partial})
+        cells: list[Any] = [obj.get("metadata", {}).get("name", "")]
+        for column in crd_columns:
+            value = column.value(obj)
+            if column.type == "date":
+                created = parse_rfc3339(value) if isinstance(value, str) else None
+                value = "<unknown>" if created is None else _age(max(int(now_wall - created), 0))
+            cells.append("" if value is None else value)
+        partial = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                   "metadata": obj.get("metadata", {})}
+        rows.append({"cells": cells, "object": partial})
+    definitions = [{"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}]
+    definitions += [{"name": c.name, "type": c.type, "format": "", "description": c.json_path.lstrip("."),
+                     "priority": c.priority} for c in crd_columns]
     return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
-            "columnDefinitions": [
-                {"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0},
-                {"name": "Phase", "type": "string", "format": "", "description": "status.phase", "priority": 0},
-                {"name": "Age", "type": "string", "format": "", "description": "age", "priority": 0}],
-            "rows": rows}
+            "columnDefinitions": definitions, "rows": rows}
 
 
 def _age(seconds: int) -> str:
@@ -115,8 +124,9 @@ def openapi_v3_root() -> dict[str, Any]:
 
 
 def openapi_v3(rel: str) -> dict[str, Any] | None:
-    """A minimal OpenAPI v3 document per group version: schemas that keep unknown fields, and PATCH
-    operations that declare `fieldValidation`, so kubectl validates on the server side."""
+    """A minimal OpenAPI v3 document per group version: a jr2 CRD's own schema (other kinds': one that keeps
+    unknown fields), and PATCH operations that declare `fieldValidation`, so kubectl validates on the
+    server side."""
     api_version = "v1" if rel == "api/v1" else rel.removeprefix("apis/")
     kinds = [k for k in SERVED_KINDS if k.api_version == api_version]
     if not kinds:
@@ -132,6 +142,11 @@ def openapi_v3(rel: str) -> dict[str, Any] | None:
             "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
                            "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
         }
+        if k.plural in CRD_FILES:
+            # A CRD's own schema, as the server publishes it (`kubectl explain sandboxes.spec.port` reads it).
+            crd = copy.deepcopy(schema_for(k.plural).schema)
+            crd.setdefault("properties", {})["metadata"] = schemas[schema_name]["properties"]["metadata"]
+            schemas[schema_name] = {**crd, "x-kubernetes-group-version-kind": [gvk]}
         item = k.path("{namespace}" if k.namespaced else None, "{name}")
         params = [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
                   {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": True}},

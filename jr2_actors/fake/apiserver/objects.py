@@ -145,6 +145,16 @@ class History:
         self.compacted_through = rv
 
 
+def json_copy(value: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists, and immutable leaves), several times faster than
+    `copy.deepcopy`, which a list of 10,000 objects spent most of its time in (bench/fake_scale.py)."""
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) for v in value]
+    return value
+
+
 def kind_named(plural: str) -> Kind:
     return STORED_KINDS[plural]
 

@@ -52,6 +52,7 @@ from jr2_actors.fake.apiserver.objects import (
     encode_continue,
     expired_frame,
     fold_string_data,
+    json_copy,
     key_of,
     key_text,
     kind_named,
@@ -95,7 +96,7 @@ class ClusterState:
         obj = self._objects.get((kind.plural, namespace, name))
         if obj is None:
             raise not_found(kind, name)
-        return events.view(kind, copy.deepcopy(obj))
+        return events.view(kind, json_copy(obj))
 
     def list_objects(self, kind: Kind, namespace: str | None, selector: Selector | None = None,
                      fields: FieldSelector | None = None, *, limit: int | None = None,
@@ -118,7 +119,7 @@ class ClusterState:
             if limit is not None and len(items) == limit:
                 meta["continue"] = encode_continue(key_text(key_of(kind, items[-1])), list_rv)
                 break
-            items.append(events.view(kind, copy.deepcopy(o)))
+            items.append(events.view(kind, json_copy(o)))
         return {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": items}
 
     def _as_of(self, rv: int, kind: Kind) -> dict[tuple[str, str | None, str], Obj]:
@@ -134,7 +135,7 @@ class ClusterState:
         return objects
 
     def objects(self, kind: Kind) -> list[Obj]:
-        return [events.view(kind, copy.deepcopy(o))
+        return [events.view(kind, json_copy(o))
                 for (plural, _, _), o in sorted(self._objects.items(), key=sort_key) if plural == kind.plural]
 
     @property

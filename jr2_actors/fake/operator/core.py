@@ -5,9 +5,14 @@ reserves its whole `spec.podResources` (requests, else limits). In arrival order
 
 - a ResourceQuota that cannot take the pod refuses it: `Pending`, `Scheduled=False/QuotaExceeded` with
   the API server's words, and no podUID (the operator keeps retrying);
-- otherwise the pod exists; while no node fits it: `Pending`, `Scheduled=False/Unschedulable` with the
-  scheduler's message (`0/2 nodes are available: 2 Insufficient cpu.`);
-- once placed: `Scheduled=True`, `node`, `podUID`; `Ready` after the start time;
+- otherwise the pod exists; while no node fits it: `Pending`, `Scheduled=False/Unschedulable` with
+  the scheduler's message, node by node as kube-scheduler's filters judge it (its first failing filter:
+  an untolerated `NoSchedule`/`NoExecute` taint, then the Sandbox's `spec.nodeSelector`, then the free
+  cpu and memory), counted and sorted as its FitError is (`0/1000 nodes are available: 1 node(s) had
+  untolerated taint {gpu: yes}, 999 Insufficient cpu.`);
+- once placed: `Scheduled=True`, `node`, `podUID`; `Ready` after the start time. Placing starts each
+  search at the node after the last one placed on (the scheduler's round-robin start), so a thousand
+  nodes fill evenly and a placement costs a look at a few nodes, not all;
 - scripted faults: a Harness restart (`lastTerminated` OOMKilled/137 or Error/1 with its log lines),
   `CrashLoopBackOff`, eviction or node loss → `Lost` (terminal, capacity freed);
 - the idle GC deletes a Sandbox once `max(creation, jr2.dev/keepalive) + spec.idleTimeout` has passed.
@@ -35,12 +40,25 @@ from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
 DEFAULT_IDLE_TIMEOUT = "30m"
 
 
+NO_NODES = "no nodes available to schedule pods"  # kube-scheduler's ErrNoNodesAvailable
+NODE_MILLICPU, NODE_MEMORY = 4000, 8 * 2**30  # what `FakeCluster(nodes=N)` gives each node
+HOSTNAME = "kubernetes.io/hostname"  # every node carries it, as the kubelet sets it
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"  # NoSchedule and NoExecute keep a pod off; PreferNoSchedule does not
+
+
 @dataclass(frozen=True)
 class Node:
     name: str
     cpu_millis: int
     memory_bytes: int
-    taint: str = ""  # `key=value:NoSchedule`: a Sandbox tolerates no taint, so a tainted node takes none
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    taints: tuple[Taint, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,7 +98,15 @@ class Decision:
 
 
 def default_nodes() -> list[Node]:
-    return [Node("fake-node-1", 4000, 8 * 2**30), Node("fake-node-2", 4000, 8 * 2**30)]
+    return [Node("fake-node-1", NODE_MILLICPU, NODE_MEMORY), Node("fake-node-2", NODE_MILLICPU, NODE_MEMORY)]
+
+
+def make_nodes(count: int, *, cpu_millis: int = NODE_MILLICPU, memory_bytes: int = NODE_MEMORY) -> list[Node]:
+    """`count` alike nodes, `fake-node-0001`…, as kwok's node template makes them."""
+    if count < 0:
+        raise ValueError("a node count cannot be negative")
+    width = max(4, len(str(count)))
+    return [Node(f"fake-node-{i:0{width}d}", cpu_millis, memory_bytes) for i in range(1, count + 1)]
 
 
 class OperatorCore:
@@ -100,6 +126,13 @@ class OperatorCore:
         self._capacity_changed = False
         self._timeline: list[tuple[float, Key]] = []
         self._arrivals = itertools.count()  # start times and idle deadlines, stale ones included
+        # What the live reservations hold, kept as they change, so a placement never sums every Sandbox:
+        # per node (cpu, memory), and what the quota counts (every live pod).
+        self._node_used: dict[str, list[int]] = {}
+        self._pods_used = [0, 0]
+        self._next_node = 0  # where the next search starts (the scheduler's nextStartNodeIndex)
+        self._usage_moves = 0  # moves with every change of what is held: what a cached message is valid for
+        self._messages: dict[tuple[object, ...], tuple[int, int, str]] = {}
 
     # -- scripted faults -----------------------------------------------------------------------------
 
@@ -121,12 +154,14 @@ class OperatorCore:
     def evict(self, name: str, *, reason: str = "Evicted", message: str = "The node was low on resource: memory.",
               namespace: str | None = None) -> None:
         rec = self._records[self._key(name, namespace)]
+        self._account(rec, -1)
         rec.lost = (reason, message)
         self._capacity_changed = True
 
     def lose_node(self, node: str) -> None:
         for rec in self._records.values():
             if rec.node == node and rec.lost is None:
+                self._account(rec, -1)
                 rec.lost = ("NodeLost", f"node {node} is not ready")
         self.nodes = [n for n in self.nodes if n.name != node]
         self._capacity_changed = True
@@ -161,7 +196,9 @@ class OperatorCore:
         key: Key = (meta.get("namespace"), meta["name"])
         if event_type == "DELETED":
             self._objects.pop(key, None)
-            if self._records.pop(key, None) is not None:
+            gone = self._records.pop(key, None)
+            if gone is not None:
+                self._account(gone, -1)
                 self._capacity_changed = True  # its reservation is freed
             self._dirty.discard(key)
             return
@@ -173,11 +210,14 @@ class OperatorCore:
             return  # the status this operator wrote coming back: nothing to look at again
         if rec is None or rec.uid != meta["uid"]:
             if rec is not None:
+                self._account(rec, -1)
                 self._capacity_changed = True
             rec = self._records[key] = _Record(uid=meta["uid"], seen=next(self._arrivals))
         cpu, memory = _requests(obj)
         if (cpu, memory) != (rec.cpu, rec.memory):
+            self._account(rec, -1)
             rec.cpu, rec.memory = cpu, memory
+            self._account(rec, +1)
             self._capacity_changed = True
         expiry = self._idle_expiry(obj)
         if expiry is not None:
@@ -233,22 +273,48 @@ class OperatorCore:
 
     # -- internals -----------------------------------------------------------------------------------
 
+    def _account(self, rec: _Record, sign: int) -> None:
+        """Add (`+1`) or take away (`-1`) what `rec` holds: its node's share and the quota's."""
+        if rec.lost is not None:
+            return
+        self._usage_moves += 1
+        if rec.pod_uid:
+            self._pods_used[0] += sign * rec.cpu
+            self._pods_used[1] += sign * rec.memory
+        if rec.node:
+            used = self._node_used.setdefault(rec.node, [0, 0])
+            used[0] += sign * rec.cpu
+            used[1] += sign * rec.memory
+
     def _place(self, obj: Mapping[str, Any], rec: _Record, now: float) -> None:
         cpu, mem = _requests(obj)
-        if self.quota is not None and not rec.pod_uid:
-            used_cpu, used_mem = self._used(with_pod_only=True)
-            if ((self.quota.cpu_millis is not None and used_cpu + cpu > self.quota.cpu_millis)
-                    or (self.quota.memory_bytes is not None and used_mem + mem > self.quota.memory_bytes)):
-                rec.waiting = []
-                return
+        if self.quota is not None and not rec.pod_uid and self._quota_refusal(cpu, mem):
+            rec.waiting = []
+            return
+        self._account(rec, -1)
         if not rec.pod_uid:
             rec.pod_uid = self._new_uid()
-        for node in self.nodes:
-            free_cpu, free_mem = self._free(node)
-            if not node.taint and free_cpu >= cpu and free_mem >= mem:
-                rec.node = node.name
+        nodes = self.nodes
+        selector, tolerations = _placement(obj)
+        start = self._next_node % len(nodes) if nodes else 0
+        for i in itertools.chain(range(start, len(nodes)), range(start)):
+            if _fails(nodes[i], self._node_used.get(nodes[i].name), cpu, mem, selector, tolerations) is None:
+                rec.node = nodes[i].name
                 rec.ready_at = now + self.start_seconds
-                return
+                self._next_node = i + 1
+                break
+        self._account(rec, +1)
+
+    def _quota_refusal(self, cpu: int, mem: int) -> list[tuple[str, str, str, str]]:
+        """Each resource the quota cannot take `cpu`/`mem` more of: (name, requested, used, limited)."""
+        assert self.quota is not None
+        used_cpu, used_mem = self._pods_used
+        refused = []
+        if self.quota.cpu_millis is not None and used_cpu + cpu > self.quota.cpu_millis:
+            refused.append(("requests.cpu", _cpu(cpu), _cpu(used_cpu), _cpu(self.quota.cpu_millis)))
+        if self.quota.memory_bytes is not None and used_mem + mem > self.quota.memory_bytes:
+            refused.append(("requests.memory", _mem(mem), _mem(used_mem), _mem(self.quota.memory_bytes)))
+        return refused
 
     def _status(self, obj: Mapping[str, Any], rec: _Record, now: float) -> dict[str, Any]:
         meta = obj["metadata"]
@@ -300,41 +366,39 @@ class OperatorCore:
         return {"type": type_, "status": status, "reason": reason, "message": message,
                 "observedGeneration": generation, "lastTransitionTime": rec.transitions[type_][2]}
 
-    def _used(self, *, with_pod_only: bool) -> tuple[int, int]:
-        live = [r for r in self._records.values() if r.lost is None and (r.pod_uid or not with_pod_only)]
-        return sum(r.cpu for r in live), sum(r.memory for r in live)
-
-    def _free(self, node: Node) -> tuple[int, int]:
-        placed = [r for r in self._records.values() if r.node == node.name and r.lost is None]
-        return node.cpu_millis - sum(r.cpu for r in placed), node.memory_bytes - sum(r.memory for r in placed)
-
     def _unschedulable_message(self, obj: Mapping[str, Any]) -> str:
+        """kube-scheduler's FitError: each node's first failing filter, counted, as `"<n> <reason>"` sorted as
+        strings (Go's sort.Strings), after `0/<nodes> nodes are available:`. The same needs meet the same
+        answer until what is held or the nodes change, so a thousand waiting alike cost one look."""
+        if not self.nodes:
+            return NO_NODES
         cpu, mem = _requests(obj)
-        short_cpu = short_mem = 0
-        tainted: dict[str, int] = {}
+        selector, tolerations = _placement(obj)
+        key = (cpu, mem, selector, tolerations)
+        valid = (self._usage_moves, _nodes_key(self.nodes))
+        cached = self._messages.get(key)
+        if cached is not None and cached[:2] == valid:
+            return cached[2]
+        reasons: dict[str, int] = {}
         for node in self.nodes:
-            if node.taint:  # the scheduler's taint filter says no before it weighs resources
-                tainted[node.taint] = tainted.get(node.taint, 0) + 1
-                continue
-            free_cpu, free_mem = self._free(node)
-            short_cpu += free_cpu < cpu
-            short_mem += free_mem < mem
-        parts = [f"{short_cpu} Insufficient cpu"] if short_cpu else []
-        parts += [f"{short_mem} Insufficient memory"] if short_mem else []
-        parts += [f"{n} node(s) had untolerated taint {{{_taint_words(t)}}}" for t, n in sorted(tainted.items())]
-        return f"0/{len(self.nodes)} nodes are available: {', '.join(parts) or 'no nodes'}."
+            for reason in _fails(node, self._node_used.get(node.name), cpu, mem, selector, tolerations) or ():
+                reasons[reason] = reasons.get(reason, 0) + 1
+        parts = sorted(f"{n} {reason}" for reason, n in reasons.items())
+        message = f"0/{len(self.nodes)} nodes are available: {', '.join(parts)}."
+        self._messages[key] = (*valid, message)
+        return message
 
     def _quota_message(self, name: str, obj: Mapping[str, Any]) -> str:
+        """The ResourceQuota admission's words: every resource it refuses, each list sorted by name and
+        joined with commas (its `prettyPrint`)."""
         assert self.quota is not None
-        cpu, mem = _requests(obj)
-        used_cpu, used_mem = self._used(with_pod_only=True)
-        if self.quota.cpu_millis is not None and used_cpu + cpu > self.quota.cpu_millis:
-            what, req, used, lim = "requests.cpu", _cpu(cpu), _cpu(used_cpu), _cpu(self.quota.cpu_millis)
-        else:
-            what, req, used, lim = ("requests.memory", _mem(mem), _mem(used_mem),
-                                    _mem(self.quota.memory_bytes or 0))
-        return (f'pods "{name}" is forbidden: exceeded quota: {self.quota.name}, requested: {what}={req}, '
-                f"used: {what}={used}, limited: {what}={lim}")
+        refused = self._quota_refusal(*_requests(obj)) or [("requests.cpu", "0", "0", "0")]
+
+        def listed(i: int) -> str:
+            return ",".join(f"{r[0]}={r[i]}" for r in sorted(refused))
+
+        return (f'pods "{name}" is forbidden: exceeded quota: {self.quota.name}, requested: {listed(1)}, '
+                f"used: {listed(2)}, limited: {listed(3)}")
 
     def _idle_expiry(self, obj: Mapping[str, Any]) -> float | None:
         meta = obj["metadata"]
@@ -358,6 +422,51 @@ def _requests(obj: Mapping[str, Any]) -> tuple[int, int]:
         return 0, 0
 
 
+def _nodes_key(nodes: list[Node]) -> int:
+    """Changes when the nodes do (added, lost, or the list replaced, as `faults.unschedulable` does)."""
+    return hash((id(nodes), len(nodes), nodes[-1].name if nodes else ""))
+
+
+def _placement(obj: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str, str, str], ...]]:
+    """The pod's `nodeSelector` and `tolerations`, from the Sandbox's spec (what the operator puts on its pod)."""
+    spec = _dict(obj.get("spec"))
+    selector = tuple(sorted((str(k), str(v)) for k, v in _dict(spec.get("nodeSelector")).items()))
+    raw = spec.get("tolerations")
+    tolerations = tuple((str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
+                         str(t.get("effect") or "")) for t in (raw if isinstance(raw, list) else [])
+                        if isinstance(t, Mapping))
+    return selector, tolerations
+
+
+def _tolerated(taint: Taint, tolerations: tuple[tuple[str, str, str, str], ...]) -> bool:
+    """v1.Toleration.ToleratesTaint: the effect (empty: any), the key (empty with Exists: any), the value
+    (with Equal)."""
+    for key, operator, value, effect in tolerations:
+        if effect and effect != taint.effect:
+            continue
+        if key and key != taint.key:
+            continue
+        if operator == "Exists" or (operator == "Equal" and value == taint.value):
+            return True
+    return False
+
+
+def _fails(node: Node, used: list[int] | None, cpu: int, mem: int, selector: tuple[tuple[str, str], ...],
+           tolerations: tuple[tuple[str, str, str, str], ...]) -> tuple[str, ...] | None:
+    """Why the pod cannot go on `node`, as the first filter that refuses it says (None: it fits). The default
+    profile's order: TaintToleration, NodeAffinity, then NodeResourcesFit (which names each resource short)."""
+    for taint in node.taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not _tolerated(taint, tolerations):
+            return (f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}",)
+    for key, value in selector:
+        if (node.labels.get(key) if key != HOSTNAME else node.labels.get(key, node.name)) != value:
+            return ("node(s) didn't match Pod's node affinity/selector",)
+    used_cpu, used_mem = used or (0, 0)
+    short = (("Insufficient cpu",) if node.cpu_millis - used_cpu < cpu else ()) + \
+            (("Insufficient memory",) if node.memory_bytes - used_mem < mem else ())
+    return short or None
+
+
 def _without_status(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = {k: v for k, v in _dict(obj.get("metadata")).items() if k not in ("resourceVersion", "managedFields")}
     return {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": meta}
@@ -375,7 +484,3 @@ def _mem(n: int) -> str:
     return f"{n // 2**30}Gi" if n % 2**30 == 0 else f"{n // 2**20}Mi"
 
 
-def _taint_words(taint: str) -> str:
-    """`dedicated=gpu:NoSchedule` as the scheduler writes it in its message: `dedicated: gpu`."""
-    key, _, rest = taint.partition("=")
-    return f"{key}: {rest.partition(':')[0]}"
