@@ -112,6 +112,31 @@ def answer(sock: socket.socket) -> bytes:
     return got
 
 
+def trickled_answer(server: ApiServer, sock: socket.socket, data: bytes) -> bytes:
+    """Send `data` a byte every 20 ms on a thread of its own and return what the server answers on `sock`;
+    `/healthz` is answered meanwhile (one slow client holds no worker)."""
+    stop = threading.Event()
+
+    def trickle() -> None:
+        for i in range(len(data)):
+            try:
+                sock.sendall(data[i:i + 1])
+            except OSError:
+                return
+            if stop.wait(0.02):
+                return
+
+    trickler = threading.Thread(target=trickle, daemon=True)
+    trickler.start()
+    try:
+        cut = answer(sock)
+        answered(server)
+    finally:
+        stop.set()
+        trickler.join(GENEROUS)
+    return cut
+
+
 def status_of(raw: bytes) -> int:
     assert raw.startswith(b"HTTP/1.1 "), raw[:200]
     return int(raw.split(b" ", 2)[1])
@@ -177,27 +202,8 @@ def test_64_slowloris_clients_hold_no_worker() -> None:
 
 
 def test_a_slowloris_client_is_cut_with_408_at_the_header_deadline() -> None:
-    stop = threading.Event()
     with served(ApiLimits(header_seconds=0.5)) as server, connect(server, SOURCES[0]) as slow:
-
-        def trickle() -> None:
-            line = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 10_000
-            for i in range(len(line)):
-                try:
-                    slow.sendall(line[i:i + 1])
-                except OSError:
-                    return
-                if stop.wait(0.02):
-                    return
-
-        trickler = threading.Thread(target=trickle, daemon=True)
-        trickler.start()
-        try:
-            cut = answer(slow)
-            answered(server)
-        finally:
-            stop.set()
-            trickler.join(GENEROUS)
+        cut = trickled_answer(server, slow, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 10_000)
     assert status_of(cut) == 408
 
 
@@ -482,29 +488,12 @@ def _one_answer(sock: socket.socket) -> bytes:
 def test_a_kept_alive_connection_is_served_and_then_held_to_the_header_deadline() -> None:
     """The next request on a kept-alive connection goes through the gate too: served when whole, cut with 408
     when it trickles past its own head deadline."""
-    stop = threading.Event()
     with served(ApiLimits(header_seconds=0.5)) as server, connect(server, SOURCES[0]) as sock:
         for _ in range(2):
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             assert status_of(_one_answer(sock)) == 200
 
-        def trickle() -> None:
-            for byte in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 10_000:
-                try:
-                    sock.sendall(bytes([byte]))
-                except OSError:
-                    return
-                if stop.wait(0.02):
-                    return
-
-        trickler = threading.Thread(target=trickle, daemon=True)
-        trickler.start()
-        try:
-            cut = answer(sock)
-            answered(server)
-        finally:
-            stop.set()
-            trickler.join(GENEROUS)
+        cut = trickled_answer(server, sock, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 10_000)
     assert status_of(cut) == 408
 
 
