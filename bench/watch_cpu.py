@@ -173,7 +173,7 @@ def measure(side: str, load: Load, tag: str, tmp: str, profile: str | None = Non
             if profile:  # py-spy on the child for the load's window (`--profile DIR`): a flame graph per side
                 spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record",
                                         "--pid", str(child.pid),
-                                        "--threads", "--idle", "--rate", "1000", "--format", "raw",
+                                        "--threads", "--gil", "--rate", "1000", "--format", "raw",
                                         "-o", f"{profile}/{side}-{tag}.txt"],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 waited.wait(1.0)
