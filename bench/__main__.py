@@ -60,25 +60,28 @@ _NUMBER = re.compile(r"^-?[\d,]*\.?\d+$")
 
 
 def ratio_lines(bench: str, output: str) -> list[Line]:
-    """The rows of a bench's own table whose label says `ratio` or `cost vs`: their numbers, named by the
-    header's last columns."""
+    """The rows of a bench's own table whose label says `ratio` or `cost vs`: the numbers that follow the
+    label, named by the header's columns, and any words after them as the goal."""
     lines = output.splitlines()
     header = next((x for x in lines if x.strip() and not any(_NUMBER.match(t) for t in x.split())), "")
     names = _columns(header)
     out = []
     for x in lines:
-        if not re.search(r"\bratio\b|\bcost vs\b", x):
+        if not re.search(r"(^|\s)ratio(\s|$)|\bcost vs\b", x):
             continue
         tokens = x.split()
-        numbers: list[str] = []
-        while tokens and _NUMBER.match(tokens[-1]):
-            numbers.insert(0, tokens.pop())
-        if not numbers:
+        mark = next(i for i, t in enumerate(tokens) if t in ("ratio", "vs"))  # the numbers follow the label
+        first = next((i for i, t in enumerate(tokens) if i > mark and _NUMBER.match(t)), None)
+        if first is None:
             continue
-        label = " ".join(tokens)
-        cols = names[-len(numbers):] if len(names) >= len(numbers) else [""] * len(numbers)
+        end = first
+        while end < len(tokens) and _NUMBER.match(tokens[end]):
+            end += 1
+        numbers = tokens[first:end]
+        label, goal = " ".join(tokens[:first]), " ".join(tokens[end:])
+        cols = names[-len(numbers):] if len(names) >= len(numbers) + 1 else [""] * len(numbers)
         ratio = ", ".join(f"{c} {n}".strip() for c, n in zip(cols, numbers, strict=True))
-        out.append(Line(bench, label, "", "", ratio, ""))
+        out.append(Line(bench, label, "", "", ratio, goal))
     return out
 
 

@@ -208,17 +208,17 @@ class DeliveryCache:
         if sandbox.uid in self._retired:
             return key  # a late frame for a retired object
         previous = self._signature.get(key)
+        signature = sandbox.signature  # a computed property: once an event
         if previous is not None and previous[0] != sandbox.uid:
             if previous[0] not in self._retired:
                 self._gone(key, sandbox.name, previous[0], "replaced", told, written_at)
-        elif previous is not None and (previous[1] == sandbox.signature
-                                       or older(sandbox.resource_version, previous[1][0])):
+        elif previous is not None and (previous[1] == signature or older(sandbox.resource_version, previous[1][0])):
             return key
         elif previous is not None and self._own_renewal(key, sandbox, obj):
-            self._signature[key] = (sandbox.uid, sandbox.signature)
+            self._signature[key] = (sandbox.uid, signature)
             self._last[key] = SandboxSeen(key, sandbox, obj)  # the newest object, for a later registration
             return key
-        self._signature[key] = (sandbox.uid, sandbox.signature)
+        self._signature[key] = (sandbox.uid, signature)
         self._known[sandbox.name] = (key, sandbox.uid)
         self._deliver(SandboxSeen(key, sandbox, obj, written_at), told)
         if sandbox.terminal:
