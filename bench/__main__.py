@@ -9,7 +9,8 @@ their own table (`ratio_lines`, `ratio_column`).
 
 Plots (matplotlib, the `bench` extra): one PNG per bench of its latency distributions (an ECDF per sample)
 and one per series (RSS or threads against live runs), written with the table under a temp dir, or to
-`docs/bench/` with `--write-docs` (plus `docs/bench/latest.md`: machine, date, command and the table).
+`docs/bench/` with `--write-docs` (plus `docs/bench/latest.md`: machine, date, command and the table; a
+quick run's are `NAME-quick.png` and `latest-quick.md`, so it never overwrites a full run's).
 
     python -m bench [--quick] [--only NAME[,NAME]] [--write-docs]
 """
@@ -106,7 +107,7 @@ class Bench:
 
 REGISTRY: tuple[Bench, ...] = (
     Bench("watch_cpu", quick=("--quick", "--rounds", "3")),
-    Bench("loss_detection", quick=("--trials", "60", "--rounds", "3"), full=("--trials", "200", "--rounds", "3")),
+    Bench("loss_detection", quick=("--trials", "60", "--rounds", "3"), full=("--trials", "200", "--rounds", "10")),
     Bench("watch_latency", quick=("--burst", "500", "--paced", "100", "--rounds", "3")),
     Bench("actor_overhead", quick=("--tells", "20000", "--asks", "1000", "--rounds", "3")),
     Bench("store_persist", quick=("--rounds", "3", "--n", "500", "--runs", "50", "--each", "50"),
@@ -163,8 +164,8 @@ def rows_of(bench: Bench, output: str, doc: dict[str, Any] | None) -> list[Line]
     return out
 
 
-def plot(doc: dict[str, Any], where: Path) -> list[Path]:
-    """An ECDF of each latency sample (one PNG per bench) and one PNG per series."""
+def plot(doc: dict[str, Any], where: Path, suffix: str = "") -> list[Path]:
+    """An ECDF of each latency sample (one PNG per bench) and one PNG per series (`suffix`: `-quick`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -192,7 +193,7 @@ def plot(doc: dict[str, Any], where: Path) -> list[Path]:
             ax.legend(fontsize=8)
         fig.suptitle(f"{doc['bench']}: latency distributions", fontsize=11)
         fig.tight_layout()
-        path = where / f"{doc['bench']}.png"
+        path = where / f"{doc['bench']}{suffix}.png"
         fig.savefig(path, dpi=90)
         plt.close(fig)
         made.append(path)
@@ -206,7 +207,7 @@ def plot(doc: dict[str, Any], where: Path) -> list[Path]:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
-        path = where / f"{doc['bench']}-{re.sub(r'[^a-z0-9]+', '-', name.lower()).strip('-')}.png"
+        path = where / f"{doc['bench']}-{re.sub(r'[^a-z0-9]+', '-', name.lower()).strip('-')}{suffix}.png"
         fig.savefig(path, dpi=90)
         plt.close(fig)
         made.append(path)
@@ -254,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             lines += rows_of(bench, output, doc)
             if doc is not None:
                 try:
-                    plots += plot(doc, where)
+                    plots += plot(doc, where, "-quick" if args.quick else "")
                 except ImportError:
                     notes.append("matplotlib is missing (pip install -e '.[bench]'): no plots")
         for name in sorted(present - {b.name for b in REGISTRY}):
@@ -267,7 +268,9 @@ def main(argv: list[str] | None = None) -> int:
         if plots:
             print("plots: " + ", ".join(str(p.relative_to(ROOT) if args.write_docs else p) for p in plots))
         if args.write_docs:
-            (DOCS / "latest.md").write_text("# The last `python -m bench` run\n\n" + summary)
+            name = "latest-quick.md" if args.quick else "latest.md"
+            (DOCS / name).write_text(f"# The last `python -m bench{' --quick' if args.quick else ''}` run\n\n"
+                                     + summary)
     return 0
 
 

@@ -189,7 +189,7 @@ def quantile(values: list[float], q: float) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3, help="batches of runs; the trials are spread over them")
+    parser.add_argument("--rounds", type=int, default=10, help="batches of runs (about 20 a batch)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         ours, bare, per_round = trials(args.trials, args.rounds, tmp)

@@ -58,6 +58,18 @@ for event in w.stream(custom.list_namespaced_custom_object, "core.jr2.dev", "v1a
 """
 
 
+# `--sides command,official,frozen`: the command after `gc.freeze()` of everything imported at start, to see
+# what the collector's full scans of the long-lived heap cost per event (docs/benchmarks.md).
+FROZEN = r"""
+import gc, sys
+import jr2_actors.cli as cli
+import jr2_actors.commands.common, jr2_actors.kube.client, jr2_actors.watch.actor
+gc.collect()
+gc.freeze()
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
 def cpu_seconds(pid: int) -> float:
     """The process's CPU so far: its live threads' run time from schedstat (ns resolution)."""
     total = 0
@@ -149,6 +161,8 @@ def measure(side: str, load: Load, tag: str, tmp: str, profile: str | None = Non
         kubeconfig = cluster.write_kubeconfig(f"{tmp}/kubeconfig-{tag}")
         if side == "official":
             argv = [sys.executable, "-c", OFFICIAL, kubeconfig, NAMESPACE]
+        elif side == "frozen":  # an experiment: the command with what it imported frozen out of the GC's scans
+            argv = [sys.executable, "-c", FROZEN, "watch", "--namespace", NAMESPACE, "--kubeconfig", kubeconfig]
         else:
             argv = [sys.executable, "-m", "jr2_actors", "watch", "--namespace", NAMESPACE, "--kubeconfig", kubeconfig]
         with open(f"{tmp}/stderr-{tag}", "w") as err:
