@@ -170,6 +170,7 @@ def plot(doc: dict[str, Any], where: Path, suffix: str = "") -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     made: list[Path] = []
     samples: dict[str, list[float]] = doc.get("samples") or {}
@@ -186,6 +187,8 @@ def plot(doc: dict[str, Any], where: Path, suffix: str = "") -> list[Path]:
                     ax.step(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], where="post",
                             label=f"{side} (n={len(ordered)})")
             ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(ScalarFormatter())
+            ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_title(group, fontsize=10)
             ax.set_xlabel("ms")
             ax.set_ylabel("fraction delivered")
