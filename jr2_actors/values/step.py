@@ -21,7 +21,7 @@ R = TypeVar("R")
 H = TypeVar("H")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Step(Generic[A, R]):
     actions: tuple[A, ...] = ()
     reports: tuple[R, ...] = ()
@@ -33,7 +33,7 @@ class OffTable(Exception):
     """Our bug: the shell fed a core an input its machine has no edge for (h11's LocalProtocolError)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Edge(Generic[H]):
     to: frozenset[str]  # where the edge may lead (empty: it stays)
     handler: H
