@@ -306,3 +306,79 @@ def test_the_io_thread_reports_a_surprise_as_a_transport_failure_and_goes_on(clu
         assert health(ref).up
     finally:
         ref.stop(block=True, timeout=5)
+
+
+# -- issue 18: the frame is stepped where it is read; a Workspace's own renewal is not told back ----------
+
+class ThreadNoting(Inbox):
+    """An Inbox that notes which thread told it each message."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[str] = []
+
+    def tell(self, message: Any) -> None:
+        self.threads.append(threading.current_thread().name)
+        super().tell(message)
+
+
+def test_a_frame_is_stepped_and_delivered_on_the_thread_that_read_it(cluster: FakeCluster) -> None:
+    recipient = ThreadNoting()
+    ref = WatchActor.start(cluster.client(), stall_bound=5.0)
+    try:
+        ref.tell(Register(SandboxKey("run-t", "F-1"), recipient))
+        wait_until(lambda: cluster.watch_stats()["open"] == 1, what="the watch open")
+        create(cluster, ["run-t"])
+        set_phase(cluster, ["run-t"], "Ready")
+        all_phases(recipient, ["run-t"], "Ready")
+        # One thread woken per event (the read), not the reader and then the actor.
+        assert recipient.threads == ["jr2-watch-io", "jr2-watch-io"]
+    finally:
+        ref.stop(block=True, timeout=5)
+
+
+class _StepBug(WatchActor):
+    def _step(self, event: Any) -> None:
+        from jr2_actors.watch import core
+
+        if isinstance(event, core.FrameReceived):
+            raise RuntimeError("our bug, on the I/O thread")
+        super()._step(event)
+
+
+def test_a_step_that_fails_on_the_io_thread_kills_the_actor_which_says_so(cluster: FakeCluster) -> None:
+    from jr2_actors.shell import ActorFault
+
+    parent = Inbox()
+    ref = _StepBug.start(cluster.client(), stall_bound=5.0, parent=parent)
+    wait_until(lambda: cluster.watch_stats()["open"] == 1, what="the watch open")
+    create(cluster, ["run-x"])
+    parent.wait_for(lambda ms: any(isinstance(m, ActorFault) for m in ms), what="the WatchActor's fault")
+    (fault,) = [m for m in parent.snapshot() if isinstance(m, ActorFault)]
+    assert fault.kind == "_StepBug" and "our bug, on the I/O thread" in fault.error
+    wait_until(lambda: not ref.is_alive(), what="the WatchActor stopped")
+    wait_until(lambda: not any(t.name == "jr2-watch-io" for t in threading.enumerate()), what="its I/O thread ended")
+
+
+def test_a_renewal_announced_by_its_waiter_is_not_told_back_and_the_next_change_is(
+        cluster: FakeCluster, watcher: tuple[pykka.ActorRef[Any], Inbox]) -> None:
+    from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
+    from jr2_actors.watch.messages import OwnWrite
+
+    ref, inbox = watcher
+    key = SandboxKey("run-k", "F-1")
+    register(ref, inbox, ["run-k"])
+    create(cluster, ["run-k"])
+    set_phase(cluster, ["run-k"], "Ready")
+    all_phases(inbox, ["run-k"], "Ready")
+    stamp = "2026-12-01T23:00:00.000Z"
+    ref.tell(OwnWrite(key, stamp))
+    health(ref)  # answered after the announcement: it is in the core before the write below
+    client = cluster.client()
+    own = client.merge_patch(SANDBOX, sandbox_name("run-k", "F-1"),
+                             {"metadata": {"annotations": {KEEPALIVE_ANNOTATION: stamp}}})
+    set_phase(cluster, ["run-k"], "Lost")
+    all_phases(inbox, ["run-k"], "Lost")
+    seen = [m.sandbox for m in inbox.snapshot() if isinstance(m, SandboxSeen) and m.key == key]
+    assert own["metadata"]["resourceVersion"] not in [s.resource_version for s in seen]
+    assert [s.phase for s in seen].count("Ready") == 1  # the renewal at Ready was the Workspace's own

@@ -32,7 +32,7 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 EXCERPT_CHARS = 120
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WatchEvent:
     type: EventType
     object: Mapping[str, Any] = field(repr=False)
@@ -40,17 +40,17 @@ class WatchEvent:
     written_at: float | None = field(default=None, compare=False)  # the fake server's write time, if sent
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Bookmark:
     resource_version: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ErrorFrame:
     status: ApiStatus
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FrameError:
     """A line that is not a usable watch event. `excerpt` is bounded and safe to log."""
 

@@ -110,6 +110,9 @@ FIELD_MANAGER = "jr2"
 # -- how long the shells wait: stops, asks, reads, streams (each named once, here) ------------------------
 # A stopping WatchActor waits this long for its I/O thread (a list in flight is cut).
 WATCH_SHUTDOWN_SECONDS = 2.0
+# Issue 18: the most registrations (and timer ticks) the watch's I/O thread takes from the actor's mailbox and steps
+# before a frame, so a Register told before a write is stepped before the write's event. A bound, not a tuning.
+WATCH_CONTROL_BATCH = 1024
 # CONTRACTS §3: the Harness answers a long-poll within ~25 s (204); the read waits above that.
 HARNESS_LONG_POLL_READ_SECONDS = 40.0
 # A stopping AgentActor waits this long for its stream reader (its long-poll is cut first).

@@ -1,11 +1,19 @@
 """WatchActor: the one Sandbox watch of the process (ADR-0063), a thin shell over `ObserverCore`.
 
 Theory of operation: the actor owns the core, one I/O thread and its timers. The I/O thread performs
-the calls the core asks for — list, open a watch, read it — and tells the actor each result and each
-frame the moment it is decoded (an API server cuts a watcher that reads slowly). The actor steps the
-core, routes deliveries as `SandboxSeen` / `SandboxGone` / `WatchFailed` to the recipient registered
-for that Sandbox, logs the reports, and re-arms one timer at the core's deadline (recomputed at every
-step from the last progress, so a registration never postpones it).
+the calls the core asks for — list, open a watch, read it — and steps the core itself with each result
+and each frame the moment it is decoded (an API server cuts a watcher that reads slowly), under the lock
+that every step takes: a frame costs one thread wake-up (the read), not two (issue 18: at steady rates each
+thread woken per event costs more CPU than the whole step). The actor's own thread steps the core for
+what comes by message — registrations, the timer, the stop. Each step routes its deliveries as
+`SandboxSeen` / `SandboxGone` / `WatchFailed` to the recipient registered for that Sandbox (told while the
+lock is held, so a key's deliveries keep the core's order whichever thread stepped), logs the reports, and
+re-arms one timer at the core's deadline (recomputed at every step from the last progress, so a
+registration never postpones it). A step that raises on the I/O thread (our bug) is handed to the actor,
+which dies of it as of any other: the I/O thread steps nothing more.
+
+A Workspace that renews its Lease says so first (`OwnWrite` with the stamp it is about to write): the
+change that only carries that stamp is not delivered back to it (see `watch/deliveries.py`).
 
 The I/O thread never dies of a surprise: whatever a call raises that it does not expect (our bug or a
 library's) is logged with its traceback and reported to the core as a transport failure, and the thread
@@ -28,44 +36,58 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from jr2_actors.kube.client import KubeClient, WatchStream
-from jr2_actors.kube.frames import WatchEvent
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.shell import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
-from jr2_actors.values.constants import STALL_BOUND_SECONDS, WATCH_SHUTDOWN_SECONDS, WATCH_TIMEOUT_SECONDS
+from jr2_actors.values.constants import (
+    STALL_BOUND_SECONDS,
+    WATCH_CONTROL_BATCH,
+    WATCH_SHUTDOWN_SECONDS,
+    WATCH_TIMEOUT_SECONDS,
+)
 from jr2_actors.values.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.watch import core
 from jr2_actors.watch import metrics as watch_metrics
 from jr2_actors.watch.core import Failure, SandboxGone, SandboxSeen, Termination, WatchFailed
 from jr2_actors.watch.identity import RUN_LABEL, Foreign, SandboxKey
-from jr2_actors.watch.messages import Health, Register, Unregister, WatchClosed, WatchHealth, WatchReport
+from jr2_actors.watch.messages import (
+    Health,
+    OwnWrite,
+    Register,
+    Unregister,
+    WatchClosed,
+    WatchHealth,
+    WatchReport,
+)
 from jr2_actors.watch.metrics import WatchState, WatchTelemetry, relist_cause
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class _Io:
-    event: core.Input
+@dataclass(frozen=True, slots=True)
+class _IoFault:
+    """A step on the I/O thread raised: the actor dies of it (Shell tells its parent an ActorFault)."""
+
+    error: BaseException
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Tick:
     pass
 
 
 # -- the I/O thread ----------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _ListCmd:
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _WatchCmd:
     resource_version: str
     stream: int
@@ -198,6 +220,8 @@ class WatchActor(Shell):
                                       **core_options)
         self._tap = tap
         self._recipients: dict[SandboxKey, Recipient] = {}
+        self._lock = threading.Lock()  # every step: the I/O thread's (frames) and the actor's (messages)
+        self._io_broken = False  # a step on the I/O thread raised: it steps nothing more
         self._timers = Timers(self.clock, name="jr2-watch-timers")
         self._deadline: Deadline | None = None
         self._budget = shutdown_budget
@@ -209,29 +233,23 @@ class WatchActor(Shell):
         self._step(core.Started())
 
     def on_receive(self, message: Any) -> Any:
-        if isinstance(message, _Io):
-            self._step(message.event)
-        elif isinstance(message, _Tick):
-            if self._deadline is not None:
-                self._deadline.fired()
-            self._step(core.Tick())
-        elif isinstance(message, Register):
-            self._recipients[message.key] = message.recipient
-            self._step(core.Registered(message.key, message.restored))
-        elif isinstance(message, Unregister):
-            holder = self._recipients.get(message.key)
-            if holder is not None and _same(holder, message.recipient):  # ADR-0064: not a successor's key
-                del self._recipients[message.key]
-                self._step(core.Unregistered(message.key))
+        if isinstance(message, _CONTROL):
+            with self._lock:
+                self._control(message)
         elif isinstance(message, Health):
-            c = self.core
-            began = c.failing_since
-            return WatchHealth(c.phase, c.up, c.resource_version, c.failures, len(c.waiters), c.tracked, c.listed,
-                               c.last_error, None if began is None else max(0.0, self.clock.monotonic() - began))
+            with self._lock:
+                c = self.core
+                began = c.failing_since
+                return WatchHealth(c.phase, c.up, c.resource_version, c.failures, len(c.cache.waiters), c.tracked,
+                                   c.listed, c.last_error,
+                                   None if began is None else max(0.0, self.clock.monotonic() - began))
+        elif isinstance(message, _IoFault):
+            raise RuntimeError(f"a step of the watch on its I/O thread failed: {message.error!r}") from message.error
         return None
 
     def cleanup(self) -> None:
-        self._step(core.Shutdown())
+        with self._lock:
+            self._step(core.Shutdown())
         self._timers.stop(self._budget)
         if not self._io.stop(self._budget):
             log.error("the watch I/O thread did not end within %.1fs", self._budget)
@@ -239,26 +257,54 @@ class WatchActor(Shell):
             tell_quietly(recipient, WatchClosed(key))
         self._recipients.clear()
 
+    def _control(self, message: Register | Unregister | OwnWrite | _Tick) -> None:
+        """A message that steps the core; the caller holds `_lock`."""
+        if isinstance(message, OwnWrite):
+            self._step(core.Owned(message.key, message.stamp))
+        elif isinstance(message, _Tick):
+            if self._deadline is not None:
+                self._deadline.fired()
+            self._step(core.Tick())
+        elif isinstance(message, Register):
+            self._recipients[message.key] = message.recipient
+            self._step(core.Registered(message.key, message.restored))
+        else:
+            holder = self._recipients.get(message.key)
+            if holder is not None and _same(holder, message.recipient):  # ADR-0064: not a successor's key
+                del self._recipients[message.key]
+                self._step(core.Unregistered(message.key))
+
     def _from_io(self, event: core.Input) -> None:
-        tell_quietly(self.actor_ref, _Io(event))  # shutting down: the core stopped listening
+        """On the I/O thread: step the core here, where the frame was read (after the stop, the stopped
+        core ignores whatever still comes). What was told to this actor before the write that made the
+        frame — a Register before its apply, an OwnWrite before its renewal — may still wait in the mailbox
+        (the frame overtook it): the messages at its head that step the core are taken and stepped first,
+        so the order a sender relies on holds."""
+        with self._lock:
+            if self._io_broken:
+                return
+            try:
+                for envelope in self.mailbox.take_while(_is_control, WATCH_CONTROL_BATCH):
+                    self._control(envelope.message)
+                self._step(event)
+            except Exception as e:  # our bug: the actor dies of it, as it would have on its own thread
+                self._io_broken = True
+                log.debug("a watch step failed on the I/O thread", exc_info=e)
+                tell_quietly(self.actor_ref, _IoFault(e))
 
     def _step(self, event: core.Input) -> None:
+        """One step of the core and what follows from it; the caller holds `_lock`."""
         step = self.core.step(event, self.clock.monotonic())
         metrics = self.metrics
-        written_at = None
         if isinstance(event, core.FrameReceived):
             metrics.frame(event.frame)
-            if isinstance(event.frame, WatchEvent):
-                written_at = event.frame.written_at
         for report in step.reports:
             if isinstance(report, core.DELIVERIES):  # the core's deliveries are the messages themselves
-                delivery = report
-                if written_at is not None and not isinstance(delivery, WatchFailed):
-                    delivery = replace(delivery, written_at=written_at)
-                recipient = self._recipients.get(delivery.key)
+                recipient = self._recipients.get(report.key)
                 if recipient is not None:
-                    tell_quietly(recipient, delivery)
-                tell_quietly(self._tap, delivery)
+                    tell_quietly(recipient, report)
+                if self._tap is not None:
+                    tell_quietly(self._tap, report)
             else:
                 _log(report)
                 if isinstance(report, core.Terminated) and report.action != "resume":
@@ -274,9 +320,17 @@ class WatchActor(Shell):
                 self._io.close(action.stream)
         if self._deadline is not None:
             self._deadline.arm(step.deadline)
-        c = self.core
-        metrics.publish(WatchState(c.phase, c.keeper.degraded, c.failures, len(c.cache.waiters), c.tracked,
-                                   c.resource_version))
+        if metrics.on:  # the state built only for a watch that is counted
+            c = self.core
+            metrics.publish(WatchState(c.phase, c.keeper.degraded, c.failures, len(c.cache.waiters), c.tracked,
+                                       c.resource_version))
+
+
+_CONTROL = (Register, Unregister, OwnWrite, _Tick)
+
+
+def _is_control(message: object) -> bool:
+    return isinstance(message, _CONTROL)
 
 
 def _same(a: Recipient, b: Recipient) -> bool:
@@ -302,6 +356,7 @@ def _log(report: core.Report) -> None:
 
 __all__ = [
     "Health",
+    "OwnWrite",
     "Recipient",
     "Register",
     "SandboxGone",

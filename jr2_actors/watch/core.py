@@ -54,18 +54,26 @@ from jr2_actors.watch.stream import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Registered:
     key: SandboxKey
     restored: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Unregistered:
     key: SandboxKey
 
 
-Input = StreamInput | Registered | Unregistered
+@dataclass(frozen=True, slots=True)
+class Owned:
+    """The waiter of `key` is writing the Lease stamp `stamp` itself (see `DeliveryCache.own`)."""
+
+    key: SandboxKey
+    stamp: str
+
+
+Input = StreamInput | Registered | Unregistered | Owned
 Report = Terminated | Foreign | UnusableFrame
 
 
@@ -100,6 +108,9 @@ class ObserverCore:
             return Step(reports=tuple(told.deliveries), deadline=self.deadline)
         if isinstance(event, Unregistered):
             self.cache.unregister(event.key)
+            return Step(deadline=self.deadline)
+        if isinstance(event, Owned):
+            self.cache.own(event.key, event.stamp)
             return Step(deadline=self.deadline)
         kept = self.keeper.step(event, now)
         delivered: list[Delivery] = []
@@ -170,6 +181,7 @@ __all__ = [
     "ListNow",
     "Listed",
     "ObserverCore",
+    "Owned",
     "Phase",
     "Registered",
     "Report",

@@ -13,6 +13,11 @@ knows nothing of streams, versions to resume from or backoff.
   retires (late frames for it are ignored); `Lost` is terminal and retires too, and its traces are
   dropped when the object goes. A new object under the same key re-arms; an older incarnation's
   deletion does not bury the current object.
+- The waiter's own Lease renewal (issue 18): a waiter that said it is writing a keepalive stamp (`own`) is
+  not told of the first change carrying that stamp when nothing else it reads changed — the same uid and
+  the same `SandboxView` but for the resourceVersion — since the PATCH answer already gave it that
+  version. Anything else in the change, a stamp it did not announce, or the stamp of another writer is
+  delivered as ever; the object is still recorded as the key's latest.
 - The latest delivery per key is kept (bounded) for waiters that register after it.
 - Registrations (ADR-0064: a state re-entered gets the same name, so a key comes back): a fresh waiter
   — its Workspace applies the Sandbox after registering — is handed the latest `SandboxSeen` (the
@@ -29,26 +34,26 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from jr2_actors.values.metadata import meta_text
-from jr2_actors.watch.identity import Foreign, SandboxKey, identify
+from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION, Foreign, SandboxKey, identify
 from jr2_actors.watch.sandbox import SandboxView, view
 from jr2_actors.watch.stream import Blind, Change, Signal, Snapshot, Termination, older
 
 KEEP_LATEST = 10_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: one per event (issue 18)
 class SandboxSeen:
     key: SandboxKey
     sandbox: SandboxView
     object: Mapping[str, Any] = field(repr=False, compare=False)
-    written_at: float | None = field(default=None, compare=False)  # set by the shell: see `WatchEvent`
+    written_at: float | None = field(default=None, compare=False)  # the event's: see `WatchEvent`
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SandboxGone:
     key: SandboxKey
     name: str
@@ -69,7 +74,7 @@ class WatchFailed:
 Delivery = SandboxSeen | SandboxGone | WatchFailed
 
 
-@dataclass
+@dataclass(slots=True)
 class Told:
     deliveries: list[Delivery] = field(default_factory=list)
     reports: list[Foreign] = field(default_factory=list)
@@ -89,6 +94,7 @@ class DeliveryCache:
         self._foreign_reported: OrderedDict[str, None] = OrderedDict()
         self._listed_once = False
         self._blind: Blind | None = None
+        self._own: dict[SandboxKey, str] = {}  # a waiter's Lease stamp it is writing itself: one per waiter
 
     @property
     def listed_once(self) -> bool:
@@ -115,7 +121,7 @@ class DeliveryCache:
             return told
         last = self._last.get(key)
         if isinstance(last, SandboxSeen) or (restored and last is not None):
-            told.deliveries.append(last)
+            told.deliveries.append(_replayed(last))
             self._answered.add(key)
         elif restored and self._listed_once:
             self._deliver(SandboxGone(key, "", "", "absent"), told)
@@ -125,6 +131,12 @@ class DeliveryCache:
         self.waiters.discard(key)
         self._restored.discard(key)
         self._answered.discard(key)
+        self._own.pop(key, None)
+
+    def own(self, key: SandboxKey, stamp: str) -> None:
+        """The waiter of `key` is writing the keepalive `stamp` itself: its own change is not told back."""
+        if key in self.waiters:  # bounded by the waiters; the newest stamp replaces one that never landed
+            self._own[key] = stamp
 
     # -- signals ---------------------------------------------------------------------------------------
 
@@ -133,10 +145,11 @@ class DeliveryCache:
         if isinstance(signal, Snapshot):
             self._snapshot(signal, told)
         elif isinstance(signal, Change):
-            if signal.event.type == "DELETED":
-                self._deleted(signal.event.object, told)
+            event = signal.event
+            if event.type == "DELETED":
+                self._deleted(event.object, told, event.written_at)
             else:
-                self._observe(signal.event.object, told)
+                self._observe(event.object, told, event.written_at)
         else:
             self._go_blind(signal, told)
         return told
@@ -172,7 +185,7 @@ class DeliveryCache:
             elif key in self._answered or key in self._restored:
                 last = self._last.get(key)
                 if isinstance(last, SandboxGone):
-                    self._deliver(last, told)
+                    self._deliver(_replayed(last), told)
                 elif isinstance(last, SandboxSeen):
                     self._deliver(SandboxGone(key, last.sandbox.name, last.sandbox.uid, "absent"), told)
                 else:
@@ -185,7 +198,7 @@ class DeliveryCache:
 
     # -- objects ---------------------------------------------------------------------------------------
 
-    def _observe(self, obj: Mapping[str, Any], told: Told) -> SandboxKey | None:
+    def _observe(self, obj: Mapping[str, Any], told: Told, written_at: float | None = None) -> SandboxKey | None:
         ident = identify(obj)
         if isinstance(ident, Foreign):
             self._foreign(ident, told)
@@ -195,20 +208,34 @@ class DeliveryCache:
         if sandbox.uid in self._retired:
             return key  # a late frame for a retired object
         previous = self._signature.get(key)
+        signature = sandbox.signature  # a computed property: once an event
         if previous is not None and previous[0] != sandbox.uid:
             if previous[0] not in self._retired:
-                self._gone(key, sandbox.name, previous[0], "replaced", told)
-        elif previous is not None and (previous[1] == sandbox.signature
-                                       or older(sandbox.resource_version, previous[1][0])):
+                self._gone(key, sandbox.name, previous[0], "replaced", told, written_at)
+        elif previous is not None and (previous[1] == signature or older(sandbox.resource_version, previous[1][0])):
             return key
-        self._signature[key] = (sandbox.uid, sandbox.signature)
+        elif previous is not None and self._own_renewal(key, sandbox, obj):
+            self._signature[key] = (sandbox.uid, signature)
+            self._last[key] = SandboxSeen(key, sandbox, obj)  # the newest object, for a later registration
+            return key
+        self._signature[key] = (sandbox.uid, signature)
         self._known[sandbox.name] = (key, sandbox.uid)
-        self._deliver(SandboxSeen(key, sandbox, obj), told)
+        self._deliver(SandboxSeen(key, sandbox, obj, written_at), told)
         if sandbox.terminal:
             self._retire(sandbox.uid)  # Lost is the last word; its traces go when the object does
         return key
 
-    def _deleted(self, obj: Mapping[str, Any], told: Told) -> None:
+    def _own_renewal(self, key: SandboxKey, sandbox: SandboxView, obj: Mapping[str, Any]) -> bool:
+        """The first change carrying the stamp the waiter announced, with nothing else it reads changed."""
+        stamp = self._own.get(key)
+        if stamp is None or _keepalive(obj) != stamp:
+            return False
+        del self._own[key]  # one change per announced stamp: a later one carrying it is someone else's write
+        last = self._last.get(key)
+        return isinstance(last, SandboxSeen) and replace(sandbox, resource_version=last.sandbox.resource_version) \
+            == last.sandbox
+
+    def _deleted(self, obj: Mapping[str, Any], told: Told, written_at: float | None) -> None:
         ident = identify(obj)
         if isinstance(ident, Foreign):
             self._foreign(ident, told)
@@ -218,10 +245,10 @@ class DeliveryCache:
         if current is not None and current[0] != uid:
             self._retire(uid)  # an older incarnation's deletion: the key's current object lives on
             return
-        self._gone(ident, _name(obj), uid, "deleted", told)
+        self._gone(ident, _name(obj), uid, "deleted", told, written_at)
 
     def _gone(self, key: SandboxKey, name: str, uid: str, reason: Literal["deleted", "absent", "replaced"],
-              told: Told) -> None:
+              told: Told, written_at: float | None = None) -> None:
         known = self._known.get(name)
         if known is not None and known[1] == uid:
             del self._known[name]
@@ -231,7 +258,7 @@ class DeliveryCache:
         if uid in self._retired:
             return
         self._retire(uid)
-        self._deliver(SandboxGone(key, name, uid, reason), told)
+        self._deliver(SandboxGone(key, name, uid, reason, written_at), told)
 
     def _deliver(self, delivery: SandboxSeen | SandboxGone, told: Told) -> None:
         key = delivery.key
@@ -259,9 +286,21 @@ class DeliveryCache:
         told.reports.append(foreign)
 
 
+def _replayed(delivery: SandboxSeen | SandboxGone) -> SandboxSeen | SandboxGone:
+    """A cached delivery told again later: its event's write time is not this delivery's."""
+    return delivery if delivery.written_at is None else replace(delivery, written_at=None)
+
+
 def _name(obj: Mapping[str, Any]) -> str:
     return meta_text(obj, "name")
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
     return meta_text(obj, "uid")
+
+
+def _keepalive(obj: Mapping[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    value = annotations.get(KEEPALIVE_ANNOTATION) if isinstance(annotations, dict) else None
+    return value if isinstance(value, str) else None

@@ -29,7 +29,7 @@ _EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
 _SLUG_DISALLOWED = re.compile(r"[^a-z0-9-]")
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class SandboxKey:
     """The authoritative identity of a Workspace's Sandbox: its run and its Workspace path."""
 

@@ -25,6 +25,16 @@ class Unregister:
     recipient: Recipient = field(compare=False)
 
 
+@dataclass(frozen=True, slots=True)
+class OwnWrite:
+    """A Workspace is about to renew its Lease with `stamp` (the `jr2.dev/keepalive` value it writes): the
+    change that only carries that stamp is its own write, whose PATCH answer it already has, and is not
+    delivered back to it (issue 18). Told before the write, so the watch knows it before the event."""
+
+    key: SandboxKey
+    stamp: str
+
+
 @dataclass(frozen=True)
 class WatchClosed:
     """The WatchActor stopped: no more deliveries for this key."""

@@ -105,6 +105,11 @@ class WatchMetrics:
         if registry is not None:
             registry.register(self)
 
+    @property
+    def on(self) -> bool:
+        """Counted in a registry (False for `OFF`): the shell skips building what would not be recorded."""
+        return self._on
+
     def frame(self, frame: Decoded) -> None:
         if self._on:
             self._frame_at = self._clock.monotonic()

@@ -15,7 +15,7 @@ from jr2_actors.values.metadata import mapping, metadata, text
 TERMINAL_PHASES = frozenset({"Lost"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Condition:
     type: str
     status: str
@@ -23,7 +23,7 @@ class Condition:
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LastEnd:
     """How the Harness container last ended (`status.harness.lastTerminated`): not the watch's termination."""
 
@@ -33,7 +33,7 @@ class LastEnd:
     finished_at: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ContainerWaiting:
     """A container kept from running (`status.waiting[]`, e.g. CrashLoopBackOff): not a Workspace's wait."""
 
@@ -42,7 +42,7 @@ class ContainerWaiting:
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SandboxView:
     name: str
     uid: str

@@ -68,7 +68,7 @@ class Termination(Enum):
 
 # -- inputs ------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Failure:
     """A call that failed, as the shell saw it: an API answer, or no answer at all."""
 
@@ -79,51 +79,51 @@ class Failure:
     retry_after: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Started:
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Listed:
     items: Sequence[Mapping[str, Any]] = field(repr=False)
     resource_version: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ListFailed:
     failure: Failure
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WatchOpened:
     stream: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WatchOpenFailed:
     stream: int
     failure: Failure
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FrameReceived:
     stream: int
     frame: Decoded
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StreamEnded:
     stream: int
     failure: Failure | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tick:
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Shutdown:
     pass
 
@@ -134,7 +134,7 @@ StreamInput = (Started | Listed | ListFailed | WatchOpened | WatchOpenFailed | F
 
 # -- outputs: signals for the delivery cache, reports, actions -------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """A list's answer: the whole state. `recovered`: it ends a degradation (reconcile every waiter)."""
 
@@ -142,14 +142,14 @@ class Snapshot:
     recovered: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Change:
     """One ADDED / MODIFIED / DELETED event off the stream."""
 
     event: WatchEvent
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Blind:
     """The failure bound is passed: the cluster's state is unknown (never lost) until a list works."""
 
@@ -160,7 +160,7 @@ class Blind:
 Signal = Snapshot | Change | Blind
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Terminated:
     """One termination handled: what it was, what follows, from which version (None: a re-list)."""
 
@@ -171,23 +171,23 @@ class Terminated:
     delay: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class UnusableFrame:
     frame: FrameError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ListNow:
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WatchFrom:
     resource_version: str
     stream: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CloseStream:
     stream: int
 
@@ -195,7 +195,7 @@ class CloseStream:
 Action = ListNow | WatchFrom | CloseStream
 
 
-@dataclass
+@dataclass(slots=True)
 class Kept:
     """What one step of the keeper decided."""
 

@@ -255,8 +255,12 @@ class WorkspaceActor(Shell):
         return _Done(ws.SecretWritten(), "kube")
 
     def _renew(self, uid: str) -> _Done:
+        wall = self._stamp()
+        # Issue 18: the watch hears first that this stamp is ours, so the change that only carries it (whose
+        # version the answer below brings) is not delivered back here.
+        tell_quietly(self.watch, watch.OwnWrite(self.spec.key, keepalive(wall)))
         try:
-            renewed = self.client.merge_patch(SANDBOX, self.spec.name, lease_patch(self._stamp(), uid))
+            renewed = self.client.merge_patch(SANDBOX, self.spec.name, lease_patch(wall, uid))
         except KUBE_ERRORS as e:
             return _Done(None, "kube", f"the Lease renewal failed (the next one retries): {e}")
         self._landed = True
