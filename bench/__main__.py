@@ -115,6 +115,8 @@ REGISTRY: tuple[Bench, ...] = (
     Bench("store_restore", quick=("--rounds", "3", "--finished", "20000")),
     Bench("workspace_start", quick=("--n", "20",)),
     Bench("serve_runs", quick=("--quick",)),  # issue 18 item 2's bench, when it lands
+    Bench("fake_scale", quick=("--nodes", "100", "--sandboxes", "1000", "--watchers", "3")),
+    Bench("cli_startup", quick=("--runs", "3")),
 )
 NOT_BENCHES = {"__init__", "__main__", "report"}
 
