@@ -33,10 +33,11 @@ import pykka
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.run import supervision
-from jr2_actors.run.actor import Listing, RunActor, RunEnv, RunFinished, Status, row_status
+from jr2_actors.run.actor import RunActor, RunEnv, RunFinished, Status, row_status
 from jr2_actors.run.core import Cancel, Persist, RunCore, RunStep, Start
 from jr2_actors.run.feed import FeedHub, FeedRead
-from jr2_actors.run.wire import status_doc, stored_listing_doc
+from jr2_actors.run.table import RunRow, RunTable
+from jr2_actors.run.wire import listing_doc, status_doc, stored_listing_doc
 from jr2_actors.shell import ActorFault, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.store import actor as store
@@ -88,6 +89,7 @@ class Orchestrator:
         self._workspace_options = dict(workspace_options or {})
         self._threads = (kube_threads, attach_threads, agent_threads)
         self.feed_hub = FeedHub()
+        self.run_table = RunTable()  # issue 18: GET /runs reads the rows the runs tell, never asks a run
         self._lock = threading.Lock()
         self._runs: dict[str, pykka.ActorRef[Any]] = {}
         self._finished = threading.Condition(self._lock)
@@ -141,7 +143,7 @@ class Orchestrator:
                            signing_key=self._signing_key, kube_pool=kube, attach_pool=attach, agent_pool=agent,
                            timers=self._timers, clock=self.clock, sandbox_image=self._sandbox_image,
                            instance_harness=self._instance_harness, workspace_options=self._workspace_options,
-                           telemetry=self.telemetry)
+                           telemetry=self.telemetry, table=self.run_table)
         for bad in restored.unreadable:
             self._put_aside(bad.run_id, bad.problem)
         count = sum(self._restore(record) for record in restored.runs)
@@ -208,6 +210,7 @@ class Orchestrator:
         try:
             first = core.step(Start(), self.clock.monotonic(), self.clock.wall())
             self._save_first(core, first)
+            self.run_table.tell(RunRow(run_id, listing_doc(core)))  # listed from now; its actor keeps it current
             if self._started(run_id, lambda: RunActor.start(core, env, self, first_step=first)) is None:
                 # The row is on disk: the next start runs it.
                 log.info("run %s of %s saved while stopping; the next start runs it", run_id, parsed.name)
@@ -265,15 +268,11 @@ class Orchestrator:
         return doc
 
     def runs(self, prefix: str = "") -> list[dict[str, Any]]:
-        """`GET /runs`: live runs only (ADR-0065); those whose id starts with `prefix`."""
+        """`GET /runs`: live runs only (ADR-0065); those whose id starts with `prefix`. Read from the run
+        table (issue 18): a run busy in a handler is listed with the row it last told, and no run is asked."""
         with self._lock:
-            refs = [(run_id, ref) for run_id, ref in self._runs.items() if run_id.startswith(prefix)]
-        out = []
-        for run_id, ref in sorted(refs):
-            try:
-                out.append(cast(dict[str, Any], ref.ask(Listing(), timeout=ORCHESTRATOR_ASK_SECONDS)))
-            except pykka.ActorDeadError:
-                log.debug("run %s ended while listed", run_id)
+            ids = [run_id for run_id in self._runs if run_id.startswith(prefix)]
+        out = self.run_table.rows(ids)
         problem = self.cluster_problem() if out else None
         return out if problem is None else [{**line, "cluster": problem} for line in out]
 
@@ -371,6 +370,7 @@ class Orchestrator:
                 self._runs.pop(message.run_id, None)
                 self._cancels.discard(message.run_id)
                 self._finished.notify_all()
+            self.run_table.forget(message.run_id)
         elif isinstance(message, ActorFault) and message.kind in ("WatchActor", "StoreActor"):
             # Our bug killed one of the process's singletons: /healthz says so, so the pod is restarted.
             self._broken = f"the {message.kind} died: {message.error}"
@@ -425,6 +425,7 @@ class Orchestrator:
         except Exception as e:  # the row is outside input: whatever it holds, it must not stop another's restore
             self._put_aside(record.run_id, f"{type(e).__name__}: {e}")
             return False
+        self.run_table.tell(RunRow(core.run_id, listing_doc(core)))  # before its actor starts: it owns the core
         ref = self._started(core.run_id, lambda: RunActor.start(core, env, self, restored=True, restore_step=step))
         if ref is None:
             return False
@@ -501,6 +502,7 @@ class Orchestrator:
             self._runs.pop(run_id, None)
             self._cancels.discard(run_id)
             self._finished.notify_all()
+        self.run_table.forget(run_id)
         self.feed_hub.publish(run_id, (), finished=True)
 
     def _revive_once(self, run_id: str, deaths: int, error: str) -> bool:
