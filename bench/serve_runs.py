@@ -151,6 +151,11 @@ def bench(n: int, deadline: float) -> dict[str, Any]:
                 r = session.get(url + "/runs", timeout=60)
                 latencies.append(time.monotonic() - s)
                 assert r.status_code == 200, r.text
+            small = []  # the same call for the runs of one id prefix (about 1/256 of them): the fixed cost
+            for _ in range(50):
+                s = time.monotonic()
+                session.get(url + "/runs", params={"prefix": "r-00"}, timeout=60)
+                small.append(time.monotonic() - s)
             health = session.get(url + "/healthz", timeout=30)
             now = sampler.sample()
             sampler.stop()
@@ -170,6 +175,7 @@ def bench(n: int, deadline: float) -> dict[str, Any]:
                 "peak_fds": sampler.peak["fds"], "threads_live": now["threads"], "fds_live": now["fds"],
                 "runs_p50_ms": round(1000 * statistics.median(latencies), 1),
                 "runs_p99_ms": round(1000 * latencies[int(0.99 * len(latencies)) - 1], 1),
+                "prefix_p50_ms": round(1000 * statistics.median(small), 1),
                 "runs_max_while_placing_ms": round(1000 * max(polls), 1) if polls else None,
                 "actors_died": len(re.findall(r"its actor died", log)),
                 "timeouts_in_log": len(re.findall(r"Timeout", log)),

@@ -40,6 +40,7 @@ from jr2_actors.run.table import RunRow, RunTable
 from jr2_actors.run.wire import listing_doc, status_doc, stored_listing_doc
 from jr2_actors.shell import ActorFault, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.shell.last_answer import LastAnswer
 from jr2_actors.store import actor as store
 from jr2_actors.store.lock import StateLock
 from jr2_actors.store.rows import StoreError
@@ -50,6 +51,8 @@ from jr2_actors.values.constants import (
     PERSIST_ASK_SECONDS,
     REVIVE_RETRY_BACKOFF,
     RUNS_FINISHED_LISTED,
+    WATCH_HEALTH_MAX_AGE_SECONDS,
+    WATCH_HEALTH_WAIT_SECONDS,
 )
 from jr2_actors.values.errors import KUBE_ERRORS, Unavailable
 from jr2_actors.values.timefmt import rfc3339_ms
@@ -95,6 +98,7 @@ class Orchestrator:
         self._finished = threading.Condition(self._lock)
         self._env: RunEnv | None = None
         self._watch: pykka.ActorRef[Any] | None = None
+        self._watch_health: LastAnswer | None = None  # issue 18: a listing never queues behind the watch's events
         self._store: pykka.ActorRef[Any] | None = None
         self._pools: list[ThreadPoolExecutor] = []
         self._timers: Timers | None = None
@@ -134,6 +138,8 @@ class Orchestrator:
         if self._stall_bound is not None:
             options["stall_bound"] = self._stall_bound
         self._watch = WatchActor.start(self.client, **options)
+        self._watch_health = LastAnswer(self._watch, WatchHealthAsk(), wait=WATCH_HEALTH_WAIT_SECONDS,
+                                        max_age=WATCH_HEALTH_MAX_AGE_SECONDS)
         kube, attach, agent = (ThreadPoolExecutor(n, thread_name_prefix=f"jr2-{name}")
                                for n, name in zip(self._threads, ("kube", "attach", "agent"), strict=True))
         self._pools = [kube, attach, agent]
@@ -252,12 +258,9 @@ class Orchestrator:
     def cluster_problem(self) -> dict[str, Any] | None:
         """Issue 19 item 5: while the watch has not listed or fails, what `status` and `runs` say instead of a
         bare `placing` — since when (RFC 3339) and the last error in full; None while the cluster answers."""
-        if self._watch is None:
+        if self._watch_health is None:
             return None
-        try:
-            watch = self._watch.ask(WatchHealthAsk(), timeout=ORCHESTRATOR_ASK_SECONDS)
-        except (pykka.ActorDeadError, pykka.Timeout):
-            return None
+        watch = self._watch_health.get()  # its last answer when the watch is busy (at most a second old)
         if not isinstance(watch, WatchHealth) or (watch.listed and not watch.failures):
             return None
         doc: dict[str, Any] = {"reachable": False, "listed": watch.listed, "failures": watch.failures}
