@@ -42,6 +42,9 @@ def test_a_busy_actor_answers_its_last_answer_and_is_asked_again_only_when_it_is
         assert last.get() == 1  # old: asked again, but the actor is busy — its last answer meanwhile
         now[0] = 2.5
         assert last.get() == 1  # the ask in flight is not doubled while it is out
+        now[0] = 5.5
+        assert last.get() is None  # an answer asked 5 × max_age ago is no answer
+        now[0] = 2.5
         free.set()
         wait_until(lambda: last.get() == 2, what="the second answer")
         assert last.get() == 2 and actor.proxy().asked.get(timeout=5) == 2  # two asks in all

@@ -3,8 +3,8 @@
 `GET /runs` and a run's status say whether the cluster answers, which only the WatchActor knows. Under load
 the watch's mailbox holds thousands of events; an ask waits behind all of them. `get()` asks again only
 once the last answer is older than `max_age`, waits for the new one at most `wait`, and meanwhile answers
-the last one it has — so a listing never waits on the watch for longer than `wait`, and what it shows is at
-most `max_age` plus one mailbox round trip old.
+the last one it has — so a listing never waits on the watch for longer than `wait`. An answer asked more
+than `STALE_AGES` × `max_age` ago is no answer (None, as a timed-out ask was): what it shows is never older.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pykka
+
+STALE_AGES = 5
 
 
 class LastAnswer:
@@ -29,6 +31,7 @@ class LastAnswer:
         self._future: pykka.Future[Any] | None = None
         self._asked = 0.0
         self._last: Any = None
+        self._last_asked = 0.0  # when the ask that `_last` answers was made
 
     def get(self) -> Any:
         """The freshest answer there is within `wait`; None before the first (or once the actor is gone)."""
@@ -41,16 +44,18 @@ class LastAnswer:
                     self._future, self._last = None, None
                     return None
                 self._asked = now
-            future = self._future
+            future, asked = self._future, self._asked
         try:
             value = future.get(timeout=self._wait)
         except pykka.Timeout:
             with self._lock:
-                return self._last
+                fresh = self._now() - self._last_asked <= STALE_AGES * self._max_age
+                return self._last if fresh else None
         except pykka.ActorDeadError:
             return None
         with self._lock:
-            self._last = value
+            if asked >= self._last_asked:
+                self._last, self._last_asked = value, asked
         return value
 
 
