@@ -260,7 +260,7 @@ class Orchestrator:
         bare `placing` — since when (RFC 3339) and the last error in full; None while the cluster answers."""
         if self._watch_health is None:
             return None
-        watch = self._watch_health.get()  # its last answer when the watch is busy (at most a second old)
+        watch = self._watch_health.get()  # its last answer while the watch is busy (None once 5 s old)
         if not isinstance(watch, WatchHealth) or (watch.listed and not watch.failures):
             return None
         doc: dict[str, Any] = {"reachable": False, "listed": watch.listed, "failures": watch.failures}
