@@ -32,12 +32,14 @@ import pykka
 
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.revival import Revival
-from jr2_actors.run.actor import Listing, RunActor, RunEnv, RunFinished, Status, row_status
+from jr2_actors.run.actor import RunActor, RunEnv, RunFinished, Status, row_status
 from jr2_actors.run.core import Cancel, Persist, RunCore, RunStep, Start
 from jr2_actors.run.feed import FeedHub, FeedRead
-from jr2_actors.run.wire import status_doc, stored_listing_doc
+from jr2_actors.run.table import RunRow, RunTable
+from jr2_actors.run.wire import listing_doc, status_doc, stored_listing_doc
 from jr2_actors.shell import ActorFault, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.shell.last_answer import LastAnswer
 from jr2_actors.store import actor as store
 from jr2_actors.store.lock import StateLock
 from jr2_actors.store.rows import StoreError
@@ -47,6 +49,8 @@ from jr2_actors.values.constants import (
     ORCHESTRATOR_ASK_SECONDS,
     PERSIST_ASK_SECONDS,
     RUNS_FINISHED_LISTED,
+    WATCH_HEALTH_MAX_AGE_SECONDS,
+    WATCH_HEALTH_WAIT_SECONDS,
 )
 from jr2_actors.values.errors import Unavailable
 from jr2_actors.values.timefmt import rfc3339_ms
@@ -82,11 +86,13 @@ class Orchestrator(Revival):
         self._workspace_options = dict(workspace_options or {})
         self._threads = (kube_threads, attach_threads, agent_threads)
         self.feed_hub = FeedHub()
+        self.run_table = RunTable()  # issue 18: GET /runs reads the rows the runs tell, never asks a run
         self._lock = threading.Lock()
         self._runs: dict[str, pykka.ActorRef[Any]] = {}
         self._finished = threading.Condition(self._lock)
         self._env: RunEnv | None = None
         self._watch: pykka.ActorRef[Any] | None = None
+        self._watch_health: LastAnswer | None = None  # issue 18: a listing never queues behind the watch's events
         self._store: pykka.ActorRef[Any] | None = None
         self._pools: list[ThreadPoolExecutor] = []
         self._timers: Timers | None = None
@@ -126,6 +132,8 @@ class Orchestrator(Revival):
         if self._stall_bound is not None:
             options["stall_bound"] = self._stall_bound
         self._watch = WatchActor.start(self.client, **options)
+        self._watch_health = LastAnswer(self._watch, WatchHealthAsk(), wait=WATCH_HEALTH_WAIT_SECONDS,
+                                        max_age=WATCH_HEALTH_MAX_AGE_SECONDS)
         kube, attach, agent = (ThreadPoolExecutor(n, thread_name_prefix=f"jr2-{name}")
                                for n, name in zip(self._threads, ("kube", "attach", "agent"), strict=True))
         self._pools = [kube, attach, agent]
@@ -135,7 +143,7 @@ class Orchestrator(Revival):
                            signing_key=self._signing_key, kube_pool=kube, attach_pool=attach, agent_pool=agent,
                            timers=self._timers, clock=self.clock, sandbox_image=self._sandbox_image,
                            instance_harness=self._instance_harness, workspace_options=self._workspace_options,
-                           telemetry=self.telemetry)
+                           telemetry=self.telemetry, table=self.run_table)
         for bad in restored.unreadable:
             self._put_aside(bad.run_id, bad.problem)
         count = sum(self._restore(record) for record in restored.runs)
@@ -202,6 +210,7 @@ class Orchestrator(Revival):
         try:
             first = core.step(Start(), self.clock.monotonic(), self.clock.wall())
             self._save_first(core, first)
+            self.run_table.tell(RunRow(run_id, listing_doc(core)))  # listed from now; its actor keeps it current
             if self._started(run_id, lambda: RunActor.start(core, env, self, first_step=first)) is None:
                 # The row is on disk: the next start runs it.
                 log.info("run %s of %s saved while stopping; the next start runs it", run_id, parsed.name)
@@ -243,12 +252,9 @@ class Orchestrator(Revival):
     def cluster_problem(self) -> dict[str, Any] | None:
         """Issue 19 item 5: while the watch has not listed or fails, what `status` and `runs` say instead of a
         bare `placing` — since when (RFC 3339) and the last error in full; None while the cluster answers."""
-        if self._watch is None:
+        if self._watch_health is None:
             return None
-        try:
-            watch = self._watch.ask(WatchHealthAsk(), timeout=ORCHESTRATOR_ASK_SECONDS)
-        except (pykka.ActorDeadError, pykka.Timeout):
-            return None
+        watch = self._watch_health.get()  # its last answer while the watch is busy (None once 5 s old)
         if not isinstance(watch, WatchHealth) or (watch.listed and not watch.failures):
             return None
         doc: dict[str, Any] = {"reachable": False, "listed": watch.listed, "failures": watch.failures}
@@ -259,15 +265,11 @@ class Orchestrator(Revival):
         return doc
 
     def runs(self, prefix: str = "") -> list[dict[str, Any]]:
-        """`GET /runs`: live runs only (ADR-0065); those whose id starts with `prefix`."""
+        """`GET /runs`: live runs only (ADR-0065); those whose id starts with `prefix`. Read from the run
+        table (issue 18): a run busy in a handler is listed with the row it last told, and no run is asked."""
         with self._lock:
-            refs = [(run_id, ref) for run_id, ref in self._runs.items() if run_id.startswith(prefix)]
-        out = []
-        for run_id, ref in sorted(refs):
-            try:
-                out.append(cast(dict[str, Any], ref.ask(Listing(), timeout=ORCHESTRATOR_ASK_SECONDS)))
-            except pykka.ActorDeadError:
-                log.debug("run %s ended while listed", run_id)
+            ids = [run_id for run_id in self._runs if run_id.startswith(prefix)]
+        out = self.run_table.rows(ids)
         problem = self.cluster_problem() if out else None
         return out if problem is None else [{**line, "cluster": problem} for line in out]
 
@@ -364,6 +366,7 @@ class Orchestrator(Revival):
             with self._finished:
                 self._runs.pop(message.run_id, None)
                 self._cancels.discard(message.run_id)
+                self.run_table.forget(message.run_id)  # before a waiter wakes: finished means unlisted
                 self._finished.notify_all()
         elif isinstance(message, ActorFault) and message.kind in ("WatchActor", "StoreActor"):
             # Our bug killed one of the process's singletons: /healthz says so, so the pod is restarted.
@@ -419,6 +422,7 @@ class Orchestrator(Revival):
         except Exception as e:  # the row is outside input: whatever it holds, it must not stop another's restore
             self._put_aside(record.run_id, f"{type(e).__name__}: {e}")
             return False
+        self.run_table.tell(RunRow(core.run_id, listing_doc(core)))  # before its actor starts: it owns the core
         ref = self._started(core.run_id, lambda: RunActor.start(core, env, self, restored=True, restore_step=step))
         if ref is None:
             return False

@@ -20,6 +20,7 @@ from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.run import supervision
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed import FeedHub
+from jr2_actors.run.table import RunTable
 from jr2_actors.shell import ActorFault
 from jr2_actors.shell.clock import Clock
 from jr2_actors.store import actor as store
@@ -37,6 +38,7 @@ class Revival:
         client: KubeClient
         clock: Clock
         feed_hub: FeedHub
+        run_table: RunTable
         _lock: threading.Lock
         _finished: threading.Condition
         _runs: dict[str, pykka.ActorRef[Any]]
@@ -99,6 +101,7 @@ class Revival:
         with self._finished:
             self._runs.pop(run_id, None)
             self._cancels.discard(run_id)
+            self.run_table.forget(run_id)  # before a waiter wakes: finished means unlisted
             self._finished.notify_all()
         self.feed_hub.publish(run_id, (), finished=True)
 

@@ -38,6 +38,7 @@ from jr2_actors.run.feed import Published
 from jr2_actors.run.feedlines import FeedEvent
 from jr2_actors.run.metrics import RunTelemetry, RunView
 from jr2_actors.run.readlog import ReadLog
+from jr2_actors.run.table import RunRow
 from jr2_actors.run.wire import feed_doc, listing_doc, status_doc
 from jr2_actors.shell import ActorFault, Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.shell.clock import Clock
@@ -70,16 +71,12 @@ class RunEnv:
     idle_timeout: str = "30m"
     workspace_options: dict[str, Any] = field(default_factory=dict)
     telemetry: RunTelemetry | None = field(default=None, repr=False)  # the orchestrator's metrics (issue 11)
+    table: Recipient | None = None  # issue 18: the orchestrator's RunTable, told the run's row after each step
 
 
 @dataclass(frozen=True)
 class Status:
     """Ask: the run's RunStatus, as the API shows it."""
-
-
-@dataclass(frozen=True)
-class Listing:
-    """Ask: the run's line in `GET /runs`."""
 
 
 @dataclass(frozen=True)
@@ -156,8 +153,6 @@ class RunActor(Shell):
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Status):
             return status_doc(self.core)
-        if isinstance(message, Listing):
-            return listing_doc(self.core)
         if isinstance(message, _SaveAgain):
             self._save_again = None
             self._resume()
@@ -243,6 +238,10 @@ class RunActor(Shell):
             for event in step.reports:
                 log.info("run %s: %s", self.core.run_id, _line(event))
             tell_quietly(self.env.feed, Published(self.core.run_id, step.reports))
+        # Issue 18: GET /runs reads this row; told before the actions, so it lands before `RunFinished` — and
+        # never after it (a seat's late report, stepped once the run ended, must not list a finished run again).
+        if not self._done:
+            tell_quietly(self.env.table, RunRow(self.core.run_id, listing_doc(self.core)))
         for action in step.actions:
             self._act(action)
         if self._deadline is not None:

@@ -141,6 +141,10 @@ API_MAX_CONNECTIONS_PER_PEER = 32
 API_MAX_CONNECTIONS = 512
 # An ask from outside the actors (the API, the CLI) gives up after this (LIBRARY-NOTES: always a timeout).
 ORCHESTRATOR_ASK_SECONDS = 10.0
+# Issue 18: GET /runs and a status ask the watch whether the cluster answers (shell/last_answer.py) at most
+# this often, and wait for its answer at most this long (else the last answer is shown).
+WATCH_HEALTH_MAX_AGE_SECONDS = 1.0
+WATCH_HEALTH_WAIT_SECONDS = 0.05
 # Each actor's stop, when the orchestrator stops: serve's SIGTERM budget is 10 s in all.
 ACTOR_STOP_SECONDS = 8.0
 # ADR-0065: a persist is an ask of the StoreActor; one not answered in this long counts as a failed write.
