@@ -39,6 +39,7 @@ from jr2_actors.run.feed import FeedHub, FeedRead
 from jr2_actors.run.wire import status_doc, stored_listing_doc
 from jr2_actors.shell import ActorFault, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.shell.pools import CountedPool  # a driven VirtualClock sees its jobs
 from jr2_actors.store import actor as store
 from jr2_actors.store.lock import StateLock
 from jr2_actors.store.rows import StoreError
@@ -132,7 +133,7 @@ class Orchestrator:
         if self._stall_bound is not None:
             options["stall_bound"] = self._stall_bound
         self._watch = WatchActor.start(self.client, **options)
-        kube, attach, agent = (ThreadPoolExecutor(n, thread_name_prefix=f"jr2-{name}")
+        kube, attach, agent = (CountedPool(n, thread_name_prefix=f"jr2-{name}", clock=self.clock)
                                for n, name in zip(self._threads, ("kube", "attach", "agent"), strict=True))
         self._pools = [kube, attach, agent]
         self._timers = Timers(self.clock, name="jr2-run-timers")
