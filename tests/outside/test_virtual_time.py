@@ -1,6 +1,8 @@
 """An outside suite: only what README.md and docs/fake-cluster.md show (the fixtures, their markers, the
 fake's levers, the virtual clock). A two-hour placing wait and a day of Lease renewals, on virtual time."""
 
+import itertools
+
 import pytest
 
 from jr2_actors.fake.harness.core import Hang
@@ -57,7 +59,7 @@ def test_a_day_of_lease_renewals_at_five_minutes_give_or_take_a_fifth(jr2_orches
     assert jr2_orchestrator.status(run_id)["status"] == "failed"  # the day's `after`, not a fault
     renewals = [r["at"] for r in jr2_fake_cluster.requests()
                 if r["method"] == "PATCH" and "/sandboxes/" in r["path"] and "merge-patch" in r["contentType"]]
-    gaps = [b - a for a, b in zip(renewals, renewals[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(renewals)]
     assert day / 360 <= len(renewals) <= day / 240 + 1
     assert gaps and min(gaps) >= 240 - 1 and max(gaps) <= 360 + 1
 
