@@ -2,10 +2,14 @@
 fake's levers, the virtual clock). A two-hour placing wait and a day of Lease renewals, on virtual time."""
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 
+from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang
+from jr2_actors.orchestrator import Orchestrator
+from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.values.workflow import read_document
 
 ONE_STATE = """
@@ -30,14 +34,16 @@ states:
 """
 
 
-def finished(orchestrator, run_id):
+def finished(orchestrator: Orchestrator, run_id: str) -> Callable[[], bool]:
     return lambda: (orchestrator.status(run_id) or {}).get("status") in ("done", "failed", "cancelled")
 
 
 @pytest.mark.jr2_fake_cluster(time="virtual")
 @pytest.mark.jr2_agents(pick_first=True)
-def test_a_run_waits_two_hours_for_a_place_then_finishes(jr2_orchestrator, jr2_fake_cluster):
+def test_a_run_waits_two_hours_for_a_place_then_finishes(
+        jr2_orchestrator: Orchestrator, jr2_fake_cluster: FakeCluster) -> None:
     clock = jr2_fake_cluster.clock
+    assert isinstance(clock, VirtualClock)
     jr2_fake_cluster.faults.unschedulable(seconds=2 * 3600)  # no node takes a Sandbox for two hours
     began = clock.monotonic()
     run_id = jr2_orchestrator.submit(read_document(ONE_STATE.format(name="placing", after=3 * 3600)))
@@ -50,8 +56,10 @@ def test_a_run_waits_two_hours_for_a_place_then_finishes(jr2_orchestrator, jr2_f
 
 @pytest.mark.jr2_fake_cluster(time="virtual")
 @pytest.mark.jr2_agents(coder=[[Hang()]])  # the Turn never ends: only the state's `after` moves the run on
-def test_a_day_of_lease_renewals_at_five_minutes_give_or_take_a_fifth(jr2_orchestrator, jr2_fake_cluster):
+def test_a_day_of_lease_renewals_at_five_minutes_give_or_take_a_fifth(
+        jr2_orchestrator: Orchestrator, jr2_fake_cluster: FakeCluster) -> None:
     clock = jr2_fake_cluster.clock
+    assert isinstance(clock, VirtualClock)
     day = 24 * 3600
     run_id = jr2_orchestrator.submit(read_document(ONE_STATE.format(name="a-day", after=day)))
     jr2_fake_cluster.requests(clear=True)
@@ -65,8 +73,10 @@ def test_a_day_of_lease_renewals_at_five_minutes_give_or_take_a_fifth(jr2_orches
 
 
 @pytest.mark.jr2_fake_cluster(time="virtual")
-def test_a_wait_for_what_never_comes_fails_at_once_saying_what_each_actor_waits_for(jr2_fake_cluster):
+def test_a_wait_for_what_never_comes_fails_at_once_saying_what_each_actor_waits_for(
+        jr2_fake_cluster: FakeCluster) -> None:
     clock = jr2_fake_cluster.clock
+    assert isinstance(clock, VirtualClock)
     with pytest.raises(AssertionError, match="nothing is under way") as stalled:
         clock.run_until(lambda: False)
     assert "ApiServerActor" in str(stalled.value)
