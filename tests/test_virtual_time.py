@@ -5,10 +5,11 @@ what cannot come fails at once with what every actor waits for."""
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from jr2_actors.fake.pytest_plugin import _time_options
 from jr2_actors.shell import Deadline, Shell, Timers
 from jr2_actors.shell.clock import NeverIdle, Stalled, VirtualClock
 from jr2_actors.shell.pools import CountedPool
@@ -163,3 +164,29 @@ def test_an_undriven_virtual_clock_still_jumps_at_once() -> None:
     finally:
         gate.set()
         ref.stop()
+
+
+class _Node:
+    def __init__(self, mark: pytest.Mark | None) -> None:
+        self.mark = mark
+
+    def get_closest_marker(self, name: str) -> pytest.Mark | None:
+        return self.mark if name == "jr2_fake_cluster" else None
+
+
+class _Request:
+    def __init__(self, mark: pytest.Mark | None) -> None:
+        self.node = _Node(mark)
+
+
+def test_the_fixture_takes_time_virtual_and_refuses_what_it_does_not_know() -> None:
+    def options(mark: pytest.Mark | None) -> dict[str, Any]:
+        return _time_options(cast(pytest.FixtureRequest, _Request(mark)))
+
+    assert options(None) == {} and options(pytest.mark.jr2_fake_cluster(time="real").mark) == {}
+    clock = options(pytest.mark.jr2_fake_cluster(time="virtual").mark)["clock"]
+    assert isinstance(clock, VirtualClock) and clock.settle
+    with pytest.raises(pytest.UsageError, match="time is one of"):
+        options(pytest.mark.jr2_fake_cluster(time="fast").mark)
+    with pytest.raises(pytest.UsageError, match=r"not \['tick'\]"):
+        options(pytest.mark.jr2_fake_cluster(tick=1).mark)
