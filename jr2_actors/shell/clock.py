@@ -151,7 +151,7 @@ def activity(clock: object) -> Activity | Quiet:
 
 SETTLE_SECONDS = 0.0001  # real seconds between the two looks that judge "nothing under way"
 IDLE_WAIT_SECONDS = 10.0  # real seconds `advance`/`run_until` wait for the system to settle, then fail
-RUN_UNTIL_WITHIN = 8 * 24 * 3600.0  # virtual seconds `run_until` looks ahead by default: a week and a day
+RUN_UNTIL_WITHIN = 24 * 3600.0  # virtual seconds `run_until` looks ahead by default (`within=` for longer)
 
 
 @dataclass(frozen=True)
