@@ -281,8 +281,8 @@ class ApiApp:
                     if spec.bookmarks:
                         self._bookmark(r, spec)
                     break
-                if next_bookmark is not None and interval and now >= next_bookmark:
-                    self._bookmark(r, spec)
+                if wake.on and next_bookmark is not None and interval and now >= next_bookmark:
+                    self._bookmark(r, spec)  # on a virtual clock, at its time even while frames flow
                     next_bookmark = clock.monotonic() + interval
                     continue
                 wait = deadline - now
@@ -294,6 +294,9 @@ class ApiApp:
                     with job.waiting(lambda: not nothing_queued()):  # parked: work again once a frame waits
                         item = ticket.queue.get(timeout=min(wait, 0.5))
                 except queue.Empty:
+                    if next_bookmark is not None and interval and clock.monotonic() >= next_bookmark:
+                        self._bookmark(r, spec)
+                        next_bookmark = clock.monotonic() + interval
                     continue
                 if item is _WAKE:
                     wake.fired()
@@ -341,6 +344,7 @@ class _Wake:
         self._timers, self._frames, self._what = timers, frames, what
         self._handle: int | None = None
         self._at: float | None = None
+        self.on = timers is not None
 
     def arm(self, at: float | None, why: str) -> None:
         if self._timers is None or at == self._at:
