@@ -40,6 +40,7 @@ from jr2_actors.run.wire import listing_doc, status_doc, stored_listing_doc
 from jr2_actors.shell import ActorFault, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.shell.last_answer import LastAnswer
+from jr2_actors.shell.pools import CountedPool  # a driven VirtualClock sees its jobs
 from jr2_actors.store import actor as store
 from jr2_actors.store.lock import StateLock
 from jr2_actors.store.rows import StoreError
@@ -134,7 +135,7 @@ class Orchestrator(Revival):
         self._watch = WatchActor.start(self.client, **options)
         self._watch_health = LastAnswer(self._watch, WatchHealthAsk(), wait=WATCH_HEALTH_WAIT_SECONDS,
                                         max_age=WATCH_HEALTH_MAX_AGE_SECONDS)
-        kube, attach, agent = (ThreadPoolExecutor(n, thread_name_prefix=f"jr2-{name}")
+        kube, attach, agent = (CountedPool(n, thread_name_prefix=f"jr2-{name}", clock=self.clock)
                                for n, name in zip(self._threads, ("kube", "attach", "agent"), strict=True))
         self._pools = [kube, attach, agent]
         self._timers = Timers(self.clock, name="jr2-run-timers")

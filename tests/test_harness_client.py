@@ -415,8 +415,8 @@ class _Watched(Timers):
         super().__init__(clock)
         self.scheduled = threading.Event()
 
-    def schedule(self, when: float, callback: Callable[[], object]) -> int:
-        handle = super().schedule(when, callback)
+    def schedule(self, when: float, callback: Callable[[], object], label: str = "") -> int:
+        handle = super().schedule(when, callback, label)
         self.scheduled.set()
         return handle
 

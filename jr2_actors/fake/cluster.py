@@ -38,7 +38,7 @@ from jr2_actors.fake.tls import generate as generate_tls
 from jr2_actors.harness.tokens import DIGEST_ENV, INSTANCE_HARNESS, harness_token, token_digest
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.client import KubeClient
-from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.shell.clock import Clock, SystemClock, activity
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -101,7 +101,7 @@ class FakeCluster:
         if self._tls_enabled:
             self.tls = generate_tls(self._tmp.name)
         if self._harness_enabled:
-            self._harness_http = HarnessHttpServer(long_poll=self._long_poll)
+            self._harness_http = HarnessHttpServer(long_poll=self._long_poll, clock=self.clock)
             self._operator_core.endpoint = self._harness_http.url
         state = ClusterState(namespaces=("default", self.namespace), history=self._history, now=self.clock.wall(),
                              entropy=lambda: uuid.uuid4().int)
@@ -185,6 +185,8 @@ class FakeCluster:
                              token=self._token)
 
     def client(self, **kwargs: Any) -> KubeClient:
+        """A KubeClient on this cluster; on a driven VirtualClock it reports its requests to the clock."""
+        kwargs.setdefault("activity", activity(self.clock))
         return KubeClient(self.access(), **kwargs)
 
     def kubeconfig(self) -> dict[str, Any]:

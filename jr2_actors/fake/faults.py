@@ -19,10 +19,12 @@ import contextlib
 import json
 import random
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
+
+from jr2_actors.shell.timers import Timers
 
 if TYPE_CHECKING:
     from jr2_actors.fake.cluster import FakeCluster
@@ -82,8 +84,18 @@ class Faults:
         self._cluster = cluster
         self._lock = threading.Lock()
         self._log: list[FaultCall] = []
-        self._started = time.monotonic()
-        self._timers: list[threading.Timer] = []
+        # The cluster's clock times every fault (its `at`, a lasting fault's end, a schedule's calls): on a
+        # virtual clock a two-hour `unschedulable` ends at its virtual two hours, and the clock knows of it.
+        self._clock = cluster.clock
+        self._started = self._clock.monotonic()
+        self._handles: list[int] = []
+        self._timer_thread: Timers | None = None
+
+    def _timers(self) -> Timers:
+        with self._lock:
+            if self._timer_thread is None:
+                self._timer_thread = Timers(self._clock, name="jr2-fake-faults")
+            return self._timer_thread
 
     # -- what was played ------------------------------------------------------------------------------
 
@@ -230,13 +242,31 @@ class Faults:
         for call in calls:
             _check(call)
         halt = stop or threading.Event()
-        began = time.monotonic()
+        began = self._clock.monotonic()
+        timers = self._timers()
+        finished = threading.Event()
+        left = [len(calls)]
+
+        def fire(call: FaultCall) -> None:
+            try:
+                if not halt.is_set():
+                    getattr(self, call.name)(**dict(call.params))
+            finally:
+                left[0] -= 1  # the timer thread runs every call: no lock needed
+                if not left[0]:
+                    finished.set()
 
         def run() -> None:
-            for call in calls:
-                if halt.wait(max(began + call.at - time.monotonic(), 0.0)):
+            handles = [timers.schedule(began + call.at, partial(fire, call), f"fault {call.name}") for call in calls]
+            with self._lock:
+                self._handles += handles
+            if not calls:
+                return
+            while not finished.wait(0.05):  # the calls run on the timer thread, at their times on the clock
+                if halt.is_set():
+                    for handle in handles:
+                        timers.cancel(handle)
                     return
-                getattr(self, call.name)(**dict(call.params))
 
         thread = threading.Thread(target=run, name="jr2-fake-faults", daemon=True)
         thread.start()
@@ -300,7 +330,7 @@ class Faults:
 
     def _record(self, name: str, params: Mapping[str, Any], skipped: str = "") -> None:
         with self._lock:
-            self._log.append(FaultCall(round(time.monotonic() - self._started, 3), name, dict(params), skipped))
+            self._log.append(FaultCall(round(self._clock.monotonic() - self._started, 3), name, dict(params), skipped))
 
     def _do(self, name: str, params: Mapping[str, Any], fn: Callable[[], object]) -> None:
         try:
@@ -321,18 +351,16 @@ class Faults:
             with contextlib.suppress(Exception):  # the cluster stopped first: nothing left to undo
                 off()
 
-        timer = threading.Timer(float(seconds), undo)
-        timer.daemon = True
-        timer.start()
+        handle = self._timers().schedule(self._clock.monotonic() + float(seconds), undo, f"fault {name}: its end")
         with self._lock:
-            self._timers = [t for t in self._timers if t.is_alive()] + [timer]
+            self._handles.append(handle)
 
     def cancel(self) -> None:
         """Drop the undos still due (the cluster is stopping)."""
         with self._lock:
-            timers, self._timers = self._timers, []
-        for t in timers:
-            t.cancel()
+            thread, self._timer_thread, self._handles = self._timer_thread, None, []
+        if thread is not None:
+            thread.stop()
 
 
 def _check(call: FaultCall, where: str = "") -> None:

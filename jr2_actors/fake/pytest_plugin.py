@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "jr2_faults(schedule=None, seed=None): play this fault schedule (a list of "
                                        "FaultCall, or of {at, fault, ...}) or a seed's on jr2_fake_cluster")
+    _configure_time(config)
     config.addinivalue_line("markers", "jr2_agents(pick_first=False, **scripts): how the fake Harness's agents act "
                                        "on jr2_fake_cluster: pick_first=True picks the first Allowed pick of every "
                                        "unscripted Turn; AGENT=[[actions of a Turn], ...] scripts that agent")
@@ -45,7 +46,7 @@ def jr2_fake_cluster(request: pytest.FixtureRequest) -> Iterator[FakeCluster]:
     `@pytest.mark.jr2_agents(pick_first=True, coder=[[Say("…"), Pick("finish")]])` sets how its agents act."""
     from jr2_actors.fake.faults import FaultCall, Faults
 
-    with FakeCluster(namespace="jr2") as cluster:
+    with FakeCluster(namespace="jr2", **_time_options(request)) as cluster:
         marker = request.node.get_closest_marker("jr2_faults")
         if marker is not None:
             schedule = marker.kwargs.get("schedule")
@@ -86,7 +87,8 @@ def jr2_orchestrator(jr2_fake_cluster: FakeCluster, tmp_path: Path) -> Iterator[
 
     client = jr2_fake_cluster.client()
     orchestrator = Orchestrator(client, state_dir=str(tmp_path / "jr2-state"), signing_key=jr2_fake_cluster.signing_key,
-                                instance_harness=jr2_fake_cluster.instance_harness_url)
+                                instance_harness=jr2_fake_cluster.instance_harness_url,
+                                clock=jr2_fake_cluster.clock)  # one clock: the cluster's (virtual or real)
     with orchestrator:
         yield orchestrator
     client.close()
@@ -138,3 +140,30 @@ def jr2_cluster_events(jr2_fake_cluster: FakeCluster) -> ClusterEvents:
     """`evict`, `oom_kill`, `guard_kill`, `harness_restart` of a run's Workspace, `quota`, `unschedulable`:
     what happens in `jr2_fake_cluster`, by name (`ClusterEvents`)."""
     return ClusterEvents(jr2_fake_cluster)
+
+
+# -- virtual time (`@pytest.mark.jr2_fake_cluster(time="virtual")`) ------------------------------------------
+# One driven VirtualClock for the fake cluster and the orchestrator on it: it moves only by
+# `jr2_fake_cluster.clock.advance(s)` / `.run_until(predicate)`, jumping to the next timer whenever nothing
+# is under way (shell/clock.py says what that means). docs/fake-cluster.md, "Virtual time".
+
+TIMES = ("real", "virtual")
+
+
+def _configure_time(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "jr2_fake_cluster(time='real'): time='virtual' runs jr2_fake_cluster and "
+                                       "jr2_orchestrator on one virtual clock (jr2_fake_cluster.clock) that jumps "
+                                       "to the next timer whenever nothing is under way")
+
+
+def _time_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    from jr2_actors.shell.clock import VirtualClock
+
+    marker = request.node.get_closest_marker("jr2_fake_cluster")
+    unknown = set(marker.kwargs) - {"time"} if marker is not None else set()
+    if unknown:
+        raise pytest.UsageError(f"@pytest.mark.jr2_fake_cluster takes time=..., not {sorted(unknown)}")
+    time = marker.kwargs.get("time", "real") if marker is not None else "real"
+    if time not in TIMES:
+        raise pytest.UsageError(f"@pytest.mark.jr2_fake_cluster(time={time!r}): time is one of {TIMES}")
+    return {"clock": VirtualClock(settle=True)} if time == "virtual" else {}

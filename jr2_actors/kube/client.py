@@ -44,6 +44,7 @@ from jr2_actors.kube.kinds import Kind
 from jr2_actors.kube.metrics import OFF, KubeMetrics
 from jr2_actors.net.cut import Cut, mount_cuts  # one way to end a request from outside, for both clients
 from jr2_actors.net.http_body import TooLarge, caused_by, read_capped, retry_after
+from jr2_actors.shell.clock import QUIET, Activity, Quiet
 from jr2_actors.values.constants import (
     CONNECT_TIMEOUT_SECONDS,
     FIELD_MANAGER,
@@ -103,7 +104,10 @@ class _Credentials:
 class KubeClient:
     def __init__(self, access: ClusterAccess, *, write_cap: int = WRITE_CAP_DEFAULT,
                  connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
-                 read_timeout: float = READ_TIMEOUT_SECONDS, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+                 read_timeout: float = READ_TIMEOUT_SECONDS, max_body_bytes: int = MAX_BODY_BYTES,
+                 activity: Activity | Quiet = QUIET) -> None:
+        """`activity`: where each request is reported while it is sent and answered (a driven VirtualClock's,
+        so its clock never jumps while a request is in flight)."""
         if not WRITE_CAP_MIN <= write_cap <= WRITE_CAP_MAX:
             raise ValueError(f"write_cap must be within {WRITE_CAP_MIN}–{WRITE_CAP_MAX}, not {write_cap}")
         self.access = access
@@ -113,6 +117,7 @@ class KubeClient:
         self._timeout = (connect_timeout, read_timeout)
         self._connect_timeout = connect_timeout
         self._max_body = max_body_bytes
+        self._activity = activity
         self.writes = FifoGate(write_cap)
         self.metrics: KubeMetrics = OFF  # the orchestrator's, once it calls `measure`
         self.pool_size = write_cap + READ_POOL_SIZE + 1  # + the one watch
@@ -271,7 +276,7 @@ class KubeClient:
             with self._cuts_lock:
                 self._cuts.add(cut)
             try:
-                with cut.active():
+                with cut.active(), self._activity.busy(f"KubeClient {method} {path}"):
                     resp = self._session.request(method, url, params=params, data=data, headers=headers,
                                                  stream=stream, timeout=timeout)
             except requests.exceptions.RequestException as e:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import random
 import sys
+import weakref
 from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, cast
@@ -70,6 +71,7 @@ class Shell(pykka.ThreadingActor):
         self.actor_metrics = OFF if telemetry is None else telemetry.actors
         self.mailbox = cast(Mailbox, self.actor_inbox)
         self.mailbox.now = self.actor_metrics.monotonic  # set before anyone holds the ref: nothing is queued yet
+        self.mailbox.owner = weakref.ref(self)
         self.log_context = logs.context()  # the creator's (a RunActor's, for its Workspaces); ours at start
 
     @staticmethod

@@ -36,6 +36,10 @@ class Mailbox(queue.Queue[Any]):
         self.failures = 0
         self.seconds = 0.0
         self.buckets = [0] * (len(PROCESSING_BUCKETS) + 1)  # the last one is +Inf
+        # True from a take until the actor's thread asks for the next message (and before its first ask:
+        # an actor still starting is at work): what a driven VirtualClock reads as "mid-message".
+        self.handling = True
+        self.owner: Callable[[], object] = lambda: None  # the actor (a weak reference), for a stalled test's text
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
         with self.not_empty:
@@ -46,6 +50,7 @@ class Mailbox(queue.Queue[Any]):
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         with self.not_empty:
+            self.handling = False
             if not self.queue:
                 if not block:
                     raise queue.Empty
@@ -60,6 +65,7 @@ class Mailbox(queue.Queue[Any]):
                             raise queue.Empty
                         self.not_empty.wait(remaining)
             self.stamps.popleft()
+            self.handling = True
             return self.queue.popleft()
 
     def take_while(self, wanted: Callable[[Any], bool], limit: int) -> list[Any]:
@@ -78,3 +84,40 @@ class Mailbox(queue.Queue[Any]):
         """Seconds the oldest waiting message has waited (0 when none waits)."""
         with self.mutex:
             return max(now - self.stamps[0], 0.0) if self.stamps else 0.0
+
+
+def _label(ref: Any) -> str:
+    inbox = ref.actor_inbox
+    actor = inbox.owner() if isinstance(inbox, Mailbox) else None
+    name = getattr(actor, "name", "") if actor is not None else ""
+    return f"{ref.actor_class.__name__} {name}".rstrip()
+
+
+def look_at_actors() -> tuple[int, list[str]]:
+    """Every live actor's inbox: how many messages they have taken in all, and which are at work (a message
+    waiting, or one being handled). What a driven VirtualClock reads to judge "nothing under way"."""
+    import pykka
+
+    received = 0
+    busy: list[str] = []
+    for ref in pykka.ActorRegistry.get_all():
+        inbox = ref.actor_inbox
+        if not isinstance(inbox, Mailbox):
+            if not inbox.empty():
+                busy.append(f"{ref.actor_class.__name__}: a message waits")
+            continue
+        with inbox.mutex:
+            received += inbox.received
+            waiting, handling = len(inbox.queue), inbox.handling
+        if handling or waiting:
+            what = "handling a message" if handling else ""
+            if waiting:
+                what += f"{', and ' if what else ''}{waiting} waiting"
+            busy.append(f"{_label(ref)}: {what}")
+    return received, busy
+
+
+def actor_names() -> list[str]:
+    import pykka
+
+    return sorted(_label(ref) for ref in pykka.ActorRegistry.get_all())

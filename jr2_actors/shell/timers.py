@@ -2,7 +2,8 @@
 
 - `Timers`: one thread holds every timeout of its owner (DESIGN.md: TimerActor). A due timer runs its
   callback on the timer thread; callbacks only `tell`, so they are quick, and one that raises is logged and
-  never ends the thread. With a `VirtualClock`, advance the clock and `poke()`.
+  never ends the thread. On a `VirtualClock` it attaches itself to the clock, which pokes it when it moves
+  and reads its pending timers (`pending`: when, and who set them) and whether one is due or firing.
 - `Deadline`: one timer kept at a core's deadline (`arm(at)` / `cancel()`), which delivers a message.
 """
 
@@ -29,15 +30,24 @@ class Timers:
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int]] = []
         self._callbacks: dict[int, Callable[[], object]] = {}
+        self._labels: dict[int, str] = {}
         self._ids = itertools.count(1)
         self._stopped = False
+        self._firing = 0  # callbacks taken off the heap and not yet run
+        self.name = name
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+        attach = getattr(self.clock, "attach", None)
+        if callable(attach):
+            attach(self)
 
-    def schedule(self, when: float, callback: Callable[[], object]) -> int:
+    def schedule(self, when: float, callback: Callable[[], object], label: str = "") -> int:
+        """`label` says what the timer is for (a driven VirtualClock's `upcoming()` shows it); by default,
+        the callback's name."""
         with self._cond:
             handle = next(self._ids)
             self._callbacks[handle] = callback
+            self._labels[handle] = label or getattr(callback, "__qualname__", "a callback")
             heapq.heappush(self._heap, (when, handle))
             self._cond.notify()
             return handle
@@ -47,6 +57,22 @@ class Timers:
             return
         with self._cond:
             self._callbacks.pop(handle, None)
+            self._labels.pop(handle, None)
+
+    def pending(self) -> list[tuple[float, str]]:
+        """Every timer not yet fired nor cancelled: when it is due, and what it is for."""
+        with self._cond:
+            return [(when, f"{self.name}: {self._labels.get(handle, '?')}") for when, handle in self._heap
+                    if handle in self._callbacks]
+
+    def under_way(self, now: float) -> list[str]:
+        """A timer due and not yet fired, or a callback running: work a driven VirtualClock waits for."""
+        with self._cond:
+            if self._firing:
+                return [f"{self.name}: a timer firing"]
+            if any(when <= now and handle in self._callbacks for when, handle in self._heap):
+                return [f"{self.name}: a timer due"]
+            return []
 
     def poke(self) -> None:
         with self._cond:
@@ -56,7 +82,11 @@ class Timers:
         with self._cond:
             self._stopped = True
             self._callbacks.clear()
+            self._labels.clear()
             self._cond.notify()
+        detach = getattr(self.clock, "detach", None)
+        if callable(detach):
+            detach(self)
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
@@ -74,8 +104,10 @@ class Timers:
                 while self._heap and self._heap[0][0] <= now:
                     _, handle = heapq.heappop(self._heap)
                     callback = self._callbacks.pop(handle, None)
+                    self._labels.pop(handle, None)
                     if callback is not None:
                         due.append(callback)
+                self._firing = len(due)
                 if not due:
                     wait = MAX_WAIT if not self._heap else min(MAX_WAIT, max(self._heap[0][0] - now, 0.0))
                     self._cond.wait(wait)
@@ -85,6 +117,8 @@ class Timers:
                     callback()
                 except Exception:  # one bad callback must not end every other timeout of the owner
                     log.exception("a timer callback raised")
+            with self._cond:
+                self._firing = 0
 
 
 class Deadline:
@@ -112,7 +146,7 @@ class Deadline:
         self._timers.cancel(self._handle)
         self.armed_for = at
         ref, message = self._ref, self._message
-        self._handle = self._timers.schedule(at, lambda: tell_quietly(ref, message))
+        self._handle = self._timers.schedule(at, lambda: tell_quietly(ref, message), type(message).__name__)
 
     def fired(self) -> None:
         """The message arrived: whatever the next step answers is armed afresh."""

@@ -60,7 +60,8 @@ from jr2_actors.fake.apiserver.status import StatusError
 from jr2_actors.fake.http import HttpServer, Request, json_args
 from jr2_actors.fake.messages import Run
 from jr2_actors.shell import Shell
-from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.shell.clock import Clock, Job, SystemClock, activity
+from jr2_actors.shell.timers import Timers
 from jr2_actors.values.constants import WATCH_WRITTEN_AT_FIELD
 from jr2_actors.values.security import constant_time_equal
 
@@ -196,8 +197,16 @@ class ApiApp:
         self.clock = clock
         self.bookmark_interval = bookmark_interval
         self.closing = threading.Event()
+        # On a virtual clock a watch's timeout and bookmarks are timers on it (a wake put in the watch's
+        # queue), so the clock knows of them and jumps to them; on the real clock the loop's waits suffice.
+        self.timers = Timers(clock, name="fake-watch-timers") if callable(getattr(clock, "attach", None)) else None
 
     def handle(self, r: Request) -> None:
+        # A driven VirtualClock never jumps while a request is served (a parked watch excepted: `_stream`).
+        with activity(self.clock).busy(f"fake API {r.command} {r.url_path}") as job:
+            self._handle(r, job)
+
+    def _handle(self, r: Request, job: Job) -> None:
         path = r.url_path
         if path.startswith("/_fake/"):
             self._control(r, path)
@@ -218,7 +227,7 @@ class ApiApp:
             r.respond_json(503, StatusError(503, "ServiceUnavailable", "the fake API server is stopping").status())
             return
         if isinstance(answer, Opened):
-            self._stream(r, answer.ticket)
+            self._stream(r, answer.ticket, job)
             return
         answer = cast(ApiAnswer, answer)
         r.respond_json(answer.code, answer.doc, answer.headers)
@@ -240,7 +249,7 @@ class ApiApp:
             return
         r.respond_json(200, doc if isinstance(doc, dict) else {"ok": True})
 
-    def _stream(self, r: Request, ticket: WatchTicket) -> None:
+    def _stream(self, r: Request, ticket: WatchTicket, job: Job) -> None:
         spec = ticket.spec
         clock = self.clock
         r.start_chunked()
@@ -249,13 +258,16 @@ class ApiApp:
         next_bookmark = clock.monotonic() + interval if interval else None
         r.close_connection = True  # until the stream ends cleanly; then the connection is reusable
         stalled = False
+        wake = _Wake(self.timers, ticket.queue, f"watch {spec.kind.kind}")
+        nothing_queued = ticket.queue.empty
         try:
             while not self.closing.is_set():
                 if ticket.stalled.is_set():
                     # Sends nothing; notices at once a client that gives up on it (its stall bound).
                     stalled = True
-                    if r.peer_gone(wait=0.05):
-                        return
+                    with job.waiting(lambda: False):
+                        if r.peer_gone(wait=0.05):
+                            return
                     if _drain(ticket.queue):  # what would have been sent is lost, as on a blackholed link
                         return
                     continue
@@ -269,15 +281,25 @@ class ApiApp:
                     if spec.bookmarks:
                         self._bookmark(r, spec)
                     break
+                if wake.on and next_bookmark is not None and interval and now >= next_bookmark:
+                    self._bookmark(r, spec)  # on a virtual clock, at its time even while frames flow
+                    next_bookmark = clock.monotonic() + interval
+                    continue
                 wait = deadline - now
                 if next_bookmark is not None:
                     wait = min(wait, max(next_bookmark - now, 0.0))
+                wake.arm(deadline if next_bookmark is None else min(deadline, next_bookmark),
+                         "bookmark" if next_bookmark is not None and next_bookmark < deadline else "timeout")
                 try:
-                    item = ticket.queue.get(timeout=min(wait, 0.5))
+                    with job.waiting(lambda: not nothing_queued()):  # parked: work again once a frame waits
+                        item = ticket.queue.get(timeout=min(wait, 0.5))
                 except queue.Empty:
                     if next_bookmark is not None and interval and clock.monotonic() >= next_bookmark:
                         self._bookmark(r, spec)
                         next_bookmark = clock.monotonic() + interval
+                    continue
+                if item is _WAKE:
+                    wake.fired()
                     continue
                 if item is END:
                     break
@@ -290,6 +312,7 @@ class ApiApp:
         except OSError:
             pass  # the client went away
         finally:
+            wake.arm(None, "")
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 self.actor.ask(Unwatch(ticket), timeout=ASK_TIMEOUT)
 
@@ -309,6 +332,31 @@ class ApiApp:
         # A bookmark carries the watched kind and only a resourceVersion (CONTRACTS.md §2).
         r.chunk(_line({"type": "BOOKMARK", "object": {"kind": spec.kind.kind, "apiVersion": spec.kind.api_version,
                                                       "metadata": {"resourceVersion": str(rv)}}}))
+
+
+_WAKE = object()  # put in a watch's queue by its timer on a virtual clock: look at the time again
+
+
+class _Wake:
+    """A watch's one timer on a virtual clock (none on the real one): at its timeout or next bookmark."""
+
+    def __init__(self, timers: Timers | None, frames: queue.SimpleQueue[object], what: str) -> None:
+        self._timers, self._frames, self._what = timers, frames, what
+        self._handle: int | None = None
+        self._at: float | None = None
+        self.on = timers is not None
+
+    def arm(self, at: float | None, why: str) -> None:
+        if self._timers is None or at == self._at:
+            return
+        self._timers.cancel(self._handle)
+        self._handle, self._at = None, at
+        if at is not None:
+            put = self._frames.put
+            self._handle = self._timers.schedule(at, lambda: put(_WAKE), f"{self._what}: its {why}")
+
+    def fired(self) -> None:
+        self._handle, self._at = None, None
 
 
 def _drain(frames: queue.SimpleQueue[object]) -> bool:
@@ -348,6 +396,8 @@ class ApiHttpServer:
 
     def stop(self) -> None:
         self._http.stop()
+        if self._app.timers is not None:
+            self._app.timers.stop()
 
 
 # The knobs are the server's vocabulary: FakeCluster and the tests name them through this module.

@@ -33,7 +33,7 @@ from jr2_actors.fake.operator.actor import SandboxChanged, Subscribed, subscribe
 from jr2_actors.fake.operator.core import OperatorCore
 from jr2_actors.harness.tokens import DIGEST_ENV, verify_bearer
 from jr2_actors.shell import Shell, Timers, tell_quietly
-from jr2_actors.shell.clock import Clock
+from jr2_actors.shell.clock import Clock, Job, activity
 
 log = logging.getLogger(__name__)
 
@@ -213,12 +213,18 @@ def _not_serving() -> HarnessReply:
 
 
 class HarnessApp:
-    def __init__(self, long_poll: float) -> None:
+    def __init__(self, long_poll: float, clock: Clock | None = None) -> None:
         self.long_poll = long_poll
         self.actor: pykka.ActorRef[Any] | None = None
         self.closing = threading.Event()
+        self.activity = activity(clock)
 
     def handle(self, r: Request) -> None:
+        # A driven VirtualClock never jumps while a request is served, a long poll parked for a change excepted.
+        with self.activity.busy(f"fake Harness {r.command} {r.url_path}") as job:
+            self._handle(r, job)
+
+    def _handle(self, r: Request, job: Job) -> None:
         body = r.read_body(MAX_BODY)
         if body is None:
             r.respond_json(413, {"error": "body too large"})
@@ -246,8 +252,10 @@ class HarnessApp:
                 break
             # Long-poll: wait for any change, then look once more.
             waited = True
-            if not reply.changed.wait(self.long_poll) or self.closing.is_set():
-                break
+            changed = reply.changed
+            with job.waiting(changed.is_set):
+                if not changed.wait(self.long_poll) or self.closing.is_set():
+                    break
         if reply.raw is not None:
             r.respond(reply.answer.code, reply.raw, "application/json", reply.answer.headers)
         else:
@@ -257,8 +265,9 @@ class HarnessApp:
 class HarnessHttpServer:
     """Binds at once (so its URL is known); serves once `start(actor)` names the actor behind it."""
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, long_poll: float = LONG_POLL_SECONDS) -> None:
-        self._app = HarnessApp(long_poll)
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, long_poll: float = LONG_POLL_SECONDS,
+                 clock: Clock | None = None) -> None:
+        self._app = HarnessApp(long_poll, clock)
         self._http = HttpServer(self._app, host=host, port=port, name="fake-harness-http")
         self._app.closing = self._http.closing
 
