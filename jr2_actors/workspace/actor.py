@@ -104,7 +104,9 @@ class WorkspaceActor(Shell):
         self.core = ws_core.WorkspaceCore(spec.path, memory_limit=spec.definition.memory, rng=jitter_source(seed),
                                      secret_name=spec.secret_name, run_id=spec.run_id,
                                                **core_options)
-        self._harness_factory = harness_factory or (lambda url, token: HarnessClient(url, token, clock=self.clock))
+        # The attach's client times its probes on the Workspace's timers: no thread of its own per attach.
+        self._harness_factory = harness_factory or (
+            lambda url, token: HarnessClient(url, token, clock=self.clock, timers=self._timers))
         self._restored = restored
         self._owns_timers = timers is None
         self._timers = timers or Timers(self.clock, name=f"jr2-ws-timers-{spec.name}")
