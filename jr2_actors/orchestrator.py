@@ -234,6 +234,8 @@ class Orchestrator(Revival):
         except store.STORE_DOWN as e:
             log.warning("a run of %s was refused: the store cannot write (%s: %s)", core.workflow.name,
                         type(e).__name__, e)
+            if isinstance(e, pykka.Timeout):  # the create may still land: what follows it in order takes it back
+                tell_quietly(self._store, store.Withdraw(core.run_id))
             raise Unavailable(f"the store cannot write: {e}") from None
 
     def status(self, run_id: str) -> dict[str, Any] | None:

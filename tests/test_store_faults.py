@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.actor import RunActor
+from jr2_actors.store.actor import Fetch
 from jr2_actors.store.lock import StateDirInUse
 from jr2_actors.store.metrics import STORE_PERSIST_FAILURES, STORE_SET_ASIDE_ROWS
 from jr2_actors.values.constants import RUN_REVIVALS
@@ -115,6 +117,37 @@ def test_submit_returns_once_the_first_row_is_on_disk_and_refuses_while_the_stor
             orch.submit(read_document(WORKFLOW), run_id="r-refused")
         assert orch.status("r-refused") is None and "r-refused" not in [i for i, _ in rows(state)]
         refuse.clear()
+
+
+def test_a_create_whose_ask_timed_out_is_withdrawn_when_it_lands_so_no_run_refused_503_ever_starts(
+        cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store slow past the submit's ask: the client is told 503, but the create is still in the store's
+    mailbox and lands later — it must not become a run nobody was told of (restored and run at the next start)."""
+    from jr2_actors.store.rows import RunStore
+
+    gate, held = threading.Event(), threading.Event()
+    write = RunStore.persist_many
+
+    def slow(store: RunStore, *args: Any, **kwargs: Any) -> Any:
+        held.set()
+        gate.wait(30)  # the disk stalls (an fsync on a busy volume) past the submit's ask
+        return write(store, *args, **kwargs)
+
+    state = tmp_path / "state"
+    with orchestrator(cluster, state) as orch:
+        monkeypatch.setattr("jr2_actors.orchestrator.PERSIST_ASK_SECONDS", 0.2)
+        monkeypatch.setattr(RunStore, "persist_many", slow)
+        with pytest.raises(Unavailable):
+            orch.submit(read_document(WORKFLOW))
+        assert held.is_set()
+        gate.set()  # the create lands now, after its 503
+        assert orch._store is not None
+        assert orch._store.ask(Fetch("x"), timeout=10) is None  # behind the late create (and its withdrawal)
+        assert rows(state) == []
+        assert orch.runs() == []
+    with orchestrator(cluster, state) as again:  # a restart restores nothing: the refused run never starts
+        assert again.runs() == [] and rows(state) == []
+    assert sandboxes_created(cluster) == 0
 
 
 def test_a_live_run_whose_persist_fails_holds_before_its_next_side_effect_and_goes_on_when_the_store_writes(

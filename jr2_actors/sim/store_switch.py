@@ -16,7 +16,7 @@ class StoreSwitch:
     flight, so a copy of the file taken then is what a SIGKILL would leave — and, since a run does nothing
     before its row is written (ADR-0065), the world holds no side effect of a step the copy does not know."""
 
-    NAMES = ("persist_many", "settle", "probe_write", "can_write")  # every write of the store
+    NAMES = ("persist_many", "settle", "probe_write", "can_write", "withdraw")  # every write of the store
 
     def __init__(self) -> None:
         self.refuse = threading.Event()

@@ -55,6 +55,13 @@ STORE_DOWN: tuple[type[BaseException], ...] = (WriteFailed, pykka.Timeout, pykka
 
 
 @dataclass(frozen=True)
+class Withdraw:
+    """Told after a run's create whose ask timed out: the client was answered 503, so the row, if the create
+    landed after all, is deleted — a run nobody was told of must not start at the next restore (ADR-0065)."""
+    run_id: str
+
+
+@dataclass(frozen=True)
 class Restore:
     """Answered with `Restored`: the live runs, and the live rows set aside as unreadable (the boot's
     restore reads nothing else)."""
@@ -125,7 +132,7 @@ class StoreActor(Shell):
         if self._unusable is not None:
             if isinstance(message, Healthy):
                 return str(self._unusable)
-            if isinstance(message, (_Recount, Sweep)):
+            if isinstance(message, (_Recount, Sweep, Withdraw)):
                 return None
             raise self._unusable
         if isinstance(message, Persist):
@@ -144,6 +151,8 @@ class StoreActor(Shell):
             return self.store.finished(message.prefix, message.limit)
         if isinstance(message, Sweep):
             return self._sweep()
+        if isinstance(message, Withdraw):
+            return self._withdraw(message.run_id)
         return None
 
     def _persist(self, first: Persist) -> None:
@@ -220,6 +229,18 @@ class StoreActor(Shell):
             log.warning("the store writes %s again (it could not: %s)", self.store.path, self._write_error)
             self._write_error = ""
 
+    def _withdraw(self, run_id: str) -> None:
+        try:
+            withdrawn = self.store.withdraw(run_id)
+        except Exception as e:  # the disk's: the create did not land either while it refuses, or is restored
+            log.error("run %s was refused (503) but its row could not be withdrawn: %s: %s; a restart may "
+                      "start it", run_id, type(e).__name__, e)
+            return
+        if withdrawn:
+            log.warning("run %s was refused (503: its create timed out) and its row, which landed later, is "
+                        "withdrawn", run_id)
+            self._recount_soon()
+
     def _sweep(self) -> int:
         """Sweep now and keep one hourly chain, however many sweeps are asked for. A sweep that fails (a
         locked or full disk) is logged and tried again next hour: it must not end the store's writer."""
@@ -256,4 +277,4 @@ class StoreActor(Shell):
 
 
 __all__ = ["STORE_DOWN", "STORE_GROUP_COMMIT_ROWS", "Fetch", "Healthy", "ListFinished", "Persist", "Restore",
-           "Restored", "RunRecord", "StoreActor", "StoreUnusable", "Sweep", "Unreadable", "WriteFailed"]
+           "Restored", "RunRecord", "StoreActor", "StoreUnusable", "Sweep", "Unreadable", "Withdraw", "WriteFailed"]

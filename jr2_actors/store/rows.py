@@ -344,6 +344,12 @@ class RunStore:
             counts[str(status)] = counts.get(str(status), 0) + int(n)
         return counts
 
+    def withdraw(self, run_id: str) -> bool:
+        """Delete a live row whose create the client was told failed (its ask timed out); True if one was."""
+        cursor = self.db.connection().execute("DELETE FROM main.runs WHERE run_id = ? AND status = 'live'",
+                                              (run_id,))
+        return int(cursor.rowcount) > 0
+
     def sweep(self, now: float) -> int:
         """Delete every finished row whose terminal write is older than the retention (7 days)."""
         with contextlib.suppress(sqlite3.OperationalError):
