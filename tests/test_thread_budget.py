@@ -41,12 +41,14 @@ def cluster() -> Iterator[FakeCluster]:
         yield c
 
 
-def census() -> tuple[int, int, int, list[str]]:
-    """(our threads, our actors, our seats): the fake cluster's own threads and actors are not counted."""
+def census(before: frozenset[threading.Thread] = frozenset()) -> tuple[int, int, int, list[str]]:
+    """(our threads, our actors, our seats): the fake cluster's own threads and actors are not counted, nor
+    threads alive `before` the test (in one pytest process, an earlier test's leftovers are not this one's)."""
     actors = [ref for ref in pykka.ActorRegistry.get_all() if issubclass(ref.actor_class, OURS)]
     seats = sum(1 for ref in actors if issubclass(ref.actor_class, AgentActor))
     names = (*(cls.__name__ for cls in OURS), "jr2-")
-    mine = [t.name for t in threading.enumerate() if t.name.startswith(names) and not t.name.startswith("jr2-fake")]
+    mine = [t.name for t in threading.enumerate() if t not in before and t.name.startswith(names)
+            and not t.name.startswith("jr2-fake")]
     threads = len(mine)
     return threads, len(actors), seats, mine
 
@@ -54,6 +56,7 @@ def census() -> tuple[int, int, int, list[str]]:
 @pytest.mark.parametrize("runs", [3, 12])
 def test_live_runs_cost_one_thread_per_actor_and_seat_reader_plus_a_fixed_few(cluster: FakeCluster, tmp_path: Path,
                                                                               runs: int) -> None:
+    before = frozenset(threading.enumerate())
     cluster.script("worker", *([Hang()] for _ in range(runs)))
     with Orchestrator(cluster.client(), state_dir=str(tmp_path), signing_key=cluster.signing_key,
                       instance_harness=cluster.instance_harness_url, kube_threads=KUBE, attach_threads=ATTACH,
@@ -64,6 +67,6 @@ def test_live_runs_cost_one_thread_per_actor_and_seat_reader_plus_a_fixed_few(cl
         _, actors, seats, _ = census()
         assert actors == 3 * runs + 2 and seats == runs  # per run: a RunActor, a WorkspaceActor, a seat
         # An admission's probe ends at its next look after the answer: the count settles within moments.
-        wait_until(lambda: (c := census())[0] <= c[1] + c[2] + FIXED, timeout=10,
+        wait_until(lambda: (c := census(before))[0] <= c[1] + c[2] + FIXED, timeout=10,
                    what=f"at most {actors} actors + {seats} seat readers + {FIXED} threads: "
-                        + " ".join(sorted(census()[3])))
+                        + " ".join(sorted(census(before)[3])))
