@@ -36,3 +36,13 @@ def _any_fault(kind: str) -> Fault:
             if fault.kind == kind:
                 return fault
     raise AssertionError(f"no seed drew {kind}")
+
+
+def test_the_table_of_faults_in_docs_reliability_names_the_lever_each_kind_is_played_with() -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "reliability.md").read_text(encoding="utf-8")
+    named = dict(re.findall(r"^\| `([a-z-]+)` \|.*\| `cluster\.faults\.([a-z_]+)` \|$", text, re.MULTILINE))
+    played = {kind: lever[0] for kind in FAULT_KINDS if (lever := cluster_lever(_any_fault(kind), "sbx"))}
+    assert named == played
