@@ -279,5 +279,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def interrupted_main() -> int:
+    """Ctrl-C: the bench under way gets the same SIGINT (one process group) and ends; its temp dir goes with
+    the `with` above; one line and 130, as every command of the project."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print("python -m bench: interrupted", file=sys.stderr)
+        return 130
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(interrupted_main())
