@@ -90,6 +90,7 @@ class Orchestrator(Revival):
         self.run_table = RunTable()  # issue 18: GET /runs reads the rows the runs tell, never asks a run
         self._lock = threading.Lock()
         self._runs: dict[str, pykka.ActorRef[Any]] = {}
+        self._entering: dict[str, bool] = {}  # runs whose actor is starting: True once it told RunFinished
         self._finished = threading.Condition(self._lock)
         self._env: RunEnv | None = None
         self._watch: pykka.ActorRef[Any] | None = None
@@ -368,6 +369,8 @@ class Orchestrator(Revival):
         if isinstance(message, RunFinished):
             with self._finished:
                 self._runs.pop(message.run_id, None)
+                if message.run_id in self._entering:
+                    self._entering[message.run_id] = True  # ended before `_started` entered it
                 self._cancels.discard(message.run_id)
                 self.run_table.forget(message.run_id)  # before a waiter wakes: finished means unlisted
                 self._finished.notify_all()
@@ -442,13 +445,17 @@ class Orchestrator(Revival):
             if self._stopping:
                 return None
             self._starting += 1
+            self._entering[run_id] = False
         ref = None
         try:
             ref = start()
         finally:
             with self._finished:
                 self._starting -= 1
-                if ref is not None:
+                # A run whose first step ended it told `RunFinished` before it was entered: entered now, its
+                # dead ref would be listed for good.
+                ended = self._entering.pop(run_id, False)
+                if ref is not None and not ended:
                     self._runs[run_id] = ref
                 self._finished.notify_all()
         return ref

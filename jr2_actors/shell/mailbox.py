@@ -68,12 +68,16 @@ class Mailbox(queue.Queue[Any]):
             self.handling = True
             return self.queue.popleft()
 
-    def take_while(self, wanted: Callable[[Any], bool], limit: int) -> list[Any]:
+    def take_while(self, wanted: Callable[[Any], bool], limit: int, *, idle_only: bool = False) -> list[Any]:
         """Take, without waiting, the messages at the head for which `wanted(message)` holds (at most
         `limit`): their envelopes, in order. The actor's thread handles them as one (the store's group
-        commit) and answers each itself; the first message that is not wanted stays, so order holds."""
+        commit) and answers each itself; the first message that is not wanted stays, so order holds.
+        `idle_only`: for another thread's take (the watch's I/O thread), nothing while the actor's thread holds
+        a message it took, which is older than any waiting."""
         taken: list[Any] = []
         with self.mutex:
+            if idle_only and self.handling:  # another thread's take: the actor holds an older message
+                return taken
             waiting = self.queue
             while waiting and len(taken) < limit and wanted(waiting[0].message):
                 self.stamps.popleft()

@@ -230,7 +230,8 @@ class WatchActor(Shell):
     def started(self) -> None:
         self._deadline = Deadline(self._timers, self.actor_ref, _Tick(), keep_earlier=True)
         self._io.start()
-        self._step(core.Started())
+        with self._lock:
+            self._step(core.Started())
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, _CONTROL):
@@ -284,7 +285,9 @@ class WatchActor(Shell):
             if self._io_broken:
                 return
             try:
-                for envelope in self.mailbox.take_while(_is_control, WATCH_CONTROL_BATCH):
+                # Only while the actor's thread holds no message: one it took is older than these, and stepping
+                # these first would reorder them (an Unregister before the Register it follows).
+                for envelope in self.mailbox.take_while(_is_control, WATCH_CONTROL_BATCH, idle_only=True):
                     self._control(envelope.message)
                 self._step(event)
             except Exception as e:  # our bug: the actor dies of it, as it would have on its own thread
