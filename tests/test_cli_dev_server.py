@@ -114,6 +114,7 @@ def test_serve_leaves_with_130_on_ctrl_c_and_0_on_sigterm_having_stopped_cleanly
     (("--kubeconfig", "k"), "--kubeconfig has no meaning with --fake-cluster"),
     (("--listen", "127.0.0.1:99999"), "not HOST:PORT"),
     (("--state-dir", "/proc/no/such"), "--state-dir /proc/no/such: cannot create it"),
+    (("--state-dir", "/etc/passwd"), "--state-dir /etc/passwd: cannot create it"),  # a file: no hang, no traceback
 ])
 def test_bad_dev_server_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
     out = subprocess.run([sys.executable, "-m", "jr2_actors", "serve", "--fake-cluster", *args],

@@ -13,6 +13,7 @@ from jr2_actors.fake.pytest_plugin import _time_options
 from jr2_actors.shell import Deadline, Shell, Timers
 from jr2_actors.shell.clock import NeverIdle, Stalled, VirtualClock
 from jr2_actors.shell.pools import CountedPool
+from tests.waiting import wait_until
 
 
 class _Blocking(Shell):
@@ -77,8 +78,8 @@ def test_an_actor_mid_message_is_work_under_way_until_it_has_answered() -> None:
         clock.wait_idle()
         gate.clear()
         answer = ref.ask("wait", block=False)
-        while not clock.busy():  # the take may lag the tell: until then the message waits, which is work too
-            pass
+        # The take may lag the tell: until then the message waits, which is work too.
+        wait_until(lambda: bool(clock.busy()), timeout=10, what="the blocker busy")
         assert any("_Blocking blocker" in b for b in clock.busy())
         with pytest.raises(NeverIdle, match="_Blocking blocker: handling a message"):
             clock.wait_idle(timeout=0.05)

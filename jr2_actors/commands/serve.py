@@ -185,10 +185,12 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
         log.info("stopping: no new requests; the runs' actors stop, their Sandboxes stay for the next start")
         stopping = time.monotonic()
     finally:
-        if dev:
-            _remove(env_file)
-        server.stop()  # its event streams end first, so a follower cannot hold a worker
-        orchestrator.stop()
+        try:
+            if dev:
+                _remove(env_file)
+        finally:
+            server.stop()  # its event streams end first, so a follower cannot hold a worker
+            orchestrator.stop()
     log.info("stopped in %.1fs; a start on %s restores every live run", time.monotonic() - stopping, state_dir)
     return 0
 
@@ -248,7 +250,8 @@ def _write_private(path: str, text: str) -> None:
 
 
 def _remove(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
+    """Gone, or never there: a state dir under a file (`NotADirectoryError`) has none to remove either."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         os.remove(path)
 
 
