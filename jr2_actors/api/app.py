@@ -95,10 +95,6 @@ class HttpError(Exception):
         self.headers: list[tuple[str, str]] = []
 
 
-_REASONS = {200: "OK", 201: "Created", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized",
-            404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict",
-            411: "Length Required", 413: "Payload Too Large", 415: "Unsupported Media Type",
-            422: "Unprocessable Content", 500: "Internal Server Error", 503: "Service Unavailable"}
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # visible ASCII, as the IETF draft's examples
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from jr2_actors.values.metadata import meta_text
 from jr2_actors.watch.sandbox import SandboxView
 from jr2_actors.workspace.messages import WaitOn
 
@@ -70,9 +71,7 @@ def memory_fault(limit: str | None, reason: str, message: str) -> str | None:
 
 def version(obj: Mapping[str, Any]) -> str:
     """An object's resourceVersion as the API server answered it ("" when it says none)."""
-    meta = obj.get("metadata")
-    rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
-    return rv if isinstance(rv, str) else ""
+    return meta_text(obj, "resourceVersion")
 
 
 def newest(known: str, rv: str) -> str:
