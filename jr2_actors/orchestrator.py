@@ -20,7 +20,6 @@ own (`self.telemetry`, one registry per orchestrator), so two orchestrators in o
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -54,6 +53,7 @@ from jr2_actors.values.constants import (
     WATCH_HEALTH_WAIT_SECONDS,
 )
 from jr2_actors.values.errors import Unavailable
+from jr2_actors.values.run_ids import new_run_id
 from jr2_actors.values.timefmt import rfc3339_ms
 from jr2_actors.values.workflow import Workflow, WorkflowError, parse_workflow
 from jr2_actors.watch.actor import Health as WatchHealthAsk
@@ -62,10 +62,6 @@ from jr2_actors.watch.actor import WatchActor, WatchHealth
 log = logging.getLogger(__name__)
 
 DEFAULT_SANDBOX_IMAGE = "ghcr.io/jr2/sandbox:latest"
-
-
-def new_run_id() -> str:
-    return f"r-{secrets.token_hex(6)}"
 
 
 class Orchestrator(Revival):
@@ -285,13 +281,12 @@ class Orchestrator(Revival):
         records = cast(list[store.RunRecord],
                        self._store.ask(store.ListFinished(prefix, limit), timeout=ORCHESTRATOR_ASK_SECONDS))
         with self._lock:
-            live = set(self._runs)
-        return [stored_listing_doc(r.run_id, r.blob) for r in records
-                if r.run_id not in live and r.run_id not in self._set_aside]
+            shown_elsewhere = set(self._runs) | self._set_aside
+        return [stored_listing_doc(r.run_id, r.blob) for r in records if r.run_id not in shown_elsewhere]
 
     def document(self, run_id: str) -> dict[str, Any] | None:
         """The workflow document a run was submitted with (`resubmit`): every run's first row holds it."""
-        record = None if run_id in self._set_aside else self._fetch(run_id)
+        record = None if self._is_set_aside(run_id) else self._fetch(run_id)
         document = record.blob.get("document") if record is not None else None
         return document if isinstance(document, dict) else None
 
@@ -401,13 +396,17 @@ class Orchestrator(Revival):
     def _stored(self, run_id: str) -> tuple[RunCore, bool] | None:
         """The run as its row keeps it (read only, nothing started), and whether the row is live. A row
         set aside (it cannot be restored) is not served: None."""
-        if run_id in self._set_aside:
+        if self._is_set_aside(run_id):
             return None
         record = self._fetch(run_id)
         if record is None:
             return None
         core, _ = RunCore.restore(record.blob, self.clock.monotonic(), self.clock.wall())
         return core, record.status == "live"
+
+    def _is_set_aside(self, run_id: str) -> bool:
+        with self._lock:  # the restore's thread adds to it while the API's threads read it
+            return run_id in self._set_aside
 
     def _put_aside(self, run_id: str, problem: str) -> None:
         """A live row that cannot be restored: one line naming it; the row stays as it is on disk, counted

@@ -29,6 +29,7 @@ from jr2_actors.commands.common import (
 )
 from jr2_actors.run.render import cluster_line, duration, feed_line, local_clock, local_time, status_lines
 from jr2_actors.values.errors import one_line
+from jr2_actors.values.run_ids import FULL_RUN_ID  # anything else is a prefix to resolve
 from jr2_actors.values.timefmt import parse_rfc3339
 
 if TYPE_CHECKING:  # requests loads when a command calls the server, not for --help (issue 19 item 8)
@@ -47,7 +48,6 @@ OUTPUTS = ("table", "wide", "json", "yaml")
 RESUME_SECONDS = 60.0  # a follow whose feed broke off tries to resume (Last-Event-ID) for this long
 RESUME_PAUSE_SECONDS = 1.0
 SUBMIT_TRIES = 3  # a submit whose connection fails is sent again with the same Idempotency-Key
-FULL_RUN_ID = re.compile(r"r-[0-9a-f]{12}")  # orchestrator.new_run_id: anything else is a prefix to resolve
 
 
 def add_parsers(sub: Any) -> None:

@@ -1,0 +1,16 @@
+"""A run's id as the Orchestrator mints it: one source for the minting and for the clients that tell a whole
+id from a prefix to resolve."""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+RUN_ID_PREFIX = "r-"
+_RUN_ID_BYTES = 6  # 48 random bits: the ids of a store's 7 days of runs never meet
+
+FULL_RUN_ID = re.compile(re.escape(RUN_ID_PREFIX) + f"[0-9a-f]{{{2 * _RUN_ID_BYTES}}}")
+
+
+def new_run_id() -> str:
+    return f"{RUN_ID_PREFIX}{secrets.token_hex(_RUN_ID_BYTES)}"
