@@ -2,29 +2,25 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import requests
 
 from jr2_actors.sim.serve_process import ServeProcess
+from tests import cli_process
 
 TOKEN = "serve-test-token-0123456789abcdef"
 KEY = "serve-test-signing-key-0123456789abcdef-0123456789"
 
 
 def serve_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
-    env.update({"JR2_INSTANCE_TOKEN": TOKEN, "JR2_SIGNING_KEY": KEY, "PYTHONUNBUFFERED": "1"}, **extra)
-    return env
+    return cli_process.clean_env(JR2_INSTANCE_TOKEN=TOKEN, JR2_SIGNING_KEY=KEY, PYTHONUNBUFFERED="1", **extra)
 
 
 def jr2(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "jr2_actors", *args], capture_output=True, text=True,
-                          env=env or serve_env(), timeout=timeout, check=False)
+    return cli_process.jr2(*args, env=env or serve_env(), timeout=timeout)
 
 
 class Serve(ServeProcess):

@@ -5,9 +5,7 @@ stop saying it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from jr2_actors.api.server import ApiServer
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.values.workflow import read_document
+from tests import cli_process
 from tests.waiting import wait_until
 from tests.workflows import one_state
 
@@ -25,9 +24,7 @@ TOKEN = "unreachable-test-token-0123456789"
 
 
 def jr2(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")} | {"JR2_INSTANCE_TOKEN": TOKEN}
-    return subprocess.run([sys.executable, "-m", "jr2_actors", *args], capture_output=True, text=True, env=env,
-                          timeout=60, check=False)
+    return cli_process.jr2(*args, token=TOKEN)
 
 
 def test_status_and_runs_say_the_cluster_cannot_be_reached_until_it_answers(tmp_path: Path) -> None:

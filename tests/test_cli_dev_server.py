@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.sim.serve_process import LogTail
+from tests import cli_process
 from tests.serving import KEY, jr2, serve_env
 
 pytestmark = pytest.mark.slow
@@ -34,7 +36,7 @@ def readme_block(mark: str) -> str:
 
 
 def clean_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
+    env = cli_process.clean_env()
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # this venv's jr2-actors
     env["TMPDIR"] = str(tmp_path)  # mktemp -d and every temp folder land in the test's own
     env["PYTHONUNBUFFERED"] = "1"
@@ -58,17 +60,10 @@ class DevServer:
         self.proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", "serve", "--fake-cluster", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env=clean_env(tmp_path))
-        self.out: list[str] = []
-        self.ready = threading.Event()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.out.append(line)
-            if line.startswith("Ctrl-C stops it."):
-                self.ready.set()
-        self.ready.set()
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.stdout = LogTail(self.proc.stdout, re.compile(r"^Ctrl-C stops it\."), "dev-server-out")
+        self.stderr = LogTail(self.proc.stderr, re.compile(r"(?!)"), "dev-server-log")  # read, never waited on
+        self.out = self.stdout.lines
 
     def field(self, name: str) -> str:
         found = re.search(rf"^  {name}\s+(?:\. )?(\S+)", "".join(self.out), re.M)
@@ -79,14 +74,13 @@ class DevServer:
 def test_the_dev_server_prints_its_url_and_token_file_and_serves_the_client_commands(tmp_path: Path) -> None:
     dev = DevServer(tmp_path)
     try:
-        assert dev.ready.wait(60), dev.out
+        assert dev.stdout.ready(60), dev.out
         url, token_file, state = dev.field("API"), dev.field("token"), dev.field("state")
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url) and not url.endswith(":0")  # the port chosen
         assert Path(state).parent == tmp_path and Path(token_file).parent == Path(state)  # a fresh temp folder
         assert os.stat(token_file).st_mode & 0o077 == 0
         env = clean_env(tmp_path) | {"JR2_SERVER": url, "JR2_INSTANCE_TOKEN": Path(token_file).read_text().strip()}
-        runs = subprocess.run([sys.executable, "-m", "jr2_actors", "runs"], env=env, capture_output=True, text=True,
-                              timeout=60, check=False)
+        runs = jr2("runs", env=env)
         assert runs.returncode == 0, runs.stderr
     finally:
         dev.proc.send_signal(signal.SIGINT)
@@ -100,12 +94,11 @@ def test_serve_leaves_with_130_on_ctrl_c_and_0_on_sigterm_having_stopped_cleanly
     """Issue 19 item 2: Ctrl-C is 130 as in every command; SIGTERM is the clean stop Kubernetes asks of a pod,
     0. Either way the stop is the same: logged at INFO, nothing left behind."""
     dev = DevServer(tmp_path)
-    assert dev.ready.wait(60), dev.out
+    assert dev.stdout.ready(60), dev.out
     state = dev.field("state")
     dev.proc.send_signal(sig)
     assert dev.proc.wait(30) == code
-    assert dev.proc.stderr is not None
-    err = dev.proc.stderr.read()
+    err = dev.stderr.whole(30)
     assert "Traceback" not in err and " INFO jr2_actors.serve: stopped" in err, err
     assert not Path(state).exists()
 
@@ -117,8 +110,7 @@ def test_serve_leaves_with_130_on_ctrl_c_and_0_on_sigterm_having_stopped_cleanly
     (("--state-dir", "/etc/passwd"), "--state-dir /etc/passwd: cannot create it"),  # a file: no hang, no traceback
 ])
 def test_bad_dev_server_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "jr2_actors", "serve", "--fake-cluster", *args],
-                         env=clean_env(tmp_path), capture_output=True, text=True, timeout=60, check=False)
+    out = jr2("serve", "--fake-cluster", *args, env=clean_env(tmp_path))
     assert out.returncode == 2, out
     assert says in out.stderr and out.stderr.strip().count("\n") == 0 and "Traceback" not in out.stderr, out.stderr
 

@@ -3,13 +3,12 @@ rules are POST /runs's own (one source, `workflow.parse_workflow`), and the grap
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from jr2_actors.values.workflow import WorkflowError, parse_workflow, read_document
+from tests.cli_process import jr2
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "jr2_actors" / "examples" / "fix-and-review.yaml"
 DEAD_END = """name: dead-end
@@ -29,11 +28,6 @@ states:
     on: {again: a}
   done: {final: done}
 """
-
-
-def jr2(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "jr2_actors", *args], capture_output=True, text=True, timeout=60,
-                          check=False)
 
 
 def test_lint_passes_the_bundled_examples() -> None:

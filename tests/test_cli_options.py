@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 from jr2_actors.cli import build_parser
+from tests.cli_process import jr2
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "jr2_actors", *args], capture_output=True, text=True, timeout=60,
-                          check=False, env=env)
+    return jr2(*args, env=env)
 
 
 @pytest.fixture

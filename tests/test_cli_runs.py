@@ -24,6 +24,7 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.values.workflow import read_document
+from tests import cli_process
 from tests.waiting import wait_until
 from tests.workflows import one_state
 
@@ -34,13 +35,7 @@ WORKFLOW = one_state("cli")
 
 def jr2(*args: str, token: str | None = TOKEN, timeout: float = 60,
         tz: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
-    if tz is not None:
-        env["TZ"] = tz
-    if token is not None:
-        env["JR2_INSTANCE_TOKEN"] = token
-    return subprocess.run([sys.executable, "-m", "jr2_actors", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, check=False)
+    return cli_process.jr2(*args, token=token, tz=tz, timeout=timeout)
 
 
 def one_line_exit_2(out: subprocess.CompletedProcess[str], says: str) -> None:

@@ -22,6 +22,7 @@ from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.values.backoff import Backoff
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.identity import annotations_for, labels_for, sandbox_name
+from tests.cli_process import jr2
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -137,8 +138,7 @@ def test_each_fault_knob_prints_its_termination_and_the_deliveries_follow(
 
 def test_watch_refuses_a_missing_kubeconfig_by_name(tmp_path: Path) -> None:
     missing = str(tmp_path / "nope")
-    result = subprocess.run([sys.executable, "-m", "jr2_actors", "watch", "--namespace", "jr2", "--kubeconfig",
-                             missing], capture_output=True, text=True, timeout=60, check=False)
+    result = jr2("watch", "--namespace", "jr2", "--kubeconfig", missing)
     assert result.returncode == 2
     assert missing in result.stderr
 

@@ -131,13 +131,11 @@ def test_a_failing_test_with_the_marker_prints_the_faults_it_met_as_a_schedule(t
     (None, "cannot read it"), ("[{at: 1, fault: explode}]", "no fault named 'explode'"),
     ("{{{", "not JSON or YAML"), ('{"at": 1}', "a list")])
 def test_fake_cluster_refuses_a_bad_faults_file_in_one_line(tmp_path: Any, content: str | None, says: str) -> None:
-    import subprocess
-    import sys
+    from tests.cli_process import jr2
 
     path = tmp_path / "faults.yaml"
     if content is not None:
         path.write_text(content)
-    done = subprocess.run([sys.executable, "-m", "jr2_actors", "fake-cluster", "--kubeconfig-out",
-                           str(tmp_path / "kc"), "--faults", str(path)], capture_output=True, text=True, timeout=60)
+    done = jr2("fake-cluster", "--kubeconfig-out", str(tmp_path / "kc"), "--faults", str(path))
     assert done.returncode == 2 and says in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "kc").exists()

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -20,6 +17,7 @@ from jr2_actors.api.app import Api
 from jr2_actors.api.server import ApiServer
 from jr2_actors.values.errors import Unavailable
 from tests.backends import QuietBackend
+from tests.cli_process import jr2
 from tests.workflows import one_state
 
 TOKEN = "idempotency-test-token-0123456789"
@@ -152,9 +150,8 @@ def test_the_cli_retries_a_lost_submit_with_its_key_and_makes_one_run(served: tu
     with http.server.ThreadingHTTPServer(("127.0.0.1", 0), LosesFirstAnswer) as proxy:
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
         try:
-            out = subprocess.run([sys.executable, "-m", "jr2_actors", "submit", str(path), "--server",
-                                  f"http://127.0.0.1:{proxy.server_address[1]}", "--json"], capture_output=True,
-                                 text=True, timeout=60, check=False, env={**os.environ, "JR2_INSTANCE_TOKEN": TOKEN})
+            out = jr2("submit", str(path), "--server", f"http://127.0.0.1:{proxy.server_address[1]}", "--json",
+                      token=TOKEN)
         finally:
             proxy.shutdown()
     assert out.returncode == 0, out.stderr

@@ -3,14 +3,13 @@ refuses a bad `--seeds` in one line."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from jr2_actors.sim.runner import Sim
 from jr2_actors.sim.schedule import draw
+from tests.cli_process import jr2
 
 pytestmark = pytest.mark.slow
 
@@ -26,16 +25,14 @@ CI_SEEDS = "1-24"  # a fixed set CI plays on every change (docs/reliability.md);
 
 
 def test_the_fixed_ci_seeds_hold_every_invariant() -> None:
-    done = subprocess.run([sys.executable, "-m", "jr2_actors", "sim", "--seeds", CI_SEEDS, "--jobs", "4"],
-                          capture_output=True, text=True, timeout=600)
+    done = jr2("sim", "--seeds", CI_SEEDS, "--jobs", "4", timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "24 seed(s)" in done.stdout and ", 0 failed" in done.stdout
 
 
 @pytest.mark.parametrize("seeds", ["x", "5-1", ""])
 def test_sim_refuses_seeds_that_are_not_seeds_in_one_line_and_exit_2(seeds: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "jr2_actors", "sim", "--seeds", seeds], capture_output=True,
-                          text=True, timeout=60)
+    done = jr2("sim", "--seeds", seeds)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "seed" in done.stderr and "Traceback" not in done.stderr
 

@@ -213,9 +213,7 @@ class Trial:
                     feeds = {run_id: self._feed(again.url, run_id) for run_id in accepted}
                     caught_up = time.monotonic() + 10
                     for f in followers:
-                        newest = max(feeds.get(f.run_id) or {0: ""})
-                        while f.last < newest and time.monotonic() < caught_up:
-                            time.sleep(0.02)  # the follower reads on its own thread; this only looks again
+                        f.wait_for(max(feeds.get(f.run_id) or {0: ""}), max(caught_up - time.monotonic(), 0))
                     stop_following.set()
                     again.proc.send_signal(signal.SIGTERM)
                     try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,8 +57,19 @@ class FeedRecord:
         self.lines: dict[int, str] = {}
         self.problems: list[str] = []
         self.last = 0
+        self._grown = threading.Condition()
+
+    def wait_for(self, newest: int, seconds: float) -> bool:
+        """Whether the follower's own thread has read up to `newest` within `seconds`."""
+        with self._grown:
+            return self._grown.wait_for(lambda: self.last >= newest, seconds)
 
     def take(self, event_id: int, text: str) -> None:
+        with self._grown:
+            self._take(event_id, text)
+            self._grown.notify_all()
+
+    def _take(self, event_id: int, text: str) -> None:
         if event_id <= self.last:
             self.problems.append(f"{self.run_id}: feed id {event_id} came after id {self.last}")
         seen = self.lines.get(event_id)

@@ -221,9 +221,7 @@ class Sim:
             feeds = {plan.run_id: self._stored_feed(orch, plan.run_id) for plan in schedule.runs}
             caught_up = time.monotonic() + 5.0
             for follower in followers:  # each reader takes the lines of its finished run, then stops
-                newest = max(feeds.get(follower.run_id) or {0: ""})
-                while follower.last < newest and time.monotonic() < caught_up:
-                    time.sleep(0.01)  # the follower reads on its own thread; this only looks again
+                follower.wait_for(max(feeds.get(follower.run_id) or {0: ""}), max(caught_up - time.monotonic(), 0))
         finally:
             stop_following.set()
             for follower in followers:
@@ -387,7 +385,7 @@ def _settled_threads(before: set[threading.Thread]) -> list[str]:
         if not left or time.monotonic() >= deadline:
             frames = sys._current_frames()
             return [f"{t.name} at {_where(frames.get(t.ident or -1))}" for t in left]
-        time.sleep(0.05)  # threads end on their own; this only looks again
+        left[0].join(max(deadline - time.monotonic(), 0))  # threads end on their own; a new one is looked at next
 
 
 def _where(frame: Any) -> str:
