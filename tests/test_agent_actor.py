@@ -83,8 +83,11 @@ def make_seat() -> Iterator[Callable[..., Seat]]:
     refs: list[pykka.ActorRef[Any]] = []
     clusters: list[FakeCluster] = []
     timers: list[Timers] = []
+    given: list[HarnessClients] = []  # a seat closes only the registry it made itself
 
     def make(harnesses: HarnessClients | None = None) -> Seat:
+        if harnesses is not None:
+            given.append(harnesses)
         clock = VirtualClock()
         cluster = FakeCluster(clock=clock, start_seconds=1, long_poll=0.2).__enter__()
         clusters.append(cluster)
@@ -101,6 +104,8 @@ def make_seat() -> Iterator[Callable[..., Seat]]:
     yield make
     for ref in refs:
         ref.stop(block=True, timeout=10)
+    for harnesses in given:
+        harnesses.close()
     for timer in timers:
         timer.stop()
     for pool in pools:
@@ -267,9 +272,17 @@ class _Stubbed(HarnessClients):
     def __init__(self, make: Callable[[str, str], HarnessClient]) -> None:
         super().__init__()
         self.make = make
+        self.made: list[HarnessClient] = []
 
     def get(self, endpoint: str, token: str) -> HarnessClient:
-        return self.make(endpoint, token)
+        client = self.make(endpoint, token)
+        self.made.append(client)
+        return client
+
+    def close(self) -> None:
+        super().close()
+        for client in self.made:
+            client.close()  # its own timer thread ends with it
 
 
 def test_a_failed_pick_answer_reaches_the_run(make_seat: Callable[..., Seat]) -> None:
