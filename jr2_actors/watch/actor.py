@@ -254,9 +254,10 @@ class WatchActor(Shell):
         self._timers.stop(self._budget)
         if not self._io.stop(self._budget):
             log.error("the watch I/O thread did not end within %.1fs", self._budget)
-        for key, recipient in list(self._recipients.items()):
+        with self._lock:  # an I/O thread that did not end in time may still step (and read them)
+            recipients, self._recipients = self._recipients, {}
+        for key, recipient in recipients.items():
             tell_quietly(recipient, WatchClosed(key))
-        self._recipients.clear()
 
     def _control(self, message: Register | Unregister | OwnWrite | _Tick) -> None:
         """A message that steps the core; the caller holds `_lock`."""
