@@ -106,7 +106,9 @@ def test_store_actor_persists_by_ask_restores_and_sweeps_at_boot(tmp_path: Path)
     seed.persist("kept", "live", {"s": 1}, None, T0 - 8 * DAY)
     seed.close()
     clock = VirtualClock(wall=T0)
-    ref = StoreActor.start(str(tmp_path), clock=clock)
+    # The hourly chain is not due within the 8 days advanced below: its own Sweep, told from the timer
+    # thread, would race this test's and could take r2 first (the asked Sweep then counts 0).
+    ref = StoreActor.start(str(tmp_path), clock=clock, sweep_interval=30 * DAY)
     try:
         assert ref.ask(Fetch("stale"), timeout=10) is None  # swept at boot
         ref.ask(Persist("r2", "live", {"state": "code"}), timeout=10)
