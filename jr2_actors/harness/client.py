@@ -199,19 +199,19 @@ class HarnessClient:
     def _while_alive(self, cut: Cut) -> Iterator[threading.Event]:
         """While the block runs, ask `/healthz` every `ADMISSION_PROBE_SECONDS` on a thread of its own; after
         `ADMISSION_PROBE_MISSES` misses in a row, fire `cut` and set the event it yields."""
-        done, dead = threading.Event(), threading.Event()
+        done, dead, wake = threading.Event(), threading.Event(), threading.Event()
         timers = self._timer_thread()
 
         def probe() -> None:
             misses = 0
             while not done.is_set():
-                due = threading.Event()
-                handle = timers.schedule(self.clock.monotonic() + ADMISSION_PROBE_SECONDS, due.set)
-                while not due.wait(0.05):
-                    if done.is_set() or not timers.alive:
-                        timers.cancel(handle)
-                        return
-                if done.is_set():
+                wake.clear()
+                if done.is_set():  # the block ended between the look and the clear: its wake is gone
+                    return
+                handle = timers.schedule(self.clock.monotonic() + ADMISSION_PROBE_SECONDS, wake.set)
+                wake.wait()  # the probe's time, or the block's end (which also ends a stopped timer's wait)
+                if done.is_set() or not timers.alive:
+                    timers.cancel(handle)
                     return
                 misses = 0 if self.healthz() else misses + 1
                 if misses >= ADMISSION_PROBE_MISSES and not done.is_set():
@@ -224,7 +224,8 @@ class HarnessClient:
         try:
             yield dead
         finally:
-            done.set()  # the thread ends at its next look (a /healthz in flight first finishes; a late fire
+            done.set()
+            wake.set()  # the thread ends now (a /healthz in flight first finishes; a late fire
             # finds the admission's connection released, and shuts nothing another request holds)
 
     def updates(self, stream_url: str, offset: str, *, cut: Cut | None = None) -> Updates:
