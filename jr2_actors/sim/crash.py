@@ -29,10 +29,8 @@ import requests
 from jr2_actors.api import sse
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness import core as fake_harness
-from jr2_actors.harness import briefing
-from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.sim import invariants
-from jr2_actors.sim.runner import harness_actions, sandbox_facts
+from jr2_actors.sim.runner import cluster_facts, harness_actions
 from jr2_actors.sim.schedule import HARNESS_MODELS, SHAPES, RunPlan, guard_peaks, scripts_for, workflow
 from jr2_actors.sim.serve_process import ServeProcess
 
@@ -226,22 +224,11 @@ class Trial:
                     for f in followers:
                         f.join(5)
             faulting.cancel()
-            cluster.restart()
-            lister = cluster.client()
-            try:
-                objects = lister.list(SANDBOX).items
-            finally:
-                lister.close()
             facts = invariants.Facts(
-                runs=accepted, statuses=statuses, cancelled=set(), admissions=cluster.admissions(),
-                kills=cluster.harness(lambda core: core.kill_log()),
-                reads=cluster.harness(lambda core: list(core.read_log)), restart_marks=[killed_admissions],
-                sandboxes=[sandbox_facts(o) for o in objects],
-                follower_lines={f.run_id: dict(f.lines) for f in followers},
-                follower_problems=[p for f in followers for p in f.problems],
-                stored_feeds=feeds if accepted else {}, nudge_text=briefing.NUDGE,
+                runs=accepted, statuses=statuses, cancelled=set(), restart_marks=[killed_admissions],
+                stored_feeds=feeds if accepted else {},
                 stuck={r: d for r, d in self.last_docs.items() if statuses.get(r) not in invariants.TERMINAL},
-                readmit_text=briefing.READMIT)
+                **cluster_facts(cluster, followers))
             violations += invariants.check(facts)
         return TrialResult(self.trial, violations, time.monotonic() - started, len(accepted), killed_at, statuses,
                            self.describe)

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,28 +227,15 @@ class Sim:
             for follower in followers:
                 follower.join(5)
             self._stop(current.get())
-        cluster.restart()  # every fault off, so the last look at the cluster is answered
-        lister = cluster.client()
-        try:
-            objects = lister.list(SANDBOX).items
-        finally:
-            lister.close()
         facts = invariants.Facts(
             runs={plan.run_id: plan for plan in schedule.runs},
             statuses=statuses,
             cancelled=set(self.cancelled),
-            admissions=cluster.admissions(),
-            kills=cluster.harness(lambda core: core.kill_log()),
-            reads=cluster.harness(lambda core: list(core.read_log)),
             restart_marks=list(self.restarts),
-            sandboxes=[sandbox_facts(obj) for obj in objects],
-            follower_lines={f.run_id: dict(f.lines) for f in followers},
-            follower_problems=[p for f in followers for p in f.problems],
             stored_feeds=feeds,
             stuck=stuck,
             tracebacks=list(errors.records),
-            nudge_text=briefing.NUDGE,
-            readmit_text=briefing.READMIT,
+            **cluster_facts(cluster, followers),
         )
         return invariants.check(facts), statuses
 
@@ -391,6 +378,23 @@ def _settled_threads(before: set[threading.Thread]) -> list[str]:
 def _where(frame: Any) -> str:
     stack = traceback.extract_stack(frame)[-4:] if frame is not None else []
     return " < ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in reversed(stack)) or "?"
+
+
+def cluster_facts(cluster: FakeCluster, followers: Sequence[invariants.FeedRecord]) -> dict[str, Any]:
+    """What the cluster and the followers hold at a seed's or a trial's end, for `invariants.Facts`: the
+    cluster restarted first (every fault off), so the last look at it is answered."""
+    cluster.restart()
+    lister = cluster.client()
+    try:
+        objects = lister.list(SANDBOX).items
+    finally:
+        lister.close()
+    return {"admissions": cluster.admissions(), "kills": cluster.harness(lambda core: core.kill_log()),
+            "reads": cluster.harness(lambda core: list(core.read_log)),
+            "sandboxes": [sandbox_facts(obj) for obj in objects],
+            "follower_lines": {f.run_id: dict(f.lines) for f in followers},
+            "follower_problems": [p for f in followers for p in f.problems],
+            "nudge_text": briefing.NUDGE, "readmit_text": briefing.READMIT}
 
 
 def sandbox_facts(obj: dict[str, Any]) -> dict[str, Any]:
