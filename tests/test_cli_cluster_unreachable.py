@@ -10,12 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from jr2_actors.api.app import Api
-from jr2_actors.api.server import ApiServer
-from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.values.workflow import read_document
 from tests import cli_process
+from tests.api_on_fake import api_on_fake
 from tests.waiting import wait_until
 from tests.workflows import one_state
 
@@ -28,29 +25,21 @@ def jr2(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_status_and_runs_say_the_cluster_cannot_be_reached_until_it_answers(tmp_path: Path) -> None:
-    with FakeCluster(start_seconds=0.05, bookmark_interval=None, harness=False) as cluster:
-        cluster.away(True, status=503)
-        client = cluster.client()
-        with Orchestrator(client, state_dir=str(tmp_path / "state"), signing_key=cluster.signing_key) as orch:
-            api = ApiServer(Api(orch, TOKEN))
-            api.start()
-            try:
-                run_id = orch.submit(read_document(one_state("cut-off")))
-                wait_until(lambda: "error" in ((orch.status(run_id) or {}).get("cluster") or {}), timeout=60,
-                           what="status naming the cluster's error")
-                doc = json.loads(jr2("status", run_id, "--server", api.url, "-o", "json").stdout)
-                assert doc["cluster"]["reachable"] is False and doc["cluster"]["listed"] is False
-                assert "503" in doc["cluster"]["error"] and doc["cluster"]["since"] and doc["cluster"]["failures"] >= 1
-                status = jr2("status", run_id, "--server", api.url)
-                assert status.returncode == 0, status.stderr
-                assert "  the cluster cannot be reached: the Sandbox watch has not answered a list yet (for " \
-                    in status.stdout and "503" in status.stdout, status.stdout
-                runs = jr2("runs", "--server", api.url)
-                assert runs.stdout.startswith("the cluster cannot be reached: "), runs.stdout
-                cluster.away(False)
-                wait_until(lambda: "cluster" not in (orch.status(run_id) or {"cluster": 1}), timeout=60,
-                           what="the watch listing once the cluster answers")
-                assert "cannot be reached" not in jr2("status", run_id, "--server", api.url).stdout
-            finally:
-                api.stop()
-        client.close()
+    away = api_on_fake(tmp_path, TOKEN, before=lambda cluster: cluster.away(True, status=503), harness=False)
+    with away as (url, cluster, orch):
+        run_id = orch.submit(read_document(one_state("cut-off")))
+        wait_until(lambda: "error" in ((orch.status(run_id) or {}).get("cluster") or {}), timeout=60,
+                   what="status naming the cluster's error")
+        doc = json.loads(jr2("status", run_id, "--server", url, "-o", "json").stdout)
+        assert doc["cluster"]["reachable"] is False and doc["cluster"]["listed"] is False
+        assert "503" in doc["cluster"]["error"] and doc["cluster"]["since"] and doc["cluster"]["failures"] >= 1
+        status = jr2("status", run_id, "--server", url)
+        assert status.returncode == 0, status.stderr
+        assert "  the cluster cannot be reached: the Sandbox watch has not answered a list yet (for " \
+            in status.stdout and "503" in status.stdout, status.stdout
+        runs = jr2("runs", "--server", url)
+        assert runs.stdout.startswith("the cluster cannot be reached: "), runs.stdout
+        cluster.away(False)
+        wait_until(lambda: "cluster" not in (orch.status(run_id) or {"cluster": 1}), timeout=60,
+                   what="the watch listing once the cluster answers")
+        assert "cannot be reached" not in jr2("status", run_id, "--server", url).stdout

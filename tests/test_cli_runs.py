@@ -25,6 +25,7 @@ from jr2_actors.fake.harness.core import Hang, Pick
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.values.workflow import read_document
 from tests import cli_process
+from tests.api_on_fake import api_on_fake
 from tests.waiting import wait_until
 from tests.workflows import one_state
 
@@ -109,24 +110,9 @@ def test_demo_keep_stays_up_until_ctrl_c_and_leaves_nothing_behind(tmp_path: Pat
 
 # -- the client commands ---------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def api_on_fake(tmp_path: Path) -> Iterator[tuple[str, FakeCluster, Orchestrator]]:
-    """The API of an orchestrator on a fake cluster: its URL, the cluster, the orchestrator."""
-    with FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=None) as cluster:
-        client = cluster.client()
-        with Orchestrator(client, state_dir=str(tmp_path / "state"), signing_key=cluster.signing_key) as orch:
-            api = ApiServer(Api(orch, TOKEN))
-            api.start()
-            try:
-                yield api.url, cluster, orch
-            finally:
-                api.stop()
-        client.close()
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, FakeCluster, Orchestrator]]:
-    with api_on_fake(tmp_path) as served:
+    with api_on_fake(tmp_path, TOKEN) as served:
         yield served
 
 
@@ -283,25 +269,17 @@ def test_events_gives_up_on_a_server_that_does_not_come_back(server: tuple[str, 
 def test_a_run_waiting_for_capacity_is_marked_in_runs(tmp_path: Path) -> None:
     from jr2_actors.fake.operator.core import Node
 
-    with FakeCluster(nodes=[Node("tiny", 100, 2**30)], harness=False, bookmark_interval=None) as cluster:
-        client = cluster.client()
-        with Orchestrator(client, state_dir=str(tmp_path / "state"), signing_key=cluster.signing_key) as orch:
-            api = ApiServer(Api(orch, TOKEN))
-            api.start()
-            try:
-                path = tmp_path / "wf.yaml"
-                path.write_text(WORKFLOW)
-                run_id = json.loads(jr2("submit", str(path), "--server", api.url, "--json").stdout)["runId"]
-                wait_until(lambda: bool(orch.status(run_id)["waiting"]), what="waiting")  # type: ignore[index]
-                runs = jr2("runs", "--server", api.url)
-                head, row = runs.stdout.splitlines()
-                assert head.split()[-1] == "PLACING" and row.split()[0] == run_id and row.split()[-1] == "W"
-                status = jr2("status", run_id, "--server", api.url)
-                assert "W waiting for a node: 0/1 nodes are available: 1 Insufficient cpu. (capacity, since " \
-                    in status.stdout
-            finally:
-                api.stop()
-        client.close()
+    with api_on_fake(tmp_path, TOKEN, nodes=[Node("tiny", 100, 2**30)], harness=False) as (url, _, orch):
+        path = tmp_path / "wf.yaml"
+        path.write_text(WORKFLOW)
+        run_id = json.loads(jr2("submit", str(path), "--server", url, "--json").stdout)["runId"]
+        wait_until(lambda: bool(orch.status(run_id)["waiting"]), what="waiting")  # type: ignore[index]
+        runs = jr2("runs", "--server", url)
+        head, row = runs.stdout.splitlines()
+        assert head.split()[-1] == "PLACING" and row.split()[0] == run_id and row.split()[-1] == "W"
+        status = jr2("status", run_id, "--server", url)
+        assert "W waiting for a node: 0/1 nodes are available: 1 Insufficient cpu. (capacity, since " \
+            in status.stdout
 
 
 def test_a_refused_token_is_one_line_and_exit_2(server: tuple[str, FakeCluster, Orchestrator]) -> None:

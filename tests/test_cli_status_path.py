@@ -14,14 +14,15 @@ from jr2_actors.fake.harness.core import Pick
 from jr2_actors.run.blob import restore, snapshot
 from jr2_actors.run.core import RunCore
 from jr2_actors.values.workflow import parse_workflow, read_document
-from tests.test_cli_runs import api_on_fake, jr2, one_line_exit_2
+from tests.api_on_fake import api_on_fake
+from tests.test_cli_runs import TOKEN, jr2, one_line_exit_2
 
 EXAMPLE = resources.files("jr2_actors").joinpath("examples/fix-and-review.yaml").read_text()
 
 
 @pytest.mark.slow
 def test_status_wide_marks_the_path_the_run_took_in_its_graph(tmp_path: Path) -> None:
-    with api_on_fake(tmp_path) as (url, cluster, orch):
+    with api_on_fake(tmp_path, TOKEN) as (url, cluster, orch):
         cluster.script("coder", [Pick("finish")], [Pick("finish")])
         cluster.script("reviewer", [Pick("reject")], [Pick("approve")])
         run_id = orch.submit(read_document(EXAMPLE))

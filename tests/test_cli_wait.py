@@ -13,16 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from jr2_actors.api.app import Api
-from jr2_actors.api.server import ApiServer
 from jr2_actors.commands.client import EXIT_BY_STATUS
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Pick
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.values.workflow import read_document
+from tests.api_on_fake import api_on_fake
 from tests.slow_server import SlowServer
-from tests.test_cli_runs import TOKEN, WORKFLOW, api_on_fake, jr2, one_line_exit_2
+from tests.test_cli_runs import TOKEN, WORKFLOW, jr2, one_line_exit_2
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -30,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, FakeCluster, Orchestrator]]:
-    with api_on_fake(tmp_path) as served:
+    with api_on_fake(tmp_path, TOKEN) as served:
         yield served
 
 
@@ -89,23 +88,15 @@ def test_wait_for_an_unknown_run_is_one_line_and_exit_2(server: tuple[str, FakeC
 
 def test_events_of_a_run_cancelled_while_it_waited_for_a_node_exits_5_not_2(tmp_path: Path) -> None:
     # Its teardown's lines (the wait ended, the Sandbox deleted) follow `ended`: the feed did not end early.
-    with FakeCluster(nodes=[Node("tiny", 100, 2**30)], harness=False, bookmark_interval=None) as cluster:
-        client = cluster.client()
-        with Orchestrator(client, state_dir=str(tmp_path / "state"), signing_key=cluster.signing_key) as orch:
-            api = ApiServer(Api(orch, TOKEN))
-            api.start()
-            try:
-                run_id = orch.submit(read_document(WORKFLOW))
-                wait_until(lambda: bool((orch.status(run_id) or {}).get("waiting")), what="waiting")
-                orch.cancel(run_id)
-                assert orch.wait_finished(run_id, 30)
-                out = jr2("events", run_id, "--server", api.url)
-                assert out.returncode == EXIT_BY_STATUS["cancelled"] == 5, out.stderr
-                kinds = [line.split()[2] for line in out.stdout.strip().splitlines()]  # HH:MM:SS ZONE kind…
-                assert "ended" in kinds and kinds[-1] != "ended"
-            finally:
-                api.stop()
-        client.close()
+    with api_on_fake(tmp_path, TOKEN, nodes=[Node("tiny", 100, 2**30)], harness=False) as (url, _, orch):
+        run_id = orch.submit(read_document(WORKFLOW))
+        wait_until(lambda: bool((orch.status(run_id) or {}).get("waiting")), what="waiting")
+        orch.cancel(run_id)
+        assert orch.wait_finished(run_id, 30)
+        out = jr2("events", run_id, "--server", url)
+        assert out.returncode == EXIT_BY_STATUS["cancelled"] == 5, out.stderr
+        kinds = [line.split()[2] for line in out.stdout.strip().splitlines()]  # HH:MM:SS ZONE kind…
+        assert "ended" in kinds and kinds[-1] != "ended"
 
 
 @pytest.mark.parametrize("command", [["status", "r-1"], ["runs"], ["cancel", "r-1"], ["wait", "r-1"],
