@@ -16,7 +16,8 @@ KEY = "serve-test-signing-key-0123456789abcdef-0123456789"
 
 
 def serve_env(**extra: str) -> dict[str, str]:
-    return cli_process.clean_env(JR2_INSTANCE_TOKEN=TOKEN, JR2_SIGNING_KEY=KEY, PYTHONUNBUFFERED="1", **extra)
+    return cli_process.clean_env(**{"JR2_INSTANCE_TOKEN": TOKEN, "JR2_SIGNING_KEY": KEY, "PYTHONUNBUFFERED": "1",
+                                    **extra})  # the test's own values win
 
 
 def jr2(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
