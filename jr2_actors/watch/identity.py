@@ -7,6 +7,7 @@ lacks either, is foreign: reported, never routed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Mapping
@@ -47,6 +48,7 @@ class Foreign:
     why: str
 
 
+@functools.lru_cache(maxsize=4096)  # issue 18: `identify` checks a run's label on every event of its Sandbox
 def label_value(text: str) -> str:
     """A valid label value from any text: disallowed characters become '-', runs collapse, the ends are
     trimmed to alphanumerics, at most 63 characters, and an empty result becomes 'x'."""

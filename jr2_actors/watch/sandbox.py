@@ -55,18 +55,12 @@ class SandboxView:
     last_terminated: LastEnd | None
     waiting: tuple[ContainerWaiting, ...]
     conditions: tuple[Condition, ...]
+    # Read with the rest by `view` (issue 18: once an event, not a scan of the conditions per reader).
+    scheduling_reason: str = ""  # the `Scheduled` condition's reason
+    waiting_reason: str = ""  # the containers' waiting reasons, comma-joined
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)
-
-    @property
-    def scheduling_reason(self) -> str:
-        c = self.condition("Scheduled")
-        return c.reason if c else ""
-
-    @property
-    def waiting_reason(self) -> str:
-        return ",".join(w.reason for w in self.waiting if w.reason)
 
     @property
     def terminal(self) -> bool:
@@ -79,10 +73,17 @@ class SandboxView:
 
 
 def view(obj: Mapping[str, Any]) -> SandboxView:
+    """The typed view, every field read once from the decoded object (one pass: issue 18)."""
     meta = metadata(obj)
     status = mapping(obj.get("status"))
     harness = mapping(status.get("harness"))
     last = mapping(harness.get("lastTerminated"))
+    waiting = tuple(ContainerWaiting(text(w.get("container")), text(w.get("reason")), text(w.get("message")))
+                    for w in _maps(status.get("waiting"))) if "waiting" in status else ()
+    conditions = tuple(Condition(text(c.get("type")), text(c.get("status")), text(c.get("reason")),
+                                 text(c.get("message"))) for c in _maps(status.get("conditions"))) \
+        if "conditions" in status else ()
+    scheduled = next((c.reason for c in conditions if c.type == "Scheduled"), "")
     return SandboxView(
         name=text(meta.get("name")),
         uid=text(meta.get("uid")),
@@ -94,10 +95,10 @@ def view(obj: Mapping[str, Any]) -> SandboxView:
         restart_count=_int(harness.get("restartCount")) or 0,
         last_terminated=LastEnd(text(last.get("reason")), _int(last.get("exitCode")), text(last.get("message")),
                                    text(last.get("finishedAt"))) if last else None,
-        waiting=tuple(ContainerWaiting(text(w.get("container")), text(w.get("reason")), text(w.get("message")))
-                      for w in _maps(status.get("waiting"))),
-        conditions=tuple(Condition(text(c.get("type")), text(c.get("status")), text(c.get("reason")),
-                                   text(c.get("message"))) for c in _maps(status.get("conditions"))),
+        waiting=waiting,
+        conditions=conditions,
+        scheduling_reason=scheduled,
+        waiting_reason=",".join(w.reason for w in waiting if w.reason) if waiting else "",
     )
 
 
