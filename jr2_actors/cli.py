@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from jr2_actors import __version__
@@ -168,6 +168,10 @@ def _quiet(name: str, level: int) -> int:
     return before
 
 
+# json.dumps's quoting of a string (ensure_ascii), without building an encoder per line (issue 18: the tap).
+_quote: Callable[[str], str] = json.encoder.encode_basestring_ascii
+
+
 class JsonLines:
     """Prints the WatchActor's deliveries and terminations, one JSON object per line.
 
@@ -185,11 +189,12 @@ class JsonLines:
 
     def tell(self, message: Any) -> None:
         doc: dict[str, Any] | None = None
-        if isinstance(message, self._seen):
+        if isinstance(message, self._seen):  # the line per event: json.dumps's own text for these four strings
             sandbox = message.sandbox
-            doc = {"delivery": "seen", "name": sandbox.name, "uid": sandbox.uid,
-                   "resourceVersion": sandbox.resource_version, "phase": sandbox.phase}
-        elif isinstance(message, self._gone):
+            self._write(f'{{"delivery": "seen", "name": {_quote(sandbox.name)}, "uid": {_quote(sandbox.uid)}, '
+                        f'"resourceVersion": {_quote(sandbox.resource_version)}, "phase": {_quote(sandbox.phase)}}}\n')
+            return
+        if isinstance(message, self._gone):
             doc = {"delivery": "gone", "name": message.name, "uid": message.uid, "resourceVersion": None,
                    "phase": None, "reason": message.reason}
         elif isinstance(message, self._failed):
@@ -200,10 +205,12 @@ class JsonLines:
             doc = {"termination": r.termination.value, "action": r.action, "resourceVersion": r.resource_version,
                    "detail": r.detail}
         if doc is not None:
-            line = json.dumps(doc) + "\n"
-            with self._lock:
-                self._out.write(line)
-                self._out.flush()
+            self._write(json.dumps(doc) + "\n")
+
+    def _write(self, line: str) -> None:
+        with self._lock:
+            self._out.write(line)
+            self._out.flush()
 
 
 def run_watch(args: argparse.Namespace, stop: threading.Event) -> int:
