@@ -269,3 +269,19 @@ def test_close_from_another_thread_ends_a_reader_waiting_inside_a_chunk(
     stream.close()
     assert done.wait(WAIT)
     assert got == [WatchEvent("ADDED", {"metadata": {"name": "s1", "uid": "u", "resourceVersion": "1"}}, "1")]
+
+
+def test_broken_framing_ends_the_stream_as_a_transport_failure_and_the_watch_resumes() -> None:
+    # What the WatchActor's I/O thread does with the client's refusal: the core resumes from the last version.
+    from jr2_actors.watch.actor import failure_of
+    from jr2_actors.watch.core import FrameReceived, Listed, ObserverCore, Started, StreamEnded, WatchFrom, WatchOpened
+
+    c = ObserverCore()
+    c.step(Started(), 0.0)
+    c.step(Listed([], "10"), 0.0)
+    c.step(WatchOpened(c.stream), 0.0)
+    c.step(FrameReceived(c.stream, Bookmark("55")), 1.0)
+    failure = failure_of(KubeProtocolError("GET /x: the watch's chunked framing is broken: not hex"))
+    assert failure.kind == "transport" and "chunked framing" in failure.message
+    step = c.step(StreamEnded(c.stream, failure), 2.0)
+    assert step.actions == (WatchFrom("55", c.stream),)
