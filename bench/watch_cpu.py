@@ -6,11 +6,13 @@ the Sandboxes): `python -m jr2_actors watch` printing one JSON line per delivery
 event. A side's CPU is the sum of its threads' `/proc/<pid>/task/*/schedstat` run time (nanoseconds), read
 once its watch is open and again when the last event's line has arrived here: CPU-seconds per event, the
 child's idle timers included. Delivery latency is from the write (stamped here as it is made) to the line's
-arrival here, the same pipe hop on both sides. Loads: bursts of 200 and 2,000 (written in one call) and a
+arrival here, the same pipe hop on both sides. A third side (`inproc`, issue 18's second row) is the
+WatchActor in a process of its own, delivering to one pykka receiver per key that prints the same line.
+Loads: bursts of 200 and 2,000 (written in one call) and a
 steady 100 writes/s. Rounds alternate the sides; each figure is the median over rounds. Every event must
 arrive exactly once (a lost or duplicated one fails the run).
 
-    python -m bench.watch_cpu [--rounds 3] [--quick]
+    python -m bench.watch_cpu [--rounds 3] [--quick] [--sides command,official,inproc] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -55,6 +57,40 @@ for event in w.stream(custom.list_namespaced_custom_object, "core.jr2.dev", "v1a
                           "resourceVersion": meta["resourceVersion"],
                           "phase": (obj.get("status") or {}).get("phase")}) + "\n")
     out.flush()
+"""
+
+
+# The second row of issue 18's table: the WatchActor in process, delivering to one receiver per key — a pykka
+# actor each, as a Workspace is — that prints the same line. The last run named is the warm-up's: its
+# registration is stepped after every other, so once its event arrives every key is registered. As the
+# command does, what was built at start is frozen out of the collector's scans.
+INPROC = r"""
+import gc, json, os, sys, threading
+import pykka
+from jr2_actors.kube.access import LocalFiles, resolve
+from jr2_actors.kube.client import KubeClient
+from jr2_actors.watch.actor import Register, SandboxSeen, WatchActor
+from jr2_actors.watch.identity import SandboxKey
+kubeconfig, namespace, runs = sys.argv[1], sys.argv[2], sys.argv[3:]
+out, lock = sys.stdout, threading.Lock()
+
+class Receiver(pykka.ThreadingActor):
+    def on_receive(self, message):
+        if isinstance(message, SandboxSeen):
+            s = message.sandbox
+            line = json.dumps({"delivery": "seen", "name": s.name, "uid": s.uid, "resourceVersion": s.resource_version,
+                               "phase": s.phase}) + "\n"
+            with lock:
+                out.write(line)
+                out.flush()
+
+client = KubeClient(resolve(os.environ, LocalFiles(), home=None, explicit_path=kubeconfig, context=None))
+watch = WatchActor.start(client, namespace=namespace)
+for run in runs:
+    watch.tell(Register(SandboxKey(run, "F-1"), Receiver.start()))
+gc.collect()
+gc.freeze()
+threading.Event().wait()
 """
 
 
@@ -161,6 +197,8 @@ def measure(side: str, load: Load, tag: str, tmp: str, profile: str | None = Non
         kubeconfig = cluster.write_kubeconfig(f"{tmp}/kubeconfig-{tag}")
         if side == "official":
             argv = [sys.executable, "-c", OFFICIAL, kubeconfig, NAMESPACE]
+        elif side == "inproc":
+            argv = [sys.executable, "-c", INPROC, kubeconfig, NAMESPACE, *runs, f"warm-{tag}"]
         elif side == "frozen":  # an experiment: the command with what it imported frozen out of the GC's scans
             argv = [sys.executable, "-c", FROZEN, "watch", "--namespace", NAMESPACE, "--kubeconfig", kubeconfig]
         else:
@@ -188,7 +226,7 @@ def measure(side: str, load: Load, tag: str, tmp: str, profile: str | None = Non
                 spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record",
                                         "--pid", str(child.pid),
                                         "--threads", "--gil", "--rate", "1000", "--format", "raw",
-                                        "-o", f"{profile}/{side}-{tag}.txt"],
+                                        "-o", f"{profile}/{side}-{load.count}-{tag}.txt"],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 waited.wait(1.0)
             before = cpu_seconds(child.pid)
@@ -216,7 +254,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median of each figure")
     parser.add_argument("--quick", action="store_true", help="smaller loads (a steady second instead of five)")
-    parser.add_argument("--sides", default="command,official", help="which sides, comma-separated")
+    parser.add_argument("--sides", default="command,official,inproc",
+                        help="which sides, comma-separated (command, official, inproc, frozen)")
     parser.add_argument("--only", default="", help="only the loads whose label contains this")
     parser.add_argument("--profile", metavar="DIR", help="py-spy each side's load window into DIR (raw folded stacks)")
     args = parser.parse_args(argv)
@@ -258,6 +297,14 @@ def main(argv: list[str] | None = None) -> None:
                                        "≤ 1.0"))
                 rows.append(report.Row(f"watch p95 delivery, {load.label}", ours[2] * 1000, base[2] * 1000, "ms",
                                        "≤ 1.2"))
+            if "inproc" in figures and "official" in figures:
+                ours, base = figures["inproc"], figures["official"]
+                print(f"{load.label:<24}{'ratio in':<10}{ours[0] / base[0]:>14.2f}{ours[1] / base[1]:>10.2f}"
+                      f"{ours[2] / base[2]:>10.2f}")
+                rows.append(report.Row(f"WatchActor in process CPU/event, {load.label}", ours[0] * 1e6,
+                                       base[0] * 1e6, "µs", "≤ 1.2"))
+                rows.append(report.Row(f"WatchActor in process p95 delivery, {load.label}", ours[2] * 1000,
+                                       base[2] * 1000, "ms", "≤ 1.2"))
     report.emit("watch_cpu", rows, samples=samples)
     if failed:
         raise SystemExit("an event was lost or duplicated")

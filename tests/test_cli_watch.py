@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jr2_actors.cli import JsonLines
 from jr2_actors.fake.apiserver.state import ClusterState
@@ -185,3 +187,17 @@ def test_watch_says_where_it_watches_and_when_its_first_list_answers(cluster: Fa
     assert proc.wait(10) == 130
     assert f"watching Sandboxes in namespace jr2 of {cluster.url} (--kubeconfig={cfg})" in lines[0], lines
     assert "the first list answered with 1 Sandbox(es)" in lines[1], lines
+
+
+@given(st.text(), st.text(), st.text(), st.text())
+def test_the_taps_seen_line_is_json_dumps_text_for_any_strings(name: str, uid: str, rv: str, phase: str) -> None:
+    # Issue 18: the per-event line is built without an encoder per call; it must stay json.dumps's own text.
+    from jr2_actors.watch.core import SandboxSeen
+    from jr2_actors.watch.identity import SandboxKey
+    from jr2_actors.watch.sandbox import SandboxView
+
+    out = io.StringIO()
+    sandbox = SandboxView(name, uid, rv, phase, "", "", "", 0, None, (), ())
+    JsonLines(out).tell(SandboxSeen(SandboxKey("r", "F"), sandbox, {}))
+    assert out.getvalue() == json.dumps({"delivery": "seen", "name": name, "uid": uid, "resourceVersion": rv,
+                                         "phase": phase}) + "\n"

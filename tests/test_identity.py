@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from jr2_actors.watch import identity
 from jr2_actors.watch.identity import (
     Foreign,
     SandboxKey,
@@ -37,6 +40,12 @@ def test_every_label_value_is_valid_and_bounded(text: str) -> None:
     assert len(value) <= 63
     assert LABEL.match(value)
     assert value[-1].isalnum() and value[0].isalnum()
+
+
+@given(st.one_of(st.text(), st.text(alphabet="ab-._@Z9", max_size=70)))
+def test_the_fast_path_for_a_plain_label_value_answers_as_the_full_sanitizer(text: str) -> None:
+    # Issue 18: text that already is a label value is returned without the four regex passes.
+    assert label_value(text) == identity._label_value(text)
 
 
 def test_colliding_labels_stay_distinct_by_annotation() -> None:

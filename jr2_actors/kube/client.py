@@ -10,6 +10,9 @@ Theory of operation: one instance, shared by every actor of the process, safe to
   plus a few reads plus the one watch, so reads find a connection while writes are at the cap.
 - Every call has connect and read timeouts. The watch's read timeout sits above `timeoutSeconds`, so
   the server closes a healthy watch first; the stall bound above this client catches a silent one.
+- A watch's chunked answer is read off its socket 64 KiB at a time and de-chunked here (`ChunkDecoder`,
+  issue 18: `http.client` reads one chunk, one event, a call); a content-coded or unchunked answer is read
+  by urllib3. Broken framing is a `KubeProtocolError` after the frames that came whole.
 - Answers are read with a size cap; a failure answer becomes a `KubeError` carrying the Status.
 - Metrics (issue 11): every request is counted by verb and answer code, every 401 retried, in the
   `metrics` an orchestrator attaches (`KubeMetrics.attach`); a client alone records nothing.
@@ -22,6 +25,7 @@ Theory of operation: one instance, shared by every actor of the process, safe to
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import logging
 import os
@@ -31,14 +35,14 @@ import threading
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import requests
 import urllib3.exceptions
 
 from jr2_actors import __version__
 from jr2_actors.kube.access import ClusterAccess
-from jr2_actors.kube.frames import Decoded, FrameDecoder
+from jr2_actors.kube.frames import ChunkDecoder, ChunkError, Decoded, FrameDecoder
 from jr2_actors.kube.gate import FifoGate
 from jr2_actors.kube.kinds import Kind
 from jr2_actors.kube.metrics import OFF, KubeMetrics
@@ -356,11 +360,19 @@ class WatchStream:
                 return
             self._reading = True
         try:
-            while not self._closed.is_set():
-                chunk = raw.read1(WATCH_READ_BYTES)
-                if not chunk:
-                    break
-                yield from decoder.feed(chunk)
+            sock = _chunked_body(raw)
+            if sock is None:  # not chunked, or content-coded: urllib3 reads it (one HTTP chunk a call)
+                while not self._closed.is_set():
+                    chunk = raw.read1(WATCH_READ_BYTES)
+                    if not chunk:
+                        break
+                    yield from decoder.feed(chunk)
+            else:
+                yield from self._dechunked(sock, decoder)
+        except ChunkError as e:
+            if self._closed.is_set():
+                return
+            raise KubeProtocolError(f"GET {self._path}: the watch's chunked framing is broken: {e.detail}") from e
         except Exception as e:
             if self._closed.is_set():
                 return  # whatever the interrupted read raised, it was our own close
@@ -372,6 +384,28 @@ class WatchStream:
             self._resp.close()
         if not self._closed.is_set():
             yield from decoder.end()
+
+    def _dechunked(self, sock: _Readable, decoder: FrameDecoder) -> Iterator[Decoded]:
+        """Issue 18: up to 64 KiB of socket bytes a read, de-chunked here, so a burst's events are one read
+        and one feed (`http.client` reads one chunk a call: one event). A framing fault still hands on the
+        frames that came whole before it, then raises `ChunkError`; the connection is never reused (the
+        response is closed after, as every watch's is)."""
+        chunks = ChunkDecoder()
+        read = sock.read1
+        while not self._closed.is_set():
+            data = read(WATCH_READ_BYTES)
+            if not data:
+                chunks.end()
+                return
+            try:
+                body = chunks.feed(data)
+            except ChunkError as e:
+                yield from decoder.feed(e.decoded)
+                raise
+            if body:
+                yield from decoder.feed(body)
+            if chunks.done:
+                return
 
     def close(self) -> None:
         """Safe from any thread. A reader blocked in `read1` is woken by shutting the socket's read
@@ -392,13 +426,30 @@ class WatchStream:
         self.close()
 
 
+class _Readable(Protocol):
+    def read1(self, size: int = ..., /) -> bytes: ...
+
+
+def _chunked_body(raw: Any) -> _Readable | None:
+    """The buffered socket file under a chunked, uncoded answer that nothing has read from yet (urllib3 2
+    keeps `http.client`'s response as `_fp`; its `fp` holds any body bytes read with the headers), or None:
+    then urllib3 reads the answer as before."""
+    fp = getattr(raw, "_fp", None)
+    if not isinstance(fp, http.client.HTTPResponse) or not fp.chunked or fp.chunk_left is not None:
+        return None
+    if raw.headers.get("content-encoding", "identity").lower() != "identity" or fp.fp is None:
+        return None
+    sock: _Readable | None = fp.fp
+    return sock
+
+
 def transport_error(e: BaseException, method: str, path: str) -> KubeTransportError:
     """Name a transport failure. requests reports a stream's read timeout as a ConnectionError."""
     text = one_line(e)
     kind: TransportKind
     if isinstance(e, requests.exceptions.ConnectTimeout):
         kind = "connect"
-    elif isinstance(e, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError)):
+    elif isinstance(e, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError, TimeoutError)):
         kind = "read-timeout"
     elif isinstance(e, (requests.exceptions.SSLError, urllib3.exceptions.SSLError)):
         kind = "tls"

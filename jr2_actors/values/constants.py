@@ -40,6 +40,9 @@ READ_TIMEOUT_SECONDS = 30.0
 MAX_BODY_BYTES = 64 * 1024 * 1024
 # One watch line larger than this is an oversized frame (etcd holds objects up to ~1.5 MiB).
 MAX_FRAME_BYTES = 4 * 1024 * 1024
+# A watch's chunk-size line (its extensions included; RFC 9112 §7.1), and its trailer section, longer than
+# this is refused: the stream is not HTTP/1.1 chunked framing and is reconnected (issue 18: we de-chunk it).
+MAX_CHUNK_LINE_BYTES = 4096
 # A kubeconfig larger than this is refused unread.
 MAX_KUBECONFIG_BYTES = 1024 * 1024
 

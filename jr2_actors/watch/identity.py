@@ -7,13 +7,14 @@ lacks either, is foreign: reported, never routed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jr2_actors.values.metadata import mapping, metadata, text
+from jr2_actors.values.metadata import text
 
 RUN_LABEL = "jr2.dev/run"
 WORKFLOW_LABEL = "jr2.dev/workflow"
@@ -27,6 +28,7 @@ _DISALLOWED = re.compile(r"[^A-Za-z0-9._-]")
 _DASH_RUN = re.compile(r"-{2,}")
 _EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
 _SLUG_DISALLOWED = re.compile(r"[^a-z0-9-]")
+_PLAIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")  # a label value that label_value keeps as is
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -50,6 +52,13 @@ class Foreign:
 def label_value(text: str) -> str:
     """A valid label value from any text: disallowed characters become '-', runs collapse, the ends are
     trimmed to alphanumerics, at most 63 characters, and an empty result becomes 'x'."""
+    if len(text) <= LABEL_MAX and "--" not in text and _PLAIN.fullmatch(text):
+        return text  # already one (issue 18: `identify` asks on every event; a run id usually is one)
+    return _label_value(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_value(text: str) -> str:
     value = _DASH_RUN.sub("-", _DISALLOWED.sub("-", text))
     value = _EDGE.sub("", value)[:LABEL_MAX]
     value = _EDGE.sub("", value)
@@ -79,23 +88,33 @@ def sandbox_name(run_id: str, path: str) -> str:
 
 
 def identify(obj: Mapping[str, Any]) -> SandboxKey | Foreign:
-    meta = metadata(obj)
-    name, uid = text(meta.get("name")), text(meta.get("uid"))
-    labels = mapping(meta.get("labels"))
-    annotations = mapping(meta.get("annotations"))
-    run_id = annotations.get(RUN_ID_ANNOTATION)
-    path = annotations.get(WORKSPACE_ANNOTATION)
-    label = labels.get(RUN_LABEL)
+    # Issue 18: read on every event, so the routed case reads each field once and builds nothing else.
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    labels = meta.get("labels")
+    annotations = meta.get("annotations")
+    run_id = path = label = None
+    if isinstance(annotations, dict):
+        run_id = annotations.get(RUN_ID_ANNOTATION)
+        path = annotations.get(WORKSPACE_ANNOTATION)
+    if isinstance(labels, dict):
+        label = labels.get(RUN_LABEL)
+    if isinstance(run_id, str) and run_id and isinstance(path, str) and isinstance(label, str) \
+            and label == label_value(run_id):
+        return SandboxKey(run_id, path)
+    return _foreign(meta, run_id, path, label)
+
+
+def _foreign(meta: Mapping[str, Any], run_id: object, path: object, label: object) -> Foreign:
+    """Why a Sandbox cannot be routed: the first of its identity's faults, in the order they are checked."""
+    name, uid = str(text(meta.get("name"))), str(text(meta.get("uid")))
     if not isinstance(run_id, str) or not run_id:
-        return Foreign(str(name), str(uid), f"no {RUN_ID_ANNOTATION} annotation")
+        return Foreign(name, uid, f"no {RUN_ID_ANNOTATION} annotation")
     if not isinstance(path, str):
-        return Foreign(str(name), str(uid), f"no {WORKSPACE_ANNOTATION} annotation")
+        return Foreign(name, uid, f"no {WORKSPACE_ANNOTATION} annotation")
     if not isinstance(label, str):
-        return Foreign(str(name), str(uid), f"no {RUN_LABEL} label")
-    if label != label_value(run_id):
-        return Foreign(str(name), str(uid), f"label {RUN_LABEL}={label!r} disagrees with annotation "
-                                            f"{RUN_ID_ANNOTATION}={run_id!r}")
-    return SandboxKey(run_id, path)
+        return Foreign(name, uid, f"no {RUN_LABEL} label")
+    return Foreign(name, uid, f"label {RUN_LABEL}={label!r} disagrees with annotation {RUN_ID_ANNOTATION}={run_id!r}")
 
 
 def _slug(text: str) -> str:

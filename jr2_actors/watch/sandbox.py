@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jr2_actors.values.metadata import mapping, metadata, text
+from jr2_actors.values.metadata import text
 
 TERMINAL_PHASES = frozenset({"Lost"})
 
@@ -55,18 +55,12 @@ class SandboxView:
     last_terminated: LastEnd | None
     waiting: tuple[ContainerWaiting, ...]
     conditions: tuple[Condition, ...]
+    # Read with the rest by `view` (issue 18: once an event, not a scan of the conditions per reader).
+    scheduling_reason: str = ""  # the `Scheduled` condition's reason
+    waiting_reason: str = ""  # the containers' waiting reasons, comma-joined
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)
-
-    @property
-    def scheduling_reason(self) -> str:
-        c = self.condition("Scheduled")
-        return c.reason if c else ""
-
-    @property
-    def waiting_reason(self) -> str:
-        return ",".join(w.reason for w in self.waiting if w.reason)
 
     @property
     def terminal(self) -> bool:
@@ -79,26 +73,45 @@ class SandboxView:
 
 
 def view(obj: Mapping[str, Any]) -> SandboxView:
-    meta = metadata(obj)
-    status = mapping(obj.get("status"))
-    harness = mapping(status.get("harness"))
-    last = mapping(harness.get("lastTerminated"))
+    """The typed view, every field read once from the decoded object. Issue 18: read on every event, so the
+    lenient reads of its own fields are inline (a string, else "") rather than a call per field."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else _EMPTY
+    status = obj.get("status")
+    status = status if isinstance(status, dict) else _EMPTY
+    harness = status.get("harness")
+    harness = harness if isinstance(harness, dict) else _EMPTY
+    last = harness.get("lastTerminated")
+    waiting: tuple[ContainerWaiting, ...] = ()
+    conditions: tuple[Condition, ...] = ()
+    if "waiting" in status:
+        waiting = tuple(ContainerWaiting(text(w.get("container")), text(w.get("reason")), text(w.get("message")))
+                        for w in _maps(status.get("waiting")))
+    if "conditions" in status:
+        conditions = tuple(Condition(text(c.get("type")), text(c.get("status")), text(c.get("reason")),
+                                     text(c.get("message"))) for c in _maps(status.get("conditions")))
+    name, uid, rv = meta.get("name"), meta.get("uid"), meta.get("resourceVersion")
+    phase, endpoint = status.get("phase"), status.get("endpoint")
+    pod_uid, node = status.get("podUID"), status.get("node")
     return SandboxView(
-        name=text(meta.get("name")),
-        uid=text(meta.get("uid")),
-        resource_version=text(meta.get("resourceVersion")),
-        phase=text(status.get("phase")),
-        endpoint=text(status.get("endpoint")),
-        pod_uid=text(status.get("podUID")),
-        node=text(status.get("node")),
-        restart_count=_int(harness.get("restartCount")) or 0,
-        last_terminated=LastEnd(text(last.get("reason")), _int(last.get("exitCode")), text(last.get("message")),
-                                   text(last.get("finishedAt"))) if last else None,
-        waiting=tuple(ContainerWaiting(text(w.get("container")), text(w.get("reason")), text(w.get("message")))
-                      for w in _maps(status.get("waiting"))),
-        conditions=tuple(Condition(text(c.get("type")), text(c.get("status")), text(c.get("reason")),
-                                   text(c.get("message"))) for c in _maps(status.get("conditions"))),
+        name if isinstance(name, str) else "",
+        uid if isinstance(uid, str) else "",
+        rv if isinstance(rv, str) else "",
+        phase if isinstance(phase, str) else "",
+        endpoint if isinstance(endpoint, str) else "",
+        pod_uid if isinstance(pod_uid, str) else "",
+        node if isinstance(node, str) else "",
+        (_int(harness.get("restartCount")) or 0) if harness else 0,
+        LastEnd(text(last.get("reason")), _int(last.get("exitCode")), text(last.get("message")),
+                text(last.get("finishedAt"))) if isinstance(last, dict) and last else None,
+        waiting,
+        conditions,
+        next((c.reason for c in conditions if c.type == "Scheduled"), "") if conditions else "",
+        ",".join(w.reason for w in waiting if w.reason) if waiting else "",
     )
+
+
+_EMPTY: Mapping[str, Any] = {}
 
 
 def _maps(value: object) -> list[Mapping[str, Any]]:
