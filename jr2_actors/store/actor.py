@@ -6,7 +6,8 @@ Group commit (issue 18): when it takes a `Persist`, it also takes every `Persist
 mailbox (up to `STORE_GROUP_COMMIT_ROWS`, stopping at the first other message, so order holds) and writes
 them in one transaction; each ask is answered only after that commit, so every caller still has its row on
 disk before its next side effect. Nothing waits for company: a lone persist is written at once, and a
-batch is only what queued while the previous write was on the disk.
+batch is only what queued while the previous write was on the disk. A persist may carry a tell to make
+once its row is committed (`then`: a run's feed lines), made on this thread before the answers.
 
 A write the disk refuses (read-only, full, I/O) is answered `WriteFailed` with the reason: the caller
 holds and retries (a run stops before its next side effect; a submission is refused with 503), and
@@ -48,6 +49,10 @@ class Persist:
     blob: Mapping[str, Any] = field(repr=False)
     reason: str | None = None
     create: bool = False  # the run's first row: refused (`StoreError`) when the id is taken
+    # Told to its recipient once the row is committed, before any ask of the batch is answered (issue 18: a
+    # run's feed lines, published by the store's thread — one thread wake-up fewer on the way to a reader,
+    # and still never before the row is on disk, ADR-0065). Not told when the row does not land.
+    then: tuple[Recipient, object] | None = field(default=None, repr=False, compare=False)
 
 
 # What a persist's asker may meet when the store cannot write now: hold, retry, and say so.
@@ -183,7 +188,11 @@ class StoreActor(Shell):
         if wrote:
             self._wrote()
             self._recount_soon()
-        # ADR-0065: every row of the batch is committed now; only now does any asker hear its answer.
+        # ADR-0065: every row of the batch is committed now; only now is anything told of it, or any asker
+        # answered.
+        for message, outcome in zip(batch, outcomes, strict=True):
+            if message.then is not None and isinstance(outcome, int):
+                tell_quietly(*message.then)
         for envelope, outcome in zip(waiting, outcomes[1:], strict=True):
             if envelope.reply_to is None:
                 if not isinstance(outcome, int):
