@@ -20,7 +20,7 @@ import pykka
 import pytest
 
 from jr2_actors.shell.mailbox import Mailbox
-from jr2_actors.store.actor import Fetch, Healthy, Persist, StoreActor, WriteFailed
+from jr2_actors.store.actor import Fetch, Healthy, Persist, StoreActor, WriteFailed, save
 from jr2_actors.store.rows import Row, RunStore, StoreError
 from tests.stores import unwritable
 from tests.waiting import WAIT, wait_until
@@ -293,3 +293,59 @@ def test_a_persists_then_is_not_told_when_the_disk_refuses_the_batch(
         assert told.seen == {"r0's lines": ({"r0"}, set())}
     finally:
         ref.stop(block=True, timeout=10)
+
+
+def test_save_returns_once_the_commit_holds_its_row_and_raises_what_an_ask_would(
+        tmp_path: Path, held: Held, actor: pykka.ActorRef[Any]) -> None:
+    """`store.save` (how runs persist: an `Answer` for a Future) keeps the ask's promise and its errors."""
+    first, _ = asks(actor, [Persist("first", "live", {"n": 0})])
+    assert held.holding.wait(WAIT)
+    batch = [*(Persist(f"r{i}", "live", {"n": i}) for i in range(20)), Persist("odd", "paused", {})]
+    heard: dict[str, object] = {}
+
+    def one(message: Persist) -> None:
+        try:
+            save(actor, message, WAIT)
+            heard[message.run_id] = (message.run_id in held.committed, on_disk(tmp_path).get(message.run_id))
+        except Exception as e:
+            heard[message.run_id] = e
+
+    threads = [threading.Thread(target=one, args=(m,)) for m in batch]
+    for t in threads:
+        t.start()
+    wait_until(lambda: depth(actor) == len(batch), what="every save queued")
+    assert heard == {}  # nobody answered while the write before theirs holds
+    held.release.set()
+    for t in [*first, *threads]:
+        t.join(WAIT)
+    assert isinstance(heard.pop("odd"), StoreError)  # our bug, raised to its caller as the ask raises it
+    assert heard == {f"r{i}": (True, f'{{"n":{i}}}') for i in range(20)}
+    assert held.batches == [["first"], [m.run_id for m in batch]]
+
+
+def test_a_save_queued_when_the_store_stops_is_answered_actor_dead_and_one_unanswered_times_out(
+        tmp_path: Path, held: Held) -> None:
+    ref = StoreActor.start(str(tmp_path))
+    first, _ = asks(ref, [Persist("first", "live", {"n": 0})])
+    assert held.holding.wait(WAIT)
+    with pytest.raises(pykka.Timeout):
+        save(ref, Persist("late", "live", {}), 0.05)  # behind the held write: no answer in time
+    heard: list[BaseException] = []
+
+    def queued() -> None:
+        try:
+            save(ref, Persist("queued", "live", {}), WAIT)
+        except BaseException as e:
+            heard.append(e)
+
+    ref.stop(block=False)  # queued behind "late": the save after it is left in the inbox for the teardown
+    thread = threading.Thread(target=queued)
+    thread.start()
+    wait_until(lambda: depth(ref) == 3, what="the save queued behind the stop")
+    held.release.set()
+    thread.join(WAIT)
+    for t in first:
+        t.join(WAIT)
+    assert [type(e) for e in heard] == [pykka.ActorDeadError]
+    with pytest.raises(pykka.ActorDeadError):
+        save(ref, Persist("after", "live", {}), WAIT)

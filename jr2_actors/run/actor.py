@@ -204,8 +204,8 @@ class RunActor(Shell):
         # Issue 18: the step's feed lines are the store's to publish, once its row is committed (ADR-0065).
         lines = (self.env.feed, Published(self.core.run_id, step.reports)) if step.reports else None
         try:
-            self.env.store.ask(store.Persist(self.core.run_id, row_status(action.status), self.core.snapshot(),
-                                             action.reason, then=lines), timeout=PERSIST_ASK_SECONDS)
+            store.save(self.env.store, store.Persist(self.core.run_id, row_status(action.status), self.core.snapshot(),
+                                                     action.reason, then=lines), PERSIST_ASK_SECONDS)
         except store.STORE_DOWN as e:
             self._save_failures += 1
             if self._save_failures == 1:
