@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import functools
 import itertools
+import os
 import statistics
 import sys
 import tempfile
@@ -178,11 +179,16 @@ class Hops:
             ended = [r.run_id for r in rows if r.run_id in hops.armed]
             for run_id in ended:
                 hops.stamp(run_id, "store took", len(rows))
+            # In WAL mode a commit writes the WAL alone: `state.db` itself changes only when the commit ran a
+            # checkpoint (sqlite's automatic one, in the committing call).
+            before = os.stat(store.path).st_mtime_ns if ended else 0
             try:
                 return persist_many(store, rows, now)
             finally:
                 for run_id in ended:
                     hops.stamp(run_id, "committed")
+                    if os.stat(store.path).st_mtime_ns != before:
+                        hops.depth[run_id]["checkpoint"] = 1
 
         RunStore.persist_many = persist_many_stamped  # type: ignore[method-assign,assignment]
 
@@ -361,7 +367,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hops", action="store_true", help="stamp each hop of the loss and print where it waits")
     parser.add_argument("--back-to-back", action="store_true",
                         help="evict 10 ms after the previous trial, during its run's teardown (the first version)")
+    parser.add_argument("--switch-interval", type=float, default=None,
+                        help="sys.setswitchinterval for this process (a diagnostic: how long a woken thread may "
+                             "wait for the GIL; CPython's default is 0.005 s)")
     args = parser.parse_args(argv)
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     hops = Hops() if args.hops else None
     if hops is not None:
         hops.install()
