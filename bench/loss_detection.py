@@ -3,17 +3,19 @@ the same event, the same eviction, the same process.
 
 The Orchestrator runs one-Workspace runs on the fake cluster whose agent hangs (they stay running); each trial
 evicts one run's Sandbox (the fake operator turns it `Lost`, as the kubelet's eviction does) and times, from
-the eviction's write, (a) the run's feed publishing `workspace.lost` (the WatchActor's delivery, the
-WorkspaceActor's step, the RunActor's step, the feed hub) and (b) the official client's bare
-`watch.Watch().stream` loop, on a thread of this process, seeing the object's phase `Lost`. Runs are started in
-batches (one round each) and evicted one at a time, each trial waiting for both sides. Prints p50/p99 of both
-and the ratios.
+the eviction's write, (a) a reader of the run's feed seeing `workspace.lost` (the WatchActor's delivery, the
+WorkspaceActor's step, the RunActor's step, the StoreActor's commit and its publication to the feed hub) and
+(b) the official client's bare `watch.Watch().stream` loop, on a thread of this process, seeing the object's
+phase `Lost`. Runs are started in batches (one round each) and evicted one at a time, each trial waiting for
+both sides and then for the run's teardown to end (`--back-to-back`: 10 ms after both sides saw it, during the
+teardown). Prints p50/p99 of both and the ratios.
 
-    python -m bench.loss_detection [--trials 200] [--rounds 3] [--hops]
+    python -m bench.loss_detection [--trials 200] [--rounds 3] [--hops] [--back-to-back] [--switch-interval S]
 
 `--hops` stamps each hop of the loss on its way (monotonic `perf_counter`, by wrapping the product's
 methods in this process only: the product carries no probe) and prints where each trial's time went, the
-median and p99 of each hop and the slowest trials' breakdowns.
+median, p90 and p99 of each hop, and the slowest trials' hops with the depth of each queue the loss joined
+(and `checkpoint` when its commit ran sqlite's automatic checkpoint).
 """
 
 from __future__ import annotations
