@@ -8,8 +8,10 @@
    and over (the group commit writes what waits in one transaction), against raw single-row commits — one
    thread, `json.dumps` + the upsert + its commit, as fast as it goes, with the store's settings (NORMAL:
    no flush) and with `synchronous=FULL` (each commit flushed) — and against the same StoreActor with its
-   group capped at one row (what it was before issue 18). Rows per second and per CPU-second. Goal ≥ 5×
-   raw.
+   group capped at one row (what it was before issue 18), and the same persists each a pykka `ask` (a
+   Future per ask, before `store.save`'s `Answer`), and the group commit's write alone (`persist_many` of
+   100 rows at a time on one thread: what no way of asking can beat). Rows per second and per CPU-second.
+   Goal ≥ 5× raw.
 
 Each figure is the median of `--rounds` interleaved rounds (ours, raw, ours, raw …); a ratio is ours over
 raw (time) or ours over raw (rows/s). Databases live in a temp folder, never the checkout.
@@ -35,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jr2_actors.store import actor as store_actor
 from jr2_actors.store.actor import Persist, StoreActor
-from jr2_actors.store.rows import RunStore
+from jr2_actors.store.rows import Row, RunStore
 
 RAW_UPSERT = ("INSERT INTO runs (run_id, status, blob, reason, updated_at) VALUES (?, ?, ?, ?, ?) "
               "ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, blob = excluded.blob, "
@@ -84,18 +86,19 @@ def raw_one(size: int, n: int) -> float:
     return statistics.median(times)
 
 
-def ours_at_once(runs: int, each: int, *, group: bool = True) -> tuple[float, float]:
-    """Rows/s and rows per CPU-second: `runs` threads asking the StoreActor `each` persists apiece.
-    `group=False`: one row a transaction, as before issue 18 (the group's cap set to one)."""
+def ours_at_once(runs: int, each: int, *, group: bool = True, asked: bool = False) -> tuple[float, float]:
+    """Rows/s and rows per CPU-second: `runs` threads saving `each` persists apiece through the StoreActor
+    (`store.save`, as a RunActor does). `group=False`: one row a transaction, as before issue 18 (the group's
+    cap set to one); `asked`: each a pykka ask (a Future per ask, as before the `Answer`)."""
     saved = store_actor.STORE_GROUP_COMMIT_ROWS
     store_actor.STORE_GROUP_COMMIT_ROWS = saved if group else 1
     try:
-        return _at_once(runs, each)
+        return _at_once(runs, each, asked)
     finally:
         store_actor.STORE_GROUP_COMMIT_ROWS = saved
 
 
-def _at_once(runs: int, each: int) -> tuple[float, float]:
+def _at_once(runs: int, each: int, asked: bool) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         ref = StoreActor.start(tmp)
         doc = blob(1024)
@@ -104,7 +107,10 @@ def _at_once(runs: int, each: int) -> tuple[float, float]:
         def run(i: int) -> None:
             go.wait()
             for _ in range(each):
-                ref.ask(Persist(f"r{i}", "live", doc), timeout=60)
+                if asked:
+                    ref.ask(Persist(f"r{i}", "live", doc), timeout=60)
+                else:
+                    store_actor.save(ref, Persist(f"r{i}", "live", doc), 60)
 
         threads = [threading.Thread(target=run, args=(i,)) for i in range(runs)]
         for t in threads:
@@ -115,6 +121,22 @@ def _at_once(runs: int, each: int) -> tuple[float, float]:
             t.join()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         ref.stop(block=True, timeout=30)
+    rows = runs * each
+    return rows / wall, rows / cpu
+
+
+def write_alone(runs: int, each: int) -> tuple[float, float]:
+    """Rows/s and rows per CPU-second of the group commit's write itself — `RunStore.persist_many` of `runs`
+    rows at a time, `each` times, on one thread: no actor, no asks. The ceiling of any way of asking."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = RunStore(tmp)
+        store.open()
+        batch = [Row(f"r{i}", "live", blob(1024), None, False) for i in range(runs)]
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(each):
+            store.persist_many(batch, 1.0)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        store.close()
     rows = runs * each
     return rows / wall, rows / cpu
 
@@ -150,17 +172,21 @@ def main() -> None:
         o, r = statistics.median(ours), statistics.median(raw)
         name = f"persist {label}, p50 µs: ours / raw"
         print(f"{name:<46}{o * 1e6:>12.1f}{r * 1e6:>12.1f}{o / r:>8.2f}{goal:>8}")
-    sides: dict[str, list[tuple[float, float]]] = {k: [] for k in ("ours", "ungrouped", "raw", "raw FULL")}
+    sides: dict[str, list[tuple[float, float]]] = {k: [] for k in ("ours", "asked", "ungrouped", "raw",
+                                                                    "raw FULL", "write alone")}
     rows = args.runs * args.each
     for _ in range(args.rounds):
         sides["ours"].append(ours_at_once(args.runs, args.each))
         sides["raw"].append(raw_single_commits(rows))
+        sides["asked"].append(ours_at_once(args.runs, args.each, asked=True))
         sides["ungrouped"].append(ours_at_once(args.runs, args.each, group=False))
         sides["raw FULL"].append(raw_single_commits(rows // 10, "full"))
+        sides["write alone"].append(write_alone(args.runs, args.each))
     for k, what in ((0, "rows/s"), (1, "rows per CPU-s")):
         med = {side: statistics.median(x[k] for x in xs) for side, xs in sides.items()}
-        for side, base, goal in (("ours", "raw", "≥ 5"), ("ungrouped", "raw", ""), ("ours", "raw FULL", ""),
-                                 ("ours", "ungrouped", "")):
+        for side, base, goal in (("ours", "raw", "≥ 5"), ("asked", "raw", ""), ("ungrouped", "raw", ""),
+                                 ("ours", "raw FULL", ""), ("ours", "asked", ""), ("ours", "ungrouped", ""),
+                                 ("write alone", "raw", "")):
             label = f"{args.runs} at once, {what}: {side} / {base}"
             print(f"{label:<46}{med[side]:>12,.0f}{med[base]:>12,.0f}{med[side] / med[base]:>8.2f}"
                   f"{goal if k == 0 else '':>8}")

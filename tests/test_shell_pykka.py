@@ -1,5 +1,6 @@
 """The shell leans on two private hooks of pykka (shell/actor.py says why): the inbox chosen in
-`_create_actor_inbox`, and the receive loop `_actor_loop_running`, copied to time each message. pykka is
+`_create_actor_inbox`, and the receive loop `_actor_loop_running`, copied to time each message; and the
+store's `save` puts into an inbox what `ActorRef.ask` puts (pykka's private `Envelope`). pykka is
 pinned to one minor version in setup.cfg; these tests fail when pykka's own copy of what the shell relies
 on changes, so a pykka upgrade is a decision (re-copy the loop, or drop the metrics), never a surprise."""
 
@@ -33,6 +34,8 @@ PYKKA_SOURCES: dict[str, tuple[Callable[..., Any], str]] = {
                                    "0c9e021c2580eb083a02ff39d2d7e83a5808094f8183614c88393fb09ccfbc5f"),
     "ThreadingActor._create_actor_inbox": (pykka.ThreadingActor._create_actor_inbox,
                                            "6e04027cffc3ffc539de53c48f1251294d1ff750a4c379689b3d42eb66ec3f77"),
+    # store.actor.save puts what an ask puts (an `Envelope` whose `reply_to` is answered), with its own answer.
+    "ActorRef.ask": (pykka.ActorRef.ask, "77fd04506b912fee75f1caed8891625a31ae9d21aa140b9efbdc69d2857964e4"),
 }
 
 

@@ -20,7 +20,7 @@ import pykka
 import pytest
 
 from jr2_actors.shell.mailbox import Mailbox
-from jr2_actors.store.actor import Fetch, Healthy, Persist, StoreActor, WriteFailed
+from jr2_actors.store.actor import Fetch, Healthy, Persist, StoreActor, WriteFailed, save
 from jr2_actors.store.rows import Row, RunStore, StoreError
 from tests.stores import unwritable
 from tests.waiting import WAIT, wait_until
@@ -233,3 +233,119 @@ def test_a_snapshot_too_deep_to_encode_is_our_bug_answered_alone_and_the_store_s
         assert ref.ask(Healthy(), timeout=WAIT) is True  # not the disk's: /healthz is not turned 503 by it
     finally:
         ref.stop(block=True, timeout=10)
+
+
+class Told:
+    """A recipient of a persist's `then`: what each tell saw the moment it came — the rows committed and
+    which askers had heard their answer."""
+
+    def __init__(self, tmp_path: Path, heard: dict[str, object]) -> None:
+        self.tmp_path = tmp_path
+        self.heard = heard
+        self.seen: dict[object, tuple[set[str], set[str]]] = {}
+
+    def tell(self, message: object) -> None:
+        self.seen[message] = (set(on_disk(self.tmp_path)), set(self.heard))
+
+
+def test_a_persists_then_is_told_after_its_commit_before_any_answer_and_never_for_a_row_that_did_not_land(
+        tmp_path: Path, held: Held, actor: pykka.ActorRef[Any]) -> None:
+    first, _ = asks(actor, [Persist("first", "live", {"n": 0})])
+    assert held.holding.wait(WAIT)
+    heard: dict[str, object] = {}
+    told = Told(tmp_path, heard)
+    batch = [Persist("a", "live", {"n": 1}, then=(told, "a's lines")),
+             Persist("odd", "paused", {}, then=(told, "odd's lines")),  # refused: our bug
+             Persist("b", "live", {"n": 2}, then=(told, "b's lines"))]
+
+    def one(message: Persist) -> None:
+        try:
+            actor.ask(message, timeout=WAIT)
+            heard[message.run_id] = None
+        except Exception as e:
+            heard[message.run_id] = e
+
+    threads = [threading.Thread(target=one, args=(m,)) for m in batch]
+    for t in threads:
+        t.start()
+    wait_until(lambda: depth(actor) == len(batch), what="every persist queued")
+    held.release.set()
+    for t in [*first, *threads]:
+        t.join(WAIT)
+    assert held.batches == [["first"], ["a", "odd", "b"]]
+    assert isinstance(heard["odd"], StoreError) and heard["a"] is None and heard["b"] is None
+    # Both told once their row was committed, before any asker of the batch heard; the refused row: never.
+    assert told.seen == {"a's lines": ({"first", "a", "b"}, set()), "b's lines": ({"first", "a", "b"}, set())}
+
+
+def test_a_persists_then_is_not_told_when_the_disk_refuses_the_batch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    refuse = unwritable(monkeypatch)
+    ref = StoreActor.start(str(tmp_path))
+    try:
+        told = Told(tmp_path, {})
+        refuse.set()
+        with pytest.raises(WriteFailed):
+            ref.ask(Persist("r0", "live", {"n": 1}, then=(told, "r0's lines")), timeout=WAIT)
+        assert told.seen == {}
+        refuse.clear()
+        ref.ask(Persist("r0", "live", {"n": 1}, then=(told, "r0's lines")), timeout=WAIT)
+        assert told.seen == {"r0's lines": ({"r0"}, set())}
+    finally:
+        ref.stop(block=True, timeout=10)
+
+
+def test_save_returns_once_the_commit_holds_its_row_and_raises_what_an_ask_would(
+        tmp_path: Path, held: Held, actor: pykka.ActorRef[Any]) -> None:
+    """`store.save` (how runs persist: an `Answer` for a Future) keeps the ask's promise and its errors."""
+    first, _ = asks(actor, [Persist("first", "live", {"n": 0})])
+    assert held.holding.wait(WAIT)
+    batch = [*(Persist(f"r{i}", "live", {"n": i}) for i in range(20)), Persist("odd", "paused", {})]
+    heard: dict[str, object] = {}
+
+    def one(message: Persist) -> None:
+        try:
+            save(actor, message, WAIT)
+            heard[message.run_id] = (message.run_id in held.committed, on_disk(tmp_path).get(message.run_id))
+        except Exception as e:
+            heard[message.run_id] = e
+
+    threads = [threading.Thread(target=one, args=(m,)) for m in batch]
+    for t in threads:
+        t.start()
+    wait_until(lambda: depth(actor) == len(batch), what="every save queued")
+    assert heard == {}  # nobody answered while the write before theirs holds
+    held.release.set()
+    for t in [*first, *threads]:
+        t.join(WAIT)
+    assert isinstance(heard.pop("odd"), StoreError)  # our bug, raised to its caller as the ask raises it
+    assert heard == {f"r{i}": (True, f'{{"n":{i}}}') for i in range(20)}
+    assert held.batches == [["first"], [m.run_id for m in batch]]
+
+
+def test_a_save_queued_when_the_store_stops_is_answered_actor_dead_and_one_unanswered_times_out(
+        tmp_path: Path, held: Held) -> None:
+    ref = StoreActor.start(str(tmp_path))
+    first, _ = asks(ref, [Persist("first", "live", {"n": 0})])
+    assert held.holding.wait(WAIT)
+    with pytest.raises(pykka.Timeout):
+        save(ref, Persist("late", "live", {}), 0.05)  # behind the held write: no answer in time
+    heard: list[BaseException] = []
+
+    def queued() -> None:
+        try:
+            save(ref, Persist("queued", "live", {}), WAIT)
+        except BaseException as e:
+            heard.append(e)
+
+    ref.stop(block=False)  # queued behind "late": the save after it is left in the inbox for the teardown
+    thread = threading.Thread(target=queued)
+    thread.start()
+    wait_until(lambda: depth(ref) == 3, what="the save queued behind the stop")
+    held.release.set()
+    thread.join(WAIT)
+    for t in first:
+        t.join(WAIT)
+    assert [type(e) for e in heard] == [pykka.ActorDeadError]
+    with pytest.raises(pykka.ActorDeadError):
+        save(ref, Persist("after", "live", {}), WAIT)

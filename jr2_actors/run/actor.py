@@ -4,7 +4,10 @@ It is the parent of its run's WorkspaceActors (one per Workspace path held) and 
 seat that takes a Turn). It feeds the core what they report, and performs what the core decides — in
 order, with the one rule ADR-0065 keeps the store synchronous for: when a step asks to `Persist`, the
 blob is saved (an ask of the StoreActor: the row is in the OS's hands on return) before any other action
-of that step leaves the actor. Feed lines go to the `FeedHub` (and the log); `Status` is answered for the
+of that step leaves the actor. Feed lines go to the `FeedHub` (and the log): a saved step's lines ride
+with its persist and the StoreActor publishes them right after its commit (issue 18: a reader is woken by
+the store's thread, not after this actor's wake-up from the ask; the row is still on disk first); the
+lines of a step that saves nothing are published here; `Status` is answered for the
 API; the run's end is told to the orchestrator (`RunFinished`) once every teardown is over.
 
 A persist the store cannot write now (`store.STORE_DOWN`: a read-only or full disk, a store that does not
@@ -138,7 +141,7 @@ class RunActor(Shell):
                                                   dropped=self.core.feed_dropped))
             self._perform(self._restore_step)
         elif self._first_step is not None:
-            self._perform(self._first_step, saved=True)
+            self._perform(self._first_step, saved=True)  # its lines are ours to publish
         else:
             self._step(run.Start())
 
@@ -190,7 +193,7 @@ class RunActor(Shell):
         if not saved and not self._save(step):
             self._hold(step)
             return
-        self._carry_out(step)
+        self._carry_out(step, published=not saved and _persists(step))
 
     def _save(self, step: run.RunStep) -> bool:
         """Write the step's row if it asks for one; False when the store cannot write now (our bug —
@@ -198,9 +201,11 @@ class RunActor(Shell):
         action = next((a for a in step.actions if isinstance(a, run.Persist)), None)
         if action is None:
             return True
+        # Issue 18: the step's feed lines are the store's to publish, once its row is committed (ADR-0065).
+        lines = (self.env.feed, Published(self.core.run_id, step.reports)) if step.reports else None
         try:
-            self.env.store.ask(store.Persist(self.core.run_id, row_status(action.status), self.core.snapshot(),
-                                             action.reason), timeout=PERSIST_ASK_SECONDS)
+            store.save(self.env.store, store.Persist(self.core.run_id, row_status(action.status), self.core.snapshot(),
+                                                     action.reason, then=lines), PERSIST_ASK_SECONDS)
         except store.STORE_DOWN as e:
             self._save_failures += 1
             if self._save_failures == 1:
@@ -229,15 +234,17 @@ class RunActor(Shell):
             self._hold(step)
             return
         self._held = None
-        self._carry_out(step)
+        self._carry_out(step, published=True)
         while self._held is None and self._waiting:
             self._take(self._waiting.popleft())
 
-    def _carry_out(self, step: run.RunStep) -> None:
+    def _carry_out(self, step: run.RunStep, *, published: bool = False) -> None:
+        """`published`: the step's lines rode with its persist, and the store has published them."""
         if step.reports:
             for event in step.reports:
                 log.info("run %s: %s", self.core.run_id, _line(event))
-            tell_quietly(self.env.feed, Published(self.core.run_id, step.reports))
+            if not published:
+                tell_quietly(self.env.feed, Published(self.core.run_id, step.reports))
         # Issue 18: GET /runs reads this row; told before the actions, so it lands before `RunFinished` — and
         # never after it (a seat's late report, stepped once the run ended, must not list a finished run again).
         if not self._done:
@@ -327,6 +334,10 @@ class RunActor(Shell):
             self._agents.pop(fault.name, None)
             self._step(run.FromSeat(seat.TurnFault(fault.name, self.core.turn.id, "actor",
                                                    f"the Agent's actor failed: {fault.error}")))
+
+
+def _persists(step: run.RunStep) -> bool:
+    return any(isinstance(a, run.Persist) for a in step.actions)
 
 
 def _line(event: FeedEvent) -> str:
