@@ -59,7 +59,7 @@ class Order:
                     self.must_be_saved.setdefault(core.run_id, set()).update(e.id for e in out.reports)
             return out
 
-        def publish_checked(hub: FeedHub, run_id: str, events: Iterable[FeedEvent], **kw: Any) -> None:
+        def publish_checked(hub: FeedHub, run_id: str, events: Iterable[FeedEvent], **kw: Any) -> list[FeedEvent]:
             events = tuple(events)
             with self.lock:
                 due = [e for e in events if e.id in self.must_be_saved.get(run_id, set())]
@@ -68,7 +68,7 @@ class Order:
                 with self.lock:
                     self.checked.setdefault(run_id, set()).update(e.id for e in due)
                     self.early += [(run_id, e.id, e.kind) for e in due if e.id not in on_disk]
-            publish(hub, run_id, events, **kw)
+            return publish(hub, run_id, events, **kw)
 
         monkeypatch.setattr(run.RunCore, "step", step_noted)
         monkeypatch.setattr(FeedHub, "publish", publish_checked)

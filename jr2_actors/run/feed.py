@@ -57,7 +57,11 @@ class FeedHub:
         if isinstance(message, Published):
             self.publish(message.run_id, message.events, finished=message.finished, dropped=message.dropped)
 
-    def publish(self, run_id: str, events: Iterable[FeedEvent], *, finished: bool = False, dropped: int = 0) -> None:
+    def publish(self, run_id: str, events: Iterable[FeedEvent], *, finished: bool = False,
+                dropped: int = 0) -> list[FeedEvent]:
+        """Returns the lines it took: a line it already holds (a step's lines told twice — a persist that
+        timed out, landed late and was saved again, each telling them) is not taken again."""
+        taken: list[FeedEvent] = []
         with self._cond:
             feed = self._feeds.setdefault(run_id, deque(maxlen=FEED_KEEP))
             last = feed[-1].id if feed else 0
@@ -68,6 +72,7 @@ class FeedHub:
                 if len(feed) == feed.maxlen:
                     gone = feed[0].id
                 feed.append(event)
+                taken.append(event)
                 last = event.id
             self._dropped[run_id] = gone
             if finished and run_id not in self._finished:
@@ -77,6 +82,7 @@ class FeedHub:
                     self._feeds.pop(old, None)
                     self._dropped.pop(old, None)
             self._cond.notify_all()
+        return taken
 
     def last_id(self, run_id: str) -> int:
         """The newest id published for the run (0: none)."""

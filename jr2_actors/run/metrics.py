@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from jr2_actors.harness.metrics import HarnessTelemetry
 from jr2_actors.run.core import RunCore
-from jr2_actors.run.feed import Published
+from jr2_actors.run.feed import FeedHub, Published
 from jr2_actors.run.feedlines import AdmittedLine
 from jr2_actors.run.notices import NoticeKind
 from jr2_actors.run.wire import WAIT_REASONS, wait_reason
@@ -90,8 +90,9 @@ class RunMetrics:
             with self._lock:
                 self._runs.pop(run_id, None)
 
-    def feed_tap(self, hub: Recipient) -> Recipient:
-        """A recipient for the runs' feed that counts the notices of each admission, then hands it on."""
+    def feed_tap(self, hub: FeedHub) -> Recipient:
+        """A recipient for the runs' feed that hands it to the hub, then counts the notices of each admission
+        the hub took (a line told twice is counted once)."""
         return _NoticeTap(self._notices, hub) if self._on else hub
 
     def collect(self) -> Iterator[Metric]:
@@ -141,18 +142,21 @@ class RunMetrics:
 
 
 class _NoticeTap:
-    def __init__(self, counters: Mapping[str, Counter], hub: Recipient) -> None:
+    def __init__(self, counters: Mapping[str, Counter], hub: FeedHub) -> None:
         self._counters = counters
         self._hub = hub
 
     def tell(self, message: object) -> None:
         """`run.feed.Published`: its `admitted` lines carry the notices told."""
-        if isinstance(message, Published):
-            for event in message.events:
-                if isinstance(event.line, AdmittedLine):
-                    for notice in event.line.notices:
-                        self._counters.get(notice.kind, self._counters["other"]).inc()
-        self._hub.tell(message)
+        if not isinstance(message, Published):
+            self._hub.tell(message)
+            return
+        taken = self._hub.publish(message.run_id, message.events, finished=message.finished,
+                                  dropped=message.dropped)
+        for event in taken:
+            if isinstance(event.line, AdmittedLine):
+                for notice in event.line.notices:
+                    self._counters.get(notice.kind, self._counters["other"]).inc()
 
 
 class RunTelemetry(WorkspaceTelemetry, HarnessTelemetry, Protocol):
