@@ -22,7 +22,7 @@ from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed import FeedHub
 from jr2_actors.run.table import RunTable
 from jr2_actors.shell import ActorFault
-from jr2_actors.shell.clock import Clock
+from jr2_actors.shell.clock import Clock, pause
 from jr2_actors.store import actor as store
 from jr2_actors.values.constants import ORCHESTRATOR_ASK_SECONDS, REVIVE_RETRY_BACKOFF
 from jr2_actors.values.errors import KUBE_ERRORS
@@ -91,7 +91,8 @@ class Revival:
                 if attempt == 1:
                     log.error("run %s died (%s) and the store cannot serve its revival (%s); it tries again",
                               run_id, error, why)
-                if self._stopped.wait(REVIVE_RETRY_BACKOFF.delay(attempt)):
+                if pause(self.clock, REVIVE_RETRY_BACKOFF.delay(attempt), self._stopped,
+                         what=f"run {run_id}'s revival: its backoff"):  # on a virtual clock, its time
                     restored = False  # stopping: its row stays as it is for the next start
                     break
         with self._lock:

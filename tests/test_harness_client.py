@@ -415,8 +415,9 @@ class _Watched(Timers):
         super().__init__(clock)
         self.scheduled = threading.Event()
 
-    def schedule(self, when: float, callback: Callable[[], object], label: str = "") -> int:
-        handle = super().schedule(when, callback, label)
+    def schedule(self, when: float, callback: Callable[[], object], label: str = "", *,
+                 keepalive: bool = False) -> int:
+        handle = super().schedule(when, callback, label, keepalive=keepalive)
         self.scheduled.set()
         return handle
 

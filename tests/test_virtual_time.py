@@ -9,10 +9,17 @@ from typing import Any, cast
 
 import pytest
 
+from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.fake.harness.core import Hang
 from jr2_actors.fake.pytest_plugin import _time_options
+from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.shell import Deadline, Shell, Timers
-from jr2_actors.shell.clock import NeverIdle, Stalled, VirtualClock
+from jr2_actors.shell.clock import KEPT_ALIVE_JUMPS, NeverIdle, Stalled, VirtualClock, pause
 from jr2_actors.shell.pools import CountedPool
+from jr2_actors.values.constants import PROVISION_BUDGET_SECONDS, RETENTION_SECONDS, SWEEP_INTERVAL_SECONDS
+from jr2_actors.values.workflow import read_document
+from jr2_actors.watch.actor import WatchActor
 from tests.waiting import wait_until
 
 
@@ -191,3 +198,193 @@ def test_the_fixture_takes_time_virtual_and_refuses_what_it_does_not_know() -> N
         options(pytest.mark.jr2_fake_cluster(time="fast").mark)
     with pytest.raises(pytest.UsageError, match=r"not \['tick'\]"):
         options(pytest.mark.jr2_fake_cluster(tick=1).mark)
+
+
+# -- fewer jumps: a deadline pushed on lazily, one jump for an instant's timers ----------------------------
+
+class _Counting(Shell):
+    """An actor that counts the messages it gets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.got: list[object] = []
+
+    def on_receive(self, message: Any) -> Any:
+        self.got.append(message)
+        return None
+
+
+def test_a_deadline_pushed_on_by_every_step_fires_once_when_no_step_came_for_the_whole_bound() -> None:
+    """A stall bound re-armed at each frame (90 s from the last one) never comes due while frames come
+    every 60 s: the clock does not jump to it (it used to, once a frame, and the core re-armed it)."""
+    clock = VirtualClock(settle=True)
+    timers = Timers(clock, name="jr2-test-timers")
+    ref = _Counting.start()
+    try:
+        deadline = Deadline(timers, ref, _Ping(), keep_earlier=True)
+        deadline.arm(90.0)
+        for frame_at in (60.0, 120.0, 180.0):
+            clock.advance(frame_at - clock.monotonic())
+            deadline.arm(frame_at + 90)  # the step after each frame
+        assert [u.at for u in clock.upcoming()] == [270.0]
+        clock.advance(89)
+        assert ref.proxy().got.get() == []  # at 90, 150 and 210 nothing fired
+        clock.advance(1)
+        assert [type(m) for m in ref.proxy().got.get()] == [_Ping]
+    finally:
+        ref.stop()
+        timers.stop()
+
+
+def test_the_timers_due_at_one_instant_fire_in_one_jump() -> None:
+    clock = VirtualClock(settle=True)
+    a, b = Timers(clock, name="a"), Timers(clock, name="b")
+    fired: list[str] = []
+    try:
+        a.schedule(60.0, lambda: fired.append("a"))
+        b.schedule(60.0, lambda: fired.append("b"))
+        b.schedule(60.0, lambda: fired.append("b again"))
+        clock.run_until(lambda: len(fired) == 3)
+        assert sorted(fired) == ["a", "b", "b again"] and clock.jumps == 1 and clock.monotonic() == 60.0
+    finally:
+        a.stop()
+        b.stop()
+
+
+# -- a wait for what never comes fails at once -------------------------------------------------------------
+
+def test_run_until_fails_at_once_when_nothing_but_keepalives_is_left() -> None:
+    clock = VirtualClock(settle=True)
+    timers = Timers(clock, name="fake-watch-timers")
+
+    def bookmark() -> None:
+        timers.schedule(clock.monotonic() + 60, bookmark, "watch Sandbox: its bookmark", keepalive=True)
+    try:
+        bookmark()
+        with pytest.raises(Stalled, match="but those that only keep streams alive") as stalled:
+            clock.run_until(lambda: False)
+        assert "watch Sandbox: its bookmark" in str(stalled.value)
+        assert clock.monotonic() == 0.0
+    finally:
+        timers.stop()
+
+
+def test_run_until_fails_at_once_when_bookmarks_only_push_a_watchs_stall_bound_on() -> None:
+    """A fake cluster and a watch on it: the fake's bookmarks keep pushing the watch's stall bound on, so
+    nothing else can ever come. It used to fail only at the day's horizon (~1,800 jumps)."""
+    clock = VirtualClock(settle=True)
+    with FakeCluster(namespace="jr2", clock=clock) as cluster:
+        ref = WatchActor.start(cluster.client(), clock=clock)
+        try:
+            with pytest.raises(Stalled, match="only keepalives fire") as stalled:
+                clock.run_until(lambda: False)
+            assert "WatchActor" in str(stalled.value) and "its bookmark" in str(stalled.value)
+            assert clock.monotonic() <= (KEPT_ALIVE_JUMPS + 2) * 60.0
+        finally:
+            ref.stop()
+
+
+# -- waits of threads that are no timer's, on the virtual clock ---------------------------------------------
+
+def test_a_pause_on_a_driven_clock_is_a_timer_the_clock_jumps_to() -> None:
+    clock = VirtualClock(settle=True)
+    stop, done = threading.Event(), threading.Event()
+    woke: list[float] = []
+
+    def backoff() -> None:
+        woke.append(float(pause(clock, 3600.0, stop, what="a revival's backoff")))
+        woke.append(clock.monotonic())
+        done.set()
+    threading.Thread(target=backoff, daemon=True).start()
+    wait_until(lambda: any("a revival's backoff" in u.what for u in clock.upcoming()), timeout=10,
+               what="the pause on the clock")
+    clock.run_until(done.is_set)
+    assert woke == [0.0, 3600.0]
+
+
+def test_a_pause_ends_at_once_when_stopped() -> None:
+    clock = VirtualClock(settle=True)
+    stop = threading.Event()
+    stop.set()
+    assert pause(clock, 3600.0, stop, what="stopping") is True and clock.monotonic() == 0.0
+
+
+@pytest.mark.jr2_fake_cluster(time="virtual")
+def test_injected_latency_takes_the_virtual_clock_not_the_real_one(jr2_fake_cluster: FakeCluster) -> None:
+    clock = jr2_fake_cluster.clock
+    assert isinstance(clock, VirtualClock)
+    client = jr2_fake_cluster.client()
+    answered = threading.Event()
+    jr2_fake_cluster.faults.latency(600.0)  # ten minutes a request: the old real wait outlasted the clock's 10 s
+    began = clock.monotonic()
+    def listing() -> None:
+        client.list(SANDBOX, "jr2")
+        answered.set()
+    threading.Thread(target=listing, daemon=True).start()
+    clock.run_until(answered.is_set)
+    assert clock.monotonic() - began >= 600.0
+    client.close()
+
+
+# -- workflows through the fixtures on virtual time --------------------------------------------------------
+
+WORKFLOW = """
+name: {name}
+workspaces:
+  W:
+    size: {{cpu: "1", memory: "2Gi"}}
+    image: jr2-sandbox:dev
+    repos: [{{slot: app, url: "https://example.test/app.git", ref: main}}]
+    branch: feat/x
+agents:
+  coder: {{instructions: "You fix bugs.", workspace: W, access: write}}
+start: code
+states:
+  code:
+    holds: [W]
+    turn: {{agent: coder, prompt: "Fix it."}}
+    on: {{finish: done}}
+    after: {{seconds: {after}, to: late}}
+  done: {{final: done}}
+  late: {{final: failed}}
+"""
+
+
+def _status(orchestrator: Orchestrator, run_id: str) -> object:
+    return (orchestrator.status(run_id) or {}).get("status")
+
+
+def _finished(orchestrator: Orchestrator, run_id: str) -> Any:
+    return lambda: _status(orchestrator, run_id) in ("done", "failed", "cancelled", "error")
+
+
+@pytest.mark.jr2_fake_cluster(time="virtual")
+@pytest.mark.jr2_agents(pick_first=True)
+def test_a_sandbox_never_ready_fails_its_workspace_at_the_provisioning_budget(
+        jr2_orchestrator: Orchestrator, jr2_fake_cluster: FakeCluster) -> None:
+    clock = jr2_fake_cluster.clock
+    assert isinstance(clock, VirtualClock)
+    jr2_fake_cluster.operate(lambda core, now: setattr(core, "start_seconds", 10 * 24 * 3600.0))  # placed, never Ready
+    run_id = jr2_orchestrator.submit(read_document(WORKFLOW.format(name="never-ready", after=3600)))
+    clock.run_until(_finished(jr2_orchestrator, run_id))
+    status = jr2_orchestrator.status(run_id) or {}
+    assert status["status"] == "error" and f"not Ready {PROVISION_BUDGET_SECONDS:.0f}s after" in status["fault"]
+    assert status["durationSeconds"] == PROVISION_BUDGET_SECONDS  # the budget on the virtual clock, to the second
+
+
+@pytest.mark.slow  # a virtual week is ~12,000 jumps (the watch's bookmarks): seconds of wall time
+@pytest.mark.jr2_fake_cluster(time="virtual")
+@pytest.mark.jr2_agents(coder=[[Hang()]])
+def test_an_after_of_a_week_then_the_seven_day_sweep(jr2_orchestrator: Orchestrator,
+                                                    jr2_fake_cluster: FakeCluster) -> None:
+    clock = jr2_fake_cluster.clock
+    assert isinstance(clock, VirtualClock)
+    week = 7 * 24 * 3600
+    began = clock.monotonic()
+    run_id = jr2_orchestrator.submit(read_document(WORKFLOW.format(name="a-week", after=week)))
+    clock.run_until(_finished(jr2_orchestrator, run_id), within=week + 3600)
+    assert _status(jr2_orchestrator, run_id) == "failed" and clock.monotonic() - began >= week
+    ended = clock.monotonic()
+    clock.run_until(lambda: jr2_orchestrator.status(run_id) is None,
+                    within=RETENTION_SECONDS + 2 * SWEEP_INTERVAL_SECONDS)
+    assert RETENTION_SECONDS <= clock.monotonic() - ended <= RETENTION_SECONDS + SWEEP_INTERVAL_SECONDS + 1

@@ -11,24 +11,28 @@ hold. "Nothing under way" (`busy()` is empty) is judged from what each part repo
 - no timer due and not yet fired, none firing (every `Timers` on this clock attaches itself);
 - no pool job queued or running (`shell/pools.py`);
 - no HTTP request being served by the fake, nor sent by the KubeClient (`Activity.busy`); a request parked
-  on the server (a watch with nothing to send, a Harness long poll) counts only once it has something to
-  answer (`Job.waiting(ready)`): a watch frame queued and not yet written is work.
+  on the server (a watch with nothing to send, a Harness long poll, a latency waited out by `pause`)
+  counts only once it has something to answer (`Job.waiting(ready)`): a watch frame queued and not yet
+  written is work, and each parked request excuses the KubeClient's job for the same request;
+- the watch's I/O thread blocked on its next frame or command, none waiting (watch/actor.py).
 
-What no counter sees is a byte on a loopback socket between the server's write and the client's read;
-`busy()` answers empty only when two looks `SETTLE_SECONDS` apart find the same quiet state and no
-message was queued between them.
+Each part that ends some work wakes the clock (`QUIETING`, one Condition), so a busy clock waits instead of
+polling. What no counter sees is a byte on a loopback socket between the server's write and the client's
+read; `busy()` answers empty only when two looks `SETTLE_SECONDS` apart find the same quiet state and no
+message was queued between them. `pause` is the wait of a thread that is no timer's, on the clock.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+from jr2_actors.shell.activity import QUIET, QUIETING, SENT, SERVED, Activity, Job, Quiet, activity
 
 if TYPE_CHECKING:
     from jr2_actors.shell.timers import Timers
@@ -50,108 +54,12 @@ class SystemClock:
         return time.time()
 
 
-# -- what is under way ------------------------------------------------------------------------------------
-
-class Job:
-    """One piece of work under way (a request served, a request sent, a pool job). While `waiting(ready)`,
-    it counts as work only when `ready()` holds: a parked watch with a frame queued."""
-
-    __slots__ = ("ready", "what")
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self.ready: Callable[[], bool] | None = None
-
-    @contextlib.contextmanager
-    def waiting(self, ready: Callable[[], bool]) -> Iterator[None]:
-        self.ready = ready
-        try:
-            yield
-        finally:
-            self.ready = None
-
-    def busy(self) -> bool:
-        ready = self.ready
-        return ready is None or bool(ready())
-
-
-class Activity:
-    """The work under way that no actor inbox shows: what each part reports as it starts and ends it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._jobs: dict[int, Job] = {}
-        self._ids = itertools.count(1)
-        self.generation = 0  # bumped on every start and end: a settle sees that something moved
-        self._probes: list[Callable[[], list[str]]] = []
-
-    @contextlib.contextmanager
-    def busy(self, what: str) -> Iterator[Job]:
-        job = Job(what)
-        with self._lock:
-            key = next(self._ids)
-            self._jobs[key] = job
-            self.generation += 1
-        try:
-            yield job
-        finally:
-            with self._lock:
-                self._jobs.pop(key, None)
-                self.generation += 1
-
-    def probe(self, fn: Callable[[], list[str]]) -> None:
-        """Add a look at work of another kind (a pool's queue): `fn()` names what is under way, or `[]`."""
-        with self._lock:
-            self._probes.append(fn)
-
-    def unprobe(self, fn: Callable[[], list[str]]) -> None:
-        with self._lock, contextlib.suppress(ValueError):
-            self._probes.remove(fn)
-
-    def under_way(self) -> list[str]:
-        with self._lock:
-            jobs = list(self._jobs.values())
-            probes = list(self._probes)
-        out = [job.what for job in jobs if job.busy()]
-        for fn in probes:
-            out += fn()
-        return out
-
-    def parked(self) -> list[str]:
-        with self._lock:
-            return [job.what for job in self._jobs.values() if job.ready is not None]
-
-
-class Quiet:
-    """`activity(clock)` of a clock that reports nothing: every call is a no-op."""
-
-    generation = 0
-
-    @contextlib.contextmanager
-    def busy(self, what: str) -> Iterator[Job]:
-        yield Job(what)
-
-    def probe(self, fn: Callable[[], list[str]]) -> None:
-        pass
-
-    def unprobe(self, fn: Callable[[], list[str]]) -> None:
-        pass
-
-
-QUIET = Quiet()
-
-
-def activity(clock: object) -> Activity | Quiet:
-    """Where a part reports its work: the driven virtual clock's `Activity`, else a no-op."""
-    found = getattr(clock, "activity", None)
-    return found if isinstance(found, Activity) else QUIET
-
-
 # -- the virtual clock ------------------------------------------------------------------------------------
 
 SETTLE_SECONDS = 0.0001  # real seconds between the two looks that judge "nothing under way"
-YIELDS_BEFORE_SLEEP = 50  # looks while busy that only yield the GIL before the clock sleeps between looks
+LOOK_AGAIN_SECONDS = 0.002  # real seconds a busy clock waits for something to go quiet before it looks anyway
 IDLE_WAIT_SECONDS = 10.0  # real seconds `advance`/`run_until` wait for the system to settle, then fail
+KEPT_ALIVE_JUMPS = 4  # keepalive-only jumps in a row, each pushing the next other timer on, that prove a stall
 RUN_UNTIL_WITHIN = 24 * 3600.0  # virtual seconds `run_until` looks ahead by default (`within=` for longer)
 
 
@@ -162,7 +70,8 @@ class Upcoming:
 
 
 class Stalled(AssertionError):
-    """What a test waited for cannot come: nothing is under way and no timer is left (within the horizon)."""
+    """What a test waited for cannot come: nothing is under way and no timer is left (within the horizon)
+    but those that only keep streams alive."""
 
 
 class NeverIdle(AssertionError):
@@ -176,9 +85,16 @@ class VirtualClock:
         self._lock = threading.Lock()
         self._monotonic = monotonic
         self._wall = wall
-        self._timers: weakref.WeakSet[Timers] = weakref.WeakSet()
+        self._timers: dict[int, weakref.ref[Timers]] = {}
+        self._snapshot: tuple[Timers, ...] | None = None  # the live timers, kept until one comes or goes
         self.settle = settle
         self.activity = Activity()
+        self.jumps = 0  # how many times the clock moved: what a measurement of virtual time counts
+        self._own: Timers | None = None  # made by `pause` on this clock
+        if settle:
+            from jr2_actors.shell import mailbox
+
+            mailbox.went_idle = QUIETING.went_quiet  # an actor that asks for its next message wakes the clock
 
     def monotonic(self) -> float:
         with self._lock:
@@ -191,21 +107,75 @@ class VirtualClock:
     # -- the timers on this clock -------------------------------------------------------------------
 
     def attach(self, timers: Timers) -> None:
+        key = id(timers)
+
+        def gone(_: object) -> None:
+            with self._lock:
+                if self._timers.get(key) is ref:
+                    del self._timers[key]
+                self._snapshot = None
+
+        ref = weakref.ref(timers, gone)
         with self._lock:
-            self._timers.add(timers)
+            self._timers[key] = ref
+            self._snapshot = None
 
     def detach(self, timers: Timers) -> None:
         with self._lock:
-            self._timers.discard(timers)
+            found = self._timers.get(id(timers))
+            if found is not None and found() is timers:
+                del self._timers[id(timers)]
+            self._snapshot = None
 
-    def _all_timers(self) -> list[Timers]:
+    def went_quiet(self) -> None:
+        """A part of the system ended some work: a driven clock waiting for quiet looks again."""
+        QUIETING.went_quiet()
+
+    def _sleeps(self) -> Timers:
+        """The clock's own timer thread for `pause` (made at its first use; a racing second one is stopped)."""
+        from jr2_actors.shell.timers import Timers
+
         with self._lock:
-            return list(self._timers)
+            own = self._own
+        if own is not None:
+            return own
+        made = Timers(self, name="jr2-clock-pauses")
+        with self._lock:
+            if self._own is None:
+                self._own = made
+            own = self._own
+        if own is not made:
+            made.stop()
+        return own
+
+    def _all_timers(self) -> tuple[Timers, ...]:
+        with self._lock:
+            if self._snapshot is None:
+                self._snapshot = tuple(t for t in (r() for r in self._timers.values()) if t is not None)
+            return self._snapshot
 
     def upcoming(self, limit: int = 20) -> list[Upcoming]:
         """The next timers on this clock, soonest first, each with who set it."""
         found = [Upcoming(at, what) for timers in self._all_timers() for at, what in timers.pending()]
         return sorted(found, key=lambda u: u.at)[:limit]
+
+    def _soonest(self) -> tuple[float | None, float | None]:
+        """When the next timer is due, and the next that is not a keepalive (None: none)."""
+        soonest: float | None = None
+        worth: float | None = None
+        for timers in self._all_timers():
+            at, other = timers.soonest()
+            if at is not None and (soonest is None or at < soonest):
+                soonest = at
+            if other is not None and (worth is None or other < worth):
+                worth = other
+        return soonest, worth
+
+    def _others(self, until: float) -> tuple[tuple[int, int], float] | None:
+        """The one timer due by `until` that is not a keepalive, as ((timers, handle), when); None when
+        there are none or several."""
+        found = [((id(t), handle), when) for t in self._all_timers() for handle, when in t.others(until)]
+        return found[0] if len(found) == 1 else None
 
     # -- moving it ----------------------------------------------------------------------------------
 
@@ -214,8 +184,10 @@ class VirtualClock:
             step = max(monotonic - self._monotonic, 0.0)
             self._monotonic += step
             self._wall += step
+            now = self._monotonic
+            self.jumps += 1
         for timers in self._all_timers():
-            timers.poke()
+            timers.poke(now)  # only a timer thread with something due by now is woken
 
     def advance(self, seconds: float) -> None:
         """Move on by `seconds`. Driven, each timer due on the way fires at its own time and the system
@@ -228,31 +200,56 @@ class VirtualClock:
             return
         self.wait_idle()
         while True:
-            nxt = self.upcoming(1)
-            if not nxt or nxt[0].at > target:
+            nxt, _ = self._soonest()
+            if nxt is None or nxt > target:
                 break
-            self._set(nxt[0].at)
+            self._set(nxt)
             self.wait_idle()
         self._set(target)
         self.wait_idle()
 
     def run_until(self, predicate: Callable[[], object], *, within: float = RUN_UNTIL_WITHIN) -> None:
-        """Jump from timer to timer, each time nothing is under way, until `predicate()` holds. Raises
-        `Stalled` at once (with what every actor and parked request waits for) when nothing is under way
-        and no timer is left within `within` virtual seconds of the start."""
+        """Jump from timer to timer, each time nothing is under way, until `predicate()` holds.
+
+        Raises `Stalled` at once, with what every actor and parked request waits for, when nothing is under
+        way and what is left cannot make it hold: no timer within `within` virtual seconds of the start but
+        those that only keep streams alive (`Timers.schedule(keepalive=True)`: the fake's bookmarks and watch
+        timeouts), or only those fire and each of `KEPT_ALIVE_JUMPS` of them in a row pushes the one other
+        timer within the look ahead on (a watch's stall bound, which bookmarks keep from ever coming due).
+        The predicate is asked at the start and after each jump that fired a timer other than a keepalive
+        (a keepalive changes nothing it could see)."""
         horizon = self.monotonic() + within
+        ask = True
+        pushed = 0  # keepalive-only jumps in a row that each pushed the one other timer on
+        before: tuple[tuple[int, int], float] | None = None
         while True:
             self.wait_idle()
-            if predicate():
+            if ask and predicate():
                 return
-            nxt = self.upcoming(1)
-            if not nxt:
+            nxt, worth = self._soonest()
+            if nxt is None:
                 raise Stalled("nothing is under way and no timer is set: what was awaited cannot come\n"
                               + self.describe())
-            if nxt[0].at > horizon:
+            if nxt > horizon:
                 raise Stalled(f"nothing is under way and the next timer is past the {within:g} s looked "
                               f"ahead\n" + self.describe())
-            self._set(nxt[0].at)
+            if worth is None or worth > horizon:
+                raise Stalled("nothing is under way and no timer is left within the "
+                              f"{within:g} s looked ahead but those that only keep streams alive: what was "
+                              "awaited cannot come\n" + self.describe())
+            if ask:
+                pushed, before = 0, None
+            else:  # a keepalive-only jump: did it push on the one other timer within the horizon?
+                alone = self._others(horizon)
+                pushed = pushed + 1 if alone is not None and before is not None and alone[0] == before[0] \
+                    and alone[1] > before[1] else 0
+                before = alone
+                if pushed >= KEPT_ALIVE_JUMPS:
+                    raise Stalled(f"nothing is under way and only keepalives fire: each of the last {pushed} "
+                                  "pushed the one other timer within the look ahead on, so it never comes due "
+                                  "and what was awaited cannot come\n" + self.describe())
+            ask = worth <= nxt
+            self._set(nxt)
 
     # -- judging "nothing under way" ------------------------------------------------------------------
 
@@ -270,19 +267,24 @@ class VirtualClock:
         return []
 
     def wait_idle(self, timeout: float = IDLE_WAIT_SECONDS) -> None:
+        """Return once nothing is under way: two looks `SETTLE_SECONDS` apart find the same quiet state.
+        While something is, wait on `QUIETING` (woken when any part ends some work) rather than spin."""
         deadline = time.monotonic() + timeout
-        looks = 0
         while True:
-            busy = self.busy()
+            seen = QUIETING.generation
+            state, busy = self._look()
             if not busy:
-                return
+                # A byte on a loopback socket has no counter: this moment lets its reader take it.
+                QUIETING.wait(seen, SETTLE_SECONDS)
+                again, busy = self._look()
+                if not busy and again == state:
+                    return
+                if not busy:
+                    continue
             if time.monotonic() >= deadline:
                 raise NeverIdle(f"still busy after {timeout:g} s of real time: {'; '.join(busy[:20])}\n"
                                 + self.describe())
-            looks += 1
-            # A short piece of work (a tell, a loopback round trip) ends within a few yields of the GIL; a
-            # sleep's least is ~0.1-0.5 ms of timer slack, which a jump would pay several times over.
-            time.sleep(0 if looks <= YIELDS_BEFORE_SLEEP else SETTLE_SECONDS)
+            QUIETING.wait(seen, LOOK_AGAIN_SECONDS)
 
     def _look(self) -> tuple[tuple[int, int], list[str]]:
         from jr2_actors.shell import mailbox
@@ -307,3 +309,45 @@ class VirtualClock:
         lines += [f"  at {u.at:.3f} (+{u.at - self.monotonic():.3f} s): {u.what}" for u in self.upcoming(10)] \
             or ["  (none)"]
         return "\n".join(lines)
+
+
+PAUSE_POLL_SECONDS = 0.01  # real seconds between looks at the other events while a pause waits on several
+
+
+def pause(clock: Clock, seconds: float, *wake: threading.Event, what: str, job: Job | None = None) -> bool:
+    """Wait `seconds` on `clock`, or until the first of `wake` is set (on a real clock the others are looked
+    at when the wait ends; a driven VirtualClock looks at each): True then, False when the time ran out. For
+    a wait of a thread that is no timer's (an injected latency, a long poll's window, a revival's backoff).
+    On a driven VirtualClock the wait is a timer on it, named `what`, and the waiting thread counts as
+    parked (`job`, the request it serves, or one of its own): the clock jumps to the end of the pause
+    instead of standing still for its real seconds."""
+    first, others = wake[0], wake[1:]
+    if not isinstance(clock, VirtualClock) or not clock.settle:
+        return first.wait(seconds) or any(e.is_set() for e in others)  # the others are looked at once, at the end
+    if seconds <= 0:
+        return any(e.is_set() for e in wake)
+    done = threading.Event()
+    timers = clock._sleeps()
+    handle = timers.schedule(clock.monotonic() + seconds, done.set, what)
+
+    def over() -> bool:
+        return done.is_set() or any(e.is_set() for e in wake)
+    try:
+        with contextlib.ExitStack() as stack:
+            parked = job if job is not None else stack.enter_context(clock.activity.busy(what))
+            stack.enter_context(parked.waiting(over))
+            # One Event can be blocked on: the timer's when `stop` is the only other (it is rare), else the
+            # first of `wake` (a long poll's change), looking at the rest every PAUSE_POLL_SECONDS.
+            blocking = done if not others else first
+            while not over():
+                blocking.wait(PAUSE_POLL_SECONDS)
+        return any(e.is_set() for e in wake)
+    finally:
+        timers.cancel(handle)
+
+
+__all__ = [  # what is under way lives in shell/activity.py; the parts that report it import it from here too
+    "IDLE_WAIT_SECONDS", "KEPT_ALIVE_JUMPS", "QUIET", "QUIETING", "RUN_UNTIL_WITHIN", "SENT", "SERVED",
+    "SETTLE_SECONDS", "Activity", "Clock", "Job", "NeverIdle", "Quiet", "Stalled", "SystemClock", "Upcoming",
+    "VirtualClock", "activity", "pause",
+]

@@ -16,6 +16,10 @@ from typing import Any
 PROCESSING_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                       2.5, 5.0, 10.0)
 
+# Set by a driven VirtualClock (shell/clock.py): called when an actor asks for its next message and none waits,
+# so the clock waiting for quiet looks again then instead of polling. None (one read a take) otherwise.
+went_idle: Callable[[], None] | None = None
+
 
 class Mailbox(queue.Queue[Any]):
     """pykka's inbox (an unbounded `queue.Queue`) that knows when each waiting message was queued.
@@ -52,6 +56,8 @@ class Mailbox(queue.Queue[Any]):
         with self.not_empty:
             self.handling = False
             if not self.queue:
+                if went_idle is not None:
+                    went_idle()
                 if not block:
                     raise queue.Empty
                 if timeout is None:

@@ -40,6 +40,7 @@ class CountedPool(ThreadPoolExecutor):
     def _done(self, _: Any) -> None:
         with self._count_lock:
             self._jobs -= 1
+        self._activity.went_quiet()
 
     def _under_way(self) -> list[str]:
         with self._count_lock:

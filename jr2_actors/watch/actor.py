@@ -32,6 +32,7 @@ later registrations are refused by pykka with `ActorDeadError`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -42,7 +43,7 @@ from typing import Any
 from jr2_actors.kube.client import KubeClient, WatchStream
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.shell import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
-from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.shell.clock import QUIET, Activity, Clock, Job, Quiet, SystemClock, activity
 from jr2_actors.values.constants import (
     STALL_BOUND_SECONDS,
     WATCH_CONTROL_BATCH,
@@ -100,8 +101,11 @@ class _WatchIo:
     """Performs list and watch calls one at a time and tells the actor every result and frame."""
 
     def __init__(self, client: KubeClient, namespace: str, tell: Callable[[core.Input], None],
-                 watch_timeout: int) -> None:
+                 watch_timeout: int, under_way: Activity | Quiet = QUIET) -> None:
         self._client = client
+        self._under_way = under_way  # a driven VirtualClock's: this thread is at work but while it blocks
+        self._counted: contextlib.AbstractContextManager[Job] | None = None
+        self._job: Job | None = None  # on a driven VirtualClock: never a jump mid-step
         self._namespace = namespace
         self._tell = tell
         self._watch_timeout = watch_timeout
@@ -114,6 +118,9 @@ class _WatchIo:
         self._thread = threading.Thread(target=self._run, name="jr2-watch-io", daemon=True)
 
     def start(self) -> None:
+        if self._under_way is not QUIET:  # counted from here: the thread's first list is work before it runs
+            self._counted = self._under_way.busy("the watch's I/O thread")
+            self._job = self._counted.__enter__()
         self._thread.start()
 
     def list(self) -> None:
@@ -139,9 +146,24 @@ class _WatchIo:
         self._thread.join(budget)
         return not self._thread.is_alive()
 
+    def _told(self) -> bool:
+        return not self._commands.empty()
+
+    def _parked(self, ready: Callable[[], bool]) -> contextlib.AbstractContextManager[None]:
+        """While this thread blocks (on its commands, on a stream's next frame): not work under way."""
+        return _NOT_COUNTED if self._job is None else self._job.waiting(ready)
+
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            if self._counted is not None:
+                self._counted.__exit__(None, None, None)
+
+    def _loop(self) -> None:
         while not self._stopping.is_set():
-            cmd = self._commands.get()
+            with self._parked(self._told):
+                cmd = self._commands.get()
             if cmd is _STOP or self._stopping.is_set():
                 return
             try:
@@ -179,7 +201,12 @@ class _WatchIo:
         self._tell(core.WatchOpened(cmd.stream))
         failure: Failure | None = None
         try:
-            for frame in stream:
+            frames = iter(stream)
+            while True:
+                with self._parked(self._told):  # a command waiting (a list after a close) is work
+                    frame = next(frames, None)
+                if frame is None:
+                    break
                 self._tell(core.FrameReceived(cmd.stream, frame))
         except Exception as e:
             failure = failure_of(e)
@@ -188,6 +215,9 @@ class _WatchIo:
                 self._stream = None
                 self._closed_ids.discard(cmd.stream)
         self._tell(core.StreamEnded(cmd.stream, failure))
+
+
+_NOT_COUNTED = contextlib.nullcontext()
 
 
 def failure_of(e: Exception) -> Failure:
@@ -225,7 +255,7 @@ class WatchActor(Shell):
         self._timers = Timers(self.clock, name="jr2-watch-timers")
         self._deadline: Deadline | None = None
         self._budget = shutdown_budget
-        self._io = _WatchIo(client, namespace or client.namespace, self._from_io, watch_timeout)
+        self._io = _WatchIo(client, namespace or client.namespace, self._from_io, watch_timeout, activity(self.clock))
 
     def started(self) -> None:
         self._deadline = Deadline(self._timers, self.actor_ref, _Tick(), keep_earlier=True)

@@ -60,7 +60,7 @@ from jr2_actors.fake.apiserver.status import StatusError
 from jr2_actors.fake.http import HttpServer, Request, json_args
 from jr2_actors.fake.messages import Run
 from jr2_actors.shell import Shell
-from jr2_actors.shell.clock import Clock, Job, SystemClock, activity
+from jr2_actors.shell.clock import Clock, Job, SystemClock, activity, pause
 from jr2_actors.shell.timers import Timers
 from jr2_actors.values.constants import WATCH_WRITTEN_AT_FIELD
 from jr2_actors.values.security import constant_time_equal
@@ -221,7 +221,7 @@ class ApiApp:
         try:
             answer = self.actor.ask(call, timeout=ASK_TIMEOUT)
             if isinstance(answer, Delay):
-                self.closing.wait(answer.seconds)
+                pause(self.clock, answer.seconds, self.closing, what=f"fake API latency {r.command} {path}", job=job)
                 answer = self.actor.ask(ApiCall(call.request, call.authorization, delayed=True), timeout=ASK_TIMEOUT)
         except (pykka.ActorDeadError, pykka.Timeout):
             r.respond_json(503, StatusError(503, "ServiceUnavailable", "the fake API server is stopping").status())
@@ -353,7 +353,8 @@ class _Wake:
         self._handle, self._at = None, at
         if at is not None:
             put = self._frames.put
-            self._handle = self._timers.schedule(at, lambda: put(_WAKE), f"{self._what}: its {why}")
+            # A watch's own upkeep (ADR-0063's bookmarks and its timeout): what a test waits on is never this.
+            self._handle = self._timers.schedule(at, lambda: put(_WAKE), f"{self._what}: its {why}", keepalive=True)
 
     def fired(self) -> None:
         self._handle, self._at = None, None

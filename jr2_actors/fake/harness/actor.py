@@ -33,7 +33,7 @@ from jr2_actors.fake.operator.actor import SandboxChanged, Subscribed, subscribe
 from jr2_actors.fake.operator.core import OperatorCore
 from jr2_actors.harness.tokens import DIGEST_ENV, verify_bearer
 from jr2_actors.shell import Shell, Timers, tell_quietly
-from jr2_actors.shell.clock import Clock, Job, activity
+from jr2_actors.shell.clock import Clock, Job, SystemClock, activity, pause
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +217,7 @@ class HarnessApp:
         self.long_poll = long_poll
         self.actor: pykka.ActorRef[Any] | None = None
         self.closing = threading.Event()
+        self.clock: Clock = clock or SystemClock()
         self.activity = activity(clock)
 
     def handle(self, r: Request) -> None:
@@ -243,7 +244,7 @@ class HarnessApp:
                 r.respond_json(503, {"error": "the fake Harness is stopping"})
                 return
             if reply.delay:
-                if self.closing.wait(reply.delay):
+                if pause(self.clock, reply.delay, self.closing, what=f"fake Harness latency {r.url_path}", job=job):
                     r.respond_json(503, {"error": "the fake Harness is stopping"})
                     return
                 req = replace(req, delayed=True)
@@ -253,6 +254,8 @@ class HarnessApp:
             # Long-poll: wait for any change, then look once more.
             waited = True
             changed = reply.changed
+            # The window is on the real clock: on a driven VirtualClock the parked poll lets time jump, and
+            # lasts until a change (a window ended every 25 virtual seconds would be a jump each).
             with job.waiting(changed.is_set):
                 if not changed.wait(self.long_poll) or self.closing.is_set():
                     break

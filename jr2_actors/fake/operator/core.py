@@ -264,8 +264,20 @@ class OperatorCore:
             if obj.get("status") != status:
                 statuses[key] = status
                 rec.written = status
-        next_wake = self._timeline[0][0] if self._timeline else None
-        return Decision(statuses, tuple(deletes), next_wake, {k: self._records[k].uid for k in statuses})
+        return Decision(statuses, tuple(deletes), self._next_wake(), {k: self._records[k].uid for k in statuses})
+
+    def _next_wake(self) -> float | None:
+        """The soonest time on the timeline still meant: an idle deadline a renewal moved on, a start of a
+        Sandbox gone, are dropped here, so the operator wakes only when something comes due (a Lease
+        renewed every 5 min left one stale deadline each, and a wake for each)."""
+        timeline = self._timeline
+        while timeline:
+            at, key = timeline[0]
+            obj, rec = self._objects.get(key), self._records.get(key)
+            if obj is not None and rec is not None and (at == rec.ready_at or at == self._idle_expiry(obj)):
+                return at
+            heapq.heappop(timeline)
+        return None
 
     def _arrival(self, key: Key) -> tuple[str, int, int]:
         meta = self._objects[key]["metadata"]
