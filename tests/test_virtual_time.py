@@ -15,7 +15,7 @@ from jr2_actors.fake.pytest_plugin import _time_options
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.shell import Deadline, Shell, Timers
-from jr2_actors.shell.clock import KEPT_ALIVE_JUMPS, NeverIdle, Stalled, VirtualClock, pause
+from jr2_actors.shell.clock import NeverIdle, Stalled, VirtualClock, pause
 from jr2_actors.shell.pools import CountedPool
 from jr2_actors.values.constants import PROVISION_BUDGET_SECONDS, RETENTION_SECONDS, SWEEP_INTERVAL_SECONDS
 from jr2_actors.values.workflow import read_document
@@ -279,7 +279,10 @@ def test_run_until_fails_at_once_when_bookmarks_only_push_a_watchs_stall_bound_o
             with pytest.raises(Stalled, match="only keepalives fire") as stalled:
                 clock.run_until(lambda: False)
             assert "WatchActor" in str(stalled.value) and "its bookmark" in str(stalled.value)
-            assert clock.monotonic() <= (KEPT_ALIVE_JUMPS + 2) * 60.0
+            # Within minutes, not at the day's horizon. Not exactly KEPT_ALIVE_JUMPS bookmarks: on a loaded
+            # machine a bookmark may be read after the clock moved on (a byte on loopback is no counted
+            # work), the watch relists, and the count of keepalive-only jumps starts again (seen: 630, 870 s).
+            assert clock.monotonic() <= 3600.0
         finally:
             ref.stop()
 
