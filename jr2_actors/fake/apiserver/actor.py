@@ -152,6 +152,9 @@ class ApiServerActor(Shell):
         wall, put = self.clock.wall, ticket.queue.put
 
         def sink(frame: dict[str, Any]) -> None:  # called during the write: its time is the write's
+            if ticket.stalled.is_set():  # lost on the blackholed link as it is written, whenever the stream
+                ticket.lost.set()  # thread looks (a stall set and cleared before it looked lost it all the same)
+                return
             put({**frame, WATCH_WRITTEN_AT_FIELD: wall()})
 
         initial, wid = self.state.subscribe(spec.kind, spec.namespace, spec.labels, spec.since, sink, spec.fields)
@@ -271,7 +274,7 @@ class ApiApp:
                     if _drain(ticket.queue):  # what would have been sent is lost, as on a blackholed link
                         return
                     continue
-                if stalled:
+                if stalled or ticket.lost.is_set():
                     # The link comes back: a TCP stream cannot skip what it lost and go on, so this one ends (the
                     # client resumes from what it last saw; found by the sim, seed 150: a stream that went on
                     # after a gap left Workspaces waiting for events that never came).
@@ -303,6 +306,8 @@ class ApiApp:
                     continue
                 if item is END:
                     break
+                if ticket.lost.is_set():
+                    return  # a frame before this one was lost to a stall: the stream cannot go on past it
                 if ticket.stalled.is_set():
                     stalled = True
                     continue  # a blackholed connection: what would have been sent is lost

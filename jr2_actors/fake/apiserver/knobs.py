@@ -61,6 +61,7 @@ class WatchTicket:
         self.wid: int | None = None
         self.queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.stalled = threading.Event()
+        self.lost = threading.Event()  # a frame was written while it was stalled: the stream cannot go on
 
     def end(self) -> None:
         self.queue.put(END)
