@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from jr2_actors.fake.operator.core import NoSuchSandbox
 from jr2_actors.shell.timers import Timers
 
 if TYPE_CHECKING:
@@ -88,7 +89,6 @@ class Faults:
         # virtual clock a two-hour `unschedulable` ends at its virtual two hours, and the clock knows of it.
         self._clock = cluster.clock
         self._started = self._clock.monotonic()
-        self._handles: list[int] = []
         self._timer_thread: Timers | None = None
 
     def _timers(self) -> Timers:
@@ -258,8 +258,6 @@ class Faults:
 
         def run() -> None:
             handles = [timers.schedule(began + call.at, partial(fire, call), f"fault {call.name}") for call in calls]
-            with self._lock:
-                self._handles += handles
             if not calls:
                 return
             while not finished.wait(0.05):  # the calls run on the timer thread, at their times on the clock
@@ -335,7 +333,7 @@ class Faults:
     def _do(self, name: str, params: Mapping[str, Any], fn: Callable[[], object]) -> None:
         try:
             fn()
-        except KeyError as e:  # the Sandbox it aims at is not (or no longer) there
+        except NoSuchSandbox as e:  # only that: any other KeyError is our bug, never a skipped call
             self._record(name, params, f"no such Sandbox {e}")
             return
         self._record(name, params)
@@ -351,14 +349,12 @@ class Faults:
             with contextlib.suppress(Exception):  # the cluster stopped first: nothing left to undo
                 off()
 
-        handle = self._timers().schedule(self._clock.monotonic() + float(seconds), undo, f"fault {name}: its end")
-        with self._lock:
-            self._handles.append(handle)
+        self._timers().schedule(self._clock.monotonic() + float(seconds), undo, f"fault {name}: its end")
 
     def cancel(self) -> None:
         """Drop the undos still due (the cluster is stopping)."""
         with self._lock:
-            thread, self._timer_thread, self._handles = self._timer_thread, None, []
+            thread, self._timer_thread = self._timer_thread, None
         if thread is not None:
             thread.stop()
 

@@ -37,6 +37,11 @@ from jr2_actors.values.timefmt import parse_rfc3339 as _parse_time
 from jr2_actors.values.timefmt import rfc3339 as _rfc3339
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
 
+
+class NoSuchSandbox(KeyError):
+    """A scripted fault names a Sandbox the operator does not hold (never made, or deleted already)."""
+
+
 DEFAULT_IDLE_TIMEOUT = "30m"
 
 
@@ -179,12 +184,12 @@ class OperatorCore:
         if namespace is not None or (None, name) in self._records:
             key = (namespace, name)
             if key not in self._records:
-                raise KeyError(f"no Sandbox {namespace}/{name}")
+                raise NoSuchSandbox(f"no Sandbox {namespace}/{name}")
             self._dirty.add(key)
             return key
         keys = [k for k in self._records if k[1] == name]
         if len(keys) != 1:
-            raise KeyError(f"no Sandbox named {name}" if not keys else f"Sandbox {name} is in several namespaces")
+            raise NoSuchSandbox(f"no Sandbox named {name}" if not keys else f"Sandbox {name} is in several namespaces")
         self._dirty.add(keys[0])
         return keys[0]
 
