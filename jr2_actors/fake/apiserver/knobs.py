@@ -133,11 +133,9 @@ class StreamError(Knob):
         if not 100 <= self.status <= 599:
             raise ValueError("status must be an HTTP status (100-599)")
         frame = {"type": "ERROR", "object": StatusError(self.status, self.reason, self.message).status()}
-        for wid, ticket in list(server.tickets.items()):
-            server.state.unsubscribe(wid)
-            ticket.queue.put(frame)
-            ticket.end()
-        server.tickets.clear()
+        for ticket in server.tickets.values():
+            ticket.queue.put(frame)  # before the end `end_watches` queues behind it
+        server.end_watches()
 
 
 @dataclass(frozen=True)
