@@ -58,6 +58,7 @@ from jr2_actors.values.timefmt import rfc3339_ms
 from jr2_actors.values.workflow import Workflow, WorkflowError, parse_workflow
 from jr2_actors.watch.actor import Health as WatchHealthAsk
 from jr2_actors.watch.actor import WatchActor, WatchHealth
+from jr2_actors.workspace.renewals import RenewalLane
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ class Orchestrator(Revival):
         self._watch_health: LastAnswer | None = None  # issue 18: a listing never queues behind the watch's events
         self._store: pykka.ActorRef[Any] | None = None
         self._pools: list[ThreadPoolExecutor] = []
+        self._renewals: RenewalLane | None = None
         self._timers: Timers | None = None
         self._stopping = False
         self._stopped = threading.Event()  # wakes a revival's wait for the store
@@ -139,13 +141,14 @@ class Orchestrator(Revival):
         kube, attach, agent = (CountedPool(n, thread_name_prefix=f"jr2-{name}", clock=self.clock)
                                for n, name in zip(self._threads, ("kube", "attach", "agent"), strict=True))
         self._pools = [kube, attach, agent]
+        self._renewals = RenewalLane(clock=self.clock)  # issue 18: every Lease renewal leaves from one thread
         self._timers = Timers(self.clock, name="jr2-run-timers")
         self._env = RunEnv(client=self.client, watch=self._watch, store=self._store,
                            feed=self.telemetry.runs.feed_tap(self.feed_hub),
                            signing_key=self._signing_key, kube_pool=kube, attach_pool=attach, agent_pool=agent,
                            timers=self._timers, clock=self.clock, sandbox_image=self._sandbox_image,
                            instance_harness=self._instance_harness, workspace_options=self._workspace_options,
-                           telemetry=self.telemetry, table=self.run_table)
+                           telemetry=self.telemetry, table=self.run_table, renewals=self._renewals)
         for bad in restored.unreadable:
             self._put_aside(bad.run_id, bad.problem)
         count = sum(self._restore(record) for record in restored.runs)
@@ -174,6 +177,8 @@ class Orchestrator(Revival):
         self.client.interrupt()
         for pool in self._pools:
             pool.shutdown(wait=True, cancel_futures=True)
+        if self._renewals is not None:
+            self._renewals.shutdown(wait=True)
         if self._timers is not None:
             self._timers.stop()
         self.feed_hub.close()

@@ -1,0 +1,94 @@
+"""`RenewalLane`: every Workspace's Lease renewal of the process sent from one thread (issue 18 item 7).
+
+Before, each renewal was a job on the kube pool: a pool worker woken per renewal, a `Future` and its
+callbacks made and dropped. At 5,000 Workspaces (16 renewals a second at the 5-minute interval) that was
+a steady cost for nothing the pool gives a renewal. Here one thread takes every renewal handed to it and
+sends those waiting back to back, without a `Future`; a Workspace hands its renewal here instead of to the
+kube pool and nothing else changes for it.
+
+ADR-0063/0064's rules hold as they did: a Workspace's cluster writes still leave one at a time and in order
+from its own queue (`WorkspaceActor._kube`) — a renewal is handed here only once the write before it is
+back, and the write after it waits for its answer — so a delete never overtakes the renewal before it, and
+the Lease stamps the delete guard reads are still written by one call at a time. A renewal stuck on a slow
+API server delays the renewals behind it, never any Workspace's other writes (the kube pool's) or attaches.
+A job that raises is our bug: it is logged and the lane goes on (the job itself tells its actor, as the
+kube pool's jobs do).
+
+A driven `VirtualClock` sees the jobs queued or running (`activity`), as `CountedPool`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+
+from jr2_actors.shell.clock import activity
+
+log = logging.getLogger(__name__)
+
+
+class RenewalLane:
+    """One thread, one queue, for the process's Lease renewals. `submit` from any thread; `shutdown` once."""
+
+    def __init__(self, *, clock: object = None, name: str = "jr2-renewals") -> None:
+        self._name = name
+        self._lock = threading.Condition()
+        self._queue: deque[Callable[[], None]] = deque()
+        self._running = 0  # jobs taken off the queue and not returned yet (0 or 1: one thread)
+        self._stopped = False
+        self._activity = activity(clock)
+        self._activity.probe(self._under_way)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run `job` on the lane's thread after those handed before it (the caller carries its log context)."""
+        with self._lock:
+            if self._stopped:
+                raise RuntimeError(f"the {self._name} lane is shut down")
+            self._queue.append(job)
+            if len(self._queue) == 1:
+                self._lock.notify()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop taking jobs; those still queued are dropped (their actors are stopping: the pools' shutdown
+        cancels theirs too), the one running ends first when `wait`."""
+        del cancel_futures  # the pools' signature: queued renewals are always dropped
+        with self._lock:
+            self._stopped = True
+            self._queue.clear()
+            self._lock.notify_all()
+        if wait and threading.current_thread() is not self._thread:
+            self._thread.join()
+        self._activity.unprobe(self._under_way)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._stopped:
+                    self._lock.wait()
+                if self._stopped:
+                    return
+                batch = list(self._queue)  # every renewal waiting now, sent back to back
+                self._queue.clear()
+                self._running = len(batch)
+            for job in batch:
+                try:
+                    job()
+                except Exception:  # our bug; the job told its actor what it could, the lane goes on
+                    log.exception("a Lease renewal failed unexpectedly on the %s lane", self._name)
+                if not self._one_done():
+                    return
+
+    def _one_done(self) -> bool:
+        """A job of the batch returned; False once the lane is shut down (the rest of the batch is dropped)."""
+        with self._lock:
+            self._running = 0 if self._stopped else self._running - 1
+            return not self._stopped
+
+    def _under_way(self) -> list[str]:
+        with self._lock:
+            jobs = len(self._queue) + self._running
+        return [f"{self._name}: {jobs} renewal(s) queued or running"] if jobs else []
