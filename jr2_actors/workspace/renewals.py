@@ -1,10 +1,12 @@
-"""`RenewalLane`: every Workspace's Lease renewal of the process sent from one thread (issue 18 item 7).
+"""`RenewalLane`: every Workspace's Lease renewal of the process sent from one lane (issue 18 item 7).
 
-Before, each renewal was a job on the kube pool: a pool worker woken per renewal, a `Future` and its
-callbacks made and dropped. At 5,000 Workspaces (16 renewals a second at the 5-minute interval) that was
-a steady cost for nothing the pool gives a renewal. Here one thread takes every renewal handed to it and
-sends those waiting back to back, without a `Future`; a Workspace hands its renewal here instead of to the
-kube pool and nothing else changes for it.
+Before, each renewal was a job on the kube pool: a `Future` and its callbacks made and dropped per
+renewal, and the renewals competing with every other write for the pool's workers. Here a fixed few
+threads (`RENEWAL_LANE_THREADS`) take the renewals handed to them and send those waiting back to back,
+without a `Future`; a Workspace hands its renewal here instead of to the kube pool and nothing else
+changes for it. Not one thread: one alone fell behind when 5,000 Workspaces' first renewals (each within a
+fifth of the interval of its start) came at once on a loaded machine — 2,616 waiting a minute later
+(docs/benchmarks.md) — and a Lease must not wait on a queue that grows.
 
 ADR-0063/0064's rules hold as they did: a Workspace's cluster writes still leave one at a time and in order
 from its own queue (`WorkspaceActor._kube`) — a renewal is handed here only once the write before it is
@@ -25,23 +27,26 @@ from collections import deque
 from collections.abc import Callable
 
 from jr2_actors.shell.clock import activity
+from jr2_actors.values.constants import RENEWAL_LANE_THREADS
 
 log = logging.getLogger(__name__)
 
 
 class RenewalLane:
-    """One thread, one queue, for the process's Lease renewals. `submit` from any thread; `shutdown` once."""
+    """One queue and a fixed few threads for the process's Lease renewals. `submit` from any thread."""
 
-    def __init__(self, *, clock: object = None, name: str = "jr2-renewals") -> None:
+    def __init__(self, *, clock: object = None, name: str = "jr2-renewals",
+                 threads: int = RENEWAL_LANE_THREADS) -> None:
         self._name = name
         self._lock = threading.Condition()
         self._queue: deque[Callable[[], None]] = deque()
-        self._running = 0  # jobs taken off the queue and not returned yet (0 or 1: one thread)
+        self._running = 0  # jobs taken off the queue and not returned yet
         self._stopped = False
         self._activity = activity(clock)
         self._activity.probe(self._under_way)
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(threads)]
+        for thread in self._threads:
+            thread.start()
 
     def submit(self, job: Callable[[], None]) -> None:
         """Run `job` on the lane's thread after those handed before it (the caller carries its log context)."""
@@ -49,44 +54,39 @@ class RenewalLane:
             if self._stopped:
                 raise RuntimeError(f"the {self._name} lane is shut down")
             self._queue.append(job)
-            if len(self._queue) == 1:
-                self._lock.notify()
+            self._lock.notify()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop taking jobs; those still queued are dropped (their actors are stopping: the pools' shutdown
-        cancels theirs too), the one running ends first when `wait`."""
+        cancels theirs too), those running end first when `wait`."""
         del cancel_futures  # the pools' signature: queued renewals are always dropped
         with self._lock:
             self._stopped = True
             self._queue.clear()
             self._lock.notify_all()
-        if wait and threading.current_thread() is not self._thread:
-            self._thread.join()
+        if wait:
+            for thread in self._threads:
+                if thread is not threading.current_thread():
+                    thread.join()
         self._activity.unprobe(self._under_way)
 
     def _run(self) -> None:
+        """Take the next renewal while any waits (back to back, no wait between), sleep when none does."""
         while True:
             with self._lock:
                 while not self._queue and not self._stopped:
                     self._lock.wait()
                 if self._stopped:
                     return
-                batch = list(self._queue)  # every renewal waiting now, sent back to back
-                self._queue.clear()
-                self._running = len(batch)
-            for job in batch:
-                try:
-                    job()
-                except Exception:  # our bug; the job told its actor what it could, the lane goes on
-                    log.exception("a Lease renewal failed unexpectedly on the %s lane", self._name)
-                if not self._one_done():
-                    return
-
-    def _one_done(self) -> bool:
-        """A job of the batch returned; False once the lane is shut down (the rest of the batch is dropped)."""
-        with self._lock:
-            self._running = 0 if self._stopped else self._running - 1
-            return not self._stopped
+                job = self._queue.popleft()
+                self._running += 1
+            try:
+                job()
+            except Exception:  # our bug; the job told its actor what it could, the lane goes on
+                log.exception("a Lease renewal failed unexpectedly on the %s lane", self._name)
+            finally:
+                with self._lock:
+                    self._running -= 1
 
     def _under_way(self) -> list[str]:
         with self._lock:
