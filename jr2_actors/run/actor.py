@@ -46,9 +46,8 @@ from jr2_actors.store import actor as store
 from jr2_actors.values.constants import PERSIST_ASK_SECONDS, PERSIST_RETRY_BACKOFF
 from jr2_actors.watch.identity import sandbox_name
 from jr2_actors.workspace import messages as ws
-from jr2_actors.workspace.actor import WorkspaceActor
+from jr2_actors.workspace.actor import RenewalLane, WorkspaceActor  # the lane: the one crossing already owed
 from jr2_actors.workspace.manifest import WorkspaceSpec
-from jr2_actors.workspace.renewals import RenewalLane
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +72,7 @@ class RunEnv:
     workspace_options: dict[str, Any] = field(default_factory=dict)
     telemetry: RunTelemetry | None = field(default=None, repr=False)  # the orchestrator's metrics (issue 11)
     table: Recipient | None = None  # issue 18: the orchestrator's RunTable, told the run's row after each step
-    renewals: RenewalLane | None = None  # issue 18: the one thread every Workspace's Lease renewal leaves from
+    renewals: RenewalLane | None = None  # issue 18: the lane every Workspace's Lease renewal leaves from
 
 
 @dataclass(frozen=True)
