@@ -9,8 +9,9 @@ The baseline needs kubectl on PATH; without it only our side is printed.
     python bench/workspace_start.py --scale 5000 [--window 30]
 
 `--scale N` (issue 18 item 7) starts N Workspaces as serve's orchestrator would (its pools' sizes, one timer
-thread) and prints: seconds to every one Running, peak RSS and threads of this process (the fake cluster's
-included: it runs here), then the Lease renewals' CPU. For that, once all are Running, each Workspace's next
+thread, the renewal lane where the tree has one) and prints: seconds to every one Running, peak RSS and
+threads of this process (the fake cluster's included: it runs here), the renewals still queued on the lane
+then, and the Lease renewals' CPU. For that, once all are Running and the lane is empty, each Workspace's next
 renewal is pulled into the next `--window` seconds (its interval set to the window, its due time spread over
 it, and a tick told so its timer is re-armed): CPU over the window less this process's idle CPU, over the
 renewal PATCHes the fake logged, is a renewal's cost, and at the real 5-minute interval N of them take
@@ -164,8 +165,12 @@ def scale(n: int, window: float, profile: str = "") -> dict[str, float]:
         # the idle share below must see none of them.
         time.sleep(max(2.0, LEASE_INTERVAL_SECONDS / 5 + 5 - (time.perf_counter() - t0)))
         out["threads"] = threading.active_count()
-        if lane is not None:
-            out["lane_queued"] = len(lane._queue)  # a backlog would show here
+        if lane is not None:  # the first renewals still queued on the lane (the start's writes went first)
+            out["lane_queued"] = len(lane._queue)
+            while lane._queue:
+                time.sleep(0.5)
+            out["lane_drained_s"] = round(time.perf_counter() - t0, 1)
+            time.sleep(2.0)
         idle = idle_cpu(5.0)
         renewals(cluster)
         actors = [ref._actor_weakref() for ref in refs]  # in process: a bench's reach into each actor

@@ -141,7 +141,7 @@ class Orchestrator(Revival):
         kube, attach, agent = (CountedPool(n, thread_name_prefix=f"jr2-{name}", clock=self.clock)
                                for n, name in zip(self._threads, ("kube", "attach", "agent"), strict=True))
         self._pools = [kube, attach, agent]
-        self._renewals = RenewalLane(clock=self.clock)  # issue 18: every Lease renewal leaves from one thread
+        self._renewals = RenewalLane(clock=self.clock)  # issue 18: every Lease renewal leaves from one lane
         self._timers = Timers(self.clock, name="jr2-run-timers")
         self._env = RunEnv(client=self.client, watch=self._watch, store=self._store,
                            feed=self.telemetry.runs.feed_tap(self.feed_hub),

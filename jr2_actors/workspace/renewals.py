@@ -4,15 +4,15 @@ Before, each renewal was a job on the kube pool: a `Future` and its callbacks ma
 renewal, and the renewals competing with every other write for the pool's workers. Here a fixed few
 threads (`RENEWAL_LANE_THREADS`) take the renewals handed to them and send those waiting back to back,
 without a `Future`; a Workspace hands its renewal here instead of to the kube pool and nothing else
-changes for it. Not one thread: one alone fell behind when 5,000 Workspaces' first renewals (each within a
-fifth of the interval of its start) came at once on a loaded machine — 2,616 waiting a minute later
-(docs/benchmarks.md) — and a Lease must not wait on a queue that grows.
+changes for it. Not one thread: one alone fell behind when 5,000 Workspaces' first renewals (each within
+a fifth of the interval of its start) came at once on a loaded machine — 2,616 still waiting once every
+Workspace was Running (docs/benchmarks.md) — and a Lease must not wait on a queue that grows.
 
 ADR-0063/0064's rules hold as they did: a Workspace's cluster writes still leave one at a time and in order
 from its own queue (`WorkspaceActor._kube`) — a renewal is handed here only once the write before it is
 back, and the write after it waits for its answer — so a delete never overtakes the renewal before it, and
 the Lease stamps the delete guard reads are still written by one call at a time. A renewal stuck on a slow
-API server delays the renewals behind it, never any Workspace's other writes (the kube pool's) or attaches.
+API server holds one of the lane's threads, never any Workspace's other writes (the kube pool's) or attaches.
 A job that raises is our bug: it is logged and the lane goes on (the job itself tells its actor, as the
 kube pool's jobs do).
 
