@@ -112,7 +112,28 @@ def serve(tmp: Path, kubeconfig: str) -> tuple[subprocess.Popen[str], str, list[
     return proc, url[0], lines
 
 
-def bench(n: int, deadline: float) -> dict[str, Any]:
+def profile_listing(session: requests.Session, url: str, pid: int, out: str) -> int:
+    """`py-spy record --gil --threads -r 50` on serve for 20 s while `GET /runs` is called back to back; the
+    raw (collapsed) stacks go to `out`. Returns how many calls were made meanwhile."""
+    errors = open(out + ".log", "w")  # noqa: SIM115  # py-spy's own lines (samples, errors), beside its stacks
+    spy = subprocess.Popen([shutil.which("py-spy") or "py-spy", "record", "--gil", "--threads", "-r", "50", "-d", "20",
+                            "-f", "raw", "-o", out, "--pid", str(pid)], stdout=subprocess.DEVNULL, stderr=errors)
+    calls = 0
+    while spy.poll() is None:
+        session.get(url + "/runs", timeout=60)
+        calls += 1
+    errors.close()
+    return calls
+
+
+def idle_share(sampler: Sampler, seconds: float = 10.0) -> float:
+    """Serve's CPU as a share of one core over `seconds` while nothing calls it: the live runs' steady cost."""
+    cpu0, t0 = sampler.cpu(), time.monotonic()
+    time.sleep(seconds)
+    return (sampler.cpu() - cpu0) / (time.monotonic() - t0)
+
+
+def bench(n: int, deadline: float, profile: str = "") -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="jr2-bench-serve-"))
     nodes = [Node(f"n{i}", 10_000_000, 2**44) for i in range(4)]
     try:
@@ -145,6 +166,8 @@ def bench(n: int, deadline: float) -> dict[str, Any]:
                     break
                 time.sleep(1.0)
             cpu_placed = sampler.cpu() - cpu0
+            profiled = profile_listing(session, url, proc.pid, profile) if profile else 0
+            idle_cpu = idle_share(sampler)
             latencies = []
             for _ in range(200):
                 s = time.monotonic()
@@ -176,6 +199,7 @@ def bench(n: int, deadline: float) -> dict[str, Any]:
                 "runs_p50_ms": round(1000 * statistics.median(latencies), 1),
                 "runs_p99_ms": round(1000 * latencies[int(0.99 * len(latencies)) - 1], 1),
                 "prefix_p50_ms": round(1000 * statistics.median(small), 1),
+                "idle_cpu_share": round(idle_cpu, 3), "profiled_calls": profiled,
                 "runs_max_while_placing_ms": round(1000 * max(polls), 1) if polls else None,
                 "actors_died": len(re.findall(r"its actor died", log)),
                 "timeouts_in_log": len(re.findall(r"Timeout", log)),
@@ -189,11 +213,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, action="append", help="concurrent runs (repeatable; default 200)")
     parser.add_argument("--deadline", type=float, default=600.0, help="seconds to wait for every run placed")
+    parser.add_argument("--profile", default="", help="py-spy raw stacks of serve while GET /runs is called")
     args = parser.parse_args()
     print(f"# {platform.node()} {platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     for n in args.runs or [200]:
-        print(bench(n, args.deadline), flush=True)
+        print(bench(n, args.deadline, f"{args.profile}.{n}" if args.profile else ""), flush=True)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ methods it exercises (the protocol is `api/app.py`'s `Backend`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jr2_actors.run.feed import FeedRead
@@ -16,7 +16,7 @@ class QuietBackend:
     def run_status(self, run_id: str) -> dict[str, Any] | None:
         return None
 
-    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
+    def live_runs(self, prefix: str = "") -> Sequence[Mapping[str, Any] | bytes]:
         return []
 
     def finished_runs(self, prefix: str = "", limit: int = 500) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ by asking a run — a run stuck in a handler is listed with its last known row, 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,13 +12,15 @@ from typing import Any
 
 import pytest
 
+from jr2_actors.api.app import Api
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.actor import RunActor
-from jr2_actors.run.table import RunRow, RunTable
+from jr2_actors.run.table import RunRow, RunTable, with_member
 from jr2_actors.values.workflow import read_document
+from tests.backends import QuietBackend
 from tests.waiting import wait_until
 from tests.workflows import one_state
 
@@ -27,8 +30,8 @@ LISTED = ("runId", "placing", "workflow", "status", "state", "startedAt", "ended
 
 def test_the_table_keeps_the_last_row_told_and_lists_only_the_ids_asked_in_order() -> None:
     table = RunTable()
-    table.tell(RunRow("r-b", {"runId": "r-b", "state": "one"}))
-    table.tell(RunRow("r-a", {"runId": "r-a", "state": "one"}))
+    table.enter(RunRow("r-b", {"runId": "r-b", "state": "one"}))
+    table.enter(RunRow("r-a", {"runId": "r-a", "state": "one"}))
     table.tell(RunRow("r-b", {"runId": "r-b", "state": "two"}))
     assert table.rows(["r-b", "r-a", "r-gone"]) == [{"runId": "r-a", "state": "one"},
                                                     {"runId": "r-b", "state": "two"}]
@@ -38,6 +41,82 @@ def test_the_table_keeps_the_last_row_told_and_lists_only_the_ids_asked_in_order
     assert table.rows(["r-a", "r-b"]) == [{"runId": "r-b", "state": "two"}] and len(table) == 1
     with pytest.raises(TypeError, match="RunRow"):
         table.tell("not a row")
+
+
+# What `listing_doc` makes, and what JSON must escape: a non-ASCII name, quotes, a float, a list.
+ROWS: list[dict[str, Any]] = [
+    {"runId": "r-0b", "placing": ["W", "X"], "workflow": "r\u00e9sum\u00e9 \"q\"", "status": "running",
+     "state": "s", "startedAt": "2026-12-02T01:00:00.000Z", "durationSeconds": 1.5},
+    {"runId": "r-0a", "workflow": "w", "status": "running", "state": "t", "startedAt": "2026-12-02T01:00:00.000Z"},
+    {"runId": "r-1c", "workflow": "\u2603", "status": "running", "state": "u", "endedAt": None},
+]
+
+
+def _entered() -> RunTable:
+    table = RunTable()
+    for row in ROWS:
+        table.enter(RunRow(row["runId"], row))
+    return table
+
+
+def test_the_encoded_listing_is_byte_for_byte_what_encoding_the_rows_gave() -> None:
+    table = _entered()
+    ids = [row["runId"] for row in ROWS]
+    old = json.dumps({"runs": table.rows(ids)}, separators=(",", ":")).encode()  # the path before issue 18
+    assert b'{"runs":[' + b",".join(table.encoded(ids)) + b"]}" == old
+    problem = {"reachable": False, "error": "r\u00e9fus\u00e9"}
+    spliced = with_member(table.encoded(ids), "cluster", problem)
+    assert [json.loads(line) for line in spliced] == [{**row, "cluster": problem} for row in table.rows(ids)]
+    assert spliced == [json.dumps({**row, "cluster": problem}, separators=(",", ":")).encode()
+                       for row in table.rows(ids)]
+
+
+def test_a_row_told_after_it_was_encoded_is_encoded_again() -> None:
+    table = _entered()
+    first = table.encoded(["r-0a"])
+    table.tell(RunRow("r-0a", {**ROWS[1], "state": "later"}))
+    assert first != table.encoded(["r-0a"])
+    assert json.loads(table.encoded(["r-0a"])[0]) == {**ROWS[1], "state": "later"}
+
+
+def test_a_row_told_after_its_run_finished_never_lists_it_again() -> None:
+    table = _entered()
+    table.forget("r-0a")  # its RunFinished
+    table.tell(RunRow("r-0a", {**ROWS[1], "state": "a seat's late report"}))
+    table.tell(RunRow("r-zz", {"runId": "r-zz"}))  # never entered
+    assert table.encoded(["r-0a", "r-zz"]) == [] and table.rows(["r-0a", "r-zz"]) == [] and len(table) == 2
+
+
+class _TableBackend(QuietBackend):
+    """The orchestrator's listing: the table's bytes for the live runs of a prefix, finished ones as dicts."""
+
+    def __init__(self, table: RunTable) -> None:
+        self.table = table
+
+    def live_runs(self, prefix: str = "") -> list[bytes]:
+        return self.table.encoded(row["runId"] for row in ROWS if row["runId"].startswith(prefix))
+
+    def finished_runs(self, prefix: str = "", limit: int = 500) -> list[dict[str, Any]]:
+        done = {"runId": "r-0f", "workflow": "w", "status": "done", "state": "end"}
+        return [done] if done["runId"].startswith(prefix) else []
+
+
+def _get(api: Api, query: str) -> tuple[str, dict[str, str], bytes]:
+    answer: list[Any] = []
+    body = b"".join(api({"REQUEST_METHOD": "GET", "PATH_INFO": "/runs", "QUERY_STRING": query,
+                         "HTTP_AUTHORIZATION": "Bearer tok"}, lambda status, headers: answer.append((status, headers))))
+    return answer[0][0], dict(answer[0][1]), body
+
+
+@pytest.mark.parametrize("query", ["", "prefix=r-0", "prefix=r-1", "prefix=r-9", "all=true&prefix=r-0", "all=true"])
+def test_get_runs_answers_the_joined_rows_as_encoding_them_did(query: str) -> None:
+    backend = _TableBackend(_entered())
+    status, headers, body = _get(Api(backend, "tok"), query)
+    prefix = query.partition("prefix=")[2]
+    live = sorted((row for row in ROWS if row["runId"].startswith(prefix)), key=lambda row: row["runId"])
+    every = live + (backend.finished_runs(prefix) if "all=true" in query else [])
+    assert status == "200 OK" and headers["Content-Length"] == str(len(body))
+    assert body == json.dumps({"runs": every}, separators=(",", ":")).encode()
 
 
 @pytest.fixture

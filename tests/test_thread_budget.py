@@ -20,6 +20,7 @@ from jr2_actors.fake.operator.core import Node
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.actor import RunActor
 from jr2_actors.store.actor import StoreActor
+from jr2_actors.values.constants import RENEWAL_LANE_THREADS
 from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.workspace.actor import WorkspaceActor
@@ -29,9 +30,9 @@ from tests.workflows import one_state
 pytestmark = pytest.mark.slow
 OURS = (RunActor, WorkspaceActor, AgentActor, StoreActor, WatchActor)
 KUBE, ATTACH, AGENT = 3, 2, 2
-# Beside the pools: the run, store and watch timers, the watch's I/O thread, one admission probe per agent
-# pool thread — and no more, whatever the number of runs.
-FIXED = KUBE + ATTACH + AGENT + 4 + AGENT
+# Beside the pools: the renewal lane, the run, store and watch timers, the watch's I/O thread, one admission
+# probe per agent pool thread — and no more, whatever the number of runs.
+FIXED = KUBE + ATTACH + AGENT + RENEWAL_LANE_THREADS + 4 + AGENT
 
 
 @pytest.fixture

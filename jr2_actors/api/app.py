@@ -24,7 +24,7 @@ import re
 import threading
 import urllib.parse
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Protocol
@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from jr2_actors import __version__
 from jr2_actors.api import sse
 from jr2_actors.run.feed import FeedRead
+from jr2_actors.run.table import encode_row  # how every answer's JSON is written
 from jr2_actors.run.wire import feed_doc
 from jr2_actors.telemetry import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from jr2_actors.values.constants import (
@@ -67,7 +68,8 @@ class Backend(Protocol):
 
     def run_status(self, run_id: str) -> dict[str, Any] | None: ...
 
-    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]: ...
+    def live_runs(self, prefix: str = "") -> Sequence[Mapping[str, Any] | bytes]:
+        """`GET /runs`'s live lines: each a document, or its JSON already encoded (the run table's, issue 18)."""
 
     def finished_runs(self, prefix: str = "", limit: int = RUNS_FINISHED_LISTED) -> list[dict[str, Any]]:
         """Finished runs still in the store, newest first (`GET /runs?all=true`)."""
@@ -274,10 +276,13 @@ class Api:
         """Live runs; with `all=true` the finished ones still in the store after them; `prefix=P` keeps the
         runs whose id starts with P (the CLI names a run by a unique prefix)."""
         every, prefix = _runs_query(environ)
-        runs = self.backend.live_runs(prefix)
+        lines = [line if isinstance(line, bytes) else encode_row(line) for line in self.backend.live_runs(prefix)]
         if every:
-            runs = runs + self.backend.finished_runs(prefix)
-        return _json(start_response, 200, {"runs": runs})
+            lines.extend(encode_row(line) for line in self.backend.finished_runs(prefix))
+        # Issue 18: the lines are joined, not encoded again, and the answer is one body written at once.
+        body = b'{"runs":[' + b",".join(lines) + b"]}"
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
 
     def _workflow(self, environ: Mapping[str, Any], start_response: StartResponse, run: str) -> Iterable[bytes]:
         document = self.backend.document(run)
@@ -448,7 +453,7 @@ def _json_body(environ: Mapping[str, Any]) -> dict[str, Any]:
 
 def _json(start_response: StartResponse, status: int, doc: Any,
           headers: list[tuple[str, str]] | None = None) -> list[bytes]:
-    body = json.dumps(doc, separators=(",", ":")).encode()
+    body = encode_row(doc)
     start_response(f"{status} {_phrase(status)}",
                    [("Content-Type", "application/json"), ("Content-Length", str(len(body))), *(headers or [])])
     return [body]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import logging
 import os
 import secrets
@@ -177,6 +178,10 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
         if stop.is_set():
             return 0
         orchestrator.start()
+        # Issue 18: what the process built at start (imports, the restored runs) lives as long as it does;
+        # frozen out of the collector's full scans, as `jr2-actors watch` does (docs/benchmarks.md).
+        gc.collect()
+        gc.freeze()
         log.info("serving the API on %s; watching Sandboxes in namespace %s of %s; state in %s",
                     server.url, namespace, watching, state_dir)
         if dev:

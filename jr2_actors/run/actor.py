@@ -49,7 +49,7 @@ from jr2_actors.store import actor as store
 from jr2_actors.values.constants import PERSIST_ASK_SECONDS, PERSIST_RETRY_BACKOFF
 from jr2_actors.watch.identity import sandbox_name
 from jr2_actors.workspace import messages as ws
-from jr2_actors.workspace.actor import WorkspaceActor
+from jr2_actors.workspace.actor import RenewalLane, WorkspaceActor  # the lane: the one crossing already owed
 from jr2_actors.workspace.manifest import WorkspaceSpec
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ class RunEnv:
     workspace_options: dict[str, Any] = field(default_factory=dict)
     telemetry: RunTelemetry | None = field(default=None, repr=False)  # the orchestrator's metrics (issue 11)
     table: Recipient | None = None  # issue 18: the orchestrator's RunTable, told the run's row after each step
+    renewals: RenewalLane | None = None  # issue 18: the lane every Workspace's Lease renewal leaves from
 
 
 @dataclass(frozen=True)
@@ -292,7 +293,7 @@ class RunActor(Shell):
             spec, client=self.env.client, watch=self.env.watch, parent=self.actor_ref,
             signing_key=self.env.signing_key, kube_pool=self.env.kube_pool, attach_pool=self.env.attach_pool,
             clock=self.env.clock, restored=action.restored, timers=self.env.timers, telemetry=self.env.telemetry,
-            **self.env.workspace_options)
+            renewals=self.env.renewals, **self.env.workspace_options)
 
     def _agent(self, name: str) -> pykka.ActorRef[Any]:
         ref = self._agents.get(name)

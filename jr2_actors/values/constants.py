@@ -31,6 +31,7 @@ WRITE_CAP_MIN = 8
 WRITE_CAP_MAX = 16
 # Connections kept for reads, beside the write cap and the one watch.
 READ_POOL_SIZE = 4
+RENEWAL_LANE_THREADS = 4  # issue 18: the renewal lane's threads; one fell behind 5,000 first renewals
 
 # Every non-watch call: connect and read timeouts (seconds).
 CONNECT_TIMEOUT_SECONDS = 5.0

@@ -53,6 +53,7 @@ from jr2_actors.workspace.manifest import (
 )
 from jr2_actors.workspace.messages import Release
 from jr2_actors.workspace.metrics import WorkspaceTelemetry
+from jr2_actors.workspace.renewals import RenewalLane
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +88,10 @@ class WorkspaceActor(Shell):
                  signing_key: bytes, kube_pool: Executor, attach_pool: Executor, clock: Clock | None = None,
                  harness_factory: HarnessFactory | None = None, restored: ws.Restored | None = None,
                  timers: Timers | None = None, seed: int | None = None, telemetry: WorkspaceTelemetry | None = None,
-                 **core_options: Any) -> None:
+                 renewals: RenewalLane | None = None, **core_options: Any) -> None:
         """`timers`: a run's Workspaces share one timer thread (on the same clock); by default the actor
-        keeps its own."""
+        keeps its own. `renewals`: the process's one renewal lane (issue 18); without it a renewal is a job
+        on the kube pool like the other writes."""
         super().__init__(telemetry=telemetry)
         self.metrics = workspace_metrics.OFF if telemetry is None else telemetry.workspaces
         self.spec = spec
@@ -99,6 +101,7 @@ class WorkspaceActor(Shell):
         self.name = spec.path
         self.key = signing_key
         self.kube_pool = kube_pool
+        self.renewals = renewals
         self.attach_pool = attach_pool
         self.clock = clock or SystemClock()
         self.core = ws_core.WorkspaceCore(spec.path, memory_limit=spec.definition.memory, rng=jitter_source(seed),
@@ -113,7 +116,7 @@ class WorkspaceActor(Shell):
         self._deadline: Deadline | None = None
         self._in_flight = 0
         self._released = False
-        self._kube_queue: deque[Callable[[], _Done]] = deque()
+        self._kube_queue: deque[tuple[Callable[[], _Done], bool]] = deque()  # each call, and whether a renewal
         # The Lease stamps this Workspace sent (a write that timed out may still have landed), and whether
         # one of its writes is known to have landed: only the kube lane's calls touch them, one at a time.
         self._stamps: deque[str] = deque(maxlen=64)  # 64 renewals: over five hours of failed ones
@@ -184,7 +187,7 @@ class WorkspaceActor(Shell):
             elif isinstance(action, ws.ApplySecret):
                 self._kube(partial(self._apply_secret, action.uid))
             elif isinstance(action, ws.RenewLease):
-                self._kube(partial(self._renew, action.uid))
+                self._kube(partial(self._renew, action.uid), renewal=True)
             elif isinstance(action, ws.Attach):
                 self._submit(partial(self._attach, action.endpoint), "attach")
             elif isinstance(action, ws.DeleteSandbox):
@@ -192,21 +195,24 @@ class WorkspaceActor(Shell):
         if self._deadline is not None:
             self._deadline.arm(step.deadline)
 
-    def _kube(self, call: Callable[[], _Done]) -> None:
-        """Cluster writes run one at a time, in order: a delete never overtakes the write before it."""
-        self._kube_queue.append(call)
+    def _kube(self, call: Callable[[], _Done], *, renewal: bool = False) -> None:
+        """Cluster writes run one at a time, in order: a delete never overtakes the write before it. A
+        renewal leaves from the process's renewal lane when there is one (issue 18), still in its turn."""
+        self._kube_queue.append((call, renewal))
         if not self._kube_busy:
             self._next_kube()
 
     def _next_kube(self) -> None:
         self._kube_busy = bool(self._kube_queue)
         if self._kube_queue:
-            self._submit(self._kube_queue.popleft(), "kube")
+            call, renewal = self._kube_queue.popleft()
+            self._submit(call, "kube", self.renewals if renewal else None)
 
-    def _submit(self, call: Callable[[], _Done], lane: Literal["kube", "attach"]) -> None:
+    def _submit(self, call: Callable[[], _Done], lane: Literal["kube", "attach"],
+                via: RenewalLane | None = None) -> None:
         self._in_flight += 1
         ref = self.actor_ref
-        pool = self.kube_pool if lane == "kube" else self.attach_pool
+        pool: Executor | RenewalLane = via or (self.kube_pool if lane == "kube" else self.attach_pool)
 
         def work() -> None:
             try:
@@ -348,7 +354,7 @@ def _write_failed(what: Literal["sandbox", "secret"], e: Exception) -> ws.WriteF
     return ws.WriteFailed(what, str(e))  # no answer (or not Kubernetes): transient
 
 
-__all__ = ["Release", "WorkspaceActor"]
+__all__ = ["Release", "RenewalLane", "WorkspaceActor"]
 
 
 def _unavailable(e: Exception) -> bool:
