@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from jr2_actors.fake.operator.core import NoSuchSandbox
+from jr2_actors.fake.messages import NoSuchSandbox
 from jr2_actors.shell.timers import Timers
 
 if TYPE_CHECKING:

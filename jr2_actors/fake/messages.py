@@ -1,4 +1,4 @@
-"""Messages every fake actor understands."""
+"""Messages every fake actor understands, and the one error a fake model raises for its callers to tell apart."""
 
 from __future__ import annotations
 
@@ -14,3 +14,7 @@ class Run:
     An ask answers `fn`'s result; a tell is how one fake actor writes to another without waiting."""
 
     fn: Callable[[Any], Any]
+
+
+class NoSuchSandbox(KeyError):
+    """A scripted fault names a Sandbox the operator does not hold (never made, or deleted already)."""

@@ -32,15 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jr2_actors.fake.messages import NoSuchSandbox
 from jr2_actors.values.quantity import QuantityError, cpu_millis, memory_bytes, parse_duration
 from jr2_actors.values.timefmt import parse_rfc3339 as _parse_time
 from jr2_actors.values.timefmt import rfc3339 as _rfc3339
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
-
-
-class NoSuchSandbox(KeyError):
-    """A scripted fault names a Sandbox the operator does not hold (never made, or deleted already)."""
-
 
 DEFAULT_IDLE_TIMEOUT = "30m"
 
