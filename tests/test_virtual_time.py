@@ -5,6 +5,8 @@ what cannot come fails at once with what every actor waits for."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from functools import partial
 from typing import Any, cast
 
 import pytest
@@ -20,6 +22,7 @@ from jr2_actors.shell.pools import CountedPool
 from jr2_actors.values.constants import PROVISION_BUDGET_SECONDS, RETENTION_SECONDS, SWEEP_INTERVAL_SECONDS
 from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.actor import WatchActor
+from jr2_actors.workspace.renewals import RenewalLane
 from tests.waiting import wait_until
 
 
@@ -327,6 +330,38 @@ def test_injected_latency_takes_the_virtual_clock_not_the_real_one(jr2_fake_clus
     clock.run_until(answered.is_set)
     assert clock.monotonic() - began >= 600.0
     client.close()
+
+
+@pytest.mark.jr2_fake_cluster(time="virtual")
+@pytest.mark.parametrize("runner", ["pool", "lane"])
+def test_injected_latency_on_a_pools_job_takes_the_virtual_clock(jr2_fake_cluster: FakeCluster, runner: str) -> None:
+    """A Workspace's write runs on the kube pool, its renewal on the renewal lane: a request the fake holds
+    for its latency is parked on the clock, and the pool's job waiting on it must not hold the clock still
+    (it raised NeverIdle after 10 s of real time, found by review)."""
+    clock = jr2_fake_cluster.clock
+    assert isinstance(clock, VirtualClock)
+    client = jr2_fake_cluster.client()
+    answered = threading.Event()
+    jr2_fake_cluster.faults.latency(600.0)
+    began = clock.monotonic()
+
+    def listing() -> None:
+        client.list(SANDBOX, "jr2")
+        answered.set()
+    if runner == "pool":
+        pool = CountedPool(2, thread_name_prefix="jr2-test-kube", clock=clock)
+        pool.submit(listing)
+        stop: Callable[[], None] = partial(pool.shutdown, wait=True)
+    else:
+        lane = RenewalLane(clock=clock, threads=1)
+        lane.submit(listing)
+        stop = lane.shutdown
+    try:
+        clock.run_until(answered.is_set)
+        assert clock.monotonic() - began >= 600.0
+    finally:
+        stop()
+        client.close()
 
 
 # -- workflows through the fixtures on virtual time --------------------------------------------------------

@@ -44,11 +44,12 @@ class Job:
     """One piece of work under way (a request served, a request sent, a pool job). While `waiting(ready)`,
     it counts as work only when `ready()` holds: a parked watch with a frame queued."""
 
-    __slots__ = ("ready", "what")
+    __slots__ = ("ready", "thread", "what")
 
     def __init__(self, what: str) -> None:
         self.what = what
         self.ready: Callable[[], bool] | None = None
+        self.thread = threading.get_ident()  # the thread doing it: a pool's job on it is this job's to judge
 
     @contextlib.contextmanager
     def waiting(self, ready: Callable[[], bool]) -> Iterator[None]:
@@ -134,6 +135,13 @@ class Activity:
         for fn in probes:
             out += fn()
         return out
+
+    def judged(self, threads: set[int]) -> set[int]:
+        """Those of `threads` doing a job of their own here (a KubeClient request, a pause): a pool counts a
+        running job on one of them as that job judges it — a request the fake parks on the clock is parked,
+        so a pool's job waiting on it does not hold the clock still."""
+        with self._lock:
+            return {job.thread for job in self._jobs.values()} & threads
 
     def parked(self) -> list[str]:
         with self._lock:

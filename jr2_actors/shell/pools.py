@@ -11,7 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
-from jr2_actors.shell.clock import activity
+from jr2_actors.shell.clock import Activity, activity
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -23,14 +23,25 @@ class CountedPool(ThreadPoolExecutor):
         self._name = thread_name_prefix
         self._count_lock = threading.Lock()
         self._jobs = 0
+        self._running: set[int] = set()  # the threads running a job now
         self._activity = activity(clock)
         self._activity.probe(self._under_way)
 
     def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         with self._count_lock:
             self._jobs += 1
+
+        def job() -> T:
+            me = threading.get_ident()
+            with self._count_lock:
+                self._running.add(me)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self._count_lock:
+                    self._running.discard(me)
         try:
-            future = super().submit(fn, *args, **kwargs)
+            future = super().submit(job)
         except BaseException:
             self._done(None)
             raise
@@ -44,7 +55,10 @@ class CountedPool(ThreadPoolExecutor):
 
     def _under_way(self) -> list[str]:
         with self._count_lock:
-            return [f"pool {self._name}: {self._jobs} job(s) queued or running"] if self._jobs else []
+            jobs, running = self._jobs, set(self._running)
+        if jobs and running and isinstance(self._activity, Activity):
+            jobs -= len(self._activity.judged(running))  # each judged by the job it does (kube requests)
+        return [f"pool {self._name}: {jobs} job(s) queued or running"] if jobs > 0 else []
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._activity.unprobe(self._under_way)

@@ -26,7 +26,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from jr2_actors.shell.clock import activity
+from jr2_actors.shell.clock import Activity, activity
 from jr2_actors.values.constants import RENEWAL_LANE_THREADS
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class RenewalLane:
         self._name = name
         self._lock = threading.Condition()
         self._queue: deque[Callable[[], None]] = deque()
-        self._running = 0  # jobs taken off the queue and not returned yet
+        self._running: set[int] = set()  # the threads running a renewal now
         self._stopped = False
         self._activity = activity(clock)
         self._activity.probe(self._under_way)
@@ -79,16 +79,20 @@ class RenewalLane:
                 if self._stopped:
                     return
                 job = self._queue.popleft()
-                self._running += 1
+                self._running.add(threading.get_ident())
             try:
                 job()
             except Exception:  # our bug; the job told its actor what it could, the lane goes on
                 log.exception("a Lease renewal failed unexpectedly on the %s lane", self._name)
             finally:
                 with self._lock:
-                    self._running -= 1
+                    self._running.discard(threading.get_ident())
+                self._activity.went_quiet()  # a clock waiting for quiet looks again now
 
     def _under_way(self) -> list[str]:
         with self._lock:
-            jobs = len(self._queue) + self._running
+            queued, running = len(self._queue), set(self._running)
+        if running and isinstance(self._activity, Activity):
+            running -= self._activity.judged(running)  # each judged by the request it sends (parked or not)
+        jobs = queued + len(running)
         return [f"{self._name}: {jobs} renewal(s) queued or running"] if jobs else []
