@@ -17,6 +17,7 @@ from jr2_actors.fake.pytest_plugin import _time_options
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.shell import Deadline, Shell, Timers
+from jr2_actors.shell.activity import HARNESS_SENT, HARNESS_SERVED, Activity
 from jr2_actors.shell.clock import NeverIdle, Stalled, VirtualClock, pause
 from jr2_actors.shell.pools import CountedPool
 from jr2_actors.values.constants import PROVISION_BUDGET_SECONDS, RETENTION_SECONDS, SWEEP_INTERVAL_SECONDS
@@ -426,3 +427,16 @@ def test_an_after_of_a_week_then_the_seven_day_sweep(jr2_orchestrator: Orchestra
     clock.run_until(lambda: jr2_orchestrator.status(run_id) is None,
                     within=RETENTION_SECONDS + 2 * SWEEP_INTERVAL_SECONDS)
     assert RETENTION_SECONDS <= clock.monotonic() - ended <= RETENTION_SECONDS + SWEEP_INTERVAL_SECONDS + 1
+
+
+def test_a_harness_request_the_fake_harness_parks_is_parked_with_it() -> None:
+    """The attach pool's job sending to a fake Harness that holds its answer on the clock (an injected
+    latency) is judged by its HarnessClient request, which the fake's parked one excuses, as a KubeClient
+    request is by the fake API's."""
+    under_way = Activity()
+    with under_way.busy(f"{HARNESS_SENT}POST /ws-1/answers"):
+        assert under_way.under_way() == [f"{HARNESS_SENT}POST /ws-1/answers"]
+        with under_way.busy(f"{HARNESS_SERVED}POST /ws-1/answers") as served, served.waiting(lambda: False):
+            assert under_way.under_way() == []
+        with under_way.busy(f"{HARNESS_SERVED}POST /ws-2/answers") as other, other.waiting(lambda: False):
+            assert under_way.under_way() == [f"{HARNESS_SENT}POST /ws-1/answers"]  # another request's park

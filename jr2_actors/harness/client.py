@@ -52,6 +52,7 @@ from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillListError,
 from jr2_actors.net.cut import Cut, mount_cuts
 from jr2_actors.net.http_body import TooLarge, caused_by, read_capped
 from jr2_actors.shell import Timers, logs
+from jr2_actors.shell.activity import HARNESS_SENT, activity
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.values.constants import (
     ADMISSION_BUSY_SECONDS,
@@ -90,6 +91,7 @@ class HarnessClient:
         self.base_url = base_url.rstrip("/")
         self._token = token
         self.clock = clock or SystemClock()
+        self._activity = activity(self.clock)  # a driven VirtualClock's look at the request in flight
         self._timers = timers
         self._own_timers: Timers | None = None
         self._timers_lock = threading.Lock()
@@ -321,7 +323,7 @@ class HarnessClient:
                 # read_timeout None: no read timeout (an admission, which a Cut ends instead).
                 timeout = (CONNECT_TIMEOUT_SECONDS, None) if read_timeout is None else (
                     min(CONNECT_TIMEOUT_SECONDS, max(read_timeout, 0.1)), max(read_timeout, 0.1))
-                with cut.active():
+                with cut.active(), self._activity.busy(f"{HARNESS_SENT}{method} {urlsplit(url).path}"):
                     resp = self._session.request(method, url, params=params, data=data, headers=headers,
                                                  stream=True, allow_redirects=False, timeout=timeout)
             except requests.exceptions.RequestException as e:

@@ -67,6 +67,9 @@ class Job:
 
 SERVED = "fake API "  # how the fake's API server names a request it serves (fake/apiserver/actor.py)
 SENT = "KubeClient "  # how a KubeClient names one it sends (kube/client.py)
+HARNESS_SERVED = "fake Harness "  # the fake Harness's (fake/harness/actor.py)
+HARNESS_SENT = "HarnessClient "  # a HarnessClient's (harness/client.py)
+_PAIRS = ((SENT, SERVED), (HARNESS_SENT, HARNESS_SERVED))  # a request sent, excused by the same one parked
 
 
 class Activity:
@@ -118,18 +121,19 @@ class Activity:
             jobs = list(self._jobs.values())
             probes = list(self._probes)
         busy: list[str] = []
-        excused: dict[str, int] = {}
+        excused: dict[str, int] = {}  # "KubeClient GET /p" for each parked "fake API GET /p"
         for job in jobs:
             if job.busy():
                 busy.append(job.what)
-            elif job.what.startswith(SERVED):
-                request = job.what[len(SERVED):]
-                excused[request] = excused.get(request, 0) + 1
+                continue
+            for sent, served in _PAIRS:
+                if job.what.startswith(served):
+                    request = sent + job.what[len(served):]
+                    excused[request] = excused.get(request, 0) + 1
         out: list[str] = []
         for what in busy:
-            sent = what[len(SENT):] if what.startswith(SENT) else None
-            if sent is not None and excused.get(sent, 0) > 0:
-                excused[sent] -= 1
+            if excused.get(what, 0) > 0:
+                excused[what] -= 1
                 continue
             out.append(what)
         for fn in probes:

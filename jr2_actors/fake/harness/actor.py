@@ -33,6 +33,7 @@ from jr2_actors.fake.operator.actor import SandboxChanged, Subscribed, subscribe
 from jr2_actors.fake.operator.core import OperatorCore
 from jr2_actors.harness.tokens import DIGEST_ENV, verify_bearer
 from jr2_actors.shell import Shell, Timers, tell_quietly
+from jr2_actors.shell.activity import HARNESS_SERVED
 from jr2_actors.shell.clock import Clock, Job, SystemClock, activity, pause
 
 log = logging.getLogger(__name__)
@@ -222,7 +223,7 @@ class HarnessApp:
 
     def handle(self, r: Request) -> None:
         # A driven VirtualClock never jumps while a request is served, a long poll parked for a change excepted.
-        with self.activity.busy(f"fake Harness {r.command} {r.url_path}") as job:
+        with self.activity.busy(f"{HARNESS_SERVED}{r.command} {r.url_path}") as job:
             self._handle(r, job)
 
     def _handle(self, r: Request, job: Job) -> None:
