@@ -25,6 +25,7 @@ from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.workspace.renewals import RenewalLane
 from tests.waiting import wait_until
+from tests.workflows import one_state
 
 
 class _Blocking(Shell):
@@ -367,26 +368,6 @@ def test_injected_latency_on_a_pools_job_takes_the_virtual_clock(jr2_fake_cluste
 
 # -- workflows through the fixtures on virtual time --------------------------------------------------------
 
-WORKFLOW = """
-name: {name}
-workspaces:
-  W:
-    size: {{cpu: "1", memory: "2Gi"}}
-    image: jr2-sandbox:dev
-    repos: [{{slot: app, url: "https://example.test/app.git", ref: main}}]
-    branch: feat/x
-agents:
-  coder: {{instructions: "You fix bugs.", workspace: W, access: write}}
-start: code
-states:
-  code:
-    holds: [W]
-    turn: {{agent: coder, prompt: "Fix it."}}
-    on: {{finish: done}}
-    after: {{seconds: {after}, to: late}}
-  done: {{final: done}}
-  late: {{final: failed}}
-"""
 
 
 def _status(orchestrator: Orchestrator, run_id: str) -> object:
@@ -404,7 +385,7 @@ def test_a_sandbox_never_ready_fails_its_workspace_at_the_provisioning_budget(
     clock = jr2_fake_cluster.clock
     assert isinstance(clock, VirtualClock)
     jr2_fake_cluster.operate(lambda core, now: setattr(core, "start_seconds", 10 * 24 * 3600.0))  # placed, never Ready
-    run_id = jr2_orchestrator.submit(read_document(WORKFLOW.format(name="never-ready", after=3600)))
+    run_id = jr2_orchestrator.submit(read_document(one_state("never-ready", after=3600)))
     clock.run_until(_finished(jr2_orchestrator, run_id))
     status = jr2_orchestrator.status(run_id) or {}
     assert status["status"] == "error" and f"not Ready {PROVISION_BUDGET_SECONDS:.0f}s after" in status["fault"]
@@ -413,14 +394,14 @@ def test_a_sandbox_never_ready_fails_its_workspace_at_the_provisioning_budget(
 
 @pytest.mark.slow  # a virtual week is ~12,000 jumps (the watch's bookmarks): seconds of wall time
 @pytest.mark.jr2_fake_cluster(time="virtual")
-@pytest.mark.jr2_agents(coder=[[Hang()]])
+@pytest.mark.jr2_agents(worker=[[Hang()]])
 def test_an_after_of_a_week_then_the_seven_day_sweep(jr2_orchestrator: Orchestrator,
                                                     jr2_fake_cluster: FakeCluster) -> None:
     clock = jr2_fake_cluster.clock
     assert isinstance(clock, VirtualClock)
     week = 7 * 24 * 3600
     began = clock.monotonic()
-    run_id = jr2_orchestrator.submit(read_document(WORKFLOW.format(name="a-week", after=week)))
+    run_id = jr2_orchestrator.submit(read_document(one_state("a-week", after=week)))
     clock.run_until(_finished(jr2_orchestrator, run_id), within=week + 3600)
     assert _status(jr2_orchestrator, run_id) == "failed" and clock.monotonic() - began >= week
     ended = clock.monotonic()

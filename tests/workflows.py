@@ -5,9 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 
-def one_state(name: str) -> str:
+def one_state(name: str, after: float | None = None) -> str:
     """One Workspace, one worker, one Turn that finishes the run: the smallest run that places, attaches
-    and releases."""
+    and releases. `after`: the Turn's state gives up after that many seconds, to a final `failed`."""
+    if after is not None:
+        return one_state(name).replace(
+            "    on: {finish: done}\n", f"    on: {{finish: done}}\n    after: {{seconds: {after:g}, to: late}}\n"
+        ) + "  late: {final: failed}\n"
     return f"""
 name: {name}
 workspaces:
