@@ -100,6 +100,7 @@ def test_serve_leaves_with_130_on_ctrl_c_and_0_on_sigterm_having_stopped_cleanly
     assert dev.proc.wait(30) == code
     err = dev.stderr.whole(30)
     assert "Traceback" not in err and " INFO jr2_actors.serve: stopped" in err, err
+    assert "restores every live run" not in err and "its temp folder" in err, err  # the folder goes: no restart
     assert not Path(state).exists()
 
 

@@ -148,7 +148,8 @@ def _run_fake(args: argparse.Namespace, stop: threading.Event) -> int:
                               listen=args.listen or listen_address(FAKE_LISTEN),
                               sandbox_image=args.sandbox_image or "jr2-sandbox:dev",
                               instance_harness=cluster.instance_harness_url,
-                              watching=f"the embedded fake cluster {cluster.url}", dev=True)
+                              watching=f"the embedded fake cluster {cluster.url}", dev=True,
+                              state_kept=made is None)
             finally:
                 client.close()
     finally:
@@ -158,7 +159,7 @@ def _run_fake(args: argparse.Namespace, stop: threading.Event) -> int:
 
 def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, token: str, key: bytes, state_dir: str,
            namespace: str, listen: tuple[str, int], sandbox_image: str, instance_harness: str, watching: str,
-           dev: bool = False) -> int:
+           dev: bool = False, state_kept: bool = True) -> int:
     from jr2_actors.api.app import Api
     from jr2_actors.api.server import ApiServer
     from jr2_actors.orchestrator import Orchestrator
@@ -196,7 +197,10 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
         finally:
             server.stop()  # its event streams end first, so a follower cannot hold a worker
             orchestrator.stop()
-    log.info("stopped in %.1fs; a start on %s restores every live run", time.monotonic() - stopping, state_dir)
+    if state_kept:
+        log.info("stopped in %.1fs; a start on %s restores every live run", time.monotonic() - stopping, state_dir)
+    else:  # the dev server's own temp folder: it goes now, and the embedded cluster with it
+        log.info("stopped in %.1fs; its temp folder %s goes with it", time.monotonic() - stopping, state_dir)
     return 0
 
 
