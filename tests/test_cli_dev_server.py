@@ -62,7 +62,7 @@ class DevServer:
                                      env=clean_env(tmp_path))
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self.stdout = LogTail(self.proc.stdout, re.compile(r"^Ctrl-C stops it\."), "dev-server-out")
-        self.stderr = LogTail(self.proc.stderr, re.compile(r"(?!)"), "dev-server-log")  # read, never waited on
+        self.stderr = LogTail(self.proc.stderr, None, "dev-server-log")  # read to its end, no line waited for
         self.out = self.stdout.lines
 
     def field(self, name: str) -> str:

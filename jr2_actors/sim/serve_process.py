@@ -21,7 +21,7 @@ class LogTail:
     """A child's stream read on a thread to its end (a pipe nobody reads blocks the child once it is full):
     the head of its lines kept, and the first line matching `ready` waited for."""
 
-    def __init__(self, stream: IO[str], ready: re.Pattern[str], name: str) -> None:
+    def __init__(self, stream: IO[str], ready: re.Pattern[str] | None, name: str) -> None:
         self.lines: list[str] = []
         self.found: re.Match[str] | None = None
         self._stream = stream
@@ -34,7 +34,7 @@ class LogTail:
         for line in self._stream:
             if len(self.lines) < KEPT_LINES:
                 self.lines.append(line)
-            if self.found is None:
+            if self.found is None and self._ready_pattern is not None:
                 self.found = self._ready_pattern.search(line)
                 if self.found is not None:
                     self._ready.set()
