@@ -272,9 +272,7 @@ class Orchestrator(Revival):
     def runs(self, prefix: str = "") -> list[dict[str, Any]]:
         """`GET /runs`: live runs only (ADR-0065); those whose id starts with `prefix`. Read from the run
         table (issue 18): a run busy in a handler is listed with the row it last told, and no run is asked."""
-        with self._lock:
-            ids = [run_id for run_id in self._runs if run_id.startswith(prefix)]
-        out = self.run_table.rows(ids)
+        out = self.run_table.rows(prefix)
         problem = self.cluster_problem() if out else None
         return out if problem is None else [{**line, "cluster": problem} for line in out]
 
@@ -282,9 +280,7 @@ class Orchestrator(Revival):
         """`runs(prefix)`, each line as its JSON: the table's bytes, encoded when the run told them (issue 18:
         `GET /runs` at 5,000 live runs joins bytes instead of encoding 5,000 rows a call). While the cluster
         does not answer, each line gets the same `"cluster"` member `runs` adds, spliced in before its `}`."""
-        with self._lock:
-            ids = [run_id for run_id in self._runs if run_id.startswith(prefix)]
-        out = self.run_table.encoded(ids)
+        out = self.run_table.encoded(prefix)  # the table is the live set: neither this lock nor a filter
         problem = self.cluster_problem() if out else None
         return out if problem is None else with_member(out, "cluster", problem)
 
@@ -463,6 +459,12 @@ class Orchestrator(Revival):
         ref = None
         try:
             ref = start()
+        except BaseException:
+            with self._lock:
+                reviving = run_id in self._runs  # its dead ref stays listed while its revival tries again
+            if not reviving:
+                self.run_table.forget(run_id)  # no actor keeps it current, nor forgets it: unlisted (its row stays)
+            raise
         finally:
             with self._finished:
                 self._starting -= 1

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jr2_actors.api.app import Api
 from jr2_actors.fake.cluster import FakeCluster
@@ -18,7 +20,7 @@ from jr2_actors.fake.harness.core import Hang
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.actor import RunActor
-from jr2_actors.run.table import RunRow, RunTable, with_member
+from jr2_actors.run.table import RunRow, RunTable, encode_row, with_member
 from jr2_actors.values.workflow import read_document
 from tests.backends import QuietBackend
 from tests.waiting import wait_until
@@ -28,19 +30,51 @@ BLOCK = "block until the gate opens"  # a message only `_Blocking` runs take: it
 LISTED = ("runId", "placing", "workflow", "status", "state", "startedAt", "endedAt", "durationSeconds")
 
 
-def test_the_table_keeps_the_last_row_told_and_lists_only_the_ids_asked_in_order() -> None:
+def test_the_table_keeps_the_last_row_told_and_lists_the_runs_of_a_prefix_in_order() -> None:
     table = RunTable()
     table.enter(RunRow("r-b", {"runId": "r-b", "state": "one"}))
     table.enter(RunRow("r-a", {"runId": "r-a", "state": "one"}))
+    table.enter(RunRow("q-c", {"runId": "q-c", "state": "one"}))
     table.tell(RunRow("r-b", {"runId": "r-b", "state": "two"}))
-    assert table.rows(["r-b", "r-a", "r-gone"]) == [{"runId": "r-a", "state": "one"},
-                                                    {"runId": "r-b", "state": "two"}]
-    table.rows(["r-a"])[0]["cluster"] = {}  # a copy: the caller's additions do not reach the table
-    assert table.rows(["r-a"]) == [{"runId": "r-a", "state": "one"}]
+    assert table.rows("r-") == [{"runId": "r-a", "state": "one"}, {"runId": "r-b", "state": "two"}]
+    assert [row["runId"] for row in table.rows()] == ["q-c", "r-a", "r-b"] and table.rows("r-x") == []
+    table.rows("r-a")[0]["cluster"] = {}  # a copy: the caller's additions do not reach the table
+    assert table.rows("r-a") == [{"runId": "r-a", "state": "one"}]
     table.forget("r-a")
-    assert table.rows(["r-a", "r-b"]) == [{"runId": "r-b", "state": "two"}] and len(table) == 1
+    assert table.rows("r") == [{"runId": "r-b", "state": "two"}] and len(table) == 2
+    assert "r-b" in table and "r-a" not in table
     with pytest.raises(TypeError, match="RunRow"):
         table.tell("not a row")
+
+
+_IDS = st.text(alphabet="ab\u00e9\U0010ffff", max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["enter", "tell", "forget"]), _IDS, st.integers(0, 9)), max_size=40),
+       st.lists(_IDS, max_size=6))
+def test_the_sorted_table_lists_what_a_dict_filtered_and_sorted_would(ops: list[tuple[str, str, int]],
+                                                                      prefixes: list[str]) -> None:
+    """The table against its model (a dict, filtered by `startswith` and sorted at each call): any order of
+    enters, tells and forgets, any prefix — the empty one, one no id has, one past every id."""
+    table, model = RunTable(), {}
+    for op, run_id, n in ops:
+        row = {"runId": run_id, "n": n}
+        if op == "enter":
+            table.enter(RunRow(run_id, row))
+            model[run_id] = row
+        elif op == "tell":
+            table.tell(RunRow(run_id, row))
+            if run_id in model:
+                model[run_id] = row
+        else:
+            table.forget(run_id)
+            model.pop(run_id, None)
+    for prefix in ["", *prefixes]:
+        expected = [model[k] for k in sorted(model) if k.startswith(prefix)]
+        assert table.rows(prefix) == expected
+        assert table.encoded(prefix) == [encode_row(row) for row in expected]
+    assert len(table) == len(model)
 
 
 # What `listing_doc` makes, and what JSON must escape: a non-ASCII name, quotes, a float, a list.
@@ -61,22 +95,21 @@ def _entered() -> RunTable:
 
 def test_the_encoded_listing_is_byte_for_byte_what_encoding_the_rows_gave() -> None:
     table = _entered()
-    ids = [row["runId"] for row in ROWS]
-    old = json.dumps({"runs": table.rows(ids)}, separators=(",", ":")).encode()  # the path before issue 18
-    assert b'{"runs":[' + b",".join(table.encoded(ids)) + b"]}" == old
+    old = json.dumps({"runs": table.rows()}, separators=(",", ":")).encode()  # the path before issue 18
+    assert b'{"runs":[' + b",".join(table.encoded()) + b"]}" == old
     problem = {"reachable": False, "error": "r\u00e9fus\u00e9"}
-    spliced = with_member(table.encoded(ids), "cluster", problem)
-    assert [json.loads(line) for line in spliced] == [{**row, "cluster": problem} for row in table.rows(ids)]
+    spliced = with_member(table.encoded(), "cluster", problem)
+    assert [json.loads(line) for line in spliced] == [{**row, "cluster": problem} for row in table.rows()]
     assert spliced == [json.dumps({**row, "cluster": problem}, separators=(",", ":")).encode()
-                       for row in table.rows(ids)]
+                       for row in table.rows()]
 
 
 def test_a_row_told_after_it_was_encoded_is_encoded_again() -> None:
     table = _entered()
-    first = table.encoded(["r-0a"])
+    first = table.encoded("r-0a")
     table.tell(RunRow("r-0a", {**ROWS[1], "state": "later"}))
-    assert first != table.encoded(["r-0a"])
-    assert json.loads(table.encoded(["r-0a"])[0]) == {**ROWS[1], "state": "later"}
+    assert first != table.encoded("r-0a")
+    assert json.loads(table.encoded("r-0a")[0]) == {**ROWS[1], "state": "later"}
 
 
 def test_a_row_told_after_its_run_finished_never_lists_it_again() -> None:
@@ -84,7 +117,8 @@ def test_a_row_told_after_its_run_finished_never_lists_it_again() -> None:
     table.forget("r-0a")  # its RunFinished
     table.tell(RunRow("r-0a", {**ROWS[1], "state": "a seat's late report"}))
     table.tell(RunRow("r-zz", {"runId": "r-zz"}))  # never entered
-    assert table.encoded(["r-0a", "r-zz"]) == [] and table.rows(["r-0a", "r-zz"]) == [] and len(table) == 2
+    assert table.encoded("r-0a") == table.encoded("r-z") == [] and table.rows("r-0a") == table.rows("r-z") == []
+    assert len(table) == 2
 
 
 class _TableBackend(QuietBackend):
@@ -94,7 +128,7 @@ class _TableBackend(QuietBackend):
         self.table = table
 
     def live_runs(self, prefix: str = "") -> list[bytes]:
-        return self.table.encoded(row["runId"] for row in ROWS if row["runId"].startswith(prefix))
+        return self.table.encoded(prefix)
 
     def finished_runs(self, prefix: str = "", limit: int = 500) -> list[dict[str, Any]]:
         done = {"runId": "r-0f", "workflow": "w", "status": "done", "state": "end"}
@@ -170,3 +204,21 @@ def test_runs_answers_while_a_run_is_stuck_in_a_handler_with_its_last_row(cluste
         assert orch.wait_finished(other, 30)
         assert other not in {row["runId"] for row in orch.runs()}
         assert len(orch.run_table) == 1  # a finished run's row is forgotten
+
+
+def test_a_run_whose_actor_could_not_start_is_not_listed(cluster: FakeCluster, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table is the live set (`GET /runs` reads no other): a run entered whose actor then failed to start
+    has nobody to keep its row current or forget it, so the failed start forgets it."""
+
+    class _Unstartable(RunActor):
+        @classmethod
+        def start(cls, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("cannot start a thread")
+
+    with Orchestrator(cluster.client(), state_dir=str(tmp_path), signing_key=cluster.signing_key,
+                      instance_harness=cluster.instance_harness_url) as orch:
+        monkeypatch.setattr("jr2_actors.orchestrator.RunActor", _Unstartable)
+        with pytest.raises(RuntimeError, match="cannot start"):
+            orch.submit(read_document(one_state("never")))
+        assert orch.runs() == [] and orch.runs_encoded() == [] and len(orch.run_table) == 0
