@@ -113,7 +113,7 @@ REGISTRY: tuple[Bench, ...] = (
     Bench("store_persist", quick=("--rounds", "3", "--n", "500", "--runs", "50", "--each", "50"),
           parse=ratio_column),
     Bench("store_restore", quick=("--rounds", "3", "--finished", "20000")),
-    Bench("workspace_start", quick=("--n", "20",)),
+    Bench("workspace_start", quick=("--n", "20", "--rounds", "1")),
     Bench("serve_runs", quick=("--runs", "50"), full=("--runs", "200", "--runs", "1000")),
     Bench("fake_scale", quick=("--nodes", "100", "--sandboxes", "1000", "--watchers", "3")),
     Bench("cli_startup", quick=("--runs", "3")),
