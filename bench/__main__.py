@@ -2,15 +2,16 @@
 
 Each bench is a script of `bench/` run as its own process (`python -m bench.NAME ARGS`), one after the other,
 so none measures beside another. `REGISTRY` below is the list: add a line for a new script (a script in
-`bench/` missing from it is named at the end, never silently skipped; a registered one not present yet, such
-as `serve_runs`, is skipped with a note). A bench that writes its rows through `bench.report` (the file in
+`bench/` missing from it is named at the end, never silently skipped; a registered one not present is skipped
+with a note). A bench that writes its rows through `bench.report` (the file in
 `$JR2_BENCH_RESULT`) gives ratios, samples and series; for the others the runner reads the ratio lines of
 their own table (`ratio_lines`, `ratio_column`).
 
 Plots (matplotlib, the `bench` extra): one PNG per bench of its latency distributions (an ECDF per sample)
-and one per series (RSS or threads against live runs), written with the table under a temp dir, or to
-`docs/bench/` with `--write-docs` (plus `docs/bench/latest.md`: machine, date, command and the table; a
-quick run's are `NAME-quick.png` and `latest-quick.md`, so it never overwrites a full run's).
+and one per series (serve's RSS and threads against live runs, `bench.report.series_png`), written with the
+table under a temp dir, or to `docs/bench/` with `--write-docs` (plus `docs/bench/latest.md`: machine, date,
+command and the table; a quick run's are `NAME-quick.png` and `latest-quick.md`, so it never overwrites a
+full run's).
 
     python -m bench [--quick] [--only NAME[,NAME]] [--write-docs]
 """
