@@ -2,15 +2,16 @@
 
 Each bench is a script of `bench/` run as its own process (`python -m bench.NAME ARGS`), one after the other,
 so none measures beside another. `REGISTRY` below is the list: add a line for a new script (a script in
-`bench/` missing from it is named at the end, never silently skipped; a registered one not present yet, such
-as `serve_runs`, is skipped with a note). A bench that writes its rows through `bench.report` (the file in
+`bench/` missing from it is named at the end, never silently skipped; a registered one not present is skipped
+with a note). A bench that writes its rows through `bench.report` (the file in
 `$JR2_BENCH_RESULT`) gives ratios, samples and series; for the others the runner reads the ratio lines of
 their own table (`ratio_lines`, `ratio_column`).
 
 Plots (matplotlib, the `bench` extra): one PNG per bench of its latency distributions (an ECDF per sample)
-and one per series (RSS or threads against live runs), written with the table under a temp dir, or to
-`docs/bench/` with `--write-docs` (plus `docs/bench/latest.md`: machine, date, command and the table; a
-quick run's are `NAME-quick.png` and `latest-quick.md`, so it never overwrites a full run's).
+and one per series (serve's RSS and threads against live runs, `bench.report.series_png`), written with the
+table under a temp dir, or to `docs/bench/` with `--write-docs` (plus `docs/bench/latest.md`: machine, date,
+command and the table; a quick run's are `NAME-quick.png` and `latest-quick.md`, so it never overwrites a
+full run's).
 
     python -m bench [--quick] [--only NAME[,NAME]] [--write-docs]
 """
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.report import RESULT_ENV
+from bench.report import RESULT_ENV, series_png
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "bench"
@@ -113,8 +114,8 @@ REGISTRY: tuple[Bench, ...] = (
     Bench("store_persist", quick=("--rounds", "3", "--n", "500", "--runs", "50", "--each", "50"),
           parse=ratio_column),
     Bench("store_restore", quick=("--rounds", "3", "--finished", "20000")),
-    Bench("workspace_start", quick=("--n", "20",)),
-    Bench("serve_runs", quick=("--runs", "50"), full=("--runs", "200", "--runs", "1000")),
+    Bench("workspace_start", quick=("--n", "20", "--rounds", "1")),
+    Bench("serve_runs", quick=("--runs", "50"), full=("--runs", "1000")),
     Bench("fake_scale", quick=("--nodes", "100", "--sandboxes", "1000", "--watchers", "3")),
     Bench("cli_startup", quick=("--runs", "3")),
 )
@@ -160,9 +161,12 @@ def rows_of(bench: Bench, output: str, doc: dict[str, Any] | None) -> list[Line]
         return bench.parse(bench.name, output)
     out = []
     for r in doc["rows"]:
-        ratio = r["ours"] / r["baseline"] if r["baseline"] else float("nan")
-        out.append(Line(bench.name, r["figure"], f"{r['ours']:.4g} {r['unit']}", f"{r['baseline']:.4g} {r['unit']}",
-                        f"{ratio:.2f}", r.get("goal", "")))
+        if not r["baseline"]:  # a figure with no baseline of its own (serve_runs' RSS at N live runs): as measured
+            out.append(Line(bench.name, r["figure"], f"{r['ours']:.4g} {r['unit']}".strip(), "", "", r.get("goal", "")))
+            continue
+        ratio = r["ours"] / r["baseline"]
+        out.append(Line(bench.name, r["figure"], f"{r['ours']:.4g} {r['unit']}".strip(),
+                        f"{r['baseline']:.4g} {r['unit']}".strip(), f"{ratio:.2f}", r.get("goal", "")))
     return out
 
 
@@ -203,19 +207,8 @@ def plot(doc: dict[str, Any], where: Path, suffix: str = "") -> list[Path]:
         plt.close(fig)
         made.append(path)
     for name, s in (doc.get("series") or {}).items():
-        fig, ax = plt.subplots(figsize=(5.5, 3.6))
-        for label, ys in s["y"].items():
-            ax.plot(s["x"], ys, marker="o", label=label)
-        ax.set_xlabel(s.get("xlabel", ""))
-        ax.set_ylabel(s.get("ylabel", ""))
-        ax.set_title(f"{doc['bench']}: {name}", fontsize=10)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
         path = where / f"{doc['bench']}-{re.sub(r'[^a-z0-9]+', '-', name.lower()).strip('-')}{suffix}.png"
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        made.append(path)
+        made.append(series_png(f"{doc['bench']}: {name}", s, path))
     return made
 
 

@@ -3,7 +3,8 @@
 A bench run alone prints its own table and writes nothing; run by `python -m bench` it is given a file to
 write its rows (figure, ours, baseline, unit, goal) and any samples to plot — latency distributions in ms
 (`samples`), and series against a count such as RSS or threads against live runs (`series`: name →
-{"x": [...], "y": [...], "xlabel": ..., "ylabel": ...}). A script that writes nothing still runs; its
+{"x": [...], "y": {label: [...]}, "xlabel": ..., "ylabel": ..., and optionally "y2": {label: [...]} with
+"y2label", drawn on a second y-axis on the right}: `series_png` draws one). A script that writes nothing still runs; its
 table is its own output.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 RESULT_ENV = "JR2_BENCH_RESULT"
@@ -39,3 +41,33 @@ def emit(bench: str, rows: list[Row], *, samples: dict[str, list[float]] | None 
     doc = {"bench": bench, "rows": [asdict(r) for r in rows], "samples": samples or {}, "series": series or {}}
     with open(path, "w") as f:
         json.dump(doc, f)
+
+
+def series_png(title: str, series: dict[str, Any], path: Path) -> Path:
+    """One series as a PNG: each `y` line against `x` on the left axis, each `y2` line on a right one (RSS in
+    MiB and threads against live runs share a plot without one flattening the other). Needs matplotlib."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.0))
+    handles = []
+    for label, ys in series["y"].items():
+        handles += ax.plot(series["x"], ys, marker=".", markersize=4, linewidth=1, label=label)
+    ax.set_xlabel(series.get("xlabel", ""))
+    ax.set_ylabel(series.get("ylabel", ""))
+    ax.grid(True, alpha=0.3)
+    if series.get("y2"):
+        right = ax.twinx()
+        colors = iter(["tab:red", "tab:green", "tab:purple", "tab:brown"])
+        for label, ys in series["y2"].items():
+            handles += right.plot(series["x"], ys, marker=".", markersize=4, linewidth=1, label=label,
+                                  color=next(colors, None))
+        right.set_ylabel(series.get("y2label", ""))
+    ax.legend(handles=handles, labels=[h.get_label() for h in handles], fontsize=8, loc="upper left")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

@@ -6,7 +6,13 @@ RunActor and its WorkspaceActor (placed, attached, its Lease renewed) and no Tur
 process alone, read from /proc: peak RSS, threads and fds, CPU-seconds per run (submit to every run
 placed), `GET /runs` p50/p99 over sequential calls once all are live, and how many actors died (its log).
 
-    python bench/serve_runs.py --runs 200 [--runs 1000 ...] [--deadline 600]
+And a series while the runs accumulate (issue 18 item 8), one point every `--every` seconds from the first
+submit until every run is placed: the live runs and running Workspaces as serve's own `/metrics` counts them
+(`jr2_runs_live`, `jr2_workspaces{phase="running"}`), serve's RSS now (VmRSS), its threads and fds. `--plot
+FILE.png` draws RSS and threads against live runs (two y-axes) for the last `--runs`, `--series FILE.json`
+keeps every point; run by `python -m bench`, the series goes to its plot in the run's folder or docs/bench/.
+
+    python bench/serve_runs.py --runs 200 [--runs 1000 ...] [--deadline 600] [--plot F.png] [--series F.json]
 
 Everything it writes is under one temp folder, removed at the end.
 """
@@ -14,6 +20,7 @@ Everything it writes is under one temp folder, removed at the end.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
@@ -34,6 +41,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.report import Row, emit, series_png
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node
 
@@ -50,7 +58,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 class Sampler:
-    """Serve's RSS, threads, fds and CPU from /proc, sampled every 0.2 s on a thread; peaks kept."""
+    """Serve's RSS, threads, fds and CPU from /proc, sampled every 0.2 s on a thread; peaks kept (the RSS's
+    is the kernel's high-water mark, VmHWM; `sample()`'s `rss_now_mib` is VmRSS)."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -66,9 +75,10 @@ class Sampler:
     def sample(self) -> dict[str, float]:
         status = Path(f"/proc/{self.pid}/status").read_text()
         rss = int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
+        now = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
         threads = int(re.search(r"Threads:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
         fds = len(os.listdir(f"/proc/{self.pid}/fd"))
-        return {"rss_mib": rss, "threads": threads, "fds": fds}
+        return {"rss_mib": rss, "rss_now_mib": now, "threads": threads, "fds": fds}
 
     def _run(self) -> None:
         while not self._stop.wait(0.2):
@@ -76,12 +86,74 @@ class Sampler:
                 now = self.sample()
             except (OSError, AttributeError):
                 return
-            for k, v in now.items():
-                self.peak[k] = max(self.peak[k], v)
+            for k in self.peak:
+                self.peak[k] = max(self.peak[k], now[k])
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(2)
+
+
+def metric_sum(text: str, name: str, labels: str = "") -> float:
+    """The sum of a Prometheus text exposition's samples of `name` whose labels contain `labels`."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            head, _, value = line.rpartition(" ")
+            if labels in head:
+                total += float(value)
+    return total
+
+
+class Series:
+    """One point every `every` seconds on a thread until stopped: the live runs and running Workspaces as
+    serve's `/metrics` counts them, and serve's RSS now, threads and fds (`Sampler.sample`)."""
+
+    def __init__(self, url: str, sampler: Sampler, every: float) -> None:
+        self.url, self.sampler, self.every = url, sampler, every
+        self.points: list[dict[str, float]] = []
+        self._session = requests.Session()  # a connection of its own, beside the submits'
+        self._t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def point(self) -> None:
+        text = self._session.get(self.url + "/metrics", timeout=60).text
+        now = self.sampler.sample()
+        self.points.append({"t_s": round(time.monotonic() - self._t0, 2),
+                            "live_runs": metric_sum(text, "jr2_runs_live"),
+                            "running_workspaces": metric_sum(text, "jr2_workspaces", 'phase="running"'),
+                            "rss_mib": round(now["rss_now_mib"], 1), "threads": now["threads"], "fds": now["fds"]})
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.point()
+            except (OSError, AttributeError, requests.RequestException):
+                return
+            if self._stop.wait(self.every):
+                return
+
+    def stop(self) -> list[dict[str, float]]:
+        self._stop.set()
+        self._thread.join(60)
+        self.point()  # the last, once every run is placed
+        return self.points
+
+
+def plot_series(points: list[dict[str, float]], n: int, path: Path) -> Path:
+    """RSS (left) and threads and fds (right) against live runs."""
+    return series_png(f"serve with {n:,} runs holding a Workspace: RSS and threads against live runs",
+                      as_series(points, n), path)
+
+
+def as_series(points: list[dict[str, float]], n: int) -> dict[str, Any]:
+    """The points in bench.report's series shape."""
+    return {"x": [p["live_runs"] for p in points], "xlabel": f"live runs (serve's /metrics; {n:,} submitted)",
+            "y": {"RSS MiB (VmRSS)": [p["rss_mib"] for p in points]}, "ylabel": "MiB",
+            "y2": {"threads": [p["threads"] for p in points], "fds": [p["fds"] for p in points]},
+            "y2label": "threads, fds"}
 
 
 def serve(tmp: Path, kubeconfig: str) -> tuple[subprocess.Popen[str], str, list[str]]:
@@ -133,7 +205,7 @@ def idle_share(sampler: Sampler, seconds: float = 10.0) -> float:
     return (sampler.cpu() - cpu0) / (time.monotonic() - t0)
 
 
-def bench(n: int, deadline: float, profile: str = "") -> dict[str, Any]:
+def bench(n: int, deadline: float, profile: str = "", every: float = 0.5) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="jr2-bench-serve-"))
     nodes = [Node(f"n{i}", 10_000_000, 2**44) for i in range(4)]
     try:
@@ -144,6 +216,7 @@ def bench(n: int, deadline: float, profile: str = "") -> dict[str, Any]:
             sampler = Sampler(proc.pid)
             cpu0 = sampler.cpu()
             t0 = time.monotonic()
+            series = Series(url, sampler, every)
             submit_errors: list[str] = []
 
             def submit(_: int) -> None:
@@ -166,6 +239,7 @@ def bench(n: int, deadline: float, profile: str = "") -> dict[str, Any]:
                     break
                 time.sleep(1.0)
             cpu_placed = sampler.cpu() - cpu0
+            points = series.stop()
             profiled = profile_listing(session, url, proc.pid, profile) if profile else 0
             idle_cpu = idle_share(sampler)
             latencies = []
@@ -203,7 +277,7 @@ def bench(n: int, deadline: float, profile: str = "") -> dict[str, Any]:
                 "runs_max_while_placing_ms": round(1000 * max(polls), 1) if polls else None,
                 "actors_died": len(re.findall(r"its actor died", log)),
                 "timeouts_in_log": len(re.findall(r"Timeout", log)),
-                "healthz": health.status_code,
+                "healthz": health.status_code, "series": points,
             }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -214,12 +288,35 @@ def main() -> None:
     parser.add_argument("--runs", type=int, action="append", help="concurrent runs (repeatable; default 200)")
     parser.add_argument("--deadline", type=float, default=600.0, help="seconds to wait for every run placed")
     parser.add_argument("--profile", default="", help="py-spy raw stacks of serve while GET /runs is called")
+    parser.add_argument("--every", type=float, default=0.5, help="seconds between the series' points")
+    parser.add_argument("--plot", default="", help="PNG of the last --runs' RSS and threads against live runs")
+    parser.add_argument("--series", default="", help="JSON of every --runs' series")
     args = parser.parse_args()
     print(f"# {platform.node()} {platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+          + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
+    results = []
     for n in args.runs or [200]:
-        print(bench(n, args.deadline, f"{args.profile}.{n}" if args.profile else ""), flush=True)
-
+        out = bench(n, args.deadline, f"{args.profile}.{n}" if args.profile else "", args.every)
+        results.append(out)
+        print({k: v for k, v in out.items() if k != "series"}, flush=True)
+        print(f"  series: {len(out['series'])} points; load average "
+              + ", ".join(f"{x:.1f}" for x in os.getloadavg()), flush=True)
+    if args.series:
+        Path(args.series).write_text(json.dumps({str(r["runs"]): r["series"] for r in results}, indent=0))
+    last = results[-1]
+    if args.plot:
+        print("plot:", plot_series(last["series"], last["runs"], Path(args.plot)))
+    n = last["runs"]
+    emit("serve_runs", [
+        Row(f"threads at {n:,} live runs vs one per actor (2 a run)", last["threads_live"], 2 * n, "",
+            "≈ 1 (plus a fixed few)"),
+        Row(f"peak RSS at {n:,} live runs", last["peak_rss_mib"], 0, "MiB"),
+        Row(f"peak fds at {n:,} live runs", last["peak_fds"], 0, ""),
+        Row(f"submit → all {n:,} placed", last["all_placed_s"] or float("nan"), 0, "s"),
+        Row(f"GET /runs p99 at {n:,} live runs", last["runs_p99_ms"], 0, "ms", "< 50 ms at 5,000"),
+        Row(f"actors died of {n:,}", last["actors_died"], 0, "", "0"),
+    ], series={"RSS and threads against live runs": as_series(last["series"], n)})
 
 if __name__ == "__main__":
     main()

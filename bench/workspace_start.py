@@ -5,8 +5,17 @@ Figures: wall time until every Sandbox is Ready (ours: Running, i.e. attached to
 by this process and its children (the fake cluster runs in-process on both sides, so both include it).
 The baseline needs kubectl on PATH; without it only our side is printed.
 
-    python bench/workspace_start.py [--n 40]
+    python bench/workspace_start.py [--n 40] [--rounds 3]
     python bench/workspace_start.py --scale 5000 [--window 30]
+
+The default run also starts the N Workspaces through `jr2-actors serve` as a real process (as
+`bench/serve_runs.py` launches it: N runs submitted over its API, each holding one Workspace), from the first
+submit until its `/metrics` counts N Workspaces running, interleaved round by round with the kubectl baseline
+on a fake cluster of its own (issue 18 item 7). For both: the orchestrator's CPU-seconds alone (serve's, from
+/proc; the kubectl processes' plus the threads that ran them — never the in-process fake's), its peak threads
+(serve's; the live kubectl processes' summed), and its peak TCP connections to the fake API server and to the
+Harness, counted by the fake's servers at accept and close (`FakeCluster.connections`), so a short
+`kubectl` call's connection is never missed. Medians over `--rounds`.
 
 `--scale N` (issue 18 item 7) starts N Workspaces as serve's orchestrator would (its pools' sizes, one timer
 thread, the renewal lane where the tree has one) and prints: seconds to every one Running, peak RSS and
@@ -24,8 +33,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,9 +45,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
+
+import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import serve_runs
+from bench.report import Row, emit
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.kube.kinds import SANDBOX
@@ -105,28 +122,153 @@ def ours(n: int) -> tuple[float, float]:
         return wall, used
 
 
-def baseline(n: int, kubectl: str) -> tuple[float, float]:
+class Peaks:
+    """Peak threads of an orchestrator, sampled every 20 ms on a thread: `threads()` is the side's count now."""
+
+    def __init__(self, threads: Any) -> None:
+        self.threads, self.peak, self.peak_procs = threads, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            count, procs = self.threads()
+            self.peak, self.peak_procs = max(self.peak, count), max(self.peak_procs, procs)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+
+def threads_of(pid: int) -> int:
+    """The process's threads now (0 once it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    found = re.search(r"^Threads:\s+(\d+)", status, re.M)
+    return int(found.group(1)) if found else 0
+
+
+def children_cpu() -> float:
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
+
+
+def baseline(n: int, kubectl: str) -> dict[str, float]:
+    """ADR-0063's baseline: a `kubectl apply` per Workspace, then `kubectl get` every second until Ready, each
+    Workspace on a thread of its own (the 36 concurrent processes ADR-0063 measured). `cpu_s` counts this
+    process too (the in-process fake's included, as `ours` does); `orch_cpu_s` only the kubectl processes
+    and the threads that ran them."""
     with FakeCluster(nodes=NODES, start_seconds=0.5, harness=False, bookmark_interval=None) as cluster, \
             tempfile.TemporaryDirectory() as tmp:
         cfg = cluster.write_kubeconfig(f"{tmp}/kubeconfig")
         env = {"KUBECONFIG": cfg, "HOME": tmp, "PATH": "/usr/bin:/bin"}
+        live: set[int] = set()
+        lock = threading.Lock()
+        thread_cpu: list[float] = []
+
+        def kube(args: list[str], stdin: str | None = None) -> str:
+            proc = subprocess.Popen([kubectl, *args], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+            with lock:
+                live.add(proc.pid)
+            try:
+                out, err = proc.communicate(stdin)
+            finally:
+                with lock:
+                    live.discard(proc.pid)
+            if proc.returncode:
+                raise RuntimeError(f"kubectl {args[0]}: {err.strip()}")
+            return out
 
         def one(i: int) -> None:
+            t = time.thread_time()
             s = spec(i, "b")
             body = {"apiVersion": "core.jr2.dev/v1alpha1", "kind": "Sandbox", **sandbox_body(s, b"k" * 32, time.time())}
-            subprocess.run([kubectl, "apply", "--server-side", "--field-manager=jr2", "-f", "-"],
-                           input=json.dumps(body), env=env, capture_output=True, text=True, check=True)
+            kube(["apply", "--server-side", "--field-manager=jr2", "-f", "-"], json.dumps(body))
             while True:  # the old provisioning loop: `get sandbox` every second
-                out = subprocess.run([kubectl, "get", "sandboxes.core.jr2.dev", s.name, "-o", "json"], env=env,
-                                     capture_output=True, text=True, check=True).stdout
+                out = kube(["get", "sandboxes.core.jr2.dev", s.name, "-o", "json"])
                 if (json.loads(out).get("status") or {}).get("phase") == "Ready":
-                    return
+                    break
                 threading.Event().wait(1.0)
+            with lock:
+                thread_cpu.append(time.thread_time() - t)
 
-        c0, t0 = cpu(), time.perf_counter()
+        def count() -> tuple[int, int]:
+            with lock:
+                pids = list(live)
+            return sum(threads_of(p) for p in pids), len(pids)
+
+        cluster.connections(reset_peak=True)
+        c0, k0, t0 = cpu(), children_cpu(), time.perf_counter()
+        peaks = Peaks(count)
         with ThreadPoolExecutor(n) as workers:
             list(workers.map(one, range(n)))
-        return time.perf_counter() - t0, cpu() - c0
+        wall, used, kids = time.perf_counter() - t0, cpu() - c0, children_cpu() - k0
+        peaks.stop()
+        return {"wall_s": wall, "cpu_s": used, "orch_cpu_s": kids + sum(thread_cpu), "threads": peaks.peak,
+                "processes": peaks.peak_procs, "api_conns": cluster.connections()["api"][1], "harness_conns": 0}
+
+
+def workflow(cpu_: str = "500m", memory: str = "512Mi") -> dict[str, Any]:
+    """bench/serve_runs.py's workflow (one Workspace held an hour) at this bench's Workspace size."""
+    doc: dict[str, Any] = json.loads(json.dumps(serve_runs.WORKFLOW))
+    doc["workspaces"]["W"]["size"] = {"cpu": cpu_, "memory": memory}
+    return doc
+
+
+def running(session: requests.Session, url: str) -> int:
+    """Workspaces running, as serve's `/metrics` counts them."""
+    text = session.get(url + "/metrics", timeout=30).text
+    found = re.search(r'^jr2_workspaces\{phase="running"\} ([\d.]+)$', text, re.M)
+    return int(float(found.group(1))) if found else 0
+
+
+def through_serve(n: int) -> dict[str, float]:
+    """N runs submitted to `jr2-actors serve` (a process of its own on the fake's kubeconfig, as
+    bench/serve_runs.py runs it), each holding one Workspace: from the first submit until serve's `/metrics`
+    counts N running (placed, provisioned, attached). Serve's CPU, threads and connections alone."""
+    tmp = Path(tempfile.mkdtemp(prefix="jr2-bench-ws-serve-"))
+    try:
+        with FakeCluster(nodes=NODES, start_seconds=0.5, bookmark_interval=None) as cluster:
+            proc, url, lines = serve_runs.serve(tmp, cluster.write_kubeconfig(str(tmp / "kubeconfig")))
+            try:
+                session = requests.Session()
+                session.headers["Authorization"] = f"Bearer {serve_runs.TOKEN}"
+                probe = requests.Session()  # the /metrics polls, on a connection of their own
+                time.sleep(1.0)  # serve's start-up (its first list and watch) behind it
+                at_rest, threads_at_rest = cluster.connections(reset_peak=True), threads_of(proc.pid)
+                sampler = serve_runs.Sampler(proc.pid)
+                c0, t0 = sampler.cpu(), time.perf_counter()
+                peaks = Peaks(lambda: (threads_of(proc.pid), 1))
+                body = {"workflow": workflow()}
+                with ThreadPoolExecutor(8) as pool:
+                    codes = list(pool.map(lambda _: session.post(url + "/runs", json=body, timeout=60).status_code,
+                                          range(n)))
+                if any(c != 201 for c in codes):
+                    raise SystemExit(f"serve: submits answered {sorted(set(codes))}")
+                while running(probe, url) < n:
+                    if time.perf_counter() - t0 > 120:
+                        raise SystemExit("serve: not all running in 120 s:\n" + "".join(lines[-20:]))
+                    time.sleep(0.1)
+                wall, used = time.perf_counter() - t0, sampler.cpu() - c0
+                peaks.stop()
+                sampler.stop()
+                conns = cluster.connections()
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            return {"wall_s": wall, "orch_cpu_s": used, "threads": peaks.peak, "threads_at_rest": threads_at_rest,
+                    "api_conns": conns["api"][1], "api_conns_at_rest": at_rest["api"][0],
+                    "api_conns_after": conns["api"][0], "harness_conns": conns["harness"][1],
+                    "rss_mib": sampler.peak["rss_mib"]}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def peak_rss_mib() -> float:
@@ -222,6 +364,7 @@ def workspace_tick() -> object:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3, help="serve / kubectl rounds, interleaved (medians)")
     parser.add_argument("--scale", type=int, default=0, help="N Workspaces: to Running, RSS, threads, renewals")
     parser.add_argument("--window", type=float, default=30.0, help="--scale: seconds the renewals are spread over")
     parser.add_argument("--profile", default="", help="--scale: py-spy raw stacks of the renewal window to this file")
@@ -236,10 +379,37 @@ def main() -> None:
     if kubectl is None:
         print("kubectl not on PATH: no baseline")
         return
-    base = baseline(args.n, kubectl)
-    print(f"{'kubectl + 1 s polling':<28}{base[0]:>10.2f}{base[1]:>10.2f}")
-    print(f"{'ratio':<28}{mine[0] / base[0]:>10.2f}{mine[1] / base[1]:>10.2f}")
-
+    served, bases = [], []
+    for _ in range(args.rounds):  # interleaved: each pair under the same load
+        served.append(through_serve(args.n))
+        bases.append(baseline(args.n, kubectl))
+    base = {k: statistics.median(b[k] for b in bases) for k in bases[0]}
+    srv = {k: statistics.median(r[k] for r in served) for k in served[0]}
+    print(f"{'kubectl + 1 s polling':<28}{base['wall_s']:>10.2f}{base['cpu_s']:>10.2f}")
+    print(f"{'ratio':<28}{mine[0] / base['wall_s']:>10.2f}{mine[1] / base['cpu_s']:>10.2f}")
+    print(f"\n{args.n} Workspaces through serve against kubectl polling, medians of {args.rounds} interleaved rounds "
+          "(the orchestrator alone: CPU, threads, TCP connections to the fake API server / its Harness):")
+    heads = ("wall s", "CPU s", "threads", "API conns", "Harness conns")
+    keys = ("wall_s", "orch_cpu_s", "threads", "api_conns", "harness_conns")
+    print(f"{'side':<28}" + "".join(f"{h:>14}" for h in heads))
+    print(f"{'serve (to Running)':<28}" + "".join(f"{srv[k]:>14.2f}" for k in keys))
+    print(f"{'kubectl + 1 s polling':<28}" + "".join(f"{base[k]:>14.2f}" for k in keys))
+    print(f"{'serve ratio':<28}" + "".join(f"{srv[k] / base[k]:>14.2f}" if base[k] else f"{'-':>14}" for k in keys))
+    print(f"serve: threads at rest {srv['threads_at_rest']:.0f}; API connections open at rest "
+          f"{srv['api_conns_at_rest']:.0f}, after {srv['api_conns_after']:.0f}; "
+          f"peak RSS {srv['rss_mib']:.0f} MiB. kubectl: peak {base['processes']:.0f} processes at once.")
+    print("rounds:", json.dumps({side: [{k: round(v, 3) for k, v in r.items()} for r in rs]
+                                 for side, rs in (("serve", served), ("kubectl", bases))}))
+    emit("workspace_start", [
+        Row(f"{args.n} Workspaces in process, CPU s vs kubectl (both with the fake)", mine[1], base["cpu_s"], "s"),
+        Row(f"{args.n} Workspaces in process, wall s vs kubectl", mine[0], base["wall_s"], "s"),
+        Row(f"{args.n} Workspaces through serve, CPU s vs kubectl", srv["orch_cpu_s"], base["orch_cpu_s"], "s",
+            "≤ 0.1"),
+        Row(f"{args.n} Workspaces through serve, wall s vs kubectl", srv["wall_s"], base["wall_s"], "s"),
+        Row(f"{args.n} Workspaces through serve, peak API connections", srv["api_conns"], base["api_conns"], "",
+            "≤ 13 ours"),
+        Row(f"{args.n} Workspaces through serve, peak threads", srv["threads"], base["threads"], ""),
+    ])
 
 if __name__ == "__main__":
     main()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.__main__ import NOT_BENCHES, REGISTRY, ratio_column, ratio_lines, table
+from bench.__main__ import NOT_BENCHES, REGISTRY, ratio_column, ratio_lines, rows_of, table
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
@@ -38,3 +38,13 @@ persist 1 KB, p50 µs: ours / raw          10.1         7.3    1.40     ≤ 2
         ("50 at once, rows/s: ours / raw", "21,464", "39,542", "0.54", ""),
     ]
     assert table(rows).splitlines()[2].startswith("| s | persist 1 KB")
+
+
+def test_a_written_row_without_a_baseline_is_shown_as_measured_with_no_ratio() -> None:
+    """serve_runs' peak RSS at N live runs has no baseline of its own: no `0 MiB` baseline, no `nan` ratio."""
+    serve_runs = next(b for b in REGISTRY if b.name == "serve_runs")
+    doc = {"rows": [{"figure": "peak RSS at 1,000 live runs", "ours": 158, "baseline": 0, "unit": "MiB", "goal": ""},
+                    {"figure": "threads vs one per actor", "ours": 2049, "baseline": 2000, "unit": "", "goal": "≈ 1"}]}
+    rss, threads = rows_of(serve_runs, "", doc)
+    assert (rss.ours, rss.baseline, rss.ratio) == ("158 MiB", "", "")
+    assert (threads.ours, threads.baseline, threads.ratio, threads.goal) == ("2049", "2000", "1.02", "≈ 1")

@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 import requests
 
+from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.http import HttpServer, ListenError, Request, json_args
+from jr2_actors.kube.kinds import SANDBOX
+from tests.waiting import wait_until
 
 
 class CountingWriter:
@@ -87,3 +90,37 @@ def test_a_repeated_query_parameter_is_read_as_its_first_value() -> None:
     finally:
         server.stop()
     assert doc["query"] == {"limit": "1", "empty": ""}
+
+
+def test_connections_count_the_open_ones_and_the_most_at_once() -> None:
+    """A bench's count of a client's connections (issue 18 item 7): each session's kept-alive connection is
+    one open; a closed one leaves the open count but not the peak, until the peak is reset."""
+    server = HttpServer(Recorder())
+    server.start()
+    sessions = [requests.Session() for _ in range(3)]
+    try:
+        assert server.connections() == (0, 0)
+        for s in sessions:  # each keeps its connection open after its answer
+            s.get(f"{server.url}/x", timeout=10)
+        assert server.connections() == (3, 3)
+        for s in sessions[:2]:
+            s.close()
+        wait_until(lambda: server.connections()[0] == 1, what="two connections closed")
+        assert server.connections(reset_peak=True) == (1, 3)
+        assert server.connections() == (1, 1)
+        sessions[2].get(f"{server.url}/x", timeout=10)  # the same kept-alive connection: no new one
+        assert server.connections() == (1, 1)
+    finally:
+        for s in sessions:
+            s.close()
+        server.stop()
+
+
+def test_the_cluster_counts_its_clients_connections_to_the_api_server_and_the_harness() -> None:
+    with FakeCluster() as cluster:
+        before = cluster.connections(reset_peak=True)
+        assert before == {"api": (0, 0), "harness": (0, 0)}
+        client = cluster.client()
+        assert client.get(SANDBOX, "absent") is None  # one call on one kept-alive connection
+        assert client.get(SANDBOX, "absent") is None
+        assert cluster.connections() == {"api": (1, 1), "harness": (0, 0)}

@@ -344,6 +344,15 @@ class FakeCluster:
     def requests(self, *, clear: bool = False) -> list[dict[str, Any]]:
         return cast(list[dict[str, Any]], self.fault(api.RequestLog(clear))["requests"])
 
+    def connections(self, *, reset_peak: bool = False) -> dict[str, tuple[int, int]]:
+        """Clients' TCP connections to the API server and to the Harness: (open now, the most open at once
+        since the last reset) each — what a bench counts of an orchestrator's pools (issue 18 item 7)."""
+        assert self._http is not None, "the fake cluster is not started"
+        out = {"api": self._http.connections(reset_peak=reset_peak)}
+        if self._harness_http is not None:
+            out["harness"] = self._harness_http.connections(reset_peak=reset_peak)
+        return out
+
     def watch_stats(self) -> dict[str, int]:
         return cast(dict[str, int], self.fault(api.WatchStats()))
 

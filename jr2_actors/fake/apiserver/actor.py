@@ -397,6 +397,10 @@ class ApiHttpServer:
     def url(self) -> str:
         return self._http.url
 
+    def connections(self, *, reset_peak: bool = False) -> tuple[int, int]:
+        """Clients' connections: (open now, the most open at once), `HttpServer.connections`."""
+        return self._http.connections(reset_peak=reset_peak)
+
     def start(self) -> None:
         self._http.start()
 

@@ -279,6 +279,10 @@ class HarnessHttpServer:
     def url(self) -> str:
         return self._http.url
 
+    def connections(self, *, reset_peak: bool = False) -> tuple[int, int]:
+        """Clients' connections: (open now, the most open at once), `HttpServer.connections`."""
+        return self._http.connections(reset_peak=reset_peak)
+
     def start(self, actor: pykka.ActorRef[Any]) -> None:
         self._app.actor = actor
         self._http.start()
