@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.report import Row, emit, series_png
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node
+from jr2_actors.values.constants import LEASE_INTERVAL_SECONDS
 
 TOKEN = secrets.token_hex(16)  # this run's own: serve reads it from its environment
 KEY = secrets.token_hex(32)
@@ -205,7 +206,46 @@ def idle_share(sampler: Sampler, seconds: float = 10.0) -> float:
     return (sampler.cpu() - cpu0) / (time.monotonic() - t0)
 
 
-def bench(n: int, deadline: float, profile: str = "", every: float = 0.5) -> dict[str, Any]:
+def renewal_patches(cluster: FakeCluster) -> int:
+    """The Lease renewals (merge patches) the fake logged since the last call (its log keeps 10,000)."""
+    return sum(1 for r in cluster.requests(clear=True)
+               if r.get("method") == "PATCH" and "merge-patch" in str(r.get("contentType") or ""))
+
+
+def listing_latencies(session: requests.Session, url: str, calls: int = 200) -> list[float]:
+    latencies = []
+    for _ in range(calls):
+        s = time.monotonic()
+        r = session.get(url + "/runs", timeout=60)
+        latencies.append(time.monotonic() - s)
+        assert r.status_code == 200, r.text
+    return sorted(latencies)
+
+
+def p99(latencies: list[float]) -> float:
+    return round(1000 * latencies[int(0.99 * len(latencies)) - 1], 1)
+
+
+def steady(cluster: FakeCluster, sampler: Sampler, session: requests.Session, url: str, placed_at: float,
+           seconds: float) -> dict[str, Any]:
+    """Once every first renewal is over (each within a fifth of the interval of its Workspace's attach), serve's
+    CPU over `seconds` and the renewals sent meanwhile: the steady cost of the live runs, nearly all of it their
+    Lease renewals (`LEASE_INTERVAL_SECONDS` apart, ± `LEASE_JITTER`); then `GET /runs` again, at that steady state."""
+    time.sleep(max(0.0, placed_at + LEASE_INTERVAL_SECONDS / 5 + 30 - time.monotonic()))  # + the last attaches
+    renewal_patches(cluster)
+    cpu0, t0, renewed = sampler.cpu(), time.monotonic(), 0
+    while time.monotonic() - t0 < seconds:
+        time.sleep(min(30.0, seconds - (time.monotonic() - t0)))
+        renewed += renewal_patches(cluster)  # the log is bounded: read it at least every 30 s
+    used, spent = sampler.cpu() - cpu0, time.monotonic() - t0
+    latencies = listing_latencies(session, url)
+    return {"steady_s": round(spent), "steady_share": round(used / spent, 4), "steady_renewals": renewed,
+            "steady_cpu_ms_per_renewal": round(1000 * used / renewed, 2) if renewed else None,
+            "steady_runs_p50_ms": round(1000 * statistics.median(latencies), 1), "steady_runs_p99_ms": p99(latencies)}
+
+
+def bench(n: int, deadline: float, profile: str = "", every: float = 0.5,
+          steady_seconds: float = 0.0) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="jr2-bench-serve-"))
     nodes = [Node(f"n{i}", 10_000_000, 2**44) for i in range(4)]
     try:
@@ -242,17 +282,14 @@ def bench(n: int, deadline: float, profile: str = "", every: float = 0.5) -> dic
             points = series.stop()
             profiled = profile_listing(session, url, proc.pid, profile) if profile else 0
             idle_cpu = idle_share(sampler)
-            latencies = []
-            for _ in range(200):
-                s = time.monotonic()
-                r = session.get(url + "/runs", timeout=60)
-                latencies.append(time.monotonic() - s)
-                assert r.status_code == 200, r.text
+            latencies = listing_latencies(session, url)
             small = []  # the same call for the runs of one id prefix (about 1/256 of them): the fixed cost
             for _ in range(50):
                 s = time.monotonic()
                 session.get(url + "/runs", params={"prefix": "r-00"}, timeout=60)
                 small.append(time.monotonic() - s)
+            placed = t0 + (placed_at or submitted)
+            later = steady(cluster, sampler, session, url, placed, steady_seconds) if steady_seconds else {}
             health = session.get(url + "/healthz", timeout=30)
             now = sampler.sample()
             sampler.stop()
@@ -262,7 +299,6 @@ def bench(n: int, deadline: float, profile: str = "", every: float = 0.5) -> dic
             except subprocess.TimeoutExpired:
                 proc.kill()
             log = "".join(lines)
-            latencies.sort()
             return {
                 "runs": n, "submitted_s": round(submitted, 1),
                 "all_placed_s": None if placed_at is None else round(placed_at, 1),
@@ -271,13 +307,13 @@ def bench(n: int, deadline: float, profile: str = "", every: float = 0.5) -> dic
                 "peak_rss_mib": round(sampler.peak["rss_mib"]), "peak_threads": sampler.peak["threads"],
                 "peak_fds": sampler.peak["fds"], "threads_live": now["threads"], "fds_live": now["fds"],
                 "runs_p50_ms": round(1000 * statistics.median(latencies), 1),
-                "runs_p99_ms": round(1000 * latencies[int(0.99 * len(latencies)) - 1], 1),
+                "runs_p99_ms": p99(latencies),
                 "prefix_p50_ms": round(1000 * statistics.median(small), 1),
                 "idle_cpu_share": round(idle_cpu, 3), "profiled_calls": profiled,
                 "runs_max_while_placing_ms": round(1000 * max(polls), 1) if polls else None,
                 "actors_died": len(re.findall(r"its actor died", log)),
                 "timeouts_in_log": len(re.findall(r"Timeout", log)),
-                "healthz": health.status_code, "series": points,
+                "healthz": health.status_code, **later, "series": points,
             }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -288,6 +324,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, action="append", help="concurrent runs (repeatable; default 200)")
     parser.add_argument("--deadline", type=float, default=600.0, help="seconds to wait for every run placed")
     parser.add_argument("--profile", default="", help="py-spy raw stacks of serve while GET /runs is called")
+    parser.add_argument("--steady", type=float, default=0.0, metavar="SECONDS",
+                        help="after the first renewals, serve's CPU and renewals over SECONDS, then GET /runs again")
     parser.add_argument("--every", type=float, default=0.5, help="seconds between the series' points")
     parser.add_argument("--plot", default="", help="PNG of the last --runs' RSS and threads against live runs")
     parser.add_argument("--series", default="", help="JSON of every --runs' series")
@@ -297,7 +335,7 @@ def main() -> None:
           + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     results = []
     for n in args.runs or [200]:
-        out = bench(n, args.deadline, f"{args.profile}.{n}" if args.profile else "", args.every)
+        out = bench(n, args.deadline, f"{args.profile}.{n}" if args.profile else "", args.every, args.steady)
         results.append(out)
         print({k: v for k, v in out.items() if k != "series"}, flush=True)
         print(f"  series: {len(out['series'])} points; load average "
