@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -242,3 +243,68 @@ def test_a_watch_body_waits_longer_than_the_ordinary_read_timeout(server: tuple[
 
 def _url(server: tuple[Recorder, KubeClient]) -> str:
     return server[1].access.server
+
+
+class _PacedWatch:
+    """A raw HTTP/1.1 peer answering one watch, one piece at a time as the test lets it: what is on the
+    socket and not yet read is then known exactly."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+        self.go = [threading.Event() for _ in pieces]
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        conn, _ = self._sock.accept()
+        with conn:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += conn.recv(4096)
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            conn.sendall(head)
+            for piece, go in zip(self.pieces, self.go, strict=True):
+                if not go.wait(WAIT):
+                    return
+                conn.sendall(piece)
+            self.go[-1].wait(WAIT)
+
+    def close(self) -> None:
+        for go in self.go:
+            go.set()
+        self._sock.close()
+
+
+def _chunk(line: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(line), line)
+
+
+def test_a_watch_is_ready_exactly_while_bytes_wait_for_its_reader() -> None:
+    """A driven VirtualClock counts the watch's parked reader as work while `ready()`: a bookmark written
+    and not yet read let the clock jump past it, and the watch's stall bound fire on a fed watch."""
+    bookmark = b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"%d"}}}\n'
+    peer = _PacedWatch([_chunk(bookmark % 1), _chunk(bookmark % 2), b"0\r\n\r\n"])
+    c = KubeClient(ClusterAccess(server=peer.url, namespace="jr2", source="t"), read_timeout=WAIT)
+    try:
+        stream = c.watch(SANDBOX)
+        frames = iter(stream)
+        assert not stream.ready()  # only the headers came
+        peer.go[0].set()
+        wait_until(stream.ready)  # the first bookmark waits on the socket
+        assert next(frames) == Bookmark("1")
+        assert not stream.ready()  # handed out, and nothing more on the socket
+        peer.go[1].set()
+        wait_until(stream.ready)  # written, not yet read
+        assert next(frames) == Bookmark("2")
+        assert not stream.ready()
+        peer.go[2].set()
+        wait_until(stream.ready)  # the last chunk waits
+        assert list(frames) == []
+    finally:
+        c.close()
+        peer.close()

@@ -283,6 +283,9 @@ class _Exploding:
         self._stream.close()
         raise _Surprise("a bug while reading")
 
+    def ready(self) -> bool:
+        return False
+
     def close(self) -> None:
         self._stream.close()
 

@@ -29,7 +29,9 @@ import http.client
 import json
 import logging
 import os
+import select
 import shutil
+import socket
 import tempfile
 import threading
 import weakref
@@ -351,6 +353,26 @@ class WatchStream:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._reading = False
+        self._sock: socket.socket | None = getattr(getattr(resp.raw, "connection", None), "sock", None)
+        # Bytes read and frames not yet all handed out. (Bytes read with the headers are unseen: the reader,
+        # at work until it blocks, takes them with its first read before it could.)
+        self._handing = False
+
+    def ready(self) -> bool:
+        """Whether the reader has bytes to take: some are waiting on the socket, or it read some and has not
+        yet handed out every frame in them. A driven VirtualClock counts a reader parked on this stream as
+        work while it holds (a bookmark written and not yet read would otherwise let the clock jump past
+        it, and the stall bound fire on a watch that was fed)."""
+        if self._handing:
+            return True
+        sock = self._sock
+        if sock is None or self._closed.is_set():
+            return False
+        try:  # a blocked TLS read has no decrypted bytes pending: the socket's own are what counts
+            readable, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return bool(readable)
 
     def __iter__(self) -> Iterator[Decoded]:
         decoder = FrameDecoder()
@@ -364,9 +386,10 @@ class WatchStream:
             if sock is None:  # not chunked, or content-coded: urllib3 reads it (one HTTP chunk a call)
                 while not self._closed.is_set():
                     chunk = raw.read1(WATCH_READ_BYTES)
+                    self._handing = True
                     if not chunk:
                         break
-                    yield from decoder.feed(chunk)
+                    yield from self._hand_out(decoder.feed(chunk))
             else:
                 yield from self._dechunked(sock, decoder)
         except ChunkError as e:
@@ -381,6 +404,7 @@ class WatchStream:
                 raise transport_error(e, "GET", self._path) from e
             raise
         finally:
+            self._sock = None  # the read is over: nothing on that socket is this stream's any more
             self._resp.close()
         if not self._closed.is_set():
             yield from decoder.end()
@@ -394,6 +418,7 @@ class WatchStream:
         read = sock.read1
         while not self._closed.is_set():
             data = read(WATCH_READ_BYTES)
+            self._handing = True
             if not data:
                 chunks.end()
                 return
@@ -402,10 +427,21 @@ class WatchStream:
             except ChunkError as e:
                 yield from decoder.feed(e.decoded)
                 raise
-            if body:
-                yield from decoder.feed(body)
             if chunks.done:
+                yield from decoder.feed(body)
                 return
+            yield from self._hand_out(decoder.feed(body) if body else [])
+
+    def _hand_out(self, frames: list[Decoded]) -> Iterator[Decoded]:
+        """Each frame; `ready()` drops as the last one goes, so a reader that asks for the next frame after
+        it has only the socket to wait on (the buffered reader under it holds nothing after a `read1`)."""
+        last = len(frames) - 1
+        if last < 0:
+            self._handing = False
+        for i, frame in enumerate(frames):
+            if i == last:
+                self._handing = False
+            yield frame
 
     def close(self) -> None:
         """Safe from any thread. A reader blocked in `read1` is woken by shutting the socket's read

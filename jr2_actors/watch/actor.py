@@ -200,10 +200,14 @@ class _WatchIo:
             stream.close()
         self._tell(core.WatchOpened(cmd.stream))
         failure: Failure | None = None
+        told, bytes_waiting = self._told, stream.ready
+
+        def ready() -> bool:  # a command waiting (a list after a close) is work, and so are bytes to read
+            return told() or bytes_waiting()
         try:
             frames = iter(stream)
             while True:
-                with self._parked(self._told):  # a command waiting (a list after a close) is work
+                with self._parked(ready):
                     frame = next(frames, None)
                 if frame is None:
                     break
