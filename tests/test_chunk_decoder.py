@@ -285,3 +285,17 @@ def test_broken_framing_ends_the_stream_as_a_transport_failure_and_the_watch_res
     assert failure.kind == "transport" and "chunked framing" in failure.message
     step = c.step(StreamEnded(c.stream, failure), 2.0)
     assert step.actions == (WatchFrom("55", c.stream),)
+
+
+@pytest.mark.parametrize(("after", "clean"), [(b"", True), (b"H", False), (b"HTTP/1.1 200 OK\r\n", False)])
+def test_a_clean_end_is_the_last_chunk_and_its_trailers_and_no_byte_after(after: bytes, clean: bool) -> None:
+    """What lets the watch give its connection back: a byte after the answer is a server that sent more
+    than it was asked (the connection's next answer is not where it should start)."""
+    whole = chunked(b"abc", trailer=b"X-T: 1\r\n") + after
+    for split in range(1, len(whole)):  # each way the bytes come in two reads
+        d = ChunkDecoder()
+        assert d.feed(whole[:split]) + d.feed(whole[split:]) == b"abc"
+        assert d.done and d.clean_end is clean
+    half = ChunkDecoder()
+    half.feed(whole[: len(whole) - len(after) - 1])  # the last CRLF not yet read
+    assert not half.done and not half.clean_end

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameError, WatchEvent
 from jr2_actors.kube.gate import FifoGate
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.values.errors import KubeError, KubeTransportError
+from jr2_actors.values.errors import KubeError, KubeProtocolError, KubeTransportError
 from tests.waiting import WAIT, wait_until
 
 
@@ -30,6 +31,8 @@ class Recorder:
         self.watch_status = 200
         self.header_delay = 0.0
         self.chunk_gap = 0.0
+        self.connections = 0  # accepted by the server
+        self.watch_tail = b"0\r\n\r\n"  # what ends a watch's answer: the last chunk, or a broken end
 
 
 def make_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
@@ -38,6 +41,11 @@ def make_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, *args: object) -> None:
             pass
+
+        def setup(self) -> None:
+            with rec.lock:
+                rec.connections += 1
+            super().setup()
 
         def _reply(self, code: int, body: bytes) -> None:
             self.send_response(code)
@@ -78,7 +86,8 @@ def make_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
             if rec.hold_watch.is_set():
                 rec.release.wait(WAIT)
                 return
-            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.write(rec.watch_tail)
+            self.wfile.flush()
 
     return Handler
 
@@ -159,6 +168,49 @@ def test_watch_frames_split_across_chunks_arrive_whole(server: tuple[Recorder, K
         frames = list(stream)
     assert [type(f) for f in frames] == [WatchEvent, Bookmark, FrameError, ErrorFrame]
     assert frames[1] == Bookmark("6")
+
+
+BOOKMARK = b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"6"}}}\n'
+
+
+def test_watch_re_opens_after_a_clean_end_go_out_on_one_connection(server: tuple[Recorder, KubeClient]) -> None:
+    """A watch that ended cleanly gives its connection back: the next watch (and a read) reuse it, with no
+    new TCP (or TLS) handshake, as client-go's re-opens share one HTTP/2 connection."""
+    rec, c = server
+    rec.watch_script = [BOOKMARK]
+    for _ in range(5):
+        with c.watch(SANDBOX, resource_version="4") as stream:
+            assert list(stream) == [Bookmark("6")]
+    assert c.get(SANDBOX, "read") is not None
+    assert rec.connections == 1
+
+
+@pytest.mark.parametrize("tail", [b"zz\r\n", b"0\r\n\r\nHTTP/1.1 200 OK\r\n"],
+                         ids=["broken-chunk", "bytes-after-the-end"])
+def test_a_watch_that_does_not_end_cleanly_never_gives_its_connection_back(
+        server: tuple[Recorder, KubeClient], tail: bytes) -> None:
+    rec, c = server
+    rec.watch_script = [BOOKMARK]
+    rec.watch_tail = tail
+    for _ in range(2):
+        with c.watch(SANDBOX, resource_version="4") as stream:
+            got: list[object] = []
+            with contextlib.suppress(KubeProtocolError):
+                got.extend(stream)
+            assert got[:1] == [Bookmark("6")]
+    assert rec.connections == 2  # each watch's connection was closed after it
+
+
+def test_a_watch_closed_by_its_owner_is_not_given_back(server: tuple[Recorder, KubeClient]) -> None:
+    rec, c = server
+    rec.watch_script = [BOOKMARK]
+    for _ in range(2):
+        stream = c.watch(SANDBOX, resource_version="4")
+        frames = iter(stream)
+        assert next(frames) == Bookmark("6")
+        stream.close()  # before its end was read
+        assert list(frames) == []
+    assert rec.connections == 2
 
 
 def test_watch_open_failure_raises_kube_error(server: tuple[Recorder, KubeClient]) -> None:

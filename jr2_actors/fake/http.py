@@ -152,6 +152,7 @@ class LoopbackServer(ThreadingHTTPServer):
             raise ListenError(f"{name}: port {port} is out of range (0-65535)")
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
+        self.accepted = 0  # connections taken, ever: what shows a client keeping its connections alive
         try:
             super().__init__((host, port), Request)
         except OSError as e:
@@ -160,6 +161,7 @@ class LoopbackServer(ThreadingHTTPServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._open_lock:
             self._open.add(request)
+            self.accepted += 1
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
@@ -205,6 +207,11 @@ class HttpServer:
     @property
     def url(self) -> str:
         return f"{self._scheme}://{self._host}:{self.port}"
+
+    @property
+    def accepted(self) -> int:
+        """How many connections the server has taken since it started."""
+        return self._server.accepted
 
     @property
     def closing(self) -> threading.Event:

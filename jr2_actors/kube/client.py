@@ -12,7 +12,10 @@ Theory of operation: one instance, shared by every actor of the process, safe to
   the server closes a healthy watch first; the stall bound above this client catches a silent one.
 - A watch's chunked answer is read off its socket 64 KiB at a time and de-chunked here (`ChunkDecoder`,
   issue 18: `http.client` reads one chunk, one event, a call); a content-coded or unchunked answer is read
-  by urllib3. Broken framing is a `KubeProtocolError` after the frames that came whole.
+  by urllib3. Broken framing is a `KubeProtocolError` after the frames that came whole. A watch read to a
+  clean end (its last chunk and trailers, no byte after) gives its connection back to the pool, so a
+  re-open costs no TCP or TLS handshake (client-go's re-opens share one HTTP/2 connection); any other end
+  closes it.
 - Answers are read with a size cap; a failure answer becomes a `KubeError` carrying the Status.
 - Metrics (issue 11): every request is counted by verb and answer code, every 401 retried, in the
   `metrics` an orchestrator attaches (`KubeMetrics.attach`); a client alone records nothing.
@@ -35,7 +38,7 @@ import socket
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -381,6 +384,7 @@ class WatchStream:
             if self._closed.is_set():
                 return
             self._reading = True
+        clean = False
         try:
             sock = _chunked_body(raw)
             if sock is None:  # not chunked, or content-coded: urllib3 reads it (one HTTP chunk a call)
@@ -391,7 +395,7 @@ class WatchStream:
                         break
                     yield from self._hand_out(decoder.feed(chunk))
             else:
-                yield from self._dechunked(sock, decoder)
+                clean = yield from self._dechunked(sock, decoder)
         except ChunkError as e:
             if self._closed.is_set():
                 return
@@ -405,15 +409,26 @@ class WatchStream:
             raise
         finally:
             self._sock = None  # the read is over: nothing on that socket is this stream's any more
-            self._resp.close()
+            self._end(clean)
         if not self._closed.is_set():
             yield from decoder.end()
 
-    def _dechunked(self, sock: _Readable, decoder: FrameDecoder) -> Iterator[Decoded]:
+    def _end(self, clean: bool) -> None:
+        """The read is over. A clean end gives the connection back to the pool, so the next watch (or any
+        request) goes out on it without a new TCP and TLS handshake, as client-go's watch re-opens on its one
+        HTTP/2 connection; anything else (broken framing, a cut, our own close) closes it."""
+        with self._lock:
+            keep = clean and not self._closed.is_set()
+            self._reading = False  # a close() from now on does not shut the socket: it may be another's
+        if keep and _release(self._resp):
+            return
+        self._resp.close()
+
+    def _dechunked(self, sock: _Readable, decoder: FrameDecoder) -> Generator[Decoded, None, bool]:
         """Issue 18: up to 64 KiB of socket bytes a read, de-chunked here, so a burst's events are one read
         and one feed (`http.client` reads one chunk a call: one event). A framing fault still hands on the
-        frames that came whole before it, then raises `ChunkError`; the connection is never reused (the
-        response is closed after, as every watch's is)."""
+        frames that came whole before it, then raises `ChunkError`. True at a clean end: the last chunk and
+        its trailers read, and no byte after them (the connection can be used again)."""
         chunks = ChunkDecoder()
         read = sock.read1
         while not self._closed.is_set():
@@ -421,7 +436,7 @@ class WatchStream:
             self._handing = True
             if not data:
                 chunks.end()
-                return
+                return False
             try:
                 body = chunks.feed(data)
             except ChunkError as e:
@@ -429,8 +444,9 @@ class WatchStream:
                 raise
             if chunks.done:
                 yield from decoder.feed(body)
-                return
+                return chunks.clean_end
             yield from self._hand_out(decoder.feed(body) if body else [])
+        return False
 
     def _hand_out(self, frames: list[Decoded]) -> Iterator[Decoded]:
         """Each frame; `ready()` drops as the last one goes, so a reader that asks for the next frame after
@@ -477,6 +493,20 @@ def _chunked_body(raw: Any) -> _Readable | None:
         return None
     sock: _Readable | None = fp.fp
     return sock
+
+
+def _release(resp: requests.Response) -> bool:
+    """Give a watch's connection back to its pool once its answer was read to a clean end off the socket
+    (`_dechunked`: `http.client` did not read it, so its response is marked done here, as its own read of
+    the last chunk does). False when urllib3 holds it differently than this expects: then it is closed."""
+    raw = resp.raw
+    fp = getattr(raw, "_fp", None)
+    release = getattr(raw, "release_conn", None)
+    if not isinstance(fp, http.client.HTTPResponse) or not callable(release) or getattr(raw, "_pool", None) is None:
+        return False
+    fp.close()  # the answer is whole: the connection may send its next request
+    release()
+    return True
 
 
 def transport_error(e: BaseException, method: str, path: str) -> KubeTransportError:

@@ -397,6 +397,10 @@ class ApiHttpServer:
     def url(self) -> str:
         return self._http.url
 
+    @property
+    def accepted(self) -> int:
+        return self._http.accepted
+
     def start(self) -> None:
         self._http.start()
 
