@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jr2_actors.kube.access import ClusterAccess
-from jr2_actors.kube.client import WATCH_READ_BYTES, KubeClient
+from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.frames import Bookmark, ChunkDecoder, ChunkError, FrameDecoder, FrameError, WatchEvent
 from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.kube.watch_stream import WATCH_READ_BYTES
 from jr2_actors.values.constants import MAX_CHUNK_LINE_BYTES
 from jr2_actors.values.errors import KubeProtocolError
 from tests.waiting import WAIT, wait_until
@@ -245,7 +246,7 @@ def test_a_line_over_the_frame_cap_is_an_oversized_frame_and_the_stream_goes_on(
     srv, client = scripted
     big = b'{"type":"ADDED","object":{"pad":"' + b"x" * 300_000 + b'"}}\n'
     srv.writes = [HEAD, chunked(*(big[i:i + 50_000] for i in range(0, len(big), 50_000)), events(3))]
-    monkeypatch.setattr("jr2_actors.kube.client.FrameDecoder", lambda: FrameDecoder(max_line_bytes=100_000))
+    monkeypatch.setattr("jr2_actors.kube.watch_stream.FrameDecoder", lambda: FrameDecoder(max_line_bytes=100_000))
     got = list(client.watch(SANDBOX, timeout_seconds=60))
     assert isinstance(got[0], FrameError) and got[0].kind == "oversized" and got[0].size == len(big) - 1
     assert isinstance(got[1], WatchEvent) and got[1].resource_version == "3"

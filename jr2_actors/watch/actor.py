@@ -40,8 +40,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jr2_actors.kube.client import KubeClient, WatchStream
+from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.kube.watch_stream import WatchStream
 from jr2_actors.shell import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.shell.clock import QUIET, Activity, Clock, Job, Quiet, SystemClock, activity
 from jr2_actors.values.constants import (
