@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jr2_actors.kube.access import ClusterAccess
-from jr2_actors.kube.client import WATCH_READ_BYTES, KubeClient
+from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.frames import Bookmark, ChunkDecoder, ChunkError, FrameDecoder, FrameError, WatchEvent
 from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.kube.watch_stream import WATCH_READ_BYTES
 from jr2_actors.values.constants import MAX_CHUNK_LINE_BYTES
 from jr2_actors.values.errors import KubeProtocolError
 from tests.waiting import WAIT, wait_until
@@ -245,7 +246,7 @@ def test_a_line_over_the_frame_cap_is_an_oversized_frame_and_the_stream_goes_on(
     srv, client = scripted
     big = b'{"type":"ADDED","object":{"pad":"' + b"x" * 300_000 + b'"}}\n'
     srv.writes = [HEAD, chunked(*(big[i:i + 50_000] for i in range(0, len(big), 50_000)), events(3))]
-    monkeypatch.setattr("jr2_actors.kube.client.FrameDecoder", lambda: FrameDecoder(max_line_bytes=100_000))
+    monkeypatch.setattr("jr2_actors.kube.watch_stream.FrameDecoder", lambda: FrameDecoder(max_line_bytes=100_000))
     got = list(client.watch(SANDBOX, timeout_seconds=60))
     assert isinstance(got[0], FrameError) and got[0].kind == "oversized" and got[0].size == len(big) - 1
     assert isinstance(got[1], WatchEvent) and got[1].resource_version == "3"
@@ -285,3 +286,17 @@ def test_broken_framing_ends_the_stream_as_a_transport_failure_and_the_watch_res
     assert failure.kind == "transport" and "chunked framing" in failure.message
     step = c.step(StreamEnded(c.stream, failure), 2.0)
     assert step.actions == (WatchFrom("55", c.stream),)
+
+
+@pytest.mark.parametrize(("after", "clean"), [(b"", True), (b"H", False), (b"HTTP/1.1 200 OK\r\n", False)])
+def test_a_clean_end_is_the_last_chunk_and_its_trailers_and_no_byte_after(after: bytes, clean: bool) -> None:
+    """What lets the watch give its connection back: a byte after the answer is a server that sent more
+    than it was asked (the connection's next answer is not where it should start)."""
+    whole = chunked(b"abc", trailer=b"X-T: 1\r\n") + after
+    for split in range(1, len(whole)):  # each way the bytes come in two reads
+        d = ChunkDecoder()
+        assert d.feed(whole[:split]) + d.feed(whole[split:]) == b"abc"
+        assert d.done and d.clean_end is clean
+    half = ChunkDecoder()
+    half.feed(whole[: len(whole) - len(after) - 1])  # the last CRLF not yet read
+    assert not half.done and not half.clean_end

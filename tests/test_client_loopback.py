@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,7 +15,7 @@ from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameError, WatchEvent
 from jr2_actors.kube.gate import FifoGate
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.values.errors import KubeError, KubeTransportError
+from jr2_actors.values.errors import KubeError, KubeProtocolError, KubeTransportError
 from tests.waiting import WAIT, wait_until
 
 
@@ -29,6 +31,8 @@ class Recorder:
         self.watch_status = 200
         self.header_delay = 0.0
         self.chunk_gap = 0.0
+        self.connections = 0  # accepted by the server
+        self.watch_tail = b"0\r\n\r\n"  # what ends a watch's answer: the last chunk, or a broken end
 
 
 def make_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
@@ -37,6 +41,11 @@ def make_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, *args: object) -> None:
             pass
+
+        def setup(self) -> None:
+            with rec.lock:
+                rec.connections += 1
+            super().setup()
 
         def _reply(self, code: int, body: bytes) -> None:
             self.send_response(code)
@@ -77,7 +86,8 @@ def make_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
             if rec.hold_watch.is_set():
                 rec.release.wait(WAIT)
                 return
-            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.write(rec.watch_tail)
+            self.wfile.flush()
 
     return Handler
 
@@ -158,6 +168,49 @@ def test_watch_frames_split_across_chunks_arrive_whole(server: tuple[Recorder, K
         frames = list(stream)
     assert [type(f) for f in frames] == [WatchEvent, Bookmark, FrameError, ErrorFrame]
     assert frames[1] == Bookmark("6")
+
+
+BOOKMARK = b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"6"}}}\n'
+
+
+def test_watch_re_opens_after_a_clean_end_go_out_on_one_connection(server: tuple[Recorder, KubeClient]) -> None:
+    """A watch that ended cleanly gives its connection back: the next watch (and a read) reuse it, with no
+    new TCP (or TLS) handshake, as client-go's re-opens share one HTTP/2 connection."""
+    rec, c = server
+    rec.watch_script = [BOOKMARK]
+    for _ in range(5):
+        with c.watch(SANDBOX, resource_version="4") as stream:
+            assert list(stream) == [Bookmark("6")]
+    assert c.get(SANDBOX, "read") is not None
+    assert rec.connections == 1
+
+
+@pytest.mark.parametrize("tail", [b"zz\r\n", b"0\r\n\r\nHTTP/1.1 200 OK\r\n"],
+                         ids=["broken-chunk", "bytes-after-the-end"])
+def test_a_watch_that_does_not_end_cleanly_never_gives_its_connection_back(
+        server: tuple[Recorder, KubeClient], tail: bytes) -> None:
+    rec, c = server
+    rec.watch_script = [BOOKMARK]
+    rec.watch_tail = tail
+    for _ in range(2):
+        with c.watch(SANDBOX, resource_version="4") as stream:
+            got: list[object] = []
+            with contextlib.suppress(KubeProtocolError):
+                got.extend(stream)
+            assert got[:1] == [Bookmark("6")]
+    assert rec.connections == 2  # each watch's connection was closed after it
+
+
+def test_a_watch_closed_by_its_owner_is_not_given_back(server: tuple[Recorder, KubeClient]) -> None:
+    rec, c = server
+    rec.watch_script = [BOOKMARK]
+    for _ in range(2):
+        stream = c.watch(SANDBOX, resource_version="4")
+        frames = iter(stream)
+        assert next(frames) == Bookmark("6")
+        stream.close()  # before its end was read
+        assert list(frames) == []
+    assert rec.connections == 2
 
 
 def test_watch_open_failure_raises_kube_error(server: tuple[Recorder, KubeClient]) -> None:
@@ -242,3 +295,68 @@ def test_a_watch_body_waits_longer_than_the_ordinary_read_timeout(server: tuple[
 
 def _url(server: tuple[Recorder, KubeClient]) -> str:
     return server[1].access.server
+
+
+class _PacedWatch:
+    """A raw HTTP/1.1 peer answering one watch, one piece at a time as the test lets it: what is on the
+    socket and not yet read is then known exactly."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+        self.go = [threading.Event() for _ in pieces]
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        conn, _ = self._sock.accept()
+        with conn:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += conn.recv(4096)
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            conn.sendall(head)
+            for piece, go in zip(self.pieces, self.go, strict=True):
+                if not go.wait(WAIT):
+                    return
+                conn.sendall(piece)
+            self.go[-1].wait(WAIT)
+
+    def close(self) -> None:
+        for go in self.go:
+            go.set()
+        self._sock.close()
+
+
+def _chunk(line: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(line), line)
+
+
+def test_a_watch_is_ready_exactly_while_bytes_wait_for_its_reader() -> None:
+    """A driven VirtualClock counts the watch's parked reader as work while `ready()`: a bookmark written
+    and not yet read let the clock jump past it, and the watch's stall bound fire on a fed watch."""
+    bookmark = b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"%d"}}}\n'
+    peer = _PacedWatch([_chunk(bookmark % 1), _chunk(bookmark % 2), b"0\r\n\r\n"])
+    c = KubeClient(ClusterAccess(server=peer.url, namespace="jr2", source="t"), read_timeout=WAIT)
+    try:
+        stream = c.watch(SANDBOX)
+        frames = iter(stream)
+        assert not stream.ready()  # only the headers came
+        peer.go[0].set()
+        wait_until(stream.ready)  # the first bookmark waits on the socket
+        assert next(frames) == Bookmark("1")
+        assert not stream.ready()  # handed out, and nothing more on the socket
+        peer.go[1].set()
+        wait_until(stream.ready)  # written, not yet read
+        assert next(frames) == Bookmark("2")
+        assert not stream.ready()
+        peer.go[2].set()
+        wait_until(stream.ready)  # the last chunk waits
+        assert list(frames) == []
+    finally:
+        c.close()
+        peer.close()

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import requests
 
+from jr2_actors.fake.apiserver.actor import ApiApp, Published, WatchTicket
+from jr2_actors.fake.apiserver.rest import WatchSpec
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, WatchEvent
 from jr2_actors.kube.kinds import SANDBOX, SECRET
+from jr2_actors.shell.activity import Job
+from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.values.errors import KubeError, KubeTransportError
 
 
@@ -43,6 +48,29 @@ def test_end_watches_ends_the_stream_cleanly(cluster: FakeCluster) -> None:
         cluster.end_watches()
         assert done.wait(10)
     assert [type(f) for f in got] == [WatchEvent]
+
+
+def test_watches_ended_cleanly_re_open_on_one_kept_tls_connection(cluster: FakeCluster) -> None:
+    """The fake keeps a connection alive after a watch's last chunk (HTTP/1.1, as a real API server's Go
+    server does), and the client gives it back to its pool: re-opens cost no TCP or TLS handshake."""
+    client = cluster.client()
+    client.apply(SANDBOX, "a", sandbox("a"))  # the first connection
+    accepted = cluster._http.accepted if cluster._http is not None else -1
+    for _ in range(3):
+        got: list[Decoded] = []
+        done = threading.Event()
+        with client.watch(SANDBOX, timeout_seconds=60) as stream:
+            def read(stream: Any = stream, got: list[Decoded] = got, done: threading.Event = done) -> None:
+                got.extend(stream)
+                done.set()
+            threading.Thread(target=read, daemon=True).start()
+            _wait(lambda: cluster.watch_stats()["open"] == 1)
+            cluster.end_watches()
+            assert done.wait(10)
+        assert [type(f) for f in got] == [WatchEvent]
+        _wait(lambda: cluster.watch_stats()["open"] == 0)
+    assert client.get(SANDBOX, "a") is not None
+    assert cluster._http is not None and cluster._http.accepted == accepted == 1
 
 
 def test_stalled_watch_keeps_socket_open_and_sends_nothing(cluster: FakeCluster) -> None:
@@ -294,3 +322,92 @@ def _wait(predicate: Any) -> None:
     from tests.waiting import wait_until
 
     wait_until(predicate)
+
+
+class _HeldWrites:
+    """The fake's side of a watch's connection to a client that reads slowly: the first write holds until
+    the test lets it go; every write is kept."""
+
+    def __init__(self) -> None:
+        self.close_connection = False
+        self.lines: list[dict[str, Any]] = []
+        self.ended = False
+        self.holding = threading.Event()
+        self.go = threading.Event()
+
+    def start_chunked(self) -> None:
+        pass
+
+    def chunk(self, data: bytes) -> None:
+        if not self.lines:
+            self.holding.set()
+            assert self.go.wait(10)
+        self.lines.append(json.loads(data))
+
+    def end_chunked(self) -> None:
+        self.ended = True
+
+    def peer_gone(self, wait: float = 0.0) -> bool:
+        return False
+
+
+class _AnyAsk:
+    def ask(self, message: object, timeout: float | None = None) -> object:
+        return 2  # the old bookmark's ask for the current version: the version of the write made below
+
+
+def _frame(name: str, rv: int) -> dict[str, Any]:
+    return {"type": "ADDED", "object": {"kind": "Secret", "metadata": {"name": name, "resourceVersion": str(rv)}}}
+
+
+def test_a_timeout_sends_what_was_queued_before_it_then_a_bookmark_that_covers_it() -> None:
+    """The stream thread, held in a write to a slow client, finds its timeout come with a frame queued: it
+    sends the frame, then the last bookmark, then ends. It wrote the bookmark (the version of every write
+    so far) and ended, dropping what was queued: a client resuming from that bookmark never saw it."""
+    clock = VirtualClock()  # moved by hand, while the stream thread is held
+    app = ApiApp(cast(Any, _AnyAsk()), clock, bookmark_interval=None)
+    spec = WatchSpec(SECRET, "jr2", cast(Any, None), cast(Any, None), None, table=False, bookmarks=True,
+                     timeout_seconds=60)
+    published = Published()
+    ticket = WatchTicket(spec, published)
+    r = _HeldWrites()
+    ticket.queue.put(_frame("first", 1))
+    published.rv = 1
+    streaming = threading.Thread(target=app._stream, args=(r, ticket, Job("watch")), daemon=True)
+    streaming.start()
+    try:
+        assert r.holding.wait(10)  # held writing the first frame
+        clock.advance(61)  # the timeout comes
+        ticket.queue.put(_frame("late", 2))  # a write the API server made meanwhile
+        published.rv = 2
+        r.go.set()
+        streaming.join(10)
+        assert r.ended
+        assert [(f["type"], f["object"]["metadata"].get("name")) for f in r.lines] == [
+            ("ADDED", "first"), ("ADDED", "late"), ("BOOKMARK", None)]
+        assert r.lines[-1]["object"]["metadata"]["resourceVersion"] == "2"
+    finally:
+        r.go.set()
+        if app.timers is not None:
+            app.timers.stop()
+
+
+def test_a_bookmark_never_says_less_than_a_frame_it_follows() -> None:
+    """A frame can be queued before the API server publishes its write's version (the sink runs inside the
+    write): a bookmark after that frame says at least its version (client-go keeps a bookmark's version as
+    its resume point, so a lower one would re-deliver)."""
+    clock = VirtualClock()
+    app = ApiApp(cast(Any, _AnyAsk()), clock, bookmark_interval=None)
+    spec = WatchSpec(SECRET, "jr2", cast(Any, None), cast(Any, None), None, table=False, bookmarks=True,
+                     timeout_seconds=0)
+    ticket = WatchTicket(spec, Published())  # published: 0
+    r = _HeldWrites()
+    r.go.set()
+    ticket.queue.put(_frame("a", 7))
+    try:
+        app._stream(cast(Any, r), ticket, Job("watch"))
+        assert [f["type"] for f in r.lines] == ["ADDED", "BOOKMARK"]
+        assert r.lines[-1]["object"]["metadata"]["resourceVersion"] == "7"
+    finally:
+        if app.timers is not None:
+            app.timers.stop()

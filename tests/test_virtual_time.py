@@ -241,6 +241,31 @@ def test_a_deadline_pushed_on_by_every_step_fires_once_when_no_step_came_for_the
         timers.stop()
 
 
+def test_a_deadline_re_armed_while_its_message_is_on_the_way_is_not_forgotten() -> None:
+    """The timer fired and its message waits in the owner's mailbox while another step re-arms the deadline
+    (a frame on the watch's I/O thread): that schedules a new timer, and the late message's `fired()` must
+    not forget it. It did: the forgotten timer fired on its own later, its message forgot the next one, and
+    so on all day (a virtual day of the watch: ~1,050 stray stall-bound jumps, one per bookmark)."""
+    clock = VirtualClock(settle=True)
+    timers = Timers(clock, name="jr2-test-timers")
+    ref = _Counting.start()
+    try:
+        deadline = Deadline(timers, ref, _Ping(), keep_earlier=True)
+        deadline.arm(90.0)
+        clock.advance(90)  # it fires: its message is told
+        assert [type(m) for m in ref.proxy().got.get()] == [_Ping]
+        deadline.arm(150.0)  # a step that came before the owner took the message: a new timer
+        deadline.fired()  # the owner takes the message of the timer that fired before
+        deadline.arm(150.0)  # and its step answers the same deadline
+        deadline.arm(240.0)  # the next frame pushes it on
+        assert [u.at for u in clock.upcoming()] == [240.0]  # one timer, where the deadline is
+        clock.advance(149)
+        assert len(ref.proxy().got.get()) == 1  # nothing at 150
+    finally:
+        ref.stop()
+        timers.stop()
+
+
 def test_the_timers_due_at_one_instant_fire_in_one_jump() -> None:
     clock = VirtualClock(settle=True)
     a, b = Timers(clock, name="a"), Timers(clock, name="b")

@@ -12,9 +12,10 @@ import pytest
 
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.kube.client import KubeClient, ListResult, WatchStream
+from jr2_actors.kube.client import KubeClient, ListResult
 from jr2_actors.kube.frames import Decoded
 from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.kube.watch_stream import WatchStream
 from jr2_actors.values.backoff import Backoff
 from jr2_actors.watch.actor import (
     Health,
@@ -282,6 +283,9 @@ class _Exploding:
     def __iter__(self) -> Iterator[Decoded]:
         self._stream.close()
         raise _Surprise("a bug while reading")
+
+    def ready(self) -> bool:
+        return False
 
     def close(self) -> None:
         self._stream.close()

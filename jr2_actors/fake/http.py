@@ -153,6 +153,7 @@ class LoopbackServer(ThreadingHTTPServer):
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
         self._peak = 0  # the most connections open at once since the last `connections(reset_peak=True)`
+        self.accepted = 0  # connections taken, ever: what shows a client keeping its connections alive
         try:
             super().__init__((host, port), Request)
         except OSError as e:
@@ -162,6 +163,7 @@ class LoopbackServer(ThreadingHTTPServer):
         with self._open_lock:
             self._open.add(request)
             self._peak = max(self._peak, len(self._open))
+            self.accepted += 1
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
@@ -217,6 +219,11 @@ class HttpServer:
     @property
     def url(self) -> str:
         return f"{self._scheme}://{self._host}:{self.port}"
+
+    @property
+    def accepted(self) -> int:
+        """How many connections the server has taken since it started."""
+        return self._server.accepted
 
     @property
     def closing(self) -> threading.Event:

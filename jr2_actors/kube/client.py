@@ -10,9 +10,10 @@ Theory of operation: one instance, shared by every actor of the process, safe to
   plus a few reads plus the one watch, so reads find a connection while writes are at the cap.
 - Every call has connect and read timeouts. The watch's read timeout sits above `timeoutSeconds`, so
   the server closes a healthy watch first; the stall bound above this client catches a silent one.
-- A watch's chunked answer is read off its socket 64 KiB at a time and de-chunked here (`ChunkDecoder`,
-  issue 18: `http.client` reads one chunk, one event, a call); a content-coded or unchunked answer is read
-  by urllib3. Broken framing is a `KubeProtocolError` after the frames that came whole.
+- A watch's answer is a `WatchStream` (kube/watch_stream.py): read off its socket 64 KiB at a time and
+  de-chunked there (issue 18); broken framing is a `KubeProtocolError` after the frames that came whole; a
+  clean end gives the connection back to the pool, so a re-open costs no TCP or TLS handshake (client-go's
+  re-opens share one HTTP/2 connection); any other end closes it.
 - Answers are read with a size cap; a failure answer becomes a `KubeError` carrying the Status.
 - Metrics (issue 11): every request is counted by verb and answer code, every 401 retried, in the
   `metrics` an orchestrator attaches (`KubeMetrics.attach`); a client alone records nothing.
@@ -24,8 +25,6 @@ Theory of operation: one instance, shared by every actor of the process, safe to
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import json
 import logging
 import os
@@ -33,21 +32,21 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import requests
 import urllib3.exceptions
 
 from jr2_actors import __version__
 from jr2_actors.kube.access import ClusterAccess
-from jr2_actors.kube.frames import ChunkDecoder, ChunkError, Decoded, FrameDecoder
 from jr2_actors.kube.gate import FifoGate
 from jr2_actors.kube.kinds import Kind
 from jr2_actors.kube.metrics import OFF, KubeMetrics
+from jr2_actors.kube.watch_stream import WatchStream, transport_error
 from jr2_actors.net.cut import Cut, mount_cuts  # one way to end a request from outside, for both clients
-from jr2_actors.net.http_body import TooLarge, caused_by, read_capped, retry_after
+from jr2_actors.net.http_body import TooLarge, read_capped, retry_after
 from jr2_actors.shell.clock import QUIET, Activity, Quiet
 from jr2_actors.values.constants import (
     CONNECT_TIMEOUT_SECONDS,
@@ -66,9 +65,6 @@ from jr2_actors.values.errors import (
     ClusterAccessError,
     KubeError,
     KubeProtocolError,
-    KubeTransportError,
-    TransportKind,
-    one_line,
 )
 
 log = logging.getLogger(__name__)
@@ -76,7 +72,6 @@ log = logging.getLogger(__name__)
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 MERGE_PATCH_CONTENT_TYPE = "application/merge-patch+json"
 JSON_CONTENT_TYPE = "application/json"
-WATCH_READ_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -336,130 +331,6 @@ class KubeClient:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         return path
-
-
-class WatchStream:
-    """One open watch. Iterate for frames; `close()` from any thread unblocks a waiting read.
-
-    Iteration ends quietly when the server ends the stream (a free resume) or after `close()`; a broken
-    connection or a read timeout raises `KubeTransportError`.
-    """
-
-    def __init__(self, resp: requests.Response, path: str) -> None:
-        self._resp = resp
-        self._path = path
-        self._closed = threading.Event()
-        self._lock = threading.Lock()
-        self._reading = False
-
-    def __iter__(self) -> Iterator[Decoded]:
-        decoder = FrameDecoder()
-        raw = self._resp.raw
-        with self._lock:
-            if self._closed.is_set():
-                return
-            self._reading = True
-        try:
-            sock = _chunked_body(raw)
-            if sock is None:  # not chunked, or content-coded: urllib3 reads it (one HTTP chunk a call)
-                while not self._closed.is_set():
-                    chunk = raw.read1(WATCH_READ_BYTES)
-                    if not chunk:
-                        break
-                    yield from decoder.feed(chunk)
-            else:
-                yield from self._dechunked(sock, decoder)
-        except ChunkError as e:
-            if self._closed.is_set():
-                return
-            raise KubeProtocolError(f"GET {self._path}: the watch's chunked framing is broken: {e.detail}") from e
-        except Exception as e:
-            if self._closed.is_set():
-                return  # whatever the interrupted read raised, it was our own close
-            if isinstance(e, (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError,
-                              ValueError)):
-                raise transport_error(e, "GET", self._path) from e
-            raise
-        finally:
-            self._resp.close()
-        if not self._closed.is_set():
-            yield from decoder.end()
-
-    def _dechunked(self, sock: _Readable, decoder: FrameDecoder) -> Iterator[Decoded]:
-        """Issue 18: up to 64 KiB of socket bytes a read, de-chunked here, so a burst's events are one read
-        and one feed (`http.client` reads one chunk a call: one event). A framing fault still hands on the
-        frames that came whole before it, then raises `ChunkError`; the connection is never reused (the
-        response is closed after, as every watch's is)."""
-        chunks = ChunkDecoder()
-        read = sock.read1
-        while not self._closed.is_set():
-            data = read(WATCH_READ_BYTES)
-            if not data:
-                chunks.end()
-                return
-            try:
-                body = chunks.feed(data)
-            except ChunkError as e:
-                yield from decoder.feed(e.decoded)
-                raise
-            if body:
-                yield from decoder.feed(body)
-            if chunks.done:
-                return
-
-    def close(self) -> None:
-        """Safe from any thread. A reader blocked in `read1` is woken by shutting the socket's read
-        side; the reader's own thread then closes the response (closing it here would race it)."""
-        with self._lock:
-            self._closed.set()
-            reading = self._reading
-        if reading:
-            with contextlib.suppress(ValueError, RuntimeError, OSError, AttributeError):
-                self._resp.raw.shutdown()
-        else:
-            self._resp.close()
-
-    def __enter__(self) -> WatchStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class _Readable(Protocol):
-    def read1(self, size: int = ..., /) -> bytes: ...
-
-
-def _chunked_body(raw: Any) -> _Readable | None:
-    """The buffered socket file under a chunked, uncoded answer that nothing has read from yet (urllib3 2
-    keeps `http.client`'s response as `_fp`; its `fp` holds any body bytes read with the headers), or None:
-    then urllib3 reads the answer as before."""
-    fp = getattr(raw, "_fp", None)
-    if not isinstance(fp, http.client.HTTPResponse) or not fp.chunked or fp.chunk_left is not None:
-        return None
-    if raw.headers.get("content-encoding", "identity").lower() != "identity" or fp.fp is None:
-        return None
-    sock: _Readable | None = fp.fp
-    return sock
-
-
-def transport_error(e: BaseException, method: str, path: str) -> KubeTransportError:
-    """Name a transport failure. requests reports a stream's read timeout as a ConnectionError."""
-    text = one_line(e)
-    kind: TransportKind
-    if isinstance(e, requests.exceptions.ConnectTimeout):
-        kind = "connect"
-    elif isinstance(e, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError, TimeoutError)):
-        kind = "read-timeout"
-    elif isinstance(e, (requests.exceptions.SSLError, urllib3.exceptions.SSLError)):
-        kind = "tls"
-    elif isinstance(e, requests.exceptions.ConnectionError) and caused_by(e, urllib3.exceptions.ReadTimeoutError):
-        kind = "read-timeout"
-    elif isinstance(e, requests.exceptions.ConnectionError) and caused_by(e, urllib3.exceptions.NewConnectionError):
-        kind = "connect"
-    else:
-        kind = "connection"
-    return KubeTransportError(kind, text, method=method, path=path)
 
 
 def _read_capped(resp: requests.Response, method: str, path: str, cap: int) -> bytes:

@@ -154,11 +154,18 @@ class ChunkDecoder:
         self._left = 0  # data bytes left in the current chunk
         self._line = bytearray()  # a size or trailer line split across feeds
         self._trailer_bytes = 0
+        self._surplus = 0  # bytes fed after the last chunk (a server that sent more than one answer)
 
     @property
     def done(self) -> bool:
         """The last chunk is read: nothing after it belongs to this answer."""
         return self._state == _DONE
+
+    @property
+    def clean_end(self) -> bool:
+        """The last chunk and its trailers are read and no byte came after them: the connection is at the
+        start of its next answer, so it can be used again (HTTP/1.1 keep-alive)."""
+        return self._state == _DONE and not self._surplus
 
     def feed(self, data: bytes) -> bytes:
         """The body bytes in `data` (bytes after the last chunk are not read). Raises `ChunkError`."""
@@ -200,6 +207,8 @@ class ChunkDecoder:
                 self._line_done(line[:-1] if line.endswith(b"\r") else line)
         except ChunkError as e:
             raise ChunkError(e.detail, b"".join(body)) from None
+        if self._state == _DONE:
+            self._surplus += size - pos
         return body[0] if len(body) == 1 else b"".join(body)
 
     def end(self) -> None:

@@ -80,6 +80,13 @@ class Timers:
                 self._cond.notify()
             return True
 
+    def is_set(self, handle: int | None) -> bool:
+        """Whether the timer is still to fire (neither fired nor cancelled)."""
+        if handle is None:
+            return False
+        with self._cond:
+            return handle in self._callbacks
+
     def cancel(self, handle: int | None) -> None:
         if handle is None:
             return
@@ -218,8 +225,11 @@ class Deadline:
         self._handle = self._timers.schedule(at, lambda: tell_quietly(ref, message), type(message).__name__)
 
     def fired(self) -> None:
-        """The message arrived: whatever the next step answers is armed afresh."""
-        self._handle, self.armed_for = None, None
+        """The message arrived: whatever the next step answers is armed afresh. A message whose timer fired
+        before a step armed a new one (the step found the old one gone) leaves that new one held: forgotten,
+        it would fire on its own later, and its message would forget the next one in turn."""
+        if not self._timers.is_set(self._handle):
+            self._handle, self.armed_for = None, None
 
     def cancel(self) -> None:
         self._timers.cancel(self._handle)

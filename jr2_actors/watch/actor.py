@@ -40,8 +40,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jr2_actors.kube.client import KubeClient, WatchStream
+from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.kube.watch_stream import WatchStream
 from jr2_actors.shell import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.shell.clock import QUIET, Activity, Clock, Job, Quiet, SystemClock, activity
 from jr2_actors.values.constants import (
@@ -200,10 +201,14 @@ class _WatchIo:
             stream.close()
         self._tell(core.WatchOpened(cmd.stream))
         failure: Failure | None = None
+        told, bytes_waiting = self._told, stream.ready
+
+        def ready() -> bool:  # a command waiting (a list after a close) is work, and so are bytes to read
+            return told() or bytes_waiting()
         try:
             frames = iter(stream)
             while True:
-                with self._parked(self._told):  # a command waiting (a list after a close) is work
+                with self._parked(ready):
                     frame = next(frames, None)
                 if frame is None:
                     break

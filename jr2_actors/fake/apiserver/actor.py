@@ -7,7 +7,9 @@ to the pure routes (rest.py). A watch is answered with its initial frames and a 
 sink puts each later frame on that queue, stamped with the write's time beside its object (issue 11:
 `WATCH_WRITTEN_AT_FIELD`, which real clients ignore), and the connection thread streams it as one chunked line,
 adding bookmarks (of the watched kind) on the configured interval and ending at `timeoutSeconds` (with a
-last bookmark just before, as a real server does). A stalled watch sends nothing at all, bookmarks
+last bookmark just before, as a real server does). A bookmark, and the end, go in the watch's queue behind
+the frames already there; a bookmark says the version the actor published as its last message ended
+(`Published`, read without an ask), never less than a frame it follows. A stalled watch sends nothing at all, bookmarks
 included, and keeps its socket open.
 
 Fault knobs (docs/fake-cluster.md): each is one `Knob` class here — its fields, its route under
@@ -26,6 +28,7 @@ import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 import pykka
@@ -38,12 +41,12 @@ from jr2_actors.fake.apiserver.knobs import (
     Away,
     ClearRequestLog,
     Compact,
-    CurrentVersion,
     Delay,
     EndWatches,
     FailNext,
     Knob,
     Opened,
+    Published,
     RequestLog,
     Restart,
     RotateToken,
@@ -91,9 +94,17 @@ class ApiServerActor(Shell):
         self.log: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)  # bounded: the CLI runs for days
         self.max_open_watches = 0
         self.watches_opened = 0
+        self.published = Published()  # the version as each message leaves it: what a bookmark says
+        self.published.rv = state.rv
         self.write_token_file()
 
     def on_receive(self, message: Any) -> Any:
+        try:
+            return self._receive(message)
+        finally:
+            self.published.rv = self.state.rv  # after the write's frames are queued, never before
+
+    def _receive(self, message: Any) -> Any:
         if isinstance(message, ApiCall):
             return self._call(message)
         if isinstance(message, Unwatch):
@@ -101,8 +112,6 @@ class ApiServerActor(Shell):
                 self.state.unsubscribe(message.ticket.wid)
                 self.tickets.pop(message.ticket.wid, None)
             return None
-        if isinstance(message, CurrentVersion):
-            return self.state.rv
         if isinstance(message, Knob):
             return message.apply(self)
         if isinstance(message, Run):
@@ -148,7 +157,7 @@ class ApiServerActor(Shell):
             return status_answer(e)
 
     def _open_watch(self, spec: WatchSpec) -> Opened:
-        ticket = WatchTicket(spec)
+        ticket = WatchTicket(spec, self.published)
         wall, put = self.clock.wall, ticket.queue.put
 
         def sink(frame: dict[str, Any]) -> None:  # called during the write: its time is the write's
@@ -261,8 +270,10 @@ class ApiApp:
         next_bookmark = clock.monotonic() + interval if interval else None
         r.close_connection = True  # until the stream ends cleanly; then the connection is reusable
         stalled = False
+        ending = False  # the timeout came: the stream ends once what was queued before it is sent
+        sent = 0  # the version of the last frame sent: a bookmark never goes back before it
         wake = _Wake(self.timers, ticket.queue, f"watch {spec.kind.kind}")
-        nothing_queued = ticket.queue.empty
+        frames, nothing_queued = ticket.queue, ticket.queue.empty
         try:
             while not self.closing.is_set():
                 if ticket.stalled.is_set():
@@ -271,7 +282,7 @@ class ApiApp:
                     with job.waiting(lambda: False):
                         if r.peer_gone(wait=0.05):
                             return
-                    if _drain(ticket.queue):  # what would have been sent is lost, as on a blackholed link
+                    if _drain(frames):  # what would have been sent is lost, as on a blackholed link
                         return
                     continue
                 if stalled or ticket.lost.is_set():
@@ -280,26 +291,25 @@ class ApiApp:
                     # after a gap left Workspaces waiting for events that never came).
                     return
                 now = clock.monotonic()
-                if now >= deadline:
+                if not ending and now >= deadline:  # a last bookmark just before the end, as a real server's
+                    ending = True
+                    wake.arm(None, "")
                     if spec.bookmarks:
-                        self._bookmark(r, spec)
-                    break
-                if wake.on and next_bookmark is not None and interval and now >= next_bookmark:
-                    self._bookmark(r, spec)  # on a virtual clock, at its time even while frames flow
-                    next_bookmark = clock.monotonic() + interval
-                    continue
-                wait = deadline - now
-                if next_bookmark is not None:
-                    wait = min(wait, max(next_bookmark - now, 0.0))
-                wake.arm(deadline if next_bookmark is None else min(deadline, next_bookmark),
-                         "bookmark" if next_bookmark is not None and next_bookmark < deadline else "timeout")
+                        frames.put(_BookmarkAt(ticket.published.rv))
+                    frames.put(END)
+                elif not ending and next_bookmark is not None and interval and now >= next_bookmark:
+                    # Queued behind every frame of the writes up to its version (CONTRACTS.md §2: a bookmark
+                    # says all before it was sent), on either clock, while frames flow too.
+                    frames.put(_BookmarkAt(ticket.published.rv))
+                    next_bookmark = now + interval
+                due = deadline if next_bookmark is None else min(deadline, next_bookmark)
+                if not ending:
+                    wake.arm(due, "bookmark" if next_bookmark is not None and next_bookmark < deadline else "timeout")
+                wait = 0.5 if ending else due - now
                 try:
                     with job.waiting(lambda: not nothing_queued()):  # parked: work again once a frame waits
-                        item = ticket.queue.get(timeout=min(wait, 0.5))
+                        item = frames.get(timeout=min(max(wait, 0.0), 0.5))
                 except queue.Empty:
-                    if next_bookmark is not None and interval and clock.monotonic() >= next_bookmark:
-                        self._bookmark(r, spec)
-                        next_bookmark = clock.monotonic() + interval
                     continue
                 if item is _WAKE:
                     wake.fired()
@@ -311,7 +321,15 @@ class ApiApp:
                 if ticket.stalled.is_set():
                     stalled = True
                     continue  # a blackholed connection: what would have been sent is lost
-                r.chunk(_line(self._framed(cast(dict[str, Any], item), spec)))
+                if isinstance(item, _BookmarkAt):
+                    # A bookmark carries the watched kind and only a resourceVersion (CONTRACTS.md §2).
+                    r.chunk(_line({"type": "BOOKMARK", "object": {
+                        "kind": spec.kind.kind, "apiVersion": spec.kind.api_version,
+                        "metadata": {"resourceVersion": str(max(item.rv, sent))}}}))
+                    continue
+                frame = cast(dict[str, Any], item)
+                r.chunk(_line(self._framed(frame, spec)))
+                sent = max(sent, _version_of(frame))
             r.end_chunked()
             r.close_connection = self.closing.is_set()
         except OSError:
@@ -329,14 +347,20 @@ class ApiApp:
                                               self.clock.wall())}
         return frame
 
-    def _bookmark(self, r: Request, spec: WatchSpec) -> None:
-        try:
-            rv = self.actor.ask(CurrentVersion(), timeout=ASK_TIMEOUT)
-        except (pykka.ActorDeadError, pykka.Timeout):
-            return
-        # A bookmark carries the watched kind and only a resourceVersion (CONTRACTS.md §2).
-        r.chunk(_line({"type": "BOOKMARK", "object": {"kind": spec.kind.kind, "apiVersion": spec.kind.api_version,
-                                                      "metadata": {"resourceVersion": str(rv)}}}))
+
+@dataclass(frozen=True, slots=True)
+class _BookmarkAt:
+    """A bookmark due, queued behind the frames it follows: its version as the API server last published it."""
+
+    rv: int
+
+
+def _version_of(frame: dict[str, Any]) -> int:
+    """A frame's object's resourceVersion (0 when it has none: a 410 ERROR's Status)."""
+    obj = frame.get("object")
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    return int(rv) if isinstance(rv, str) and rv.isdigit() else 0
 
 
 _WAKE = object()  # put in a watch's queue by its timer on a virtual clock: look at the time again
@@ -401,6 +425,11 @@ class ApiHttpServer:
         """Clients' connections: (open now, the most open at once), `HttpServer.connections`."""
         return self._http.connections(reset_peak=reset_peak)
 
+    @property
+    def accepted(self) -> int:
+        """Connections taken, ever (`HttpServer.accepted`)."""
+        return self._http.accepted
+
     def start(self) -> None:
         self._http.start()
 
@@ -420,12 +449,12 @@ __all__ = [
     "Away",
     "ClearRequestLog",
     "Compact",
-    "CurrentVersion",
     "Delay",
     "EndWatches",
     "FailNext",
     "Knob",
     "Opened",
+    "Published",
     "RequestLog",
     "Restart",
     "RotateToken",

@@ -48,16 +48,23 @@ class Unwatch:
     ticket: WatchTicket
 
 
-@dataclass(frozen=True)
-class CurrentVersion:
-    pass
+class Published:
+    """The store's resourceVersion as the API server's last message left it, read by a watch's stream
+    thread without an ask: a write's watch frames are all queued before it moves, so a bookmark queued
+    after reading it follows every frame up to it."""
+
+    __slots__ = ("rv",)
+
+    def __init__(self) -> None:
+        self.rv = 0
 
 
 class WatchTicket:
     """One open watch: what it asked for, its queue of frames and whether it has been stalled."""
 
-    def __init__(self, spec: WatchSpec) -> None:
+    def __init__(self, spec: WatchSpec, published: Published) -> None:
         self.spec = spec
+        self.published = published
         self.wid: int | None = None
         self.queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.stalled = threading.Event()
