@@ -453,6 +453,8 @@ class Orchestrator(Revival):
         stopping. `stop()` waits for a start under way, so it stops every actor started."""
         with self._lock:
             if self._stopping:
+                if run_id not in self._runs:  # its row is on disk for the next start; no actor lists it here
+                    self.run_table.forget(run_id)
                 return None
             self._starting += 1
             self._entering[run_id] = False

@@ -61,6 +61,7 @@ class Revival:
         with self._finished:
             if self._stopping:
                 self._runs.pop(fault.name, None)
+                self.run_table.forget(fault.name)  # the table is the live set GET /runs reads (issue 18)
                 self._finished.notify_all()
                 return
             deaths = self._deaths[fault.name] = self._deaths.get(fault.name, 0) + 1

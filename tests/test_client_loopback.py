@@ -213,6 +213,57 @@ def test_a_watch_closed_by_its_owner_is_not_given_back(server: tuple[Recorder, K
     assert rec.connections == 2
 
 
+class _SeenLock:
+    """A lock that says when a thread had to wait for it: the closer below is either done or blocked."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.waited = threading.Event()
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            self.waited.set()
+            self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def test_a_close_while_the_clean_end_gives_the_connection_back_never_touches_it_again(
+        server: tuple[Recorder, KubeClient], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stall bound or a stop may close the stream from another thread just as its clean end hands the
+    connection back: urllib3 puts it in the pool before it forgets it, so a close in between would close a
+    pooled connection (or put it back twice, for two requests to share). Here a close starts exactly there."""
+    import urllib3.response
+
+    rec, c = server
+    rec.watch_script = [BOOKMARK]
+    stream = c.watch(SANDBOX, resource_version="4")
+    lock = _SeenLock()
+    stream._lock = lock  # type: ignore[assignment]
+    closers: list[threading.Thread] = []
+
+    def release_then_close(raw: urllib3.response.HTTPResponse) -> None:  # urllib3 2's, with a close inside
+        if not raw._pool or not raw._connection:
+            return
+        raw._pool._put_conn(raw._connection)
+        if not closers:  # another thread's close, after the put and before urllib3 lets go of the connection
+            closers.append(threading.Thread(target=stream.close))
+            closers[0].start()
+            wait_until(lambda: lock.waited.is_set() or not closers[0].is_alive(), what="the close done or held")
+        raw._connection = None
+
+    monkeypatch.setattr(urllib3.response.HTTPResponse, "release_conn", release_then_close)
+    assert list(stream) == [Bookmark("6")]
+    closers[0].join(WAIT)
+    monkeypatch.undo()
+    pools = c._session.get_adapter("https://x").poolmanager.pools
+    idle = [conn for key in pools.keys() for conn in list(pools[key].pool.queue) if conn is not None]  # noqa: SIM118  (RecentlyUsedContainer has no __iter__)
+    assert len(idle) == len({id(conn) for conn in idle})  # none twice
+    assert idle and all(conn.sock is not None for conn in idle)  # and none closed under the pool
+    assert c.get(SANDBOX, "read") is not None and rec.connections == 1
+
+
 def test_watch_open_failure_raises_kube_error(server: tuple[Recorder, KubeClient]) -> None:
     rec, c = server
     rec.watch_status = 410

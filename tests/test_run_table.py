@@ -222,3 +222,24 @@ def test_a_run_whose_actor_could_not_start_is_not_listed(cluster: FakeCluster, t
         with pytest.raises(RuntimeError, match="cannot start"):
             orch.submit(read_document(one_state("never")))
         assert orch.runs() == [] and orch.runs_encoded() == [] and len(orch.run_table) == 0
+
+
+def test_a_run_saved_as_the_orchestrator_stops_is_not_listed_without_an_actor(cluster: FakeCluster, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stop that begins while a submit saves its first row: the row is on disk for the next start, but no
+    actor runs it here, so the table (the live set `GET /runs` reads) does not list it."""
+    with Orchestrator(cluster.client(), state_dir=str(tmp_path), signing_key=cluster.signing_key,
+                      instance_harness=cluster.instance_harness_url) as orch:
+        save_first = orch._save_first
+
+        def save_then_stop_begins(*args: Any) -> None:
+            save_first(*args)
+            with orch._lock:
+                orch._stopping = True  # what `stop()` sets first
+
+        monkeypatch.setattr(orch, "_save_first", save_then_stop_begins)
+        run_id = orch.submit(read_document(one_state("late")))
+        assert orch.runs() == [] and len(orch.run_table) == 0 and run_id not in orch.run_table
+    with Orchestrator(cluster.client(), state_dir=str(tmp_path), signing_key=cluster.signing_key,
+                      instance_harness=cluster.instance_harness_url) as again:
+        assert [row["runId"] for row in again.runs()] == [run_id]  # the next start runs it

@@ -41,6 +41,7 @@ class WatchStream:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._reading = False
+        self._released = False  # its connection given back to the pool at a clean end
         self._sock: socket.socket | None = getattr(getattr(resp.raw, "connection", None), "sock", None)
         # Bytes read and frames not yet all handed out. (Bytes read with the headers are unseen: the reader,
         # at work until it blocks, takes them with its first read before it could.)
@@ -105,8 +106,11 @@ class WatchStream:
         with self._lock:
             keep = clean and not self._closed.is_set()
             self._reading = False  # a close() from now on does not shut the socket: it may be another's
-        if keep and _release(self._resp):
-            return
+            # Under the lock: urllib3 puts the connection in the pool before it lets go of it, and a close()
+            # from another thread in between would close (or pool again) a connection the pool now holds.
+            if keep and _release(self._resp):
+                self._released = True  # the pool's now: close() leaves it alone
+                return
         self._resp.close()
 
     def _dechunked(self, sock: _Readable, decoder: FrameDecoder) -> Generator[Decoded, None, bool]:
@@ -149,6 +153,8 @@ class WatchStream:
         side; the reader's own thread then closes the response (closing it here would race it)."""
         with self._lock:
             self._closed.set()
+            if self._released:
+                return
             reading = self._reading
         if reading:
             with contextlib.suppress(ValueError, RuntimeError, OSError, AttributeError):

@@ -386,7 +386,10 @@ class _Wake:
             self._handle = self._timers.schedule(at, lambda: put(_WAKE), f"{self._what}: its {why}", keepalive=True)
 
     def fired(self) -> None:
-        self._handle, self._at = None, None
+        """As `shell.timers.Deadline.fired`: a wake that was queued before the loop armed a new timer leaves
+        that timer held (forgotten, it would fire beside the next one armed)."""
+        if self._timers is None or not self._timers.is_set(self._handle):
+            self._handle, self._at = None, None
 
 
 def _drain(frames: queue.SimpleQueue[object]) -> bool:
