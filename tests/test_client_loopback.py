@@ -257,7 +257,7 @@ def test_a_close_while_the_clean_end_gives_the_connection_back_never_touches_it_
     assert list(stream) == [Bookmark("6")]
     closers[0].join(WAIT)
     monkeypatch.undo()
-    pools = c._session.get_adapter("https://x").poolmanager.pools
+    pools = c._session.get_adapter("https://x").poolmanager.pools  # type: ignore[attr-defined]
     idle = [conn for key in pools.keys() for conn in list(pools[key].pool.queue) if conn is not None]  # noqa: SIM118  (RecentlyUsedContainer has no __iter__)
     assert len(idle) == len({id(conn) for conn in idle})  # none twice
     assert idle and all(conn.sock is not None for conn in idle)  # and none closed under the pool
