@@ -353,7 +353,7 @@ class _HeldWrites:
 
 class _AnyAsk:
     def ask(self, message: object, timeout: float | None = None) -> object:
-        return 2  # the old bookmark's ask for the current version: the version of the write made below
+        return 2  # the stream's own asks (its Unwatch at the end): an answer for each, read by none of these tests
 
 
 def _frame(name: str, rv: int) -> dict[str, Any]:
