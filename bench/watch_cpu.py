@@ -65,7 +65,7 @@ for event in w.stream(custom.list_namespaced_custom_object, "core.jr2.dev", "v1a
 # registration is stepped after every other, so once its event arrives every key is registered. As the
 # command does, what was built at start is frozen out of the collector's scans.
 INPROC = r"""
-import gc, json, os, sys, threading
+import gc, json, os, signal, sys, threading
 import pykka
 from jr2_actors.kube.access import LocalFiles, resolve
 from jr2_actors.kube.client import KubeClient
@@ -90,7 +90,12 @@ for run in runs:
     watch.tell(Register(SandboxKey(run, "F-1"), Receiver.start()))
 gc.collect()
 gc.freeze()
-threading.Event().wait()
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: stop.set())  # the bench's terminate(): a clean stop, as the command's
+stop.wait()
+pykka.ActorRegistry.stop_all(timeout=10)
+client.close()  # its private copy of the kubeconfig's CA goes with it (a killed process would leave it in /tmp)
+os._exit(0)
 """
 
 
