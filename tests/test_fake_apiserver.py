@@ -14,6 +14,7 @@ from jr2_actors.fake.apiserver.actor import ApiApp, Published, WatchTicket
 from jr2_actors.fake.apiserver.rest import WatchSpec
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, WatchEvent
 from jr2_actors.kube.kinds import SANDBOX, SECRET
 from jr2_actors.shell.activity import Job
@@ -34,12 +35,11 @@ def raw(cluster: FakeCluster, method: str, path: str, **kw: Any) -> requests.Res
 SBX_PATH = "/apis/core.jr2.dev/v1alpha1/namespaces/jr2/sandboxes"
 
 
-def test_end_watches_ends_the_stream_cleanly(cluster: FakeCluster) -> None:
-    client = cluster.client()
-    client.apply(SANDBOX, "a", sandbox("a"))
+def _read_until_ended(cluster: FakeCluster, client: KubeClient, **watch: Any) -> list[Decoded]:
+    """Open a watch of Sandboxes, read it on a thread of its own until `end_watches` ends it: its frames."""
     got: list[Decoded] = []
     done = threading.Event()
-    with client.watch(SANDBOX, timeout_seconds=60, allow_bookmarks=False) as stream:
+    with client.watch(SANDBOX, timeout_seconds=60, **watch) as stream:
         def read() -> None:
             got.extend(stream)
             done.set()
@@ -47,6 +47,13 @@ def test_end_watches_ends_the_stream_cleanly(cluster: FakeCluster) -> None:
         _wait(lambda: cluster.watch_stats()["open"] == 1)
         cluster.end_watches()
         assert done.wait(10)
+    return got
+
+
+def test_end_watches_ends_the_stream_cleanly(cluster: FakeCluster) -> None:
+    client = cluster.client()
+    client.apply(SANDBOX, "a", sandbox("a"))
+    got = _read_until_ended(cluster, client, allow_bookmarks=False)
     assert [type(f) for f in got] == [WatchEvent]
 
 
@@ -57,16 +64,7 @@ def test_watches_ended_cleanly_re_open_on_one_kept_tls_connection(cluster: FakeC
     client.apply(SANDBOX, "a", sandbox("a"))  # the first connection
     accepted = cluster._http.accepted if cluster._http is not None else -1
     for _ in range(3):
-        got: list[Decoded] = []
-        done = threading.Event()
-        with client.watch(SANDBOX, timeout_seconds=60) as stream:
-            def read(stream: Any = stream, got: list[Decoded] = got, done: threading.Event = done) -> None:
-                got.extend(stream)
-                done.set()
-            threading.Thread(target=read, daemon=True).start()
-            _wait(lambda: cluster.watch_stats()["open"] == 1)
-            cluster.end_watches()
-            assert done.wait(10)
+        got = _read_until_ended(cluster, client)
         assert [type(f) for f in got] == [WatchEvent]
         _wait(lambda: cluster.watch_stats()["open"] == 0)
     assert client.get(SANDBOX, "a") is not None

@@ -5,10 +5,11 @@ what cannot come fails at once with what every actor waits for."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, cast
 
+import pykka
 import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
@@ -219,51 +220,52 @@ class _Counting(Shell):
         return None
 
 
-def test_a_deadline_pushed_on_by_every_step_fires_once_when_no_step_came_for_the_whole_bound() -> None:
-    """A stall bound re-armed at each frame (90 s from the last one) never comes due while frames come
-    every 60 s: the clock does not jump to it (it used to, once a frame, and the core re-armed it)."""
+@pytest.fixture
+def stall_bound() -> Iterator[tuple[VirtualClock, Deadline, pykka.ActorRef[Any]]]:
+    """A driven clock, and a stall bound as the watch keeps one (`keep_earlier`) telling a counting actor."""
     clock = VirtualClock(settle=True)
     timers = Timers(clock, name="jr2-test-timers")
     ref = _Counting.start()
     try:
-        deadline = Deadline(timers, ref, _Ping(), keep_earlier=True)
-        deadline.arm(90.0)
-        for frame_at in (60.0, 120.0, 180.0):
-            clock.advance(frame_at - clock.monotonic())
-            deadline.arm(frame_at + 90)  # the step after each frame
-        assert [u.at for u in clock.upcoming()] == [270.0]
-        clock.advance(89)
-        assert ref.proxy().got.get() == []  # at 90, 150 and 210 nothing fired
-        clock.advance(1)
-        assert [type(m) for m in ref.proxy().got.get()] == [_Ping]
+        yield clock, Deadline(timers, ref, _Ping(), keep_earlier=True), ref
     finally:
         ref.stop()
         timers.stop()
 
 
-def test_a_deadline_re_armed_while_its_message_is_on_the_way_is_not_forgotten() -> None:
+def test_a_deadline_pushed_on_by_every_step_fires_once_when_no_step_came_for_the_whole_bound(
+        stall_bound: tuple[VirtualClock, Deadline, pykka.ActorRef[Any]]) -> None:
+    """A stall bound re-armed at each frame (90 s from the last one) never comes due while frames come
+    every 60 s: the clock does not jump to it (it used to, once a frame, and the core re-armed it)."""
+    clock, deadline, ref = stall_bound
+    deadline.arm(90.0)
+    for frame_at in (60.0, 120.0, 180.0):
+        clock.advance(frame_at - clock.monotonic())
+        deadline.arm(frame_at + 90)  # the step after each frame
+    assert [u.at for u in clock.upcoming()] == [270.0]
+    clock.advance(89)
+    assert ref.proxy().got.get() == []  # at 90, 150 and 210 nothing fired
+    clock.advance(1)
+    assert [type(m) for m in ref.proxy().got.get()] == [_Ping]
+
+
+def test_a_deadline_re_armed_while_its_message_is_on_the_way_is_not_forgotten(
+        stall_bound: tuple[VirtualClock, Deadline, pykka.ActorRef[Any]]) -> None:
     """The timer fired and its message waits in the owner's mailbox while another step re-arms the deadline
     (a frame on the watch's I/O thread): that schedules a new timer, and the late message's `fired()` must
     not forget it. It did: the forgotten timer fired on its own later, its message forgot the next one, and
     so on all day (a virtual day of the watch: ~1,050 stray stall-bound jumps, one per bookmark)."""
-    clock = VirtualClock(settle=True)
-    timers = Timers(clock, name="jr2-test-timers")
-    ref = _Counting.start()
-    try:
-        deadline = Deadline(timers, ref, _Ping(), keep_earlier=True)
-        deadline.arm(90.0)
-        clock.advance(90)  # it fires: its message is told
-        assert [type(m) for m in ref.proxy().got.get()] == [_Ping]
-        deadline.arm(150.0)  # a step that came before the owner took the message: a new timer
-        deadline.fired()  # the owner takes the message of the timer that fired before
-        deadline.arm(150.0)  # and its step answers the same deadline
-        deadline.arm(240.0)  # the next frame pushes it on
-        assert [u.at for u in clock.upcoming()] == [240.0]  # one timer, where the deadline is
-        clock.advance(149)
-        assert len(ref.proxy().got.get()) == 1  # nothing at 150
-    finally:
-        ref.stop()
-        timers.stop()
+    clock, deadline, ref = stall_bound
+    deadline.arm(90.0)
+    clock.advance(90)  # it fires: its message is told
+    assert [type(m) for m in ref.proxy().got.get()] == [_Ping]
+    deadline.arm(150.0)  # a step that came before the owner took the message: a new timer
+    deadline.fired()  # the owner takes the message of the timer that fired before
+    deadline.arm(150.0)  # and its step answers the same deadline
+    deadline.arm(240.0)  # the next frame pushes it on
+    assert [u.at for u in clock.upcoming()] == [240.0]  # one timer, where the deadline is
+    clock.advance(149)
+    assert len(ref.proxy().got.get()) == 1  # nothing at 150
 
 
 def test_the_timers_due_at_one_instant_fire_in_one_jump() -> None:
