@@ -28,7 +28,9 @@ from types import TracebackType
 from typing import Any, cast
 
 import pykka
+import requests
 
+from jr2_actors.harness.client import shared_session
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.revival import Revival
 from jr2_actors.run.actor import RunActor, RunEnv, RunFinished, Status, row_status
@@ -95,6 +97,7 @@ class Orchestrator(Revival):
         self._store: pykka.ActorRef[Any] | None = None
         self._pools: list[ThreadPoolExecutor] = []
         self._renewals: RenewalLane | None = None
+        self._harness_session: requests.Session | None = None
         self._timers: Timers | None = None
         self._stopping = False
         self._stopped = threading.Event()  # wakes a revival's wait for the store
@@ -138,13 +141,15 @@ class Orchestrator(Revival):
                                for n, name in zip(self._threads, ("kube", "attach", "agent"), strict=True))
         self._pools = [kube, attach, agent]
         self._renewals = RenewalLane(clock=self.clock)  # issue 18: every Lease renewal leaves from one lane
+        self._harness_session = shared_session()  # issue 18: every Harness call of the process, on one session
         self._timers = Timers(self.clock, name="jr2-run-timers")
         self._env = RunEnv(client=self.client, watch=self._watch, store=self._store,
                            feed=self.telemetry.runs.feed_tap(self.feed_hub),
                            signing_key=self._signing_key, kube_pool=kube, attach_pool=attach, agent_pool=agent,
                            timers=self._timers, clock=self.clock, sandbox_image=self._sandbox_image,
                            instance_harness=self._instance_harness, workspace_options=self._workspace_options,
-                           telemetry=self.telemetry, table=self.run_table, renewals=self._renewals)
+                           telemetry=self.telemetry, table=self.run_table, renewals=self._renewals,
+                           harness_session=self._harness_session)
         for bad in restored.unreadable:
             self._put_aside(bad.run_id, bad.problem)
         count = sum(self._restore(record) for record in restored.runs)
@@ -175,6 +180,8 @@ class Orchestrator(Revival):
             pool.shutdown(wait=True, cancel_futures=True)
         if self._renewals is not None:
             self._renewals.shutdown(wait=True)
+        if self._harness_session is not None:
+            self._harness_session.close()  # every client on it closed with its actor, each ending its own calls
         if self._timers is not None:
             self._timers.stop()
         self.feed_hub.close()

@@ -52,16 +52,6 @@ def test_apply_sends_field_manager_force_and_apply_content_type() -> None:
 
 
 @responses.activate
-@pytest.mark.parametrize(("status_sub", "suffix"), [(False, ""), (True, "/status")])
-def test_merge_patch_content_type_main_and_status(status_sub: bool, suffix: str) -> None:
-    responses.patch(f"{SANDBOXES}/ws-1{suffix}", json={"metadata": {"name": "ws-1"}},
-                    match=[matchers.header_matcher({"Content-Type": "application/merge-patch+json"})])
-    patch = {"metadata": {"annotations": {"jr2.dev/keepalive": "2026-11-29T07:00:00.000Z"}}}
-    client().merge_patch(SANDBOX, "ws-1", patch, status=status_sub)
-    assert json.loads(responses.calls[0].request.body or b"") == patch
-
-
-@responses.activate
 def test_get_404_is_none_and_other_errors_raise() -> None:
     responses.get(f"{SANDBOXES}/gone", status=404, json=status(404, "NotFound", 'sandboxes "gone" not found'))
     responses.get(f"{SANDBOXES}/denied", status=403, json=status(403, "Forbidden", "no"))

@@ -33,6 +33,8 @@ class Recorder:
         self.chunk_gap = 0.0
         self.connections = 0  # accepted by the server
         self.watch_tail = b"0\r\n\r\n"  # what ends a watch's answer: the last chunk, or a broken end
+        self.patches: list[tuple[str, dict[str, str], bytes]] = []  # each PATCH's path, headers, body
+        self.patch_answers: list[tuple[int, bytes]] = []  # answered in turn (then the default)
 
 
 def make_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
@@ -55,7 +57,13 @@ def make_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def do_PATCH(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            with rec.lock:
+                rec.patches.append((self.path, dict(self.headers.items()), body))
+                scripted = rec.patch_answers.pop(0) if rec.patch_answers else None
+            if scripted is not None:
+                self._reply(*scripted)
+                return
             with rec.lock:
                 rec.in_flight += 1
                 rec.writes += 1

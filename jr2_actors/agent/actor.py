@@ -55,6 +55,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from typing import Any
 
+import requests
+
 from jr2_actors.agent import core as turn
 from jr2_actors.agent import jobs
 from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, ReadKills, StartTurn
@@ -114,9 +116,11 @@ class AgentActor(Shell):
 
     def __init__(self, agent: str, *, parent: Recipient, pool: Executor, harnesses: HarnessClients | None = None,
                  clock: Clock | None = None, timers: Timers | None = None,
-                 telemetry: HarnessTelemetry | None = None) -> None:
+                 telemetry: HarnessTelemetry | None = None, harness_session: requests.Session | None = None) -> None:
+        """`harness_session`: the process's one (`harness.client.shared_session`); the seat leaves it open."""
         super().__init__(telemetry=telemetry)
         self.metrics = harness_metrics.OFF if telemetry is None else telemetry.harness
+        self._harness_session = harness_session
         self.agent = agent
         self.parent = parent
         self.name = agent
@@ -136,7 +140,8 @@ class AgentActor(Shell):
 
     def started(self) -> None:
         self._timers = self._given_timers or Timers(self.clock, name=f"jr2-agent-{self.agent}-timers")
-        self._harnesses = self._given_harnesses or HarnessClients(clock=self.clock, timers=self._timers)
+        self._harnesses = self._given_harnesses or HarnessClients(clock=self.clock, timers=self._timers,
+                                                                  session=self._harness_session)
         self._reader.start()
 
     def cleanup(self) -> None:

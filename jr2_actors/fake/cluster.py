@@ -353,6 +353,15 @@ class FakeCluster:
             out["harness"] = self._harness_http.connections(reset_peak=reset_peak)
         return out
 
+    def accepted(self) -> dict[str, int]:
+        """Clients' TCP connections the API server and the Harness have taken, ever: what shows a client
+        keeping its connections alive (issue 18 item 7's one Harness session)."""
+        assert self._http is not None, "the fake cluster is not started"
+        out = {"api": self._http.accepted}
+        if self._harness_http is not None:
+            out["harness"] = self._harness_http.accepted
+        return out
+
     def watch_stats(self) -> dict[str, int]:
         return cast(dict[str, int], self.fault(api.WatchStats()))
 

@@ -28,8 +28,11 @@ Theory of operation — what is sent again, and what never is:
   attach retrying a Harness that refused connections).
 
 Time is the injected clock's: deadlines are read from it, and waits between tries are timers on it, so
-a `VirtualClock` drives every schedule in tests. `HarnessClients` keeps one client — one
-`requests.Session` — per Harness, and closes them.
+a `VirtualClock` drives every schedule in tests. `HarnessClients` keeps one client per Harness, and closes
+them. An orchestrator gives every client it makes — each seat's, each Workspace's attach — one
+`requests.Session` of the process (`shared_session`, issue 18 item 7): a Harness's connections are kept
+across the attach and the Turns after it, and no attach builds a session, an adapter and its pools of its
+own. A client given a session closes only its own calls, never the session.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ from jr2_actors.values.constants import (
     ADMISSION_PROBE_SECONDS,
     CONNECT_TIMEOUT_SECONDS,
     HARNESS_LONG_POLL_READ_SECONDS,
+    HARNESS_POOL_SIZE,
+    HARNESS_POOLS,
     HARNESS_RETRY,
     HARNESS_RETRY_WINDOW_SECONDS,
     MEMORY_KILL_READ_SECONDS,
@@ -96,9 +101,12 @@ class HarnessClient:
         self._own_timers: Timers | None = None
         self._timers_lock = threading.Lock()
         self._wait = wait or self._wait_on_clock
-        self._session = session or requests.Session()
-        self._session.trust_env = False
-        mount_cuts(self._session)
+        self._owns_session = session is None
+        if session is None:
+            session = requests.Session()
+            session.trust_env = False
+            mount_cuts(session)
+        self._session = session  # a given one is `shared_session`'s: made and closed by its owner
         self._closed = threading.Event()  # set by close(): a retry waiting to go again gives up at once
         self._calls_lock = threading.Lock()
         # Every request's Cut, for as long as the request or its answer's connection lives: close() fires each.
@@ -112,9 +120,10 @@ class HarnessClient:
         return hmac.compare_digest(self._token.encode(), token.encode())
 
     def close(self) -> None:
-        """Close the session's connections (and the client's own timer thread, if it made one). Every call
-        ends now: one waiting to retry (a draining Harness, a request never reached) unreached, one in
-        flight cut wherever it is (connecting, sending, waiting for the answer, reading it)."""
+        """Close the session's connections when the session is the client's own (and the client's own timer
+        thread, if it made one). Every call ends now: one waiting to retry (a draining Harness, a request
+        never reached) unreached, one in flight cut wherever it is (connecting, sending, waiting for the
+        answer, reading it) — on a shared session only this client's calls."""
         self._closed.set()
         with self._calls_lock:
             cuts, waits = list(self._cuts), list(self._waits)
@@ -122,7 +131,8 @@ class HarnessClient:
             cut.fire()
         for wait in waits:
             wait.set()
-        self._session.close()
+        if self._owns_session:
+            self._session.close()
         with self._timers_lock:
             own, self._own_timers = self._own_timers, None
         if own is not None:
@@ -418,12 +428,24 @@ class HarnessClient:
                 self._waits.discard(done)
 
 
-class HarnessClients:
-    """One `HarnessClient` — one `requests.Session` — per Harness, shared by every seat that talks to it."""
+def shared_session() -> requests.Session:
+    """The process's one session for every Harness (its owner closes it once every client is closed): no
+    environment (no proxy or .netrc takes the token), `Cut`s mounted, a pool kept for each of the
+    `HARNESS_POOLS` Harnesses used last (an older one's idle connections are closed; a call to it opens anew)."""
+    session = requests.Session()
+    session.trust_env = False
+    mount_cuts(session, pool_connections=HARNESS_POOLS, pool_maxsize=HARNESS_POOL_SIZE, max_retries=0)
+    return session
 
-    def __init__(self, *, clock: Clock | None = None, timers: Timers | None = None) -> None:
+
+class HarnessClients:
+    """One `HarnessClient` per Harness, shared by every seat that talks to it (on `session` when given)."""
+
+    def __init__(self, *, clock: Clock | None = None, timers: Timers | None = None,
+                 session: requests.Session | None = None) -> None:
         self.clock = clock or SystemClock()
         self.timers = timers
+        self.session = session
         self._lock = threading.Lock()
         self._clients: dict[str, HarnessClient] = {}
         self._closed = False
@@ -438,7 +460,8 @@ class HarnessClients:
                 return client
             if client is not None:
                 client.close()  # the Sandbox behind the endpoint changed its token: a new client
-            client = self._clients[key] = HarnessClient(key, token, clock=self.clock, timers=self.timers)
+            client = self._clients[key] = HarnessClient(key, token, clock=self.clock, timers=self.timers,
+                                                        session=self.session)
             return client
 
     def close(self) -> None:

@@ -204,8 +204,8 @@ def transport_error(e: BaseException, method: str, path: str) -> KubeTransportEr
     """Name a transport failure. requests reports a stream's read timeout as a ConnectionError."""
     text = one_line(e)
     kind: TransportKind
-    if isinstance(e, requests.exceptions.ConnectTimeout):
-        kind = "connect"
+    if isinstance(e, (requests.exceptions.ConnectTimeout, urllib3.exceptions.ConnectTimeoutError)):
+        kind = "connect"  # urllib3's own (kube/direct.py's calls): NewConnectionError is one too
     elif isinstance(e, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError, TimeoutError)):
         kind = "read-timeout"
     elif isinstance(e, (requests.exceptions.SSLError, urllib3.exceptions.SSLError)):

@@ -7,10 +7,11 @@ socket the request uses — while it connects, sends, waits for headers or reads
 request's own thread then fails with a connection error.
 
 How a Cut finds its socket: `mount_cuts(session)` makes the session's pools hand out connections that
-note, at checkout, the Cut active on the checking-out thread (`with cut.active():`). A Cut shuts only a
-connection it still owns, under one lock with the checkout, so a connection already handed to another
-request is never shut by a late fire; one fired while idle in the pool is found dropped and replaced
-at its next checkout.
+note, at checkout, the Cut active on the checking-out thread (`with cut.active():`), and forget it when
+the connection comes back to the pool (its answer read, or let go). A Cut shuts only a connection it still
+owns, under one lock with the checkout and the return, so a connection already handed to another request,
+or idle in the pool, is never shut by a late fire: on a session shared by many clients (the process's one
+Harness session), closing one client ends its calls and no other's, and leaves the idle connections kept.
 """
 
 from __future__ import annotations
@@ -75,6 +76,13 @@ def _shut(conn: Any) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
+def _let_go(conn: Any) -> None:
+    """Back in the pool: no request owns it any more (`_put_conn` takes None too, for a slot given back)."""
+    if conn is not None:
+        with _OWNERS:
+            conn._jr2_cut = None
+
+
 def _claim_for_current(conn: Any) -> None:
     cut: Cut | None = getattr(_ACTIVE, "cut", None)
     with _OWNERS:
@@ -112,6 +120,10 @@ class _HTTPPool(urllib3.connectionpool.HTTPConnectionPool):
         _claim_for_current(conn)
         return conn
 
+    def _put_conn(self, conn: Any) -> None:
+        _let_go(conn)
+        super()._put_conn(conn)
+
 
 class _HTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
@@ -120,6 +132,10 @@ class _HTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
         conn = super()._get_conn(timeout)
         _claim_for_current(conn)
         return conn
+
+    def _put_conn(self, conn: Any) -> None:
+        _let_go(conn)
+        super()._put_conn(conn)
 
 
 class _CutAdapter(HTTPAdapter):

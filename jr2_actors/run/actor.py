@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pykka
+import requests
 
 from jr2_actors.agent import actor as agent_actor
 from jr2_actors.agent import messages as seat
@@ -76,6 +77,7 @@ class RunEnv:
     telemetry: RunTelemetry | None = field(default=None, repr=False)  # the orchestrator's metrics (issue 11)
     table: Recipient | None = None  # issue 18: the orchestrator's RunTable, told the run's row after each step
     renewals: RenewalLane | None = None  # issue 18: the lane every Workspace's Lease renewal leaves from
+    harness_session: requests.Session | None = field(default=None, repr=False)  # issue 18: every Harness call's
 
 
 @dataclass(frozen=True)
@@ -293,14 +295,15 @@ class RunActor(Shell):
             spec, client=self.env.client, watch=self.env.watch, parent=self.actor_ref,
             signing_key=self.env.signing_key, kube_pool=self.env.kube_pool, attach_pool=self.env.attach_pool,
             clock=self.env.clock, restored=action.restored, timers=self.env.timers, telemetry=self.env.telemetry,
-            renewals=self.env.renewals, **self.env.workspace_options)
+            renewals=self.env.renewals, harness_session=self.env.harness_session, **self.env.workspace_options)
 
     def _agent(self, name: str) -> pykka.ActorRef[Any]:
         ref = self._agents.get(name)
         if ref is None or not ref.is_alive():
             ref = agent_actor.AgentActor.start(name, parent=self.actor_ref, pool=self.env.agent_pool,
                                                clock=self.env.clock, timers=self.env.timers,
-                                               telemetry=self.env.telemetry)
+                                               telemetry=self.env.telemetry,
+                                               harness_session=self.env.harness_session)
             self._agents[name] = ref
         return ref
 

@@ -83,6 +83,12 @@ PROVISION_BUDGET_SECONDS = 120.0
 MEMORY_KILL_READ_SECONDS = 5.0
 # CONTRACTS.md §3: a Harness request that never reached it is sent again, 250 ms doubling to 5 s, within 90 s.
 HARNESS_RETRY = Backoff(initial=0.25, cap=5.0)
+# The process's one Harness session (issue 18 item 7): a pool kept for each of the Harnesses used last (a
+# Workspace's attach and its seats' calls; past this many, the least recent one's idle connections close and
+# its next call connects anew), each keeping up to HARNESS_POOL_SIZE idle connections (more at once are made
+# and closed after use): one address may serve many seats (an instance Harness, the fake cluster's).
+HARNESS_POOLS = 4096
+HARNESS_POOL_SIZE = 32
 HARNESS_RETRY_WINDOW_SECONDS = 90.0
 # CONTRACTS.md §3 / ADR-0062: an admission answered 503 (a draining Harness) is sent again for up to 30 s.
 ADMISSION_DRAIN_SECONDS = 30.0

@@ -26,6 +26,7 @@ from functools import partial
 from typing import Any, Literal
 
 import pykka
+import requests
 
 from jr2_actors.harness.client import HarnessClient
 from jr2_actors.harness.errors import HARNESS_ERRORS, HarnessError, HarnessUnreachable
@@ -88,10 +89,12 @@ class WorkspaceActor(Shell):
                  signing_key: bytes, kube_pool: Executor, attach_pool: Executor, clock: Clock | None = None,
                  harness_factory: HarnessFactory | None = None, restored: ws.Restored | None = None,
                  timers: Timers | None = None, seed: int | None = None, telemetry: WorkspaceTelemetry | None = None,
-                 renewals: RenewalLane | None = None, **core_options: Any) -> None:
+                 renewals: RenewalLane | None = None, harness_session: requests.Session | None = None,
+                 **core_options: Any) -> None:
         """`timers`: a run's Workspaces share one timer thread (on the same clock); by default the actor
         keeps its own. `renewals`: the process's one renewal lane (issue 18); without it a renewal is a job
-        on the kube pool like the other writes."""
+        on the kube pool like the other writes. `harness_session`: the process's one Harness session
+        (`harness.client.shared_session`), which the attach's client uses and leaves open."""
         super().__init__(telemetry=telemetry)
         self.metrics = workspace_metrics.OFF if telemetry is None else telemetry.workspaces
         self.spec = spec
@@ -109,7 +112,8 @@ class WorkspaceActor(Shell):
                                                **core_options)
         # The attach's client times its probes on the Workspace's timers: no thread of its own per attach.
         self._harness_factory = harness_factory or (
-            lambda url, token: HarnessClient(url, token, clock=self.clock, timers=self._timers))
+            lambda url, token: HarnessClient(url, token, clock=self.clock, timers=self._timers,
+                                             session=harness_session))
         self._restored = restored
         self._owns_timers = timers is None
         self._timers = timers or Timers(self.clock, name=f"jr2-ws-timers-{spec.name}")

@@ -283,6 +283,11 @@ class HarnessHttpServer:
         """Clients' connections: (open now, the most open at once), `HttpServer.connections`."""
         return self._http.connections(reset_peak=reset_peak)
 
+    @property
+    def accepted(self) -> int:
+        """Connections taken, ever (`HttpServer.accepted`)."""
+        return self._http.accepted
+
     def start(self, actor: pykka.ActorRef[Any]) -> None:
         self._app.actor = actor
         self._http.start()
