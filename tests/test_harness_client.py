@@ -416,8 +416,8 @@ class _Watched(Timers):
         self.scheduled = threading.Event()
 
     def schedule(self, when: float, callback: Callable[[], object], label: str = "", *,
-                 keepalive: bool = False) -> int:
-        handle = super().schedule(when, callback, label, keepalive=keepalive)
+                 keepalive: bool = False, kept: bool = False) -> int:
+        handle = super().schedule(when, callback, label, keepalive=keepalive, kept=kept)
         self.scheduled.set()
         return handle
 

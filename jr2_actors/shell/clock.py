@@ -5,7 +5,10 @@ builds) it is the one clock of a fake cluster and an orchestrator together, and 
 fires each timer due within `s` in order and lets the system settle after each; `run_until(predicate)`
 jumps to the next timer whenever nothing is under way, until the predicate holds — or fails at once with
 what every actor and every parked request waits for (`Stalled`) when nothing is left that could make it
-hold. "Nothing under way" (`busy()` is empty) is judged from what each part reports, never from a pause:
+hold. A span in which only keepalives would fire (the fake's bookmarks and watch timeouts, and the stall
+bounds they push on) `run_until` crosses in one leap (`on_leap`: each part moves those timers on at once;
+issue 20: a virtual day was ~1,750 jumps, ~1,440 of them keepalives). "Nothing under way" (`busy()` is
+empty) is judged from what each part reports, never from a pause:
 
 - every actor's inbox empty and no message being handled (`shell/mailbox.py` marks a handling thread);
 - no timer due and not yet fired, none firing (every `Timers` on this clock attaches itself);
@@ -90,6 +93,8 @@ class VirtualClock:
         self.settle = settle
         self.activity = Activity()
         self.jumps = 0  # how many times the clock moved: what a measurement of virtual time counts
+        self.leaps = 0  # how many keepalive-only spans `run_until` crossed at once (`on_leap`)
+        self._leapers: dict[object, Callable[[float], None]] = {}
         self._own: Timers | None = None  # made by `pause` on this clock
         if settle:
             from jr2_actors.shell import mailbox
@@ -160,16 +165,48 @@ class VirtualClock:
         return sorted(found, key=lambda u: u.at)[:limit]
 
     def _soonest(self) -> tuple[float | None, float | None]:
-        """When the next timer is due, and the next that is not a keepalive (None: none)."""
-        soonest: float | None = None
-        worth: float | None = None
+        """When the next timer is due, and the next worth a jump (None: none): not a keepalive, nor a `kept`
+        timer while a keepalive comes before the first of those (a watch's stall bound that the fake's next
+        bookmark will push on; a stalled stream sends none, so its stall bound is worth one)."""
+        keepalive: float | None = None
+        kept: float | None = None
+        other: float | None = None
         for timers in self._all_timers():
-            at, other = timers.soonest()
-            if at is not None and (soonest is None or at < soonest):
-                soonest = at
-            if other is not None and (worth is None or other < worth):
-                worth = other
+            a, k, o = timers.soonest()
+            keepalive = a if keepalive is None or (a is not None and a < keepalive) else keepalive
+            kept = k if kept is None or (k is not None and k < kept) else kept
+            other = o if other is None or (o is not None and o < other) else other
+        soonest = min((t for t in (keepalive, kept, other) if t is not None), default=None)
+        covered = kept is not None and keepalive is not None and keepalive < kept
+        worth = other if covered or kept is None else kept if other is None else min(kept, other)
         return soonest, worth
+
+    # -- leaps over what only keeps streams alive (`run_until`) ----------------------------------------
+
+    def on_leap(self, leapt: Callable[[float], None]) -> Callable[[], None]:
+        """`leapt(seconds)` is called, on the driving thread while nothing is under way, when `run_until`
+        crosses `seconds` in which only keepalives would have fired: before it returns, the part moves its
+        keepalives and what they push on (its `kept` timers) that much later, as if they had fired (what
+        else it owes, it may queue for its own thread: the clock waits for that after its jump). Returns
+        the call that takes it off again."""
+        key = object()
+        with self._lock:
+            self._leapers[key] = leapt
+
+        def off() -> None:
+            with self._lock:
+                self._leapers.pop(key, None)
+        return off
+
+    def _leap(self, seconds: float) -> bool:
+        """Tell every part that the next `seconds` were kept alive; False when no part would hear it."""
+        with self._lock:
+            leapers = list(self._leapers.values())
+            if leapers:
+                self.leaps += 1
+        for leapt in leapers:
+            leapt(seconds)
+        return bool(leapers)
 
     def _others(self, until: float) -> tuple[tuple[int, int], float] | None:
         """The one timer due by `until` that is not a keepalive, as ((timers, handle), when); None when
@@ -211,11 +248,16 @@ class VirtualClock:
     def run_until(self, predicate: Callable[[], object], *, within: float = RUN_UNTIL_WITHIN) -> None:
         """Jump from timer to timer, each time nothing is under way, until `predicate()` holds.
 
+        A span in which only keepalives would fire (the fake's bookmarks and watch timeouts, and the stall
+        bounds they push on: `Timers.schedule(keepalive=True)`, `kept=True`) is crossed in one leap to the
+        next timer worth a jump: each part that keeps a stream alive hears of it (`on_leap`) and moves those
+        timers as if they had fired — the streams stay open and none of them goes silent. `advance` fires
+        every one of them instead.
+
         Raises `Stalled` at once, with what every actor and parked request waits for, when nothing is under
         way and what is left cannot make it hold: no timer within `within` virtual seconds of the start but
-        those that only keep streams alive (`Timers.schedule(keepalive=True)`: the fake's bookmarks and watch
-        timeouts), or only those fire and each of `KEPT_ALIVE_JUMPS` of them in a row pushes the one other
-        timer within the look ahead on (a watch's stall bound, which bookmarks keep from ever coming due).
+        keepalives and what they push on, or only keepalives fire and each of `KEPT_ALIVE_JUMPS` of them in a
+        row pushes the one other timer within the look ahead on (a stall bound no part marked `kept`).
         The predicate is asked at the start and after each jump that fired a timer other than a keepalive
         (a keepalive changes nothing it could see)."""
         horizon = self.monotonic() + within
@@ -237,6 +279,9 @@ class VirtualClock:
                 raise Stalled("nothing is under way and no timer is left within the "
                               f"{within:g} s looked ahead but those that only keep streams alive: what was "
                               "awaited cannot come\n" + self.describe())
+            if nxt < worth and self._leap(worth - self.monotonic()):
+                nxt, worth = self._soonest()  # the keepalives and what they push on moved past the one worth it
+                assert nxt is not None and worth is not None
             if ask:
                 pushed, before = 0, None
             else:  # a keepalive-only jump: did it push on the one other timer within the horizon?
@@ -272,7 +317,7 @@ class VirtualClock:
         deadline = time.monotonic() + timeout
         while True:
             seen = QUIETING.generation
-            state, busy = self._look()
+            state, busy = self._look(first=True)
             if not busy:
                 # A byte on a loopback socket has no counter: this moment lets its reader take it.
                 QUIETING.wait(seen, SETTLE_SECONDS)
@@ -282,17 +327,24 @@ class VirtualClock:
                 if not busy:
                     continue
             if time.monotonic() >= deadline:
+                busy = self._look()[1]
                 raise NeverIdle(f"still busy after {timeout:g} s of real time: {'; '.join(busy[:20])}\n"
                                 + self.describe())
             QUIETING.wait(seen, LOOK_AGAIN_SECONDS)
 
-    def _look(self) -> tuple[tuple[int, int], list[str]]:
+    def _look(self, *, first: bool = False) -> tuple[tuple[int, int], list[str]]:
+        """What is under way; with `first`, only as far as the first part found at work (the busy clock's
+        looks while the system settles: each costs the GIL the parts at work need)."""
         from jr2_actors.shell import mailbox
 
         received, busy = mailbox.look_at_actors()
+        if first and busy:
+            return (received, self.activity.generation), busy
         now = self.monotonic()
         for timers in self._all_timers():
             busy += timers.under_way(now)
+            if first and busy:
+                return (received, self.activity.generation), busy
         busy += self.activity.under_way()
         return (received, self.activity.generation), busy
 

@@ -34,6 +34,7 @@ class Timers:
         self._due: dict[int, float] = {}  # each live timer's own time (a `move` later leaves its heap entry early)
         self._labels: dict[int, str] = {}
         self._keepalive: set[int] = set()  # timers that only keep a stream alive (`schedule(keepalive=True)`)
+        self._kept: set[int] = set()  # timers the keepalives push on (`kept=True`: a watch's stall bound)
         self._ids = itertools.count(1)
         self._stopped = False
         self._firing = 0  # callbacks taken off the heap and not yet run
@@ -47,32 +48,37 @@ class Timers:
             self._quiet = getattr(self.clock, "went_quiet", None)
 
     def schedule(self, when: float, callback: Callable[[], object], label: str = "", *,
-                 keepalive: bool = False) -> int:
+                 keepalive: bool = False, kept: bool = False) -> int:
         """`label` says what the timer is for (a driven VirtualClock's `upcoming()` shows it); by default,
         the callback's name. `keepalive`: the timer only keeps a stream alive (the fake's bookmarks and watch
         timeouts) and changes nothing a test waits on; a driven VirtualClock's `run_until` fails at once
-        when nothing else is left."""
+        when nothing else is left. `kept`: the timer is one the keepalives push on while the stream lives
+        (a watch's stall bound), so `run_until` may leap over it with them (shell/clock.py)."""
         with self._cond:
             handle = next(self._ids)
             self._callbacks[handle] = callback
             if keepalive:
                 self._keepalive.add(handle)
+            if kept:
+                self._kept.add(handle)
             self._due[handle] = when
             self._labels[handle] = label or getattr(callback, "__qualname__", "a callback")
             heapq.heappush(self._heap, (when, handle))
             self._cond.notify()
             return handle
 
-    def move(self, handle: int | None, when: float) -> bool:
-        """Move a pending timer to `when`. Later costs a dict write and no wake of the timer thread: the
-        thread finds the new time when the old one comes and waits again (a stall bound pushed on by every
-        frame never fires while frames come, and a driven VirtualClock never jumps to it). False when the
-        timer is gone (fired or cancelled)."""
+    def move(self, handle: int | None, when: float, *, kept: bool | None = None) -> bool:
+        """Move a pending timer to `when` (and say again whether it is `kept`, when given). Later costs a dict
+        write and no wake of the timer thread: the thread finds the new time when the old one comes and waits
+        again (a stall bound pushed on by every frame never fires while frames come, and a driven
+        VirtualClock never jumps to it). False when the timer is gone (fired or cancelled)."""
         if handle is None:
             return False
         with self._cond:
             if handle not in self._callbacks:
                 return False
+            if kept is not None:
+                (self._kept.add if kept else self._kept.discard)(handle)
             earlier = when < self._due[handle]
             self._due[handle] = when
             if earlier:
@@ -95,23 +101,29 @@ class Timers:
             self._due.pop(handle, None)
             self._labels.pop(handle, None)
             self._keepalive.discard(handle)
+            self._kept.discard(handle)
 
     def pending(self) -> list[tuple[float, str]]:
         """Every timer not yet fired nor cancelled: when it is due, and what it is for."""
         with self._cond:
             return [(when, f"{self.name}: {self._labels.get(handle, '?')}") for handle, when in self._due.items()]
 
-    def soonest(self) -> tuple[float | None, float | None]:
-        """When the next timer is due, and the next that is not a keepalive (None: none is set)."""
+    def soonest(self) -> tuple[float | None, float | None, float | None]:
+        """When the next keepalive is due, the next `kept` timer, and the next of the others (None: none)."""
         with self._cond:
             due = self._due
             if not due:
-                return None, None
-            soonest = min(due.values())
-            if not self._keepalive:
-                return soonest, soonest
-            keepalive = self._keepalive
-            return soonest, min((when for handle, when in due.items() if handle not in keepalive), default=None)
+                return None, None, None
+            keepalive, kept = self._keepalive, self._kept
+            if not keepalive and not kept:
+                return None, None, min(due.values())
+            first: list[float | None] = [None, None, None]
+            for handle, when in due.items():
+                i = 0 if handle in keepalive else 1 if handle in kept else 2
+                at = first[i]
+                if at is None or when < at:
+                    first[i] = when
+            return first[0], first[1], first[2]
 
     def others(self, until: float) -> list[tuple[int, float]]:
         """The timers due by `until` that are not keepalives: (handle, when)."""
@@ -142,6 +154,7 @@ class Timers:
             self._due.clear()
             self._labels.clear()
             self._keepalive.clear()
+            self._kept.clear()
             self._cond.notify()
         detach = getattr(self.clock, "detach", None)
         if callable(detach):
@@ -170,6 +183,7 @@ class Timers:
             del self._due[handle]
             self._labels.pop(handle, None)
             self._keepalive.discard(handle)
+            self._kept.discard(handle)
             due.append(callback)
         return due
 
@@ -211,18 +225,21 @@ class Deadline:
         self._message = message
         self._handle: int | None = None
         self.armed_for: float | None = None
+        self._kept = False
 
-    def arm(self, at: float | None) -> None:
+    def arm(self, at: float | None, *, kept: bool = False) -> None:
+        """`kept`: the deadline is one keepalives push on (a watching stream's stall bound, `Timers`)."""
         if at is None:
             self.cancel()
             return
-        if at == self.armed_for:
+        if at == self.armed_for and kept == self._kept:
             return
-        self.armed_for = at
-        if self._timers.move(self._handle, at):
+        self.armed_for, self._kept = at, kept
+        if self._timers.move(self._handle, at, kept=kept):
             return
         ref, message = self._ref, self._message
-        self._handle = self._timers.schedule(at, lambda: tell_quietly(ref, message), type(message).__name__)
+        self._handle = self._timers.schedule(at, lambda: tell_quietly(ref, message), type(message).__name__,
+                                             kept=kept)
 
     def fired(self) -> None:
         """The message arrived: whatever the next step answers is armed afresh. A message whose timer fired

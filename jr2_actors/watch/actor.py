@@ -259,11 +259,15 @@ class WatchActor(Shell):
         self._io_broken = False  # a step on the I/O thread raised: it steps nothing more
         self._timers = Timers(self.clock, name="jr2-watch-timers")
         self._deadline: Deadline | None = None
+        self._off_leap: Callable[[], None] | None = None
         self._budget = shutdown_budget
         self._io = _WatchIo(client, namespace or client.namespace, self._from_io, watch_timeout, activity(self.clock))
 
     def started(self) -> None:
         self._deadline = Deadline(self._timers, self.actor_ref, _Tick(), keep_earlier=True)
+        on_leap = getattr(self.clock, "on_leap", None)  # a driven VirtualClock's leaps over keepalives only
+        if callable(on_leap) and getattr(self.clock, "settle", False):
+            self._off_leap = on_leap(self._leapt)
         self._io.start()
         with self._lock:
             self._step(core.Started())
@@ -284,6 +288,8 @@ class WatchActor(Shell):
         return None
 
     def cleanup(self) -> None:
+        if self._off_leap is not None:
+            self._off_leap()
         with self._lock:
             self._step(core.Shutdown())
         self._timers.stop(self._budget)
@@ -293,6 +299,12 @@ class WatchActor(Shell):
             recipients, self._recipients = self._recipients, {}
         for key, recipient in recipients.items():
             tell_quietly(recipient, WatchClosed(key))
+
+    def _leapt(self, seconds: float) -> None:
+        """On the clock's thread, while nothing is under way: the stall bound moves on at once (as a frame's
+        step moves it on the I/O thread)."""
+        with self._lock:
+            self._step(core.KeptAlive(seconds))
 
     def _control(self, message: Register | Unregister | OwnWrite | _Tick) -> None:
         """A message that steps the core; the caller holds `_lock`."""
@@ -357,8 +369,8 @@ class WatchActor(Shell):
                 self._io.watch(action.resource_version, action.stream)
             elif isinstance(action, core.CloseStream):
                 self._io.close(action.stream)
-        if self._deadline is not None:
-            self._deadline.arm(step.deadline)
+        if self._deadline is not None:  # a watching stream's stall bound is one the server's keepalives push on
+            self._deadline.arm(step.deadline, kept=self.core.phase == "watching")
         if metrics.on:  # the state built only for a watch that is counted
             c = self.core
             metrics.publish(WatchState(c.phase, c.keeper.degraded, c.failures, len(c.cache.waiters), c.tracked,

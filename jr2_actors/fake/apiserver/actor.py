@@ -28,14 +28,12 @@ import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, cast
 
 import pykka
 
 from jr2_actors.fake.apiserver import discovery, rest
 from jr2_actors.fake.apiserver.knobs import (
-    END,
     KNOBS,
     ApiCall,
     Away,
@@ -60,6 +58,7 @@ from jr2_actors.fake.apiserver.knobs import (
 from jr2_actors.fake.apiserver.rest import ApiAnswer, ApiRequest, WatchSpec, status_answer
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.apiserver.status import StatusError
+from jr2_actors.fake.apiserver.stream_items import END, WAKE, BookmarkAt, Leapt, Wake, drain, version_of
 from jr2_actors.fake.http import HttpServer, Request, json_args
 from jr2_actors.fake.messages import Run
 from jr2_actors.shell import Shell
@@ -212,6 +211,19 @@ class ApiApp:
         # On a virtual clock a watch's timeout and bookmarks are timers on it (a wake put in the watch's
         # queue), so the clock knows of them and jumps to them; on the real clock the loop's waits suffice.
         self.timers = Timers(clock, name="fake-watch-timers") if callable(getattr(clock, "attach", None)) else None
+        self._streams: set[Wake] = set()  # each open watch's timer: a leap moves each
+        self._streams_lock = threading.Lock()
+        on_leap = getattr(clock, "on_leap", None)
+        self.off_leap = on_leap(self._leapt) if self.timers is not None and callable(on_leap) else None
+
+    def _leapt(self, seconds: float) -> None:
+        """A driven VirtualClock crosses `seconds` of keepalives only: each open watch's timer moves that much
+        later at once, and its loop moves its next bookmark and its timeout as if it had sent the one and not
+        yet reached the other."""
+        with self._streams_lock:
+            streams = list(self._streams)
+        for wake in streams:
+            wake.leap(seconds)
 
     def handle(self, r: Request) -> None:
         # A driven VirtualClock never jumps while a request is served (a parked watch excepted: `_stream`).
@@ -272,17 +284,21 @@ class ApiApp:
         stalled = False
         ending = False  # the timeout came: the stream ends once what was queued before it is sent
         sent = 0  # the version of the last frame sent: a bookmark never goes back before it
-        wake = _Wake(self.timers, ticket.queue, f"watch {spec.kind.kind}")
+        wake = Wake(self.timers, ticket.queue, f"watch {spec.kind.kind}")
         frames, nothing_queued = ticket.queue, ticket.queue.empty
+        with self._streams_lock:
+            self._streams.add(wake)
         try:
             while not self.closing.is_set():
                 if ticket.stalled.is_set():
-                    # Sends nothing; notices at once a client that gives up on it (its stall bound).
+                    # Sends nothing; notices at once a client that gives up on it (its stall bound). No
+                    # keepalive of its own is pending, so a driven clock's leap never crosses that bound.
                     stalled = True
+                    wake.arm(None, "")
                     with job.waiting(lambda: False):
                         if r.peer_gone(wait=0.05):
                             return
-                    if _drain(frames):  # what would have been sent is lost, as on a blackholed link
+                    if drain(frames):  # what would have been sent is lost, as on a blackholed link
                         return
                     continue
                 if stalled or ticket.lost.is_set():
@@ -295,12 +311,12 @@ class ApiApp:
                     ending = True
                     wake.arm(None, "")
                     if spec.bookmarks:
-                        frames.put(_BookmarkAt(ticket.published.rv))
+                        frames.put(BookmarkAt(ticket.published.rv))
                     frames.put(END)
                 elif not ending and next_bookmark is not None and interval and now >= next_bookmark:
                     # Queued behind every frame of the writes up to its version (CONTRACTS.md §2: a bookmark
                     # says all before it was sent), on either clock, while frames flow too.
-                    frames.put(_BookmarkAt(ticket.published.rv))
+                    frames.put(BookmarkAt(ticket.published.rv))
                     next_bookmark = now + interval
                 due = deadline if next_bookmark is None else min(deadline, next_bookmark)
                 if not ending:
@@ -311,8 +327,13 @@ class ApiApp:
                         item = frames.get(timeout=min(max(wait, 0.0), 0.5))
                 except queue.Empty:
                     continue
-                if item is _WAKE:
+                if item is WAKE:
                     wake.fired()
+                    continue
+                if isinstance(item, Leapt):
+                    deadline += item.seconds
+                    if next_bookmark is not None:
+                        next_bookmark += item.seconds
                     continue
                 if item is END:
                     break
@@ -321,7 +342,7 @@ class ApiApp:
                 if ticket.stalled.is_set():
                     stalled = True
                     continue  # a blackholed connection: what would have been sent is lost
-                if isinstance(item, _BookmarkAt):
+                if isinstance(item, BookmarkAt):
                     # A bookmark carries the watched kind and only a resourceVersion (CONTRACTS.md §2).
                     r.chunk(_line({"type": "BOOKMARK", "object": {
                         "kind": spec.kind.kind, "apiVersion": spec.kind.api_version,
@@ -329,12 +350,14 @@ class ApiApp:
                     continue
                 frame = cast(dict[str, Any], item)
                 r.chunk(_line(self._framed(frame, spec)))
-                sent = max(sent, _version_of(frame))
+                sent = max(sent, version_of(frame))
             r.end_chunked()
             r.close_connection = self.closing.is_set()
         except OSError:
             pass  # the client went away
         finally:
+            with self._streams_lock:
+                self._streams.discard(wake)
             wake.arm(None, "")
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 self.actor.ask(Unwatch(ticket), timeout=ASK_TIMEOUT)
@@ -346,60 +369,6 @@ class ApiApp:
                     "object": discovery.table(spec.kind, [obj], obj["metadata"]["resourceVersion"],
                                               self.clock.wall())}
         return frame
-
-
-@dataclass(frozen=True, slots=True)
-class _BookmarkAt:
-    """A bookmark due, queued behind the frames it follows: its version as the API server last published it."""
-
-    rv: int
-
-
-def _version_of(frame: dict[str, Any]) -> int:
-    """A frame's object's resourceVersion (0 when it has none: a 410 ERROR's Status)."""
-    obj = frame.get("object")
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
-    return int(rv) if isinstance(rv, str) and rv.isdigit() else 0
-
-
-_WAKE = object()  # put in a watch's queue by its timer on a virtual clock: look at the time again
-
-
-class _Wake:
-    """A watch's one timer on a virtual clock (none on the real one): at its timeout or next bookmark."""
-
-    def __init__(self, timers: Timers | None, frames: queue.SimpleQueue[object], what: str) -> None:
-        self._timers, self._frames, self._what = timers, frames, what
-        self._handle: int | None = None
-        self._at: float | None = None
-        self.on = timers is not None
-
-    def arm(self, at: float | None, why: str) -> None:
-        if self._timers is None or at == self._at:
-            return
-        self._timers.cancel(self._handle)
-        self._handle, self._at = None, at
-        if at is not None:
-            put = self._frames.put
-            # A watch's own upkeep (ADR-0063's bookmarks and its timeout): what a test waits on is never this.
-            self._handle = self._timers.schedule(at, lambda: put(_WAKE), f"{self._what}: its {why}", keepalive=True)
-
-    def fired(self) -> None:
-        """As `shell.timers.Deadline.fired`: a wake that was queued before the loop armed a new timer leaves
-        that timer held (forgotten, it would fire beside the next one armed)."""
-        if self._timers is None or not self._timers.is_set(self._handle):
-            self._handle, self._at = None, None
-
-
-def _drain(frames: queue.SimpleQueue[object]) -> bool:
-    """Drop every queued frame; True when the end of the stream was among them."""
-    while True:
-        try:
-            if frames.get_nowait() is END:
-                return True
-        except queue.Empty:
-            return False
 
 
 def _line(frame: dict[str, Any]) -> bytes:
@@ -438,6 +407,8 @@ class ApiHttpServer:
 
     def stop(self) -> None:
         self._http.stop()
+        if self._app.off_leap is not None:
+            self._app.off_leap()
         if self._app.timers is not None:
             self._app.timers.stop()
 

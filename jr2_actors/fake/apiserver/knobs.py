@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from jr2_actors.fake.apiserver.rest import ApiRequest, WatchSpec
 from jr2_actors.fake.apiserver.status import StatusError
+from jr2_actors.fake.apiserver.stream_items import END, WAKE
 
 if TYPE_CHECKING:
     from jr2_actors.fake.apiserver.actor import ApiServerActor
 
-END = object()  # what a watch's queue ends with
 
 
 # -- messages ----------------------------------------------------------------------------------------
@@ -122,6 +122,8 @@ class StallWatches(Knob):
         for t in server.tickets.values():
             if self.on:
                 t.stalled.set()
+                t.queue.put(WAKE)  # its loop sees the stall now, and drops its keepalive (a clock's leap
+                # never crosses the stall bound it no longer pushes on)
             else:
                 t.stalled.clear()
 
