@@ -418,7 +418,7 @@ def test_a_sandbox_never_ready_fails_its_workspace_at_the_provisioning_budget(
     assert status["durationSeconds"] == PROVISION_BUDGET_SECONDS  # the budget on the virtual clock, to the second
 
 
-@pytest.mark.slow  # a virtual week is ~12,000 jumps (the watch's bookmarks): seconds of wall time
+@pytest.mark.slow  # a virtual week is ~2,400 jumps and as many leaps: seconds of wall time
 @pytest.mark.jr2_fake_cluster(time="virtual")
 @pytest.mark.jr2_agents(worker=[[Hang()]])
 def test_an_after_of_a_week_then_the_seven_day_sweep(jr2_orchestrator: Orchestrator,

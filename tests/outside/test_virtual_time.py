@@ -58,7 +58,7 @@ def test_a_run_waits_two_hours_for_a_place_then_finishes(
     assert clock.monotonic() - began >= 2 * 3600  # it could only finish once the two hours were over
 
 
-@pytest.mark.slow  # this repository's marker for a test of seconds: a virtual day is ~3,500 timer jumps
+@pytest.mark.slow  # this repository's marker for a test of a second: a virtual day is ~315 jumps and ~310 leaps
 @pytest.mark.jr2_fake_cluster(time="virtual")
 @pytest.mark.jr2_agents(coder=[[Hang()]])  # the Turn never ends: only the state's `after` moves the run on
 def test_a_day_of_lease_renewals_at_five_minutes_give_or_take_a_fifth(

@@ -25,7 +25,6 @@ never reads a clock of its own: times are passed in.
 
 from __future__ import annotations
 
-import copy
 import itertools
 from collections.abc import Callable, Mapping
 
@@ -162,7 +161,7 @@ class ClusterState:
         if (kind.plural, namespace, name) in self._objects:
             raise StatusError(409, "AlreadyExists", f'{qualified(kind)} "{name}" already exists',
                               {"name": name, "group": kind.group, "kind": kind.plural})
-        obj = events.stored(kind, fold_string_data(kind, copy.deepcopy(body)))
+        obj = events.stored(kind, fold_string_data(kind, json_copy(body)))
         obj["apiVersion"] = kind.api_version
         obj["kind"] = kind.kind
         m = obj.setdefault("metadata", {})
@@ -205,15 +204,15 @@ class ClusterState:
         if existing is None:
             if subresource is not None:
                 raise not_found(kind, name)
-            applied = copy.deepcopy(body)
+            applied = json_copy(body)
             applied.setdefault("metadata", {})["name"] = name
             created = self.create(view, namespace, applied, now=now, options=WriteOptions(dry_run=True))
             ssa.record_apply(created, None, applied, manager, view.api_version, now, subresource=None)
             if options.dry_run:
                 return created
             return events.view(view, self._commit("ADDED", kind, namespace, events.stored(view, created)))
-        merged = ssa.apply(view, events.view(view, copy.deepcopy(existing)),
-                           fold_string_data(kind, copy.deepcopy(body)), manager, force=force, subresource=subresource,
+        merged = ssa.apply(view, events.view(view, json_copy(existing)),
+                           fold_string_data(kind, json_copy(body)), manager, force=force, subresource=subresource,
                            status_kind=kind.plural in STATUS_KINDS, api_version=view.api_version, now=now)
         result = events.stored(view, merged)
         if view is EVENTS_V1:
@@ -234,7 +233,7 @@ class ClusterState:
         if existing is None:
             raise not_found(kind, name)
         try:
-            patched = patches.apply_patch(patch_type, events.view(kind, copy.deepcopy(existing)), patch)
+            patched = patches.apply_patch(patch_type, events.view(kind, json_copy(existing)), patch)
         except patches.PatchError as e:
             raise StatusError(e.code, "BadRequest" if e.code == 400 else "Invalid", str(e)) from None
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
@@ -272,7 +271,7 @@ class ClusterState:
         if uid and uid != existing["metadata"]["uid"]:
             raise conflict(kind, name, f"Precondition failed: UID in precondition: {uid}, "
                                        f"UID in object meta: {existing['metadata']['uid']}")
-        return self._write_view(kind, namespace, existing, copy.deepcopy(body), subresource, options, now)
+        return self._write_view(kind, namespace, existing, json_copy(body), subresource, options, now)
 
     def replace_status(self, kind: Kind, namespace: str | None, name: str, status: Obj, *,
                        uid: str | None = None) -> Obj:
@@ -281,8 +280,8 @@ class ClusterState:
         existing = self._objects.get((kind.plural, namespace, name))
         if existing is None or (uid is not None and existing["metadata"]["uid"] != uid):
             raise not_found(kind, name)
-        result = copy.deepcopy(existing)
-        result["status"] = copy.deepcopy(status)
+        result = json_copy(existing)
+        result["status"] = json_copy(status)
         return self._update(kind, namespace, existing, result)
 
     def delete(self, kind: Kind, namespace: str | None, name: str, *,
@@ -308,7 +307,7 @@ class ClusterState:
                                         f'"{propagation}": supported values: "Foreground", "Background", '
                                         '"Orphan"')], group_kind=("meta.k8s.io", "DeleteOptions"))
         if options.dry_run:
-            return copy.deepcopy(existing)
+            return json_copy(existing)
         if kind is NAMESPACE and not meta.get("finalizers"):
             return self._terminate(existing, now)
         finalizers = list(meta.get("finalizers") or [])
@@ -318,8 +317,8 @@ class ClusterState:
             finalizers = [*finalizers, FOREGROUND] if FOREGROUND not in finalizers else finalizers
         if finalizers:
             if meta.get("deletionTimestamp") and finalizers == meta.get("finalizers"):
-                return copy.deepcopy(existing)
-            marked = copy.deepcopy(existing)
+                return json_copy(existing)
+            marked = json_copy(existing)
             marked["metadata"]["finalizers"] = finalizers
             marked["metadata"].setdefault("deletionTimestamp", rfc3339(now))
             marked["metadata"].setdefault("deletionGracePeriodSeconds", 0)
@@ -328,7 +327,7 @@ class ClusterState:
                 # The garbage collector deletes the dependents first, then lifts its own finalizer.
                 self._collect(meta["uid"], now)
                 held = self._objects[(kind.plural, namespace, name)]
-                lifted = copy.deepcopy(held)
+                lifted = json_copy(held)
                 lifted["metadata"]["finalizers"] = [f for f in finalizers if f != FOREGROUND]
                 self._update(kind, namespace, held, lifted, now=now)
             return updated
@@ -387,7 +386,7 @@ class ClusterState:
         """Keep what the target does not own: /status writes only status, the main resource of a status
         kind never writes status; then update."""
         if subresource == "status":
-            kept = copy.deepcopy(existing)
+            kept = json_copy(existing)
             if "status" in result:
                 kept["status"] = result["status"]
             else:
@@ -395,7 +394,7 @@ class ClusterState:
             result = kept
         elif kind.plural in STATUS_KINDS or kind is NAMESPACE:
             if "status" in existing:
-                result["status"] = copy.deepcopy(existing["status"])
+                result["status"] = json_copy(existing["status"])
             else:
                 result.pop("status", None)
         result["apiVersion"], result["kind"] = kind.api_version, kind.kind
@@ -436,7 +435,7 @@ class ClusterState:
         if manager:
             ssa.record_update(result, existing, manager, kind.api_version, now, operation="Update")
         if result == existing:
-            return copy.deepcopy(existing)  # a no-op writes nothing and tells no watcher
+            return json_copy(existing)  # a no-op writes nothing and tells no watcher
         validate_object(kind, result)
         if options.dry_run:
             return result
@@ -447,7 +446,7 @@ class ClusterState:
 
     def _remove(self, kind: Kind, namespace: str | None, name: str, now: float) -> Obj:
         previous = self._objects.pop((kind.plural, namespace, name))
-        final = self._commit("DELETED", kind, namespace, copy.deepcopy(previous), store=False, previous=previous)
+        final = self._commit("DELETED", kind, namespace, json_copy(previous), store=False, previous=previous)
         self._collect(previous["metadata"]["uid"], now)
         if namespace is not None and not any(k[1] == namespace for k in self._objects):
             home = self._objects.get((NAMESPACE.plural, None, namespace))
@@ -459,7 +458,7 @@ class ClusterState:
         """A namespace's delete: Terminating (new content refused) while what it holds is deleted, each
         object as its own delete would go (finalizers hold it); gone once it is empty."""
         name = namespace["metadata"]["name"]
-        marked = copy.deepcopy(namespace)
+        marked = json_copy(namespace)
         marked["metadata"]["deletionTimestamp"] = namespace["metadata"].get("deletionTimestamp") or rfc3339(now)
         marked["metadata"].setdefault("deletionGracePeriodSeconds", 0)
         marked["status"] = {"phase": "Terminating"}
@@ -480,7 +479,7 @@ class ClusterState:
     def _orphan(self, uid: str) -> None:
         for plural, ns, dep_name in dependents(self._objects, uid):
             dep = self._objects[(plural, ns, dep_name)]
-            orphaned = copy.deepcopy(dep)
+            orphaned = json_copy(dep)
             refs = [o for o in dep["metadata"]["ownerReferences"] if not (isinstance(o, dict) and o.get("uid") == uid)]
             if refs:
                 orphaned["metadata"]["ownerReferences"] = refs
@@ -495,6 +494,6 @@ class ClusterState:
         if store:
             self._objects[(kind.plural, namespace, obj["metadata"]["name"])] = obj
         # One copy serves the history and every watcher: nobody downstream changes an event's object.
-        event = Event(self.rv, type_, kind.plural, namespace, copy.deepcopy(obj), previous)
+        event = Event(self.rv, type_, kind.plural, namespace, json_copy(obj), previous)
         self.history.record(event)
-        return copy.deepcopy(obj)
+        return json_copy(obj)
