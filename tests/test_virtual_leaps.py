@@ -93,3 +93,24 @@ def test_the_keeper_counts_its_stall_bound_from_the_last_progress_plus_the_span_
     assert keeper.step(stream.Tick(), 1000.0 + STALL_BOUND_SECONDS - 1).actions == []  # not silent yet
     closed = keeper.step(stream.Tick(), 1000.0 + STALL_BOUND_SECONDS).actions
     assert any(isinstance(a, stream.CloseStream) for a in closed)  # silent for the whole bound after it
+
+
+def test_a_fake_watchs_timer_moves_at_the_leap_and_its_loop_counts_the_span_with_its_next_reading() -> None:
+    """The reviewer's race: a loop that woke on its own just as the clock leapt must not read the clock past
+    the leap without it (it would end its watch early, or send a bookmark the span then pushes on twice)."""
+    import queue
+
+    from jr2_actors.fake.apiserver.stream_items import Wake
+
+    clock = VirtualClock(settle=True)
+    timers = Timers(clock, name="fake-watch-timers")
+    try:
+        wake = Wake(timers, queue.SimpleQueue(), "watch Sandbox")
+        wake.arm(60.0, "bookmark")
+        wake.leap(1000.0)
+        assert [u.at for u in clock.upcoming()] == [1060.0]
+        clock._set(1000.0)  # the jump right after the leap
+        assert wake.now(clock) == (1000.0, 1000.0)  # the time past the leap comes with the leap itself
+        assert wake.now(clock) == (1000.0, 0.0)  # and only once
+    finally:
+        timers.stop()

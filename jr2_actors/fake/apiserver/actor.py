@@ -58,7 +58,7 @@ from jr2_actors.fake.apiserver.knobs import (
 from jr2_actors.fake.apiserver.rest import ApiAnswer, ApiRequest, WatchSpec, status_answer
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.apiserver.status import StatusError
-from jr2_actors.fake.apiserver.stream_items import END, WAKE, BookmarkAt, Leapt, Wake, drain, version_of
+from jr2_actors.fake.apiserver.stream_items import END, WAKE, BookmarkAt, Wake, drain, version_of
 from jr2_actors.fake.http import HttpServer, Request, json_args
 from jr2_actors.fake.messages import Run
 from jr2_actors.shell import Shell
@@ -218,8 +218,8 @@ class ApiApp:
 
     def _leapt(self, seconds: float) -> None:
         """A driven VirtualClock crosses `seconds` of keepalives only: each open watch's timer moves that much
-        later at once, and its loop moves its next bookmark and its timeout as if it had sent the one and not
-        yet reached the other."""
+        later at once, and its loop moves its next bookmark and its timeout as it next reads the time, as if
+        it had sent the one and not yet reached the other (`Wake.now`)."""
         with self._streams_lock:
             streams = list(self._streams)
         for wake in streams:
@@ -306,7 +306,11 @@ class ApiApp:
                     # client resumes from what it last saw; found by the sim, seed 150: a stream that went on
                     # after a gap left Workspaces waiting for events that never came).
                     return
-                now = clock.monotonic()
+                now, leapt = wake.now(clock)
+                if leapt:  # a driven clock leapt over keepalives only: as if its bookmarks had gone out
+                    deadline += leapt
+                    if next_bookmark is not None:
+                        next_bookmark += leapt
                 if not ending and now >= deadline:  # a last bookmark just before the end, as a real server's
                     ending = True
                     wake.arm(None, "")
@@ -329,11 +333,6 @@ class ApiApp:
                     continue
                 if item is WAKE:
                     wake.fired()
-                    continue
-                if isinstance(item, Leapt):
-                    deadline += item.seconds
-                    if next_bookmark is not None:
-                        next_bookmark += item.seconds
                     continue
                 if item is END:
                     break

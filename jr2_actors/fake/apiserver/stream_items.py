@@ -1,8 +1,10 @@
 """What a fake watch's queue holds besides its frames, and the one timer that wakes its loop on a virtual clock.
 
 The loop (`ApiApp._stream`) takes from one queue: the write's frames, `BookmarkAt` (a bookmark due, behind the
-frames it follows), `WAKE` (its timer: look at the time again), `Leapt` (a driven clock crossed a span of
-keepalives only: ADR-0063's bookmarks and timeout move on by it) and `END`.
+frames it follows), `WAKE` (its timer: look at the time again) and `END`. A driven clock's leap over a span of
+keepalives only moves the loop's timer at once and leaves the span for the loop, which adds it to its next
+bookmark and its timeout as it reads the time (`Wake.now`), so it never reads the clock past a leap it has not
+counted.
 """
 
 from __future__ import annotations
@@ -12,14 +14,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from jr2_actors.shell.clock import Clock
 from jr2_actors.shell.timers import Timers
-
-
-@dataclass(frozen=True, slots=True)
-class Leapt:
-    """A driven VirtualClock's leap over `seconds` of keepalives only (`VirtualClock.on_leap`)."""
-
-    seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +37,7 @@ class Wake:
         self._lock = threading.Lock()  # the loop arms it; a leap, on the clock's thread, moves it
         self._handle: int | None = None
         self._at: float | None = None
+        self._leapt = 0.0  # seconds leapt that the loop has not counted yet (`now`)
         self.on = timers is not None
 
     def arm(self, at: float | None, why: str) -> None:
@@ -56,12 +53,20 @@ class Wake:
                                                      keepalive=True)
 
     def leap(self, seconds: float) -> None:
-        """Move the timer `seconds` on now, and tell the loop (`Leapt`) to move its bookmark and timeout."""
+        """On the clock's thread (`VirtualClock.on_leap`): move the timer `seconds` on now, and keep them for
+        the loop's next `now`."""
         with self._lock:
             if self._timers is not None and self._at is not None and self._timers.move(self._handle,
                                                                                       self._at + seconds):
                 self._at += seconds
-            self._frames.put(Leapt(seconds))
+            self._leapt += seconds
+
+    def now(self, clock: Clock) -> tuple[float, float]:
+        """The clock's time and the seconds leapt since the last call, read together: a leap is counted
+        before (or after) both, never between (the clock moves on right after a leap)."""
+        with self._lock:
+            leapt, self._leapt = self._leapt, 0.0
+            return clock.monotonic(), leapt
 
     def fired(self) -> None:
         """As `shell.timers.Deadline.fired`: a wake that was queued before the loop armed a new timer leaves
