@@ -17,7 +17,7 @@ from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.values.errors import KubeError, KubeProtocolError, KubeTransportError
 from tests.test_client_loopback import Recorder, make_handler, server  # noqa: F401 (the fixture)
-from tests.waiting import WAIT, wait_until
+from tests.waiting import WAIT
 
 LEASE = {"metadata": {"uid": "u-1", "annotations": {"jr2.dev/keepalive": "2026-11-29T07:00:00.000Z"}}}
 SANDBOXES = "/apis/core.jr2.dev/v1alpha1/namespaces/jr2/sandboxes"
@@ -114,27 +114,6 @@ def test_an_answer_over_the_cap_is_refused_and_its_connection_never_reused(
         assert rec.connections == 2  # the half-read answer's connection was closed, not given back
     finally:
         small.close()
-
-
-def test_interrupt_ends_a_merge_patch_in_flight_and_the_client_goes_on(
-        server: tuple[Recorder, KubeClient]) -> None:  # noqa: F811
-    rec, client = server
-    failed: list[KubeTransportError] = []
-
-    def write() -> None:
-        try:
-            client.merge_patch(SANDBOX, "ws-1", LEASE)
-        except KubeTransportError as e:
-            failed.append(e)
-
-    thread = threading.Thread(target=write, daemon=True)
-    thread.start()
-    wait_until(lambda: rec.in_flight == 1, what="the patch held by the server")
-    client.interrupt()
-    thread.join(WAIT / 2)  # the server holds it for WAIT: only the interrupt ends it sooner
-    assert not thread.is_alive() and len(failed) == 1 and failed[0].kind == "connection", failed
-    rec.patch_answers.append((200, b'{"metadata":{}}'))
-    assert client.merge_patch(SANDBOX, "ws-1", LEASE) == {"metadata": {}}
 
 
 def test_a_refused_connection_is_a_connect_error() -> None:

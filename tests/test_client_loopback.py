@@ -305,7 +305,15 @@ def test_close_from_another_thread_unblocks_a_silent_watch(server: tuple[Recorde
     assert got == [Bookmark("9")]
 
 
-def test_interrupt_ends_a_write_in_flight_and_the_client_goes_on(server: tuple[Recorder, KubeClient]) -> None:
+WRITES = {  # requests' path, and the merge patch's own on urllib3 (kube/direct.py)
+    "apply": lambda c: c.apply(SANDBOX, "x", {"metadata": {"name": "x"}}),
+    "merge_patch": lambda c: c.merge_patch(SANDBOX, "x", {"metadata": {"annotations": {"a": "b"}}}),
+}
+
+
+@pytest.mark.parametrize("call", sorted(WRITES))
+def test_interrupt_ends_a_write_in_flight_and_the_client_goes_on(server: tuple[Recorder, KubeClient],
+                                                                 call: str) -> None:
     """Issue 16 item 9: a stopping orchestrator interrupts what its stopped actors left in flight, so an API
     server that holds a write cannot hold the stop for the read timeout; later calls go as ever."""
     rec, client = server
@@ -313,7 +321,7 @@ def test_interrupt_ends_a_write_in_flight_and_the_client_goes_on(server: tuple[R
 
     def write() -> None:
         try:
-            client.apply(SANDBOX, "x", {"metadata": {"name": "x"}})
+            WRITES[call](client)
         except KubeTransportError as e:
             failed.append(e)
 
