@@ -109,7 +109,7 @@ def test_a_fake_watchs_timer_moves_at_the_leap_and_its_loop_counts_the_span_with
         wake.arm(60.0, "bookmark")
         wake.leap(1000.0)
         assert [u.at for u in clock.upcoming()] == [1060.0]
-        clock._set(1000.0)  # the jump right after the leap
+        clock.advance(1000.0)  # the jump right after the leap
         assert wake.now(clock) == (1000.0, 1000.0)  # the time past the leap comes with the leap itself
         assert wake.now(clock) == (1000.0, 0.0)  # and only once
     finally:

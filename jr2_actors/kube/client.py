@@ -27,6 +27,7 @@ Theory of operation: one instance, shared by every actor of the process, safe to
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -34,7 +35,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -262,15 +263,9 @@ class KubeClient:
     def _direct_json(self, method: str, path: str, data: bytes, content_type: str, *, verb: str) -> dict[str, Any]:
         """`_json`'s contract (the same answers, errors, metrics, Cut and 401 retry), on `DirectCall`."""
         for attempt in (1, 2):
-            headers = {"Content-Type": content_type}
-            authorization = self._credentials.authorization()
-            if authorization:
-                headers["Authorization"] = authorization
-            cut = Cut()
-            with self._cuts_lock:
-                self._cuts.add(cut)
+            headers = self._headers(content_type)
             try:
-                with cut.active(), self._activity.busy(f"KubeClient {method} {path}"):
+                with self._in_flight(method, path):
                     answer = self._direct.send(method, path, data, headers, cap=self._max_body,
                                                failure_cap=FAILURE_BODY_CAP)
             except TooLarge as e:
@@ -279,10 +274,7 @@ class KubeClient:
             except (urllib3.exceptions.HTTPError, OSError) as e:
                 self.metrics.request(verb, None)
                 raise transport_error(e, method, path) from e
-            self.metrics.request(verb, answer.status)
-            if answer.status == 401 and attempt == 1 and self._credentials.refreshable:
-                self.metrics.unauthorized_retry()
-                log.info("401 on %s %s: re-reading the token file and retrying once", method, path)
+            if self._retry_unauthorized(verb, answer.status, attempt, method, path):
                 continue
             if answer.status >= 400:
                 raise _failure(answer.status, answer.reason, answer.body, answer.headers.get("Retry-After"),
@@ -295,30 +287,48 @@ class KubeClient:
               verb: str) -> requests.Response:
         url = self._base + path
         for attempt in (1, 2):
-            headers: dict[str, str] = {}
-            authorization = self._credentials.authorization()
-            if authorization:
-                headers["Authorization"] = authorization
-            if content_type:
-                headers["Content-Type"] = content_type
-            cut = Cut()  # `interrupt()` ends the request, and the reading of its answer (its connection holds it)
-            with self._cuts_lock:
-                self._cuts.add(cut)
+            headers = self._headers(content_type)
             try:
-                with cut.active(), self._activity.busy(f"KubeClient {method} {path}"):
+                with self._in_flight(method, path):
                     resp = self._session.request(method, url, params=params, data=data, headers=headers,
                                                  stream=stream, timeout=timeout)
             except requests.exceptions.RequestException as e:
                 self.metrics.request(verb, None)
                 raise transport_error(e, method, path) from e
-            self.metrics.request(verb, resp.status_code)
-            if resp.status_code == 401 and attempt == 1 and self._credentials.refreshable:
+            if self._retry_unauthorized(verb, resp.status_code, attempt, method, path):
                 resp.close()
-                self.metrics.unauthorized_retry()
-                log.info("401 on %s %s: re-reading the token file and retrying once", method, path)
                 continue
             return resp
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        """A request's own headers: the token read now (a token file on every request), the body's type."""
+        headers: dict[str, str] = {}
+        authorization = self._credentials.authorization()
+        if authorization:
+            headers["Authorization"] = authorization
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    @contextlib.contextmanager
+    def _in_flight(self, method: str, path: str) -> Iterator[None]:
+        """A request under its own `Cut` (`interrupt()` ends it, and the reading of its answer: its connection
+        holds the Cut) and reported to a driven VirtualClock while it is sent."""
+        cut = Cut()
+        with self._cuts_lock:
+            self._cuts.add(cut)
+        with cut.active(), self._activity.busy(f"KubeClient {method} {path}"):
+            yield
+
+    def _retry_unauthorized(self, verb: str, status: int, attempt: int, method: str, path: str) -> bool:
+        """Count the answer; True for a first 401 with a token file to read again (ADR-0063: once)."""
+        self.metrics.request(verb, status)
+        if status == 401 and attempt == 1 and self._credentials.refreshable:
+            self.metrics.unauthorized_retry()
+            log.info("401 on %s %s: re-reading the token file and retrying once", method, path)
+            return True
+        return False
 
     def _raise_for(self, resp: requests.Response, method: str, path: str) -> None:
         try:

@@ -369,8 +369,8 @@ class WatchActor(Shell):
                 self._io.watch(action.resource_version, action.stream)
             elif isinstance(action, core.CloseStream):
                 self._io.close(action.stream)
-        if self._deadline is not None:  # a watching stream's stall bound is one the server's keepalives push on
-            self._deadline.arm(step.deadline, kept=self.core.phase == "watching")
+        if self._deadline is not None:
+            self._deadline.arm(step.deadline, kept=self.core.deadline_kept)
         if metrics.on:  # the state built only for a watch that is counted
             c = self.core
             metrics.publish(WatchState(c.phase, c.keeper.degraded, c.failures, len(c.cache.waiters), c.tracked,

@@ -129,6 +129,12 @@ class ObserverCore:
         return self.keeper.deadline
 
     @property
+    def deadline_kept(self) -> bool:
+        """Whether the deadline is one the server's keepalives push on: a watching stream's stall bound (a
+        driven VirtualClock may leap over it with them, `Timers.schedule(kept=True)`)."""
+        return self.keeper.phase == "watching"
+
+    @property
     def phase(self) -> Phase:
         return self.keeper.phase
 

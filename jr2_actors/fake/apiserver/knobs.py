@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from jr2_actors.fake.apiserver.actor import ApiServerActor
 
 
-
 # -- messages ----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -122,8 +121,7 @@ class StallWatches(Knob):
         for t in server.tickets.values():
             if self.on:
                 t.stalled.set()
-                t.queue.put(WAKE)  # its loop sees the stall now, and drops its keepalive (a clock's leap
-                # never crosses the stall bound it no longer pushes on)
+                t.queue.put(WAKE)  # its loop sees the stall now and drops its keepalive: no leap crosses the bound
             else:
                 t.stalled.clear()
 

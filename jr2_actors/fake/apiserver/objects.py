@@ -158,7 +158,6 @@ def json_copy(value: _J) -> _J:
     return value
 
 
-
 def kind_named(plural: str) -> Kind:
     return STORED_KINDS[plural]
 
