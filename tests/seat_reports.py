@@ -15,10 +15,11 @@ AGENT = "coder"
 
 
 def kills_read(turn: int, kills: Iterable[MemoryKill] | None, problem: str = "", *,
-               agent: str = AGENT) -> run.FromSeat:
-    """The read before an admission; `kills` None: it could not tell."""
+               agent: str = AGENT, found_running: bool | None = None) -> run.FromSeat:
+    """The read before an admission; `kills` None: it could not tell. `found_running`: what the abort before
+    it found (a restored Turn's)."""
     read = None if kills is None else MemoryKillRead(tuple(kills), ())
-    return run.FromSeat(seat.KillsRead(agent, turn, read, problem))
+    return run.FromSeat(seat.KillsRead(agent, turn, read, problem, found_running=found_running))
 
 
 def accepted(turn: int, *, agent: str = AGENT) -> run.FromSeat:
@@ -54,3 +55,11 @@ def turn_fault(turn: int, reason: str, cause: seat.FaultCause = "settled", *, ag
 
 def answer_failed(turn: int, call_id: str, problem: str, *, agent: str = AGENT) -> run.FromSeat:
     return run.FromSeat(seat.AnswerFailed(agent, turn, call_id, problem))
+
+
+def judged(turn: int, cut: bool, *, agent: str = AGENT) -> run.FromSeat:
+    return run.FromSeat(seat.HarnessJudged(agent, turn, cut))
+
+
+def unsure(turn: int, accepted: bool, problem: str = "connection reset", *, agent: str = AGENT) -> run.FromSeat:
+    return run.FromSeat(seat.AdmissionUnsure(agent, turn, accepted, problem))

@@ -6,7 +6,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pykka
@@ -15,7 +15,7 @@ import pytest
 from jr2_actors.agent import core as turn
 from jr2_actors.agent.actor import AgentActor
 from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, StartTurn
-from jr2_actors.agent.messages import KillsRead, TurnAborted
+from jr2_actors.agent.messages import AdmissionUnsure, CheckHarness, HarnessJudged, KillsRead, ReadKills, TurnAborted
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
 from jr2_actors.harness.client import HarnessClient, HarnessClients
@@ -470,7 +470,7 @@ def test_an_answer_that_never_reached_its_call_is_reported_and_its_submission_ab
     assert len(seat.cluster.admissions()) == 2
 
 
-def test_an_admission_that_failed_after_it_may_have_reached_the_harness_aborts_what_it_started(
+def test_an_admission_whose_fate_is_unknown_is_found_out_by_an_abort_not_faulted(
         make_seat: Callable[..., Seat]) -> None:
     class Reset(HarnessClient):
         def admit(self, agent: str, conversation_id: str, body: Any, **kw: Any) -> Any:
@@ -482,7 +482,9 @@ def test_an_admission_that_failed_after_it_may_have_reached_the_harness_aborts_w
     seat.start(1, "c-1")
     seat.first(KillsRead, 1)
     seat.admit(1)
-    assert seat.first(turn.TurnFault, 1).cause == "refused"
+    unsure = seat.first(AdmissionUnsure, 1)
+    assert unsure.accepted  # the abort found the Submission it started: the Harness had taken it
+    assert not [m for m in seat.of(1) if isinstance(m, turn.TurnFault)]  # a hiccup, not a fault: admitted again
     wait_until(lambda: settles(seat, "c-1") == ["aborted"], what="the unwanted Submission aborted")
     # A Harness slow to seat it could start it after that abort: the conversation's next Turn aborts first.
     admit_again = seat.cluster.harness(lambda core: core.admit(NAME, "coder", "c-1", body(), 0.0))
@@ -522,9 +524,126 @@ def test_a_previous_submission_that_will_not_settle_is_aborted_after_its_bound(s
     seat.ref.tell(AnswerPick(1, picked.call_id, True, "moved"))
     wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
     seat.cluster.harness(lambda core: core.set_run_on(0.0))  # … and stops at once when aborted
+    started = seat.clock.monotonic()
     seat.start(2, "c-1")
-    seat.advance_until(lambda: bool(seat.of(2)), "the second Turn's read", step=5.0)
-    assert PREVIOUS_SETTLE_SECONDS <= seat.clock.monotonic() < 2 * PREVIOUS_SETTLE_SECONDS
+    seat.ref.ask(object())  # held, its bound armed
+    seat.clock.advance(PREVIOUS_SETTLE_SECONDS - 1)
+    seat.timers.poke()
+    seat.ref.ask(object())
+    assert not seat.of(2)  # still held within the bound
+    seat.clock.advance(1)  # the bound: the seat aborts, the abort settles, the held Turn goes on
+    seat.timers.poke()
+    seat.first(KillsRead, 2)  # with no more time passing: not the second bound
+    assert seat.clock.monotonic() == started + PREVIOUS_SETTLE_SECONDS
     assert settles(seat, "c-1") == ["aborted"]
     seat.admit(2, kept=True)
     assert seat.first(turn.Settled, 2).outcome == "completed"
+
+
+class _Boots:
+    """The tests' hand on which Harness process answers (its boot id, CONTRACTS §3 addition)."""
+
+    def __init__(self) -> None:
+        self.now = "boot-1"
+
+    def client(self, url: str, token: str) -> HarnessClient:
+        boots = self
+
+        class Booted(HarnessClient):
+            def admit(self, agent: str, conversation_id: str, body: Any, **kw: Any) -> Any:
+                return replace(super().admit(agent, conversation_id, body, **kw), boot_id=boots.now)
+
+            def boot(self, within: float = 0.0) -> str | None:
+                return boots.now
+
+        return Booted(url, token)
+
+
+def _new_process(seat: Seat, boots: _Boots) -> None:
+    """The Harness restarts as CONTRACTS §3 states it: the conversations stay, the old process's Submissions
+    are gone, and nothing settles them."""
+    def restart(core: Any) -> None:
+        for conv in core._harnesses[NAME].conversations.values():
+            conv.running, conv.ending, conv.awaiting = False, "", None
+            conv.script.clear()
+
+    boots.now = f"boot-{int(boots.now.split('-')[1]) + 1}"
+    seat.cluster.harness(restart)
+
+
+def _booted_seat(make_seat: Callable[..., Seat]) -> tuple[Seat, _Boots]:
+    boots = _Boots()
+    return make_seat(_Stubbed(boots.client)), boots
+
+
+def test_a_restart_of_a_process_that_did_not_hold_the_turn_cuts_nothing(make_seat: Callable[..., Seat]) -> None:
+    seat, _boots = _booted_seat(make_seat)
+    seat.cluster.script("coder", [Hang()])
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
+    seat.first(turn.Accepted, 1)
+    seat.ref.tell(CheckHarness(1))  # the watch reports a restart of a process the Turn's admission never saw
+    assert not seat.first(HarnessJudged, 1).cut
+    assert seat.cluster.harness(lambda core: core.pick_now("coder", "finish"))
+    assert seat.first(turn.Picked, 1).pick == "finish"  # still read: nothing was cut
+
+
+def test_a_restart_that_ended_the_turns_process_cuts_it_and_the_turn_is_admitted_again(
+        make_seat: Callable[..., Seat]) -> None:
+    seat, boots = _booted_seat(make_seat)
+    started = seat.clock.monotonic()
+    seat.cluster.script("coder", [Hang()], [Say("resumed")])
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
+    seat.first(turn.Accepted, 1)
+    _new_process(seat, boots)
+    seat.ref.tell(CheckHarness(1))
+    assert seat.first(HarnessJudged, 1).cut
+    seat.ref.tell(ReadKills(1))
+    wait_until(lambda: sum(isinstance(m, KillsRead) for m in seat.of(1)) == 2, what="the read before")
+    seat.admit(1, kept=True)
+    assert seat.first(turn.Settled, 1).outcome == "completed"  # the new process ran the re-admission
+    assert [a["body"].get("kept") for a in seat.cluster.admissions()] == [None, True]
+    assert seat.clock.monotonic() == started  # no settle bound, no 409 wait: nothing of the old process is awaited
+
+
+def test_a_held_turn_waits_on_no_submission_of_a_process_that_ended(make_seat: Callable[..., Seat]) -> None:
+    seat, boots = _booted_seat(make_seat)
+    started = seat.clock.monotonic()
+    seat.cluster.harness(lambda core: core.set_run_on(10 * PREVIOUS_SETTLE_SECONDS))  # it would run on
+    seat.cluster.script("coder", [Pick("finish")], [Say("again")])
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
+    picked = seat.first(turn.Picked, 1)
+    seat.ref.tell(AnswerPick(1, picked.call_id, True, "moved"))
+    wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
+    _new_process(seat, boots)  # a kernel kill in the run-on: no settle will ever come for it
+    seat.start(2, "c-1")
+    seat.first(KillsRead, 2)  # at once: the seat saw a new process answering
+    assert seat.clock.monotonic() == started
+    seat.admit(2, kept=True)
+    assert seat.first(turn.Settled, 2).outcome == "completed"
+    assert settles(seat, "c-1") == ["completed"]  # only the second Turn's: the first was never settled
+
+
+def test_a_held_turn_is_released_by_a_restart_reported_after_it_was_held(make_seat: Callable[..., Seat]) -> None:
+    seat, boots = _booted_seat(make_seat)
+    started = seat.clock.monotonic()
+    seat.cluster.harness(lambda core: core.set_run_on(10 * PREVIOUS_SETTLE_SECONDS))
+    seat.cluster.script("coder", [Pick("finish")], [Say("again")])
+    seat.start(1, "c-1")
+    seat.first(KillsRead, 1)
+    seat.admit(1)
+    picked = seat.first(turn.Picked, 1)
+    seat.ref.tell(AnswerPick(1, picked.call_id, True, "moved"))
+    wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
+    seat.start(2, "c-1")  # held: the same process still runs the first Submission on
+    seat.ref.ask(object())
+    _new_process(seat, boots)
+    seat.ref.tell(CheckHarness(2))  # the watch's report of the restart
+    assert not seat.first(HarnessJudged, 2).cut  # nothing of the held Turn ran
+    seat.first(KillsRead, 2)
+    assert seat.clock.monotonic() == started

@@ -10,6 +10,7 @@ import pytest
 
 from jr2_actors.agent import core as turn
 from jr2_actors.run import turn as run_turn
+from jr2_actors.run import turn_record
 from jr2_actors.values.step import Machine, OffTable
 from jr2_actors.watch import stream
 from jr2_actors.workspace import core as workspace
@@ -48,10 +49,10 @@ def test_the_stream_keeper_raises_on_a_second_start_and_ignores_a_late_answer() 
 
 def test_the_runs_turn_takes_its_own_inputs_only_where_its_table_says() -> None:
     with pytest.raises(OffTable, match="Ready in running"):
-        run_turn.TURN.edge("run r turn 1", "running", run_turn.Ready())  # a Turn started twice
+        run_turn.TURN.edge("run r turn 1", "running", turn_record.Ready())  # a Turn started twice
     with pytest.raises(OffTable, match="Stop in answered"):
-        run_turn.TURN.edge("run r turn 1", "answered", run_turn.Stop())  # answered: it left with its state
-    assert run_turn.TURN.edge("t", "waiting", run_turn.HarnessGone("F-1", "x")).to == frozenset()
+        run_turn.TURN.edge("run r turn 1", "answered", turn_record.Stop())  # answered: it left with its state
+    assert run_turn.TURN.edge("t", "waiting", turn_record.HarnessGone("F-1", "x")).to == frozenset()
 
 
 def test_a_handler_that_moves_off_its_edge_raises() -> None:

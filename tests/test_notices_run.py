@@ -15,6 +15,7 @@ from jr2_actors.harness.memory_kills import MemoryKill
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.notices import nudge_eligible
+from jr2_actors.run.turn_record import UNSURE_LIMIT
 from jr2_actors.values.constants import LOST_GRACE_SECONDS
 from jr2_actors.values.workflow import load_workflow, read_document
 from jr2_actors.workspace import messages as ws
@@ -23,12 +24,14 @@ from tests.seat_reports import (
     accepted,
     answer_failed,
     guard_kill,
+    judged,
     kills_read,
     not_kept,
     picked,
     said,
     settled,
     turn_fault,
+    unsure,
 )
 
 FIX = """
@@ -144,25 +147,24 @@ def test_a_nudge_whose_read_could_not_tell_takes_no_guard_kill() -> None:
     assert [p.source for p in e.core.ledger.pending] == ["F-1|k-stream"]
 
 
-def test_notices_of_an_admission_the_harness_never_read_are_raised_again() -> None:
+def test_notices_of_an_admission_never_answered_are_raised_again() -> None:
     e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
     e.running()
     e(kills_read(1, (kill("k-1"),)))
     assert e.admissions()[0]["notices"]
-    e(accepted(1))  # admitted — but the Submission says nothing before the state is left
     e.now = 5.0
-    e(run.Tick())  # `after` leaves `code`: the Turn is stopped before its surface was read
+    e(run.Tick())  # `after` leaves `code` while the admission is still unanswered
     assert [p.source for p in e.core.ledger.pending] == ["F-1|k-1"]
 
 
-def test_notices_of_an_admission_the_harness_read_count_as_heard() -> None:
+def test_notices_of_an_admission_answered_200_count_as_heard_before_the_submission_speaks() -> None:
+    # CONTRACTS §3: the Harness rendered the Briefing, notices included, when it accepted the admission.
     e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
     e.running()
     e(kills_read(1, (kill("k-1"),)))
-    e(accepted(1))
-    e(said(1, "looking"))  # the Submission spoke: the surface was read
+    e(accepted(1))  # nothing said yet
     e.now = 5.0
-    e(run.Tick())
+    e(run.Tick())  # `after` leaves `code` before the Submission spoke
     assert e.core.ledger.pending == []
 
 
@@ -208,7 +210,11 @@ def test_a_turn_a_kernel_kill_ended_faults_on_it_even_when_the_stream_said_lost_
     e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T10:00:00Z", 1,
                                        "memory limit (OOMKilled, limit 2Gi): Killed")))
     e(run.FromWorkspace(ws.HarnessEnded("F-1", "OOMKilled", 137, "Killed", "memory limit (OOMKilled, limit 2Gi): "
-                                                                            "Killed")))  # … then the watch
+                                        "Killed", "2026-11-29T10:00:00Z")))  # … then the watch
+    e.now = LOST_GRACE_SECONDS + 1  # the seat's judgment may take longer than the lost stream's grace
+    e(run.Tick())
+    assert e.status() == "running"
+    e(judged(1, True))  # the process that ended held the Turn's Submission
     assert e.status() == "failed" and e.core.fault == "memory limit (OOMKilled, limit 2Gi): Killed"
     kernel = [p for p in e.core.ledger.pending if "|kernel|" in p.source]
     assert kernel[0].notice.fields["agent"] == "coder"  # the fault's notice names the Turn's Agent
@@ -244,9 +250,8 @@ def test_a_restored_turn_whose_admission_was_heard_is_told_nothing_twice() -> No
     e = Engine()
     e.running()
     e(kills_read(1, (kill("k-1"),)))
-    e(accepted(1))
     saves = e.saves
-    e(said(1, "looking"))  # the Harness read the surface: the blob says so before anything else happens
+    e(accepted(1))  # answered 200, so the Harness read the surface: the blob says so before anything else
     assert e.saves == saves + 1
     again = restored_engine(e)
     again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
@@ -278,6 +283,27 @@ def test_a_refused_nudge_is_admitted_again_as_a_turn_with_the_task_alone() -> No
     again = e.admissions()[2]
     assert again["message"] == "Fix it." and "kept" not in again
     assert {"kind": "conversation-new", "reason": "the Harness no longer holds the conversation"} in again["notices"]
+
+
+@pytest.mark.parametrize("found_running", [True, False, None])
+def test_a_restored_turns_unanswered_admission_is_judged_by_what_the_harness_runs(found_running: bool | None) -> None:
+    """CONTRACTS §3: after a restore, an admission whose answer was not recorded is judged by what the Harness
+    holds — a Submission running is the admission taken (heard); none, or no answer, is not."""
+    e = Engine()
+    e.running()
+    e(kills_read(1, (kill("k-1"),)))  # ledgered and sent; the process dies before the 200 is saved
+    notices = e.admissions()[0]["notices"]
+    again = restored_engine(e)
+    again(run.FromWorkspace(ws.Running("F-1", {}, "http://h")))
+    starts = [a.message for a in again.actions if isinstance(a, run.ToAgent) and isinstance(a.message,
+                                                                                           seat.StartTurn)]
+    assert starts and starts[-1].abort_first  # the seat aborts first, and says what it found
+    again(kills_read(1, (kill("k-1"),), found_running=found_running))
+    resumed = again.admissions()[-1]
+    if found_running:
+        assert "notices" not in resumed and resumed["kept"] is True  # heard once, and the conversation is held
+    else:
+        assert resumed["notices"] == notices and "kept" not in resumed
 
 
 def restored_engine(e: Engine) -> Engine:
@@ -333,9 +359,14 @@ def test_a_kernel_kill_while_the_turn_still_reads_the_list_names_no_agent() -> N
     kernel = [p for p in e.core.ledger.pending if "|kernel|" in p.source]
     assert kernel[0].notice.fields.get("agent") is None
     e(kills_read(1, ()))
+    e(accepted(1))
     e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T10:01:00Z", 2, "memory limit …")))
+    e(run.FromWorkspace(ws.HarnessEnded("F-1", "OOMKilled", 137, "Killed", OOM, "2026-11-29T10:01:00Z")))
     named = [p for p in e.core.ledger.pending if p.source == "F-1|kernel|2026-11-29T10:01:00Z"]
-    assert named[0].notice.fields["agent"] == "coder"  # admitting: the Turn is the Harness's now
+    assert named[0].notice.fields.get("agent") is None  # not until the seat judged the restart against the Turn
+    e(judged(1, True))
+    named = [p for p in e.core.ledger.pending if p.source == "F-1|kernel|2026-11-29T10:01:00Z"]
+    assert named[0].notice.fields["agent"] == "coder"  # the kill ended the coder's Submission
 
 
 def test_a_picks_answer_that_never_reached_its_call_is_told_to_the_next_turn_of_that_conversation() -> None:
@@ -495,9 +526,69 @@ def test_a_kernel_kill_while_the_turn_only_reads_the_list_faults_nothing(how: st
         assert [p.source for p in e.core.ledger.pending] == ["F-1|kernel|2026-11-29T10:00:00Z"]
 
 
-def test_a_kernel_kill_while_the_turn_is_admitted_still_faults_it() -> None:
+def test_a_kernel_kill_that_cut_the_turns_submission_faults_it() -> None:
     e = Engine()
     e.running()
     e(kills_read(1, ()))  # admitting: the Turn is the Harness's now
     e(run.FromWorkspace(ws.HarnessEnded("F-1", "OOMKilled", 137, "Killed", OOM)))
+    checks = [a.message for a in e.actions if isinstance(a, run.ToAgent) and isinstance(a.message, seat.CheckHarness)]
+    assert checks == [seat.CheckHarness(1)] and e.status() == "running"  # judged by the seat first
+    e(judged(1, True))
     assert e.status() == "failed" and e.core.fault == OOM
+
+
+def test_a_kernel_kill_of_a_process_that_never_held_the_turn_faults_nothing_and_names_no_one() -> None:
+    """The next Turn's admission reached the restarted Harness before the watch's report: the restart
+    touched nothing of it (ADR-0062: a kill while no Turn runs faults nothing)."""
+    e = Engine()
+    e.running()
+    e(kills_read(1, ()))
+    e(accepted(1))  # accepted by the new process
+    e(run.FromWorkspace(ws.LastEndSeen("F-1", "OOMKilled", 137, "2026-11-29T10:00:00Z", 1, OOM)))
+    e(run.FromWorkspace(ws.HarnessEnded("F-1", "OOMKilled", 137, "Killed", OOM, "2026-11-29T10:00:00Z")))
+    e(judged(1, False))
+    assert e.status() == "running" and e.core.turn is not None and e.core.turn.phase == "running"
+    kernel = [p for p in e.core.ledger.pending if "|kernel|" in p.source]
+    assert kernel[0].notice.fields.get("agent") is None
+    assert not any(isinstance(a, run.ToAgent) and isinstance(a.message, seat.AbortTurn) for a in e.actions)
+
+
+def test_a_restart_that_cut_the_turn_re_admits_it_kept_with_the_readmit_text() -> None:
+    """ADR-0062: the re-admission after a Harness restart cut the Turn continues the same Turn."""
+    e = Engine()
+    e.running()
+    e(kills_read(1, ()))
+    e(accepted(1))
+    e(run.FromWorkspace(ws.HarnessEnded("F-1", "Error", 1, "the Harness restarted", None, "2026-11-29T10:00:00Z")))
+    e(judged(1, True))
+    e(kills_read(1, (kill("k-7"),)))  # read again before the re-admission
+    again = e.admissions()[-1]
+    assert again["kept"] is True and again["message"] == briefing.readmit("Fix it.")
+    assert again["notices"] == [{"kind": "memory-limit", "scope": "workspace", "peak": "1.9Gi", "limit": "2Gi"}]
+    assert e.status() == "running" and e.core.turn is not None and e.core.turn.id == 1
+
+
+def test_an_admission_whose_fate_was_unknown_is_sent_again_and_its_notices_follow_its_fate() -> None:
+    e = Engine()
+    e.running()
+    e(kills_read(1, (kill("k-1"),)))
+    e(unsure(1, accepted=False))  # nothing ran: its notices were never heard
+    e(kills_read(1, (kill("k-1"),)))
+    second = e.admissions()[-1]
+    assert second["notices"] and "kept" not in second and e.status() == "running"
+    e(unsure(1, accepted=True))  # this one ran: heard, and the conversation is held
+    e(kills_read(1, (kill("k-1"),)))
+    third = e.admissions()[-1]
+    assert "notices" not in third and third["kept"] is True and third["message"] == briefing.readmit("Fix it.")
+
+
+def test_admissions_whose_fate_stays_unknown_fault_the_turn_past_the_bound() -> None:
+    e = Engine()
+    e.running()
+    for _ in range(UNSURE_LIMIT):
+        e(kills_read(1, ()))
+        e(unsure(1, accepted=False))
+    assert e.status() == "running"
+    e(kills_read(1, ()))
+    e(unsure(1, accepted=False, problem="connection reset"))
+    assert e.status() == "failed" and "connection reset" in (e.core.fault or "")

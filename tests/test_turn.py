@@ -209,7 +209,8 @@ def test_an_abort_while_admitting_takes_the_submissions_id_when_it_lands() -> No
     core.step(turn.Admitting(("finish",)))
     core.step(turn.Stop())
     assert core.busy
-    assert core.step(turn.Admitted("s-3", "2")) == turn.TurnStep()  # no Accepted, no read: the seat aborts
+    # Kept means accepted: the run counts the conversation though it left the Turn; no read: the seat aborts.
+    assert core.step(turn.Admitted("s-3", "2")) == turn.TurnStep(reports=(turn.Accepted("coder", 1, "s-3"),))
     assert core.step(turn.AbortAnswered(True)).actions == (turn.ReadUpdates("2"),)
     core.step(turn.Events([settled("aborted", "s-3")], "3"))
     assert not core.busy

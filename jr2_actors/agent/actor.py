@@ -1,48 +1,32 @@
-"""AgentActor: one Agent seat, a thin shell over `TurnCore` (DESIGN.md, ADR-0062).
+"""AgentActor: one Agent seat, a thin shell over `TurnCore` (DESIGN.md, ADR-0062); the protocol with the
+run, its parent, is `agent/messages.py`'s.
 
-The protocol with the run, its parent, is `agent/messages.py`'s (its table is there).
+- **The admission waits for its read, and nobody blocks.** `StartTurn` reads the Harness's `/memory-kills`
+  (5 s in all) and tells the run `KillsRead` (None: could not tell, never an empty list; a Menu-only seat
+  reads nothing, `asked=False`). The run raises its notices, persists, then tells `Admit(turn_id, body)`;
+  the seat posts it (a 503 or a 429 is sent again within 30 s; the answer is awaited while the Harness
+  answers `/healthz`) and reads the Submission's updates stream.
+- **One Turn, several admissions.** A settled Submission is `Settled`; the Turn stays open. A nudge, a wake
+  or a re-admission is another `Admit` of the same Turn, `kept: true`; 404 `kept: false` is `NotKept`.
+- **An admission whose fate is unknown** (a reset, a cut probe, a 5xx) is resolved, not fatal: the seat
+  aborts (`aborted` says the Harness took it) and reports `AdmissionUnsure`; the run re-admits.
+- **A restart is judged against the Turn** (`CheckHarness` → `HarnessJudged`): the Harness's boot id in
+  the admission's answer against the one `/healthz` gives now (asked again for 30 s while the new
+  container starts). Only a Submission of the process that ended is cut; the Turn is then idle for its
+  re-admission. A held Turn's previous Submission of an ended process settles nothing: it waits no more.
+- **The run ends a Turn.** `AbortTurn` stops the reader, drops what the Turn says later, posts the abort
+  (after an admission in flight) and reports `TurnAborted` once; `EndTurn` ends it with the run's fault.
+- A pick's answer (`AnswerPick`) is posted for a pick still waiting; one that fails is `AnswerFailed`, and
+  the seat aborts the Submission whose call waits for it. A stopped seat reports nothing.
+- **One Submission at a time per conversation** (CONTRACTS.md §3). A `StartTurn` for a conversation whose
+  previous Submission runs on is held (its read, then its admission); past `PREVIOUS_SETTLE_SECONDS` the
+  seat aborts it, and as long again later the held Turn goes on. A restored Turn (`abort_first`) aborts
+  first; its `kept: true` admission takes a 409 as "not yet" (sent again, bounded).
+- **No Submission the run no longer wants is left running**: one answered after the seat stopped is aborted
+  by its job; the seat's stop cuts an admission in flight.
 
-- **The admission waits for its read, and nobody blocks.** `StartTurn` makes the seat read the
-  Harness's `/memory-kills` (5 s in total, ADR-0062) and tell the run what it read: `KillsRead.read`
-  is the list, or None when the read could not tell — failed or out of time, never an empty list —
-  with `problem` saying why and `source` naming the Harness (the run logs one line per Harness when its
-  reads start to fail; the seat logs none). A Menu-only seat (`in_workspace=False`) reads nothing:
-  `asked=False`. The run raises its notices, persists if its ledger changed, and only then tells
-  `Admit(turn_id, body)`; the seat posts that body (a draining Harness's 503 is sent again within
-  30 s; its answer is awaited as long as the Harness answers `/healthz`) and reads the Submission's
-  updates stream.
-- **One Turn, several admissions.** A Submission that settles `completed`/`aborted` is `Settled`; the
-  Turn stays open. A nudge, a wake or the re-admission after a cut is another `Admit` of the same Turn,
-  its body saying `kept: true`; a Harness that holds no such conversation answers 404 `kept: false`,
-  reported as `NotKept` — its own outcome, not a fault — and the run admits the Turn again.
-- **The run ends a Turn.** `AbortTurn` stops the stream reader (an in-flight long-poll is cut) and
-  drops everything the Turn says later, then posts the abort (after the admission, if one is in
-  flight) and reports `TurnAborted` once. `EndTurn` ends it with the run's own fault — the Workspace's
-  `memory limit (OOMKilled, limit …)` when a kernel kill ended the Harness, which a seat cannot see —
-  and posts nothing. `TurnFault.cause` tells a lost conversation (`lost`) from a failed Submission
-  (`settled`), a failed admission (`refused`), an unreadable stream (`stream`) and the run's end (`ended`).
-- A pick's answer from the run (`AnswerPick`) is posted only for a pick of that Turn still waiting;
-  one that fails is `AnswerFailed` — reported even once a new Turn replaced its own — and the seat aborts
-  the Submission whose call waits for it. A stopped seat reports nothing.
-- **One Submission at a time per conversation** (CONTRACTS.md §3, issue 16). After an `over: true` answer
-  the Submission runs on until the model stops, and an aborted one until its abort settles; a
-  `StartTurn` for that conversation is held meanwhile — its read of the list, then its admission — while
-  the previous Turn is read on (its reports still go to the run, which drops a left Turn's). Past
-  `PREVIOUS_SETTLE_SECONDS` the seat aborts it, and as long again later the held Turn goes on. A
-  restored Turn (`abort_first`) cannot read its old stream: its admission, like every `kept: true` one,
-  takes a 409 as "not yet" (the client sends it again, bounded).
-- **No Submission the run no longer wants is left running.** An admission that failed after it may
-  have reached the Harness is followed by an abort, and the conversation's next Turn aborts first; one
-  answered after the seat stopped is aborted by its job; the seat's stop cuts an admission in flight
-  (which waits as long as the Harness is alive).
-
-Metrics (issue 11): every memory-kill read and every admission is counted by outcome in the run's
-`Telemetry` as its result comes back to the seat (a Turn the seat has left included).
-
-The long-poll blocks, so it runs on a reader thread of the seat's own; every other call runs on the
-shared pool, and a job that fails unexpectedly is reported like a failed call, never left in an unread
-future. Harness clients come from `HarnessClients` (one `requests.Session` per Harness) and use the
-seat's clock and timers.
+Every memory-kill read and admission is counted by outcome in the run's `Telemetry`. The long-poll runs on
+the seat's own reader thread; every other call is a job on the shared pool (`jobs.py`).
 """
 
 from __future__ import annotations
@@ -64,24 +48,17 @@ from jr2_actors.agent.jobs import (
     AbortDone,
     AdmitDone,
     AnswerDone,
+    BootDone,
     KillsDone,
     ReadDone,
     ReadDue,
     ReadJob,
     SettleDue,
-    abort_unwanted,
     log_escaped,
-    outcome_of,
 )
-from jr2_actors.agent.messages import KillsRead, TurnAborted, TurnId
+from jr2_actors.agent.messages import AdmissionUnsure, CheckHarness, HarnessJudged, KillsRead, TurnAborted, TurnId
 from jr2_actors.harness import metrics as harness_metrics
 from jr2_actors.harness.client import HarnessClient, HarnessClients
-from jr2_actors.harness.errors import (
-    HARNESS_ERRORS,
-    ConversationNotKept,
-    HarnessUnreachable,
-)
-from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead
 from jr2_actors.harness.metrics import HarnessTelemetry
 from jr2_actors.net.cut import Cut
 from jr2_actors.shell import Recipient, Shell, Timers, logs, tell_quietly
@@ -105,6 +82,9 @@ class _Turn:
     abort_first: bool = False  # restored: its old Submission was aborted first; a 409 is "not yet"
     held: StartTurn | None = None  # its start waits for the previous Submission of its conversation to settle
     settle_aborted: bool = False  # as the previous Turn, the seat aborted its Submission for taking too long
+    boot: str = ""  # the Harness process that accepted its newest admission ("" when it did not say)
+    judge: bool = False  # a restart was reported while its admission was in flight: judged on its answer
+    judge_boot: str | None = None  # the process the probe found answering then
 
     @property
     def turn_id(self) -> TurnId:
@@ -164,7 +144,7 @@ class AgentActor(Shell):
         elif isinstance(message, ReadKills):
             t = self._current(message.turn_id, message)
             if t is not None and t.held is None:
-                self._read_kills(t.turn_id, t.harness)
+                self._read_kills(t)
         elif isinstance(message, Admit):
             self._admit(message)
         elif isinstance(message, AnswerPick):
@@ -173,6 +153,10 @@ class AgentActor(Shell):
                 self._apply(t, t.core.step(turn.Answering(message.call_id, message.over, message.answer)))
         elif isinstance(message, AbortTurn):
             self._abort(message)
+        elif isinstance(message, CheckHarness):
+            t = self._current(message.turn_id, message)
+            if t is not None:
+                self._probe_boot(t, judge=True)
         elif isinstance(message, EndTurn):
             t = self._current(message.turn_id, message)
             if t is not None:
@@ -208,54 +192,29 @@ class AgentActor(Shell):
             # CONTRACTS.md §3: the next admission waits for the previous Submission's settle — its read of
             # the kill list too, so that read sees what the Submission's last moments left.
             new.held = message
+            self._probe_boot(new, judge=False)  # a restart since settles the previous Submission at once
             return
         self._begin(new, message)
 
     def _begin(self, t: _Turn, message: StartTurn) -> None:
-        harness, turn_id = t.harness, t.turn_id
-        ref, agent, conversation = self.actor_ref, self.agent, message.conversation_id
+        harness, turn_id, conversation = t.harness, t.turn_id, message.conversation_id
         if conversation in self._unsure:
             # An admission of this conversation failed after it may have reached the Harness: what it may have
             # started is aborted before this Turn, as a restored Turn's old Submission is.
             self._unsure.discard(conversation)
             message = replace(message, abort_first=True)
             t.abort_first = True
-
-        def abort_first() -> None:
-            try:
-                harness.abort(agent, conversation)
-            except HARNESS_ERRORS as e:
-                log.info("agent %s: nothing aborted before turn %s resumes: %s", agent, turn_id, e)
-
-        if not message.in_workspace:
-            if message.abort_first:
-                def aborted_then_tell() -> None:
-                    abort_first()
-                    tell_quietly(ref, KillsDone(turn_id, None, "", asked=False))
-
-                self._submit("the abort before a resumed Turn", aborted_then_tell,
-                             lambda problem: KillsDone(turn_id, None, problem, asked=False))
-                return
+        if not message.in_workspace and not message.abort_first:
             tell_quietly(self.parent, KillsRead(self.agent, turn_id, None, source=harness.base_url, asked=False))
             return
+        self._read_kills(t, abort_first=message.abort_first, read=message.in_workspace)
 
-        self._read_kills(turn_id, harness, before=abort_first if message.abort_first else None)
-
-    def _read_kills(self, turn_id: TurnId, harness: HarnessClient, before: Callable[[], None] | None = None) -> None:
-        """The read before an admission (ADR-0062: 5 s in all), on the pool; `before` runs first."""
-        ref = self.actor_ref
-
-        def read() -> None:
-            if before is not None:
-                before()
-            try:
-                kills: MemoryKillRead | None = harness.memory_kills()
-                problem, outcome = "", "read"
-            except (*HARNESS_ERRORS, MemoryKillListError) as e:
-                kills, problem, outcome = None, str(e), outcome_of(e)
-            tell_quietly(ref, KillsDone(turn_id, kills, problem, outcome=outcome))
-
-        self._submit("the memory-kill read", read, lambda problem: KillsDone(turn_id, None, problem))
+    def _read_kills(self, t: _Turn, *, abort_first: bool = False, read: bool = True) -> None:
+        """The read before an admission (ADR-0062: 5 s in all), on the pool; an abort first, when asked."""
+        turn_id, conversation = t.turn_id, t.core.conversation_id
+        self._submit("the memory-kill read", lambda: jobs.read_kills(t.harness, self.actor_ref, self.agent,
+                                                                     conversation, turn_id, abort_first, read),
+                     lambda problem: KillsDone(turn_id, None, problem, asked=read))
 
     def _admit(self, message: Admit) -> None:
         t = self._current(message.turn_id, message)
@@ -270,28 +229,12 @@ class AgentActor(Shell):
             return
         t.admitting = True
         t.admit_cut = cut = Cut()
-        harness, core, ref, agent, turn_id = t.harness, t.core, self.actor_ref, self.agent, t.turn_id
-        body = dict(message.body)
+        turn_id, body = t.turn_id, dict(message.body)
         # CONTRACTS.md §3: a 409 to an admission into a conversation the Harness holds is "not yet".
         not_yet = body.get("kept") is True or t.abort_first
-
-        def post() -> None:
-            try:
-                admission = harness.admit(agent, core.conversation_id, body, retry_busy=not_yet, cut=cut)
-            except ConversationNotKept as e:
-                tell_quietly(ref, AdmitDone(turn_id, turn.AdmitNotKept(e.error), outcome="not_kept"))
-            except HARNESS_ERRORS as e:
-                reached = isinstance(e, HarnessUnreachable) and e.reached
-                tell_quietly(ref, AdmitDone(turn_id, turn.AdmitRefused(str(e)), outcome=outcome_of(e),
-                                             reached=reached))
-            else:
-                if not ref.is_alive():  # the seat stopped meanwhile: nobody wants what it started
-                    abort_unwanted(harness, agent, core.conversation_id, turn_id)
-                    return
-                tell_quietly(ref, AdmitDone(turn_id, turn.Admitted(admission.submission_id, admission.offset),
-                                             admission.stream_url, outcome="admitted"))
-
-        self._submit("the admission", post, lambda problem: AdmitDone(turn_id, turn.AdmitRefused(problem)))
+        self._submit("the admission", lambda: jobs.admission(t.harness, self.actor_ref, self.agent,
+                                                             t.core.conversation_id, turn_id, body, not_yet, cut),
+                     lambda problem: AdmitDone(turn_id, turn.AdmitRefused(problem)))
 
     def _abort(self, message: AbortTurn) -> None:
         t = self._current(message.turn_id, message)
@@ -315,18 +258,49 @@ class AgentActor(Shell):
         elif t.core.state == "stopping":
             self._post_abort(t, asked=False)
 
-    def _post_abort(self, t: _Turn, *, asked: bool = True) -> None:
-        harness, conversation, ref, agent, turn_id = t.harness, t.core.conversation_id, self.actor_ref, self.agent, \
-            t.turn_id
+    def _post_abort(self, t: _Turn, *, asked: bool = True, unsure: bool = False) -> None:
+        turn_id, conversation = t.turn_id, t.core.conversation_id
+        self._submit("the abort", lambda: jobs.abort(t.harness, self.actor_ref, self.agent, conversation, turn_id,
+                                                     asked=asked, unsure=unsure),
+                     lambda problem: AbortDone(turn_id, False, problem, asked, unsure))
 
-        def post() -> None:
-            try:
-                aborted, problem = harness.abort(agent, conversation), ""
-            except HARNESS_ERRORS as e:
-                aborted, problem = False, str(e)
-            tell_quietly(ref, AbortDone(turn_id, aborted, problem, asked))
+    def _probe_boot(self, t: _Turn, *, judge: bool) -> None:
+        """Ask which Harness process answers now (`BootDone`): to judge a reported restart, or to see whether
+        the previous Submission's process is gone."""
+        turn_id, ref = t.turn_id, self.actor_ref
+        self._submit("the Harness's boot probe", lambda: jobs.boot_probe(t.harness, ref, turn_id, judge=judge),
+                     lambda problem: BootDone(turn_id, t.harness.base_url, None, judge))
 
-        self._submit("the abort", post, lambda problem: AbortDone(turn_id, False, problem, asked))
+    def _booted(self, message: BootDone) -> None:
+        self._previous_gone(message.endpoint, message.boot)
+        t = self._turn
+        if not message.judge or t is None or t.turn_id != message.turn_id:
+            return
+        if t.admitting:
+            t.judge, t.judge_boot = True, message.boot  # its answer says which process took it
+            return
+        self._judge(t, message.boot)
+
+    def _judge(self, t: _Turn, boot: str | None) -> None:
+        """ADR-0062: a restart cuts the Turn only if the process that ended held its open Submission. A Harness
+        that says no boot ids, or none answering within the bound, cannot be told apart: taken as a cut."""
+        core = t.core
+        cut = (core.open_submission or core.state == "stopping") and (not boot or not t.boot or t.boot != boot)
+        if cut:
+            self._stop_reading(t)
+            self._apply(t, core.step(turn.Restarted()))
+        tell_quietly(self.parent, HarnessJudged(self.agent, t.turn_id, cut and core.state == "idle"))
+
+    def _previous_gone(self, endpoint: str, boot: str | None) -> None:
+        """CONTRACTS §3: a restart settled the old process's Submissions — the held Turn waits no longer."""
+        prev = self._previous
+        if prev is None or not prev.boot or not boot or boot == prev.boot or prev.harness.base_url != endpoint:
+            return
+        self._stop_reading(prev)
+        if prev.core.state in ("idle", "reading", "stopping") or prev.core.open_submission:
+            prev.core.step(turn.Restarted())
+        self._previous = None
+        self._release_held()
 
     def _arm_settle_bound(self, t: _Turn) -> None:
         assert self._timers is not None
@@ -368,6 +342,9 @@ class AgentActor(Shell):
             self.metrics.memory_kill_read(message.outcome)
         elif isinstance(message, AdmitDone):
             self.metrics.admission(message.outcome)
+        if isinstance(message, BootDone):
+            self._booted(message)
+            return
         turn_id = getattr(message, "turn_id", None)
         t = next((x for x in (self._turn, self._previous) if x is not None and x.turn_id == turn_id), None)
         if t is None:
@@ -378,11 +355,12 @@ class AgentActor(Shell):
         if isinstance(message, KillsDone):
             if not t.core.ended and t is self._turn:
                 tell_quietly(self.parent, KillsRead(self.agent, t.turn_id, message.read, message.problem,
-                                                    t.harness.base_url, asked=message.asked))
+                                                    t.harness.base_url, asked=message.asked,
+                                                    found_running=message.found_running))
         elif isinstance(message, AdmitDone):
             t.admitting, t.admit_cut = False, None
             if isinstance(message.result, turn.Admitted):
-                t.stream_url = message.stream_url
+                t.stream_url, t.boot = message.stream_url, message.boot_id
             if t.abort_when_admitted:
                 t.abort_when_admitted = False
                 self._apply(t, t.core.step(message.result))  # stopping: it takes the Submission's id, or ends
@@ -392,13 +370,18 @@ class AgentActor(Shell):
                 elif asked:
                     tell_quietly(self.parent, TurnAborted(self.agent, t.turn_id, False))
                 return
-            self._apply(t, t.core.step(message.result))
             if isinstance(message.result, turn.AdmitRefused) and message.reached:
-                # Issue 16: it may have reached the Harness and started a Submission the run, having heard the
-                # refusal, no longer wants. Abort it now, and again before the conversation's next Turn (a
-                # Harness slow to seat it may start it after this abort).
-                self._post_abort(t, asked=False)
+                # It may have reached the Harness and started a Submission: an abort finds out (`aborted`: it
+                # ran, so the Harness took it), and the run admits the Turn again. Its conversation's next Turn
+                # aborts first too (a Harness slow to seat it may start it after this abort).
+                self._apply(t, t.core.step(turn.AdmitUnsure(message.result.message)))
+                self._post_abort(t, asked=False, unsure=True)
                 self._unsure.add(t.core.conversation_id)
+            else:
+                self._apply(t, t.core.step(message.result))
+            if t.judge:
+                t.judge = False
+                self._judge(t, t.judge_boot)
         elif isinstance(message, ReadDone):
             if message.seq == t.read_seq:
                 self._apply(t, t.core.step(message.result))
@@ -408,6 +391,8 @@ class AgentActor(Shell):
         elif isinstance(message, AnswerDone):
             self._apply(t, t.core.step(message.result))
         elif isinstance(message, AbortDone):
+            if message.unsure and t is self._turn and not t.core.ended:
+                tell_quietly(self.parent, AdmissionUnsure(self.agent, t.turn_id, message.aborted, message.problem))
             if message.asked:
                 tell_quietly(self.parent, TurnAborted(self.agent, t.turn_id, message.aborted, message.problem))
             if t.core.state == "stopping":
@@ -453,18 +438,9 @@ class AgentActor(Shell):
             t.cut.fire()
 
     def _post_answer(self, t: _Turn, action: turn.PostAnswer) -> None:
-        harness, conversation, ref, agent, turn_id = t.harness, t.core.conversation_id, self.actor_ref, self.agent, \
-            t.turn_id
-
-        def post() -> None:
-            try:
-                harness.answer(agent, conversation, action.call_id, action.over, action.answer)
-            except HARNESS_ERRORS as e:
-                tell_quietly(ref, AnswerDone(turn_id, turn.AnswerUndelivered(action.call_id, str(e))))
-            else:
-                tell_quietly(ref, AnswerDone(turn_id, turn.Answered(action.call_id)))
-
-        self._submit(f"the answer to pick {action.call_id}", post,
+        turn_id, conversation = t.turn_id, t.core.conversation_id
+        self._submit(f"the answer to pick {action.call_id}",
+                     lambda: jobs.answer(t.harness, self.actor_ref, self.agent, conversation, turn_id, action),
                      lambda problem: AnswerDone(turn_id, turn.AnswerUndelivered(action.call_id, problem)))
 
     def _current(self, turn_id: TurnId, message: object) -> _Turn | None:

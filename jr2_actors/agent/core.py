@@ -50,20 +50,24 @@ from jr2_actors.agent.messages import (
     AbortTurn,
     Accepted,
     Action,
+    AdmissionUnsure,
     Admit,
     AdmitNotKept,
     AdmitRefused,
     Admitted,
     Admitting,
+    AdmitUnsure,
     Answered,
     AnswerFailed,
     Answering,
     AnswerPick,
     AnswerUndelivered,
+    CheckHarness,
     EndTurn,
     Events,
     FaultCause,
     GuardKill,
+    HarnessJudged,
     Input,
     NotKept,
     Picked,
@@ -71,6 +75,7 @@ from jr2_actors.agent.messages import (
     ReadKills,
     ReadUpdates,
     Report,
+    Restarted,
     Said,
     Settled,
     StartTurn,
@@ -90,11 +95,12 @@ from jr2_actors.values.step import Machine, Step
 
 # The vocabulary is `messages.py`'s, importable from here too (the run and the seat's shell speak it).
 __all__ = [
-    "MACHINE", "PROVIDER_LIMIT", "AbortAnswered", "AbortSubmission", "AbortTurn", "Accepted", "Action", "Admit",
-    "AdmitNotKept", "AdmitRefused", "Admitted", "Admitting", "AnswerFailed", "AnswerPick", "AnswerUndelivered",
-    "Answered", "Answering", "EndTurn", "Events", "FaultCause", "GuardKill", "Input", "NotKept", "Picked",
-    "PostAnswer", "ReadKills", "ReadUpdates", "Report", "Said", "Settled", "StartTurn", "State", "Stop",
-    "StreamFailed", "StreamLost", "ToSeat", "TurnCore", "TurnFault", "TurnStep",
+    "MACHINE", "PROVIDER_LIMIT", "AbortAnswered", "AbortSubmission", "AbortTurn", "Accepted", "Action",
+    "AdmissionUnsure", "Admit", "AdmitNotKept", "AdmitRefused", "AdmitUnsure", "Admitted", "Admitting",
+    "AnswerFailed", "AnswerPick", "AnswerUndelivered", "Answered", "Answering", "CheckHarness", "EndTurn", "Events",
+    "FaultCause", "GuardKill", "HarnessJudged", "Input", "NotKept", "Picked", "PostAnswer", "ReadKills",
+    "ReadUpdates", "Report", "Restarted", "Said", "Settled", "StartTurn", "State", "Stop", "StreamFailed",
+    "StreamLost", "ToSeat", "TurnCore", "TurnFault", "TurnStep",
 ]
 
 PROVIDER_LIMIT = "provider limit"
@@ -115,6 +121,7 @@ class TurnCore:
         self.closing = ""  # the call id whose answer `over: true` ends this Turn (the Harness settles it)
         self._picked = False
         self._read_failures = 0
+        self.stream_gone = False  # the Turn ended because its stream was lost or unreadable
         self._actions: list[Action] = []
         self._reports: list[Report] = []
         self._note = ""
@@ -124,6 +131,11 @@ class TurnCore:
     def ended(self) -> bool:
         """The run is done with the Turn: it reports nothing more (a `stopping` one may still read)."""
         return self.state in ("stopping", "ended")
+
+    @property
+    def open_submission(self) -> bool:
+        """A Submission was accepted and not seen to settle: a restart of the process holding it cut it."""
+        return bool(self.submission) and (self.state == "reading" or (self.state == "ended" and self.stream_gone))
 
     @property
     def busy(self) -> bool:
@@ -172,11 +184,21 @@ class TurnCore:
     def _refused(self, event: AdmitRefused) -> None:
         self._reports.append(self._end("refused", f"admission refused: {event.message}"))
 
+    def _unsure(self, event: AdmitUnsure) -> None:
+        self._go("idle")  # the seat's abort tells what the Harness did; the run admits again
+
+    def _restarted(self, event: Restarted) -> None:
+        # CONTRACTS §3: the new process runs none of the old one's Submissions and settles none of them.
+        self._go("idle")
+        self.submission, self.closing, self.stream_gone = "", "", False
+        self.outstanding.clear()
+
     def _not_kept(self, event: AdmitNotKept) -> None:
         self._go("idle")
         self._reports.append(NotKept(self.agent, self.turn_id, self.conversation_id, event.message))
 
     def _lost(self, event: StreamLost) -> None:
+        self.stream_gone = True
         self._reports.append(self._end("lost", f"the conversation was lost ({event.message})"))
 
     def _read_failed(self, event: StreamFailed) -> None:
@@ -186,6 +208,7 @@ class TurnCore:
         elif self.state == "stopping":
             self._go("ended")  # cannot tell: the next admission's 409 is "not yet", bounded
         else:
+            self.stream_gone = True
             self._reports.append(self._end("stream", f"the updates stream could not be read: {event.message}"))
 
     def _events(self, event: Events) -> None:
@@ -224,8 +247,10 @@ class TurnCore:
 
     def _admitted_stopping(self, event: Admitted) -> None:
         self.submission, self.offset = event.submission_id, event.offset  # the seat aborts what it started
+        # Kept means accepted: the run counts the conversation (and its notices heard) though it left the Turn.
+        self._reports.append(Accepted(self.agent, self.turn_id, event.submission_id))
 
-    def _nothing_runs(self, event: AdmitRefused | AdmitNotKept | StreamLost) -> None:
+    def _nothing_runs(self, event: AdmitRefused | AdmitUnsure | AdmitNotKept | StreamLost | Restarted) -> None:
         self._go("ended")  # nothing was started, or the conversation is gone
 
     def _abort_answered(self, event: AbortAnswered) -> None:
@@ -319,6 +344,8 @@ MACHINE: Machine[Callable[[TurnCore, Any], None]] = Machine("Turn", (
     (("admitting",), Admitted, ("reading",), T._admitted),
     (("admitting",), AdmitRefused, ("ended",), T._refused),
     (("admitting",), AdmitNotKept, ("idle",), T._not_kept),
+    (("admitting",), AdmitUnsure, ("idle",), T._unsure),
+    (("idle", "reading", "ended"), Restarted, ("idle",), T._restarted),
     (("reading",), Events, ("idle", "ended"), T._events),
     (("reading",), StreamLost, ("ended",), T._lost),
     (("reading",), StreamFailed, ("ended",), T._read_failed),
@@ -327,13 +354,13 @@ MACHINE: Machine[Callable[[TurnCore, Any], None]] = Machine("Turn", (
     (("idle", "admitting", "reading", "stopping"), AnswerUndelivered, (), T._undelivered),
     (("idle", "admitting", "reading"), Stop, ("stopping", "ended"), T._stop),
     (("stopping",), Admitted, (), T._admitted_stopping),
-    (("stopping",), (AdmitRefused, AdmitNotKept, StreamLost), ("ended",), T._nothing_runs),
+    (("stopping",), (AdmitRefused, AdmitUnsure, AdmitNotKept, StreamLost, Restarted), ("ended",), T._nothing_runs),
     (("stopping",), AbortAnswered, ("ended",), T._abort_answered),
     (("stopping",), StreamFailed, ("ended",), T._read_failed),
     (("stopping",), Events, ("ended",), T._events_stopping),
     (("stopping",), (Stop, Admitting, Answering), (), T._dropped),
-    (("ended",), (Admitting, Admitted, AdmitRefused, AdmitNotKept, Events, StreamLost, StreamFailed, Answering,
-                  *ANSWERS, Stop, AbortAnswered), (), T._after_end),
+    (("ended",), (Admitting, Admitted, AdmitRefused, AdmitUnsure, AdmitNotKept, Events, StreamLost, StreamFailed,
+                  Answering, *ANSWERS, Stop, AbortAnswered), (), T._after_end),
 ))
 
 

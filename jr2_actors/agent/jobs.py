@@ -18,10 +18,21 @@ import pykka
 from jr2_actors.agent import core as turn
 from jr2_actors.agent.messages import TurnId
 from jr2_actors.harness.client import HarnessClient
-from jr2_actors.harness.errors import HARNESS_ERRORS, HarnessError, HarnessProtocolError, HarnessUnreachable
+from jr2_actors.harness.errors import (
+    HARNESS_ERRORS,
+    ConversationNotKept,
+    HarnessError,
+    HarnessProtocolError,
+    HarnessUnreachable,
+)
 from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead
 from jr2_actors.net.cut import Cut
 from jr2_actors.shell import logs, tell_quietly
+from jr2_actors.values.constants import ADMISSION_DRAIN_SECONDS
+
+# An admission answered with one of these may have started a Submission before it failed (a Harness's own
+# fault, a gateway between): its fate is unknown, found out with an abort, never a fault of the run.
+UNSURE_STATUSES = frozenset({500, 502, 504})
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +44,7 @@ class KillsDone:
     problem: str
     asked: bool = True
     outcome: str = "crashed"  # for the metrics: read | error | unreachable | protocol | malformed | crashed
+    found_running: bool | None = None  # the abort before it found a Submission running (None: none was made)
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,17 @@ class AdmitDone:
     stream_url: str = ""
     outcome: str = "crashed"  # for the metrics: admitted | not_kept | error | unreachable | protocol | crashed
     reached: bool = False  # a failed admission that may have reached the Harness (it may start a Submission)
+    boot_id: str = ""  # the Harness process that accepted it, when it said
+
+
+@dataclass(frozen=True)
+class BootDone:
+    """The Harness answered `/healthz` with this boot id ("" when it says none), or never did (None)."""
+
+    turn_id: TurnId
+    endpoint: str
+    boot: str | None
+    judge: bool  # a `CheckHarness` asked (else the seat's own look for a held Turn)
 
 
 @dataclass(frozen=True)
@@ -70,6 +93,7 @@ class AbortDone:
     aborted: bool
     problem: str
     asked: bool = True  # the run's AbortTurn (it hears TurnAborted), else the seat's own
+    unsure: bool = False  # the abort that finds out what an unsure admission did
 
 
 @dataclass(frozen=True)
@@ -111,6 +135,72 @@ def read_loop(reads: queue.Queue[ReadJob | None], ref: pykka.ActorRef[Any], agen
         else:
             result = turn.Events(updates.events, updates.next_offset)
         tell_quietly(ref, ReadDone(job.turn_id, job.seq, result))
+
+
+def admission(harness: HarnessClient, ref: pykka.ActorRef[Any], agent: str, conversation: str, turn_id: TurnId,
+              body: dict[str, Any], not_yet: bool, cut: Cut) -> None:
+    """Post an admission; its result is an `AdmitDone` told to the seat (an unwanted one is aborted)."""
+    try:
+        answer = harness.admit(agent, conversation, body, retry_busy=not_yet, cut=cut)
+    except ConversationNotKept as e:
+        tell_quietly(ref, AdmitDone(turn_id, turn.AdmitNotKept(e.error), outcome="not_kept"))
+    except HARNESS_ERRORS as e:
+        reached = (isinstance(e, HarnessUnreachable) and e.reached) or (
+            isinstance(e, HarnessError) and e.status in UNSURE_STATUSES)
+        tell_quietly(ref, AdmitDone(turn_id, turn.AdmitRefused(str(e)), outcome=outcome_of(e), reached=reached))
+    else:
+        if not ref.is_alive():  # the seat stopped meanwhile: nobody wants what it started
+            abort_unwanted(harness, agent, conversation, turn_id)
+            return
+        tell_quietly(ref, AdmitDone(turn_id, turn.Admitted(answer.submission_id, answer.offset), answer.stream_url,
+                                    outcome="admitted", boot_id=answer.boot_id))
+
+
+def read_kills(harness: HarnessClient, ref: pykka.ActorRef[Any], agent: str, conversation: str, turn_id: TurnId,
+               abort_first: bool, read: bool) -> None:
+    """The read before an admission (`read`), after an abort of what the conversation may still run
+    (`abort_first`: a restored Turn, or one after an admission whose fate was unknown)."""
+    found: bool | None = None
+    if abort_first:
+        try:
+            found = harness.abort(agent, conversation)
+        except HARNESS_ERRORS as e:
+            log.info("agent %s: nothing aborted before turn %s resumes: %s", agent, turn_id, e)
+    if not read:
+        tell_quietly(ref, KillsDone(turn_id, None, "", asked=False, found_running=found))
+        return
+    try:
+        kills: MemoryKillRead | None = harness.memory_kills()
+        problem, outcome = "", "read"
+    except (*HARNESS_ERRORS, MemoryKillListError) as e:
+        kills, problem, outcome = None, str(e), outcome_of(e)
+    tell_quietly(ref, KillsDone(turn_id, kills, problem, outcome=outcome, found_running=found))
+
+
+def abort(harness: HarnessClient, ref: pykka.ActorRef[Any], agent: str, conversation: str, turn_id: TurnId, *,
+          asked: bool, unsure: bool) -> None:
+    try:
+        aborted, problem = harness.abort(agent, conversation), ""
+    except HARNESS_ERRORS as e:
+        aborted, problem = False, str(e)
+    tell_quietly(ref, AbortDone(turn_id, aborted, problem, asked, unsure))
+
+
+def answer(harness: HarnessClient, ref: pykka.ActorRef[Any], agent: str, conversation: str, turn_id: TurnId,
+           action: turn.PostAnswer) -> None:
+    try:
+        harness.answer(agent, conversation, action.call_id, action.over, action.answer)
+    except HARNESS_ERRORS as e:
+        tell_quietly(ref, AnswerDone(turn_id, turn.AnswerUndelivered(action.call_id, str(e))))
+    else:
+        tell_quietly(ref, AnswerDone(turn_id, turn.Answered(action.call_id)))
+
+
+def boot_probe(harness: HarnessClient, ref: pykka.ActorRef[Any], turn_id: TurnId, *, judge: bool) -> None:
+    """Which Harness process answers now. A judgment (`judge`) asks again while the new container does not
+    listen yet or drains, for up to `ADMISSION_DRAIN_SECONDS` (ADR-0062's 30 s); the seat's own look asks once."""
+    boot = harness.boot(within=ADMISSION_DRAIN_SECONDS if judge else 0.0)
+    tell_quietly(ref, BootDone(turn_id, harness.base_url, boot, judge))
 
 
 def abort_unwanted(harness: HarnessClient, agent: str, conversation: str, turn_id: TurnId) -> None:

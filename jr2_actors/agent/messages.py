@@ -11,6 +11,8 @@ report names the agent and the Turn, so the run drops what a Turn it has left st
     AnswerPick(turn_id, call_id, over, answer)       AnswerFailed (the answer did not reach the Harness)
     AbortTurn(turn_id)                               TurnAborted(agent, turn_id, aborted, problem)
     EndTurn(turn_id, fault)                          TurnFault(cause="ended", reason=fault)
+    CheckHarness(turn_id)                            HarnessJudged(agent, turn_id, cut)
+                                                     AdmissionUnsure(agent, turn_id, accepted, problem)
 """
 
 from __future__ import annotations
@@ -74,7 +76,15 @@ class EndTurn:
     fault: str
 
 
-ToSeat = StartTurn | ReadKills | Admit | AnswerPick | AbortTurn | EndTurn
+@dataclass(frozen=True)
+class CheckHarness:
+    """The Workspace saw its Harness restart: did the ended process hold this Turn's Submission?
+    (ADR-0062: a restart is judged against the Turn it could have touched.) `HarnessJudged` answers."""
+
+    turn_id: TurnId
+
+
+ToSeat = StartTurn | ReadKills | Admit | AnswerPick | AbortTurn | EndTurn | CheckHarness
 
 
 # -- inputs ------------------------------------------------------------------------------------------
@@ -157,8 +167,22 @@ class AbortAnswered:
     aborted: bool
 
 
-Input = (Admitting | Admitted | AdmitRefused | AdmitNotKept | Events | StreamLost | StreamFailed | Answering
-         | Answered | AnswerUndelivered | Stop | AbortAnswered)
+@dataclass(frozen=True)
+class AdmitUnsure:
+    """The admission may have reached the Harness and got no answer that says what it did (a reset, a cut
+    probe, a 5xx): the seat finds out with an abort (`AdmissionUnsure`), and the run re-admits."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Restarted:
+    """The Harness process that accepted the Turn's Submission ended: the Submission is gone, and no
+    settle will come for it (CONTRACTS §3). The Turn is idle, ready to be admitted again."""
+
+
+Input = (Admitting | Admitted | AdmitRefused | AdmitUnsure | Restarted | AdmitNotKept | Events | StreamLost
+         | StreamFailed | Answering | Answered | AnswerUndelivered | Stop | AbortAnswered)
 
 
 # -- actions -----------------------------------------------------------------------------------------
@@ -267,7 +291,31 @@ class AnswerFailed:
     problem: str
 
 
-Report = Picked | GuardKill | Said | Settled | TurnFault | Accepted | NotKept | AnswerFailed
+@dataclass(frozen=True)
+class HarnessJudged:
+    """The answer to `CheckHarness`: `cut` — the ended process held the Turn's open Submission (or could
+    not be told apart from the one answering now), so the Turn is idle and must be admitted again; else the
+    restart touched nothing of this Turn."""
+
+    agent: str
+    turn_id: TurnId
+    cut: bool
+
+
+@dataclass(frozen=True)
+class AdmissionUnsure:
+    """An admission whose fate was unknown, resolved by the seat's abort: `accepted` — a Submission was
+    running, so the Harness had taken it (its notices were heard); else nothing ran. Either way the Turn is
+    idle and the run admits it again (ADR-0062's re-admission)."""
+
+    agent: str
+    turn_id: TurnId
+    accepted: bool
+    problem: str
+
+
+Report = (Picked | GuardKill | Said | Settled | TurnFault | Accepted | NotKept | AnswerFailed | HarnessJudged
+          | AdmissionUnsure)
 
 
 # -- the seat's own reports to the run (beside its Turns' above; the AgentActor says them) ------------
@@ -283,6 +331,9 @@ class KillsRead:
     problem: str = ""
     source: str = ""
     asked: bool = True
+    # A restored Turn's abort before its read found a Submission running: the admission whose answer the
+    # crash lost had been taken (its notices heard). None: no abort was made, or it could not tell.
+    found_running: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -1,38 +1,28 @@
 """HarnessClient: the Orchestrator's calls to one Harness (CONTRACTS.md §3, ADR-0063's attach).
 
-Theory of operation — what is sent again, and what never is:
+What is sent again, and what never is:
+- A request that never reached the Harness is sent again: 250 ms doubling to 5 s, within 90 s. One that may
+  have reached it (a reset after sending, a read timeout) is not: an admission is at most once.
+- An answer that is not 2xx is a `HarnessError` with the Harness's own words, never sent again — but: a
+  draining Harness's 503, and a 429 after its `Retry-After` (refused before anything ran), to an admission
+  (for up to 30 s) and the 503 to the memory-kill read (within its own limit, ADR-0062); and a 409 to an
+  admission into a conversation the Harness holds (`retry_busy`: "not yet", for `ADMISSION_BUSY_SECONDS`).
+  Only a 404 whose body says `kept: false` is `ConversationNotKept` (ADR-0062).
+- An admission's answer has no read timeout: it is awaited as long as the Harness is alive — `/healthz` is
+  asked every `ADMISSION_PROBE_SECONDS`, and `ADMISSION_PROBE_MISSES` misses in a row cut it (a Harness slow
+  to seat a Submission must not fail the run). Its answer names the process that took it (`bootId`, ours),
+  and `boot()` asks which one answers now: a restart is judged by the two (ADR-0062).
+- The memory-kill read's 5 s is a total limit over connect, 503s and the body (ADR-0062): a `Cut` on the
+  client's timer thread ends it at the deadline. Its answer is parsed as untrusted input (`memory_kills.py`).
+- A `streamUrl` not on the Harness's origin (and under its path) is refused: the bearer token goes to the
+  Harness and nowhere else, and redirects are never followed.
+- `close()` ends every call at once, whatever phase it is in (each call runs under a `Cut` that `close()`
+  fires), so no retry loop outlives a stopping actor.
 
-- A request that never reached the Harness (no connection was made) is sent again: 250 ms doubling to
-  5 s, within 90 s. A request that may have reached it (a reset after sending, a read timeout) is not:
-  an admission is at most once.
-- An answer that is not 2xx is raised as a `HarnessError` with the Harness's own words and never sent
-  again — with three exceptions: a draining Harness's 503 while a new container starts, to an
-  admission (sent again for up to 30 s, CONTRACTS.md §3's admission row) and to the memory-kill read
-  (within its own limit, ADR-0062); and a 409 to an admission into a conversation the Harness holds
-  (`retry_busy`): its last Submission has not settled yet, so it is "not yet", sent again for up to
-  `ADMISSION_BUSY_SECONDS` (CONTRACTS.md §3). A 404 whose body says `kept: false` is
-  `ConversationNotKept`, told apart from any other 404 (ADR-0062: only that 404 is the refusal of a
-  `kept: true` admission).
-- An admission's answer has no read timeout: it is awaited as long as the Harness is alive — its
-  `/healthz` is asked every `ADMISSION_PROBE_SECONDS` meanwhile, and `ADMISSION_PROBE_MISSES` misses in
-  a row cut the admission (issue 16: a Harness slow to seat a Submission must not fail the run, and a
-  timeout after which it starts one anyway orphans it).
-- The memory-kill read's 5 s is a total limit over connect, 503s and the body (ADR-0062): a `Cut` on
-  the client's timer thread ends the request at the deadline, so a Harness trickling its answer a byte
-  at a time cannot hold an admission. Its answer is parsed as untrusted input (`memory_kills.py`).
-- A `streamUrl` not on the Harness's origin (and under its path) is refused: the bearer token is sent
-  to the Harness and nowhere else, and redirects are never followed.
-- `close()` ends every call at once, whatever phase it is in: a wait before a retry, a request in flight
-  (each call's requests and the reading of their answers run under a `Cut` that `close()` fires). A
-  stopping actor closes its clients, so no retry loop outlives it (issue 16: a stop waited 87 s for an
-  attach retrying a Harness that refused connections).
-
-Time is the injected clock's: deadlines are read from it, and waits between tries are timers on it, so
-a `VirtualClock` drives every schedule in tests. `HarnessClients` keeps one client per Harness, and closes
-them. An orchestrator gives every client it makes — each seat's, each Workspace's attach — one
-`requests.Session` of the process (`shared_session`, issue 18 item 7): a Harness's connections are kept
-across the attach and the Turns after it, and no attach builds a session, an adapter and its pools of its
-own. A client given a session closes only its own calls, never the session.
+Time is the injected clock's, so a `VirtualClock` drives every schedule in tests. `HarnessClients` keeps one
+client per Harness. An orchestrator gives every client one `requests.Session` of the process
+(`shared_session`): a Harness's connections are kept across the attach and the Turns after it. A client
+given a session closes only its own calls, never the session.
 """
 
 from __future__ import annotations
@@ -43,13 +33,13 @@ import json
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 import requests
 import urllib3.exceptions
 
+from jr2_actors.harness.answers import Admission, Updates, boot_id_of, retry_after
 from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillListError, MemoryKillRead, parse_memory_kills
 from jr2_actors.net.cut import Cut, mount_cuts
@@ -74,20 +64,6 @@ from jr2_actors.values.constants import (
 from jr2_actors.values.errors import one_line
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Admission:
-    stream_url: str
-    offset: str
-    submission_id: str
-
-
-@dataclass(frozen=True)
-class Updates:
-    events: list[dict[str, Any]] = field(repr=False)
-    next_offset: str
-    up_to_date: bool
 
 
 class HarnessClient:
@@ -141,13 +117,37 @@ class HarnessClient:
     # -- routes --------------------------------------------------------------------------------------
 
     def healthz(self) -> bool:
+        return self._boot() is not None
+
+    def boot(self, within: float = 0.0) -> str | None:
+        """The boot id of the Harness process answering now (`/healthz`'s `bootId`); "" when it answers
+        without one; None when it does not answer 200 (not listening yet, draining, gone) — asked again,
+        on the retry schedule, for up to `within` seconds (ADR-0062: 30 s while a new container starts)."""
+        deadline = self.clock.monotonic() + within
+        attempt = 0
+        while True:
+            boot = self._boot()
+            attempt += 1
+            delay = HARNESS_RETRY.delay(attempt)
+            if boot is not None or self.clock.monotonic() + delay > deadline:
+                return boot
+            try:
+                self._pause(delay, "GET /healthz")
+            except HarnessUnreachable:
+                return None
+
+    def _boot(self) -> str | None:
+        """One `/healthz`: its `bootId` ("" when it says none, or not as JSON); None without a 200."""
         try:
-            resp = self._session.get(self.base_url + "/healthz", timeout=(CONNECT_TIMEOUT_SECONDS, 5.0),
-                                     allow_redirects=False)
+            with self._session.get(self.base_url + "/healthz", timeout=(CONNECT_TIMEOUT_SECONDS, 5.0),
+                                   allow_redirects=False) as resp:
+                if resp.status_code != 200:
+                    return None
+                return boot_id_of(json.loads(_read_capped(resp, 64 * 1024) or b"null"))
         except requests.exceptions.RequestException:
-            return False
-        resp.close()
-        return resp.status_code == 200
+            return None
+        except (ValueError, RecursionError, HarnessProtocolError, HarnessUnreachable):
+            return ""
 
     def attach(self, slots: Sequence[Mapping[str, str]], branch: str, review_sha: str | None = None) -> dict[str, str]:
         body: dict[str, Any] = {"slots": [dict(s) for s in slots], "branch": branch}
@@ -177,9 +177,11 @@ class HarnessClient:
             with self._while_alive(cut) as dead:
                 try:
                     resp = self._send("POST", path, dict(body), raise_status=False, read_timeout=None, cut=cut)
-                    if resp.status_code == 503:
+                    if resp.status_code in (503, 429):  # draining, or refused before anything ran
                         drains += 1
                         delay = HARNESS_RETRY.delay(drains)
+                        if resp.status_code == 429:
+                            delay = retry_after(resp.headers.get("Retry-After"), delay)
                         if self.clock.monotonic() + delay <= drain_deadline:
                             resp.close()
                             self._pause(delay, path)
@@ -205,7 +207,7 @@ class HarnessClient:
             if not isinstance(stream_url, str) or not stream_url or not isinstance(submission, str) \
                     or not submission or not isinstance(offset, str):
                 raise HarnessProtocolError("admission answer lacks streamUrl, offset or submissionId")
-            return Admission(self._own_url(stream_url), offset, submission)
+            return Admission(self._own_url(stream_url), offset, submission, boot_id_of(doc))
 
     @contextlib.contextmanager
     def _while_alive(self, cut: Cut) -> Iterator[threading.Event]:

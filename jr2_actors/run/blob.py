@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from jr2_actors.run.feedlines import FeedEvent, line_fields, line_from
 from jr2_actors.run.messages import PlaceWorkspace, ReleaseWhy, ReleaseWorkspace, RunStep, WorkspaceRecord
 from jr2_actors.run.notices import Ledger, entry_from, entry_json, mark_from
-from jr2_actors.run.turn import TurnRecord
+from jr2_actors.run.turn_record import TurnRecord
 from jr2_actors.values.constants import FEED_IDS_RESERVED
 from jr2_actors.values.step import Step
 from jr2_actors.values.workflow import parse_workflow

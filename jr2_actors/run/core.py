@@ -68,7 +68,8 @@ from jr2_actors.run.messages import (
     WorkspaceRecord,
 )
 from jr2_actors.run.notices import Ledger
-from jr2_actors.run.turn import NUDGE_LIMIT, HarnessGone, TurnRecord, TurnSide, said_once
+from jr2_actors.run.turn import NUDGE_LIMIT, TurnSide, said_once
+from jr2_actors.run.turn_record import HarnessGone, TurnRecord
 from jr2_actors.values.constants import FEED_IDS_RESERVED, RUN_PATH_KEEP
 from jr2_actors.values.step import OffTable, Step
 from jr2_actors.values.workflow import Workflow
@@ -171,7 +172,9 @@ class RunCore(TurnSide):
     def deadline(self) -> float | None:
         if self.status != "running":
             return None
-        lost = self.turn.lost_until if self.turn is not None and self.turn.lost_reason else None
+        turn = self.turn
+        # A lost stream waits for a restart's judgment under way: the restart may explain it.
+        lost = turn.lost_until if turn is not None and turn.lost_reason and turn.restart is None else None
         return min((t for t in (self._after_mono, lost) if t is not None), default=None)
 
     @property
@@ -257,7 +260,7 @@ class RunCore(TurnSide):
     def _tick(self) -> None:
         turn = self.turn
         if (self.status == "running" and turn is not None and turn.lost_reason and self._now >= turn.lost_until
-                and turn.phase != "ended"):
+                and turn.phase != "ended" and turn.restart is None):
             reason, turn.lost_reason = turn.lost_reason, ""
             self._turn_step(turn, TurnFault(turn.agent, turn.id, "ended", reason))
         if self.status == "running" and self._after_mono is not None and self._now >= self._after_mono:
@@ -328,15 +331,15 @@ class RunCore(TurnSide):
         elif isinstance(report, ws.LastEndSeen):
             # ADR-0062: a kernel kill is one notice under (Workspace, the time the container ended); it
             # names the Turn's Agent when a Turn ran in that Workspace, else no one.
-            agent = self._running_agent(report.path)
-            if self.ledger.kernel_kill(report.path, report.moment, report.reason, self._limit(report.path),
-                                       agent):
+            # Raised naming no one: the Turn it cut, once its seat judged the restart, names its Agent.
+            if self.ledger.kernel_kill(report.path, report.moment, report.reason, self._limit(report.path)):
                 self._persist = True
         elif isinstance(report, ws.HarnessEnded):
             if self.turn is not None:
                 reason = report.memory_fault or f"the Harness ended ({report.reason}, exit {report.exit_code}): " \
                                                 f"{report.message}".rstrip(": ")
-                self._turn_step(self.turn, HarnessGone(record.path, reason))
+                self._turn_step(self.turn, HarnessGone(record.path, reason, report.memory_fault is not None,
+                                                       report.moment))
         elif isinstance(report, ws.Unknown):
             self._feed(UnknownLine(report.path, report.message))
 

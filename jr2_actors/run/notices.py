@@ -134,6 +134,16 @@ class Ledger:
         return self._raise(f"{path}|kernel|{moment}", workspace_scope(path),
                            memory_notice(agent=agent, limit=_size(limit)))
 
+    def name_kernel_kill(self, path: str, moment: str, agent: str) -> bool:
+        """ADR-0062: the Turn a kernel kill ended faults on it, and its notice names the Turn's Agent — if the
+        notice is still pending (raised naming no one when the watch reported the end)."""
+        source = f"{path}|kernel|{moment}"
+        for i, e in enumerate(self.pending):
+            if e.source == source and e.notice.fields.get("agent") != agent:
+                self.pending[i] = Entry(Notice(e.notice.kind, {**e.notice.fields, "agent": agent}), source, e.scope)
+                return True
+        return False
+
     def conversation(self, conversation: str, notice: Notice, source: str = "") -> bool:
         return self._raise(source, conversation_scope(conversation), notice)
 

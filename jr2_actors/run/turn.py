@@ -1,40 +1,37 @@
 """The run's Turn: from the state that asks for it to its pick, its fault or the run's move. Pure.
 
-Theory of operation. A Turn is one workflow state's `turn` for one Agent seat, in the seat's one conversation
-of the run (ADR-0062: every later Turn continues it, `kept: true`). Its phase moves along `TURN`, the table
-at the bottom (`step.Machine`: phase × input → the phases that edge may lead to, and its handler); an input
-off the table is our bug and raises `OffTable`, a handler that moves off its edge too.
+A Turn is one workflow state's `turn` for one Agent seat, in the seat's one conversation of the run
+(ADR-0062: every later Turn continues it, `kept: true`). Its phase moves along `TURN` at the bottom.
 
     waiting ──Ready──▶ reading ──KillsRead──▶ admitting ──Accepted──▶ running ──Picked──▶ answered
-                                                 ▲ NotKept (read, admit anew)    │ Settled: nudged
-                                                 └──────── KillsRead ◀───────────┘ (a read first)
-    any live phase ── TurnFault, a Harness gone, Settled past the nudge ──▶ ended;  Stop ──▶ ended
+                                                 ▲ NotKept, HarnessJudged(cut), AdmissionUnsure │ Settled:
+                                                 └──────── KillsRead ◀── (a read first) ────────┘ nudged
+    any live phase ── TurnFault, a kernel kill's cut, Settled past the nudge ──▶ ended;  Stop ──▶ ended
 
-- `waiting` for its Workspace to run (a Menu-only agent starts at once on the Instance Harness); `Ready`
-  tells the seat `StartTurn`, which reads the kill list (ADR-0062: every admission into a Workspace is
-  preceded by a read) and answers `KillsRead`.
-- Each read raises its notices into the ledger; the Turn's first read sets its mark. The admission that
-  follows carries what the ledger holds in its scope (a nudge only the guard kills past the mark).
-- `running` once the Harness took the admission (the conversation's count is saved: `kept` comes from it).
-  A pick the state's `on` names is answered `over: true` and the run moves (`answered`, then the Turn is
-  gone with the state); a Turn that ends without one is prompted again `NUDGE_LIMIT` times, then faults.
-- A lost conversation is held `LOST_GRACE_SECONDS` in case a kernel kill explains it (then it is that
-  kill's fault, `memory limit (OOMKilled, …)`); a Harness that ended faults a Turn that was admitted, never
-  one only reading the list. What an admission carried that the Harness never read is pending again.
+- `waiting` for its Workspace (a Menu-only agent starts at once); `Ready` tells the seat `StartTurn`, which
+  reads the kill list (ADR-0062) and answers `KillsRead`. Each read raises notices into the ledger; the
+  first sets the Turn's mark; the admission carries what the ledger holds in its scope.
+- `running` once the Harness took the admission (CONTRACTS §3: answered 200 is heard; the conversation's
+  count is saved, `kept` comes from it). A pick the state's `on` names moves the run; a Turn that ends
+  without one is prompted again `NUDGE_LIMIT` times, then faults.
+- A Harness restart is judged by the seat against the Turn; a cut Turn is re-admitted, or faulted by a
+  kernel kill. A lost conversation waits `LOST_GRACE_SECONDS` (and for a judgment under way) in case a
+  restart explains it. What an admission never answered carried is pending again.
 
 The handlers are `RunCore`'s (this class is its Turn half): they feed, tell the seat and move the run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from jr2_actors.agent import messages as seat
 from jr2_actors.agent.messages import (
     Accepted,
+    AdmissionUnsure,
     AnswerFailed,
     GuardKill,
+    HarnessJudged,
     KillsRead,
     NotKept,
     Picked,
@@ -55,8 +52,19 @@ from jr2_actors.run.feedlines import (
     TurnLine,
 )
 from jr2_actors.run.messages import Action, RunStatusName, ToAgent, WorkspaceRecord
-from jr2_actors.run.notices import Entry, Ledger, Mark, Notice, mark_of, nudge_eligible
+from jr2_actors.run.notices import Entry, Ledger, Notice, mark_of, nudge_eligible
 from jr2_actors.run.notices import conversation_new as conversation_new_notice
+from jr2_actors.run.turn_record import (
+    UNSURE_LIMIT,
+    HarnessGone,
+    Purpose,
+    ReadFor,
+    Ready,
+    Stop,
+    TurnInput,
+    TurnPhase,
+    TurnRecord,
+)
 from jr2_actors.values.constants import LOST_GRACE_SECONDS
 from jr2_actors.values.step import Machine
 from jr2_actors.values.workflow import EVENTS, StateDef, Workflow
@@ -64,64 +72,6 @@ from jr2_actors.values.workflow import EVENTS, StateDef, Workflow
 SAID_CHARS = 500  # of an Agent's words, said in the feed
 NUDGE_LIMIT = 1  # a Turn that ends without a pick is prompted again this often, then it is a fault
 ANSWERS_KEPT = 8  # answered picks remembered for an answer that turns out not to have reached its call
-
-TurnPhase = Literal["waiting", "reading", "admitting", "running", "answered", "ended"]
-Purpose = Literal["turn", "nudge", "resume"]  # what an admission is: the Turn's, a nudge, a re-admission
-# What a pending read of the kill list is for: an admission, or the one after a `NotKept` (`renew`) of a
-# kept admission or (`renew-resume`) of a re-admission.
-ReadFor = Purpose | Literal["renew", "renew-resume"]
-
-
-# -- the Turn's inputs from the run itself (the seat's are in messages.py) ----------------------------
-
-@dataclass(frozen=True)
-class Ready:
-    """Its Workspace runs (or it needs none): the Turn starts."""
-
-
-@dataclass(frozen=True)
-class HarnessGone:
-    """The Harness of the Workspace at `path` ended (a restart, a kernel kill): `reason` is the fault."""
-
-    path: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Stop:
-    """The run leaves the state that asked for the Turn, or ends."""
-
-
-# The seat's reports (`agent/messages.py`) are the Turn's inputs as they are; the run adds its own three.
-TurnInput = KillsRead | Accepted | NotKept | Picked | GuardKill | Said | Settled | TurnFault | Ready | HarnessGone \
-    | Stop
-
-
-@dataclass
-class TurnRecord:
-    id: int
-    agent: str
-    conversation: str
-    state: str  # the workflow state that asked for it
-    phase: TurnPhase = "waiting"
-    nudges: int = 0
-    kept: bool = False  # the admission names a conversation the Harness was taken to keep
-    picked: str = ""
-    resumed: bool = False  # restored after an Orchestrator restart
-    started_wall: float = 0.0
-    mark: Mark | None = None  # ADR-0062: the newest kill its first read saw ("none"), or its start less 1 s
-    reading: ReadFor | None = None  # what the pending read of the kill list is for (None: no read pending)
-    admitted_as: Purpose | None = None  # what the newest admission was (memory alone)
-    # What the newest admission carried, and whether the Harness read its surface (the Submission spoke): in
-    # the blob as `turn.carried` / `turn.heard`, so a restored Turn whose newest admission the Harness never
-    # read carries those notices again (ADR-0062: delivered is not yet heard; issue 16).
-    carried: list[Entry] = field(default_factory=list)
-    # Every entry the Turn's admissions carried, until the Turn ends (in the blob as `turn.took`): a Harness
-    # that no longer holds the conversation heard none of it (ADR-0062).
-    took: list[Entry] = field(default_factory=list)
-    heard: bool = False
-    lost_reason: str = ""  # a lost conversation, held back a moment in case a kernel kill explains it
-    lost_until: float = 0.0
 
 
 class TurnSide:
@@ -158,14 +108,57 @@ class TurnSide:
         """Nothing runs on the Harness for this Turn yet: its admission follows, and takes the notice."""
 
     def _harness_gone(self, turn: TurnRecord, event: HarnessGone) -> None:
-        """ADR-0063: a Harness restart ends the Turns waiting on it; a kernel kill faults the Turn as such.
-        ADR-0062: a kill while no Turn runs faults nothing — nor while the Turn only reads the kill list (its
-        first read, or between a Submission and its nudge): its admission follows, and takes the notice."""
-        if turn.reading is not None or self.workflow.agents[turn.agent].workspace != event.path:
+        """ADR-0062: a restart is judged against the Turn it could have touched — the seat compares the process
+        that accepted its Submission with the one answering now (`HarnessJudged`). A Turn only reading the
+        kill list has nothing running; its seat still looks, so a held Turn waits on no Submission the
+        restart ended (CONTRACTS §3)."""
+        if self.workflow.agents[turn.agent].workspace != event.path:
             return
-        self._tell(turn, seat.AbortTurn(turn.id))
-        self._turn_go(turn, "ended")
-        self._event("agent.fault", event.reason)
+        if turn.phase in ("admitting", "running") and turn.reading is None:
+            turn.restart = event
+        self._tell(turn, seat.CheckHarness(turn.id))
+
+    def _judged(self, turn: TurnRecord, event: HarnessJudged) -> None:
+        """ADR-0062: a Turn the restart cut is re-admitted (`kept: true`, the re-admit text); only a kernel
+        kill faults it, and its notice names the Turn's Agent. A restart that touched nothing of the Turn
+        faults nothing; its kernel notice, if any, names no one and waits for the next admission."""
+        gone, turn.restart = turn.restart, None
+        if gone is None or not event.cut:
+            return
+        turn.lost_reason = ""  # the restart explains a lost stream
+        if gone.oom:
+            if self.ledger.name_kernel_kill(gone.path, gone.moment, turn.agent):
+                self._persist = True
+            self._tell(turn, seat.AbortTurn(turn.id))
+            self._turn_go(turn, "ended")
+            self._feed(TurnFaultLine(turn.agent, turn.id, gone.reason))
+            self._event("agent.fault", gone.reason)
+            return
+        self._read_for(turn, "resume")
+
+    def _admission_unsure(self, turn: TurnRecord, event: AdmissionUnsure) -> None:
+        """An admission whose fate was unknown, resolved by the seat's abort: taken (its notices heard, the
+        conversation held) or not (its notices pending again). Either way it is sent again as a re-admission,
+        which a Harness answers safely whatever it holds — a bounded number of times."""
+        if event.accepted:
+            self._count_conversation(turn.agent)
+            self._heard(turn)
+        # else what it carried stays unheard: the re-admission carries it again, whatever its scope leaves out
+        turn.unsure += 1
+        if turn.unsure > UNSURE_LIMIT:
+            self._unheard(turn)
+            self._turn_go(turn, "ended")
+            reason = f"admission refused: {event.problem or 'no answer'} ({turn.unsure} admissions unanswered)"
+            self._feed(TurnFaultLine(turn.agent, turn.id, reason))
+            self._event("agent.fault", reason)
+            return
+        self._read_for(turn, "resume")
+
+    def _count_conversation(self, agent: str) -> None:
+        # ADR-0062: `kept` is computed from this count, so it is saved: a restore that lost it would re-admit
+        # a held conversation without `kept: true`.
+        self.conversations[agent] = self.conversations.get(agent, 0) + 1
+        self._persist = True
 
     def _running_agent(self, path: str) -> str | None:
         """CONTRACTS.md §3: the Agent whose Turn the kill happened in — admitted (or being admitted), not one
@@ -236,6 +229,10 @@ class TurnSide:
             return
         turn = self.turn
         if turn is None or event.turn_id != turn.id or self.status != "running":
+            if isinstance(event, Accepted | AdmissionUnsure) and getattr(event, "accepted", True):
+                # Kept means accepted: a conversation the Harness took is held, whether or not the run still
+                # wants that Turn, so its next admission says `kept: true`.
+                self._count_conversation(event.agent)
             return  # a late report of a Turn that is over
         self._turn_step(turn, event)
 
@@ -261,10 +258,10 @@ class TurnSide:
 
     def _admitted(self, turn: TurnRecord, event: Accepted) -> None:
         self._turn_go(turn, "running")
-        # ADR-0062: `kept` is computed from this count, so it is saved: a restore that lost it would
-        # re-admit a held conversation without `kept: true`.
-        self.conversations[turn.agent] = self.conversations.get(turn.agent, 0) + 1
-        self._persist = True
+        self._count_conversation(turn.agent)
+        # CONTRACTS §3: an admission answered 200 has been read — the Harness rendered its Briefing, notices
+        # included, when it accepted it. Its notices are never raised again.
+        self._heard(turn)
 
     def _not_kept(self, turn: TurnRecord, event: NotKept) -> None:
         # ADR-0062: the Harness holds no such conversation. Every notice the Turn's admissions carried
@@ -339,6 +336,13 @@ class TurnSide:
 
     def _kills_read(self, turn: TurnRecord, read: KillsRead) -> None:
         purpose, turn.reading = turn.reading or "turn", None
+        if read.found_running:
+            # CONTRACTS §3: after a restore, judged by what the Harness holds — a Submission ran, so the
+            # admission whose answer the crash lost had been taken: its notices were heard, and the
+            # conversation is held (its re-admission says `kept: true`).
+            self._heard(turn)
+            if not self.conversations.get(turn.agent):
+                self._count_conversation(turn.agent)
         path = self.workflow.agents[turn.agent].workspace
         kills = None if read.read is None else read.read.kills  # None: the read could not tell
         if path is not None and self.ledger.list_read(path, kills):
@@ -481,9 +485,12 @@ TURN: Machine[Any] = Machine("the run's Turn", (
     (LIVE, Said, (), S._said),
     (LIVE, Settled, ("ended", "admitting"), S._turn_ended),
     (LIVE, TurnFault, ("ended",), S._turn_fault),
-    # ADR-0062: a Harness that ends while no Turn runs, or while it only reads the kill list, faults nothing.
-    (("waiting", "reading"), HarnessGone, (), S._not_running),
-    (("admitting", "running"), HarnessGone, ("ended",), S._harness_gone),
+    # ADR-0062: a Harness that ends while no Turn runs faults nothing; under a Turn, the seat judges whether
+    # the process that ended held its Submission: a cut Turn is re-admitted, or faulted by a kernel kill.
+    (("waiting",), HarnessGone, (), S._not_running),
+    (("reading", "admitting", "running"), HarnessGone, (), S._harness_gone),
+    (LIVE, HarnessJudged, ("ended", "admitting"), S._judged),
+    (LIVE, AdmissionUnsure, ("ended", "admitting"), S._admission_unsure),
     ((*LIVE, "ended"), Stop, ("ended",), S._stop),
 ))
 

@@ -354,8 +354,9 @@ class WorkspaceCore:
             ended = sandbox.last_terminated
             reason = ended.reason if ended else "Unknown"
             message = ended.message if ended else ""
+            moment = (ended.finished_at if ended else "") or f"restart-{sandbox.restart_count}"
             self._out.append(m.HarnessEnded(self.path, reason, ended.exit_code if ended else None, message,
-                                          reading.memory_fault(self._memory_limit, reason, message)))
+                                          reading.memory_fault(self._memory_limit, reason, message), moment))
         self._restart_count = sandbox.restart_count
 
     # -- time ------------------------------------------------------------------------------------------

@@ -292,13 +292,14 @@ class LastEndSeen:
 
 @dataclass(frozen=True)
 class HarnessEnded:
-    """The Harness container ended and restarted after attach: the Turns waiting on it end."""
+    """The Harness container ended and restarted after attach: the run's Turn there is judged against it."""
 
     path: str
     reason: str
     exit_code: int | None
     message: str
     memory_fault: str | None
+    moment: str = ""  # which end (as `LastEndSeen.moment`): a kernel kill's notice source
 
 
 @dataclass(frozen=True)
