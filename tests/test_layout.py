@@ -28,7 +28,7 @@ FORBIDDEN = frozenset({
     # output
     "logging", "prometheus_client", "rich",
 })
-CORES = sorted(PACKAGE.rglob("core.py"))
+CORES = sorted({*PACKAGE.rglob("core.py"), *PACKAGE.rglob("*_core.py")})  # `seat_core.py` is a core too
 
 
 def _module_path(name: str) -> Path | None:

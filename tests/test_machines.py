@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from jr2_actors.agent import core as turn
+from jr2_actors.agent import seat_core
 from jr2_actors.run import turn as run_turn
 from jr2_actors.run import turn_record
 from jr2_actors.values.step import Machine, OffTable
@@ -18,6 +19,7 @@ from jr2_actors.workspace import core as workspace
 MACHINES: dict[str, Machine[Any]] = {
     "Workspace": workspace.MACHINE,
     "Turn": turn.MACHINE,
+    "the seat": seat_core.MACHINE,
     "the Sandbox watch": stream.MACHINE,
     "the run's Turn": run_turn.TURN,
 }

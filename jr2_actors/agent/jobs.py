@@ -16,7 +16,17 @@ from typing import Any
 import pykka
 
 from jr2_actors.agent import core as turn
-from jr2_actors.agent.messages import TurnId
+from jr2_actors.agent.messages import (
+    AbortDone,
+    AbortJob,
+    AdmitDone,
+    AnswerDone,
+    AnswerJob,
+    BootDone,
+    KillsDone,
+    ReadDone,
+    TurnId,
+)
 from jr2_actors.harness.client import HarnessClient
 from jr2_actors.harness.errors import (
     HARNESS_ERRORS,
@@ -38,73 +48,9 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class KillsDone:
-    turn_id: TurnId
-    read: MemoryKillRead | None
-    problem: str
-    asked: bool = True
-    outcome: str = "crashed"  # for the metrics: read | error | unreachable | protocol | malformed | crashed
-    found_running: bool | None = None  # the abort before it found a Submission running (None: none was made)
+class StreamRead:
+    """One long-poll for the reader thread."""
 
-
-@dataclass(frozen=True)
-class AdmitDone:
-    turn_id: TurnId
-    result: turn.Admitted | turn.AdmitRefused | turn.AdmitNotKept
-    stream_url: str = ""
-    outcome: str = "crashed"  # for the metrics: admitted | not_kept | error | unreachable | protocol | crashed
-    reached: bool = False  # a failed admission that may have reached the Harness (it may start a Submission)
-    boot_id: str = ""  # the Harness process that accepted it, when it said
-
-
-@dataclass(frozen=True)
-class BootDone:
-    """The Harness answered `/healthz` with this boot id ("" when it says none), or never did (None)."""
-
-    turn_id: TurnId
-    endpoint: str
-    boot: str | None
-    judge: bool  # a `CheckHarness` asked (else the seat's own look for a held Turn)
-
-
-@dataclass(frozen=True)
-class ReadDone:
-    turn_id: TurnId
-    seq: int
-    result: turn.Events | turn.StreamLost | turn.StreamFailed
-
-
-@dataclass(frozen=True)
-class ReadDue:
-    turn_id: TurnId
-    seq: int
-    offset: str
-
-
-@dataclass(frozen=True)
-class AnswerDone:
-    turn_id: TurnId
-    result: turn.Answered | turn.AnswerUndelivered
-
-
-@dataclass(frozen=True)
-class AbortDone:
-    turn_id: TurnId
-    aborted: bool
-    problem: str
-    asked: bool = True  # the run's AbortTurn (it hears TurnAborted), else the seat's own
-    unsure: bool = False  # the abort that finds out what an unsure admission did
-
-
-@dataclass(frozen=True)
-class SettleDue:
-    """The previous Turn's Submission has had `PREVIOUS_SETTLE_SECONDS` to settle."""
-
-    turn_id: TurnId
-
-
-@dataclass(frozen=True)
-class ReadJob:
     turn_id: TurnId
     seq: int
     harness: HarnessClient
@@ -113,7 +59,7 @@ class ReadJob:
     cut: Cut
 
 
-def read_loop(reads: queue.Queue[ReadJob | None], ref: pykka.ActorRef[Any], agent: str,
+def read_loop(reads: queue.Queue[StreamRead | None], ref: pykka.ActorRef[Any], agent: str,
               context: dict[str, str]) -> None:
     """The long-poll reader: one read at a time, each result told to the actor."""
     logs.bind(context)  # started by the actor once its context is bound
@@ -177,17 +123,17 @@ def read_kills(harness: HarnessClient, ref: pykka.ActorRef[Any], agent: str, con
     tell_quietly(ref, KillsDone(turn_id, kills, problem, outcome=outcome, found_running=found))
 
 
-def abort(harness: HarnessClient, ref: pykka.ActorRef[Any], agent: str, conversation: str, turn_id: TurnId, *,
-          asked: bool, unsure: bool) -> None:
+def abort(harness: HarnessClient, ref: pykka.ActorRef[Any], agent: str, conversation: str, turn_id: TurnId,
+          job: AbortJob) -> None:
     try:
         aborted, problem = harness.abort(agent, conversation), ""
     except HARNESS_ERRORS as e:
         aborted, problem = False, str(e)
-    tell_quietly(ref, AbortDone(turn_id, aborted, problem, asked, unsure))
+    tell_quietly(ref, AbortDone(turn_id, aborted, problem, job.asked, job.unsure))
 
 
 def answer(harness: HarnessClient, ref: pykka.ActorRef[Any], agent: str, conversation: str, turn_id: TurnId,
-           action: turn.PostAnswer) -> None:
+           action: AnswerJob) -> None:
     try:
         harness.answer(agent, conversation, action.call_id, action.over, action.answer)
     except HARNESS_ERRORS as e:
@@ -200,7 +146,7 @@ def boot_probe(harness: HarnessClient, ref: pykka.ActorRef[Any], turn_id: TurnId
     """Which Harness process answers now. A judgment (`judge`) asks again while the new container does not
     listen yet or drains, for up to `ADMISSION_DRAIN_SECONDS` (ADR-0062's 30 s); the seat's own look asks once."""
     boot = harness.boot(within=ADMISSION_DRAIN_SECONDS if judge else 0.0)
-    tell_quietly(ref, BootDone(turn_id, harness.base_url, boot, judge))
+    tell_quietly(ref, BootDone(turn_id, boot, judge))
 
 
 def abort_unwanted(harness: HarnessClient, agent: str, conversation: str, turn_id: TurnId) -> None:

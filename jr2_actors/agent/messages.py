@@ -350,3 +350,148 @@ ToRun = Report | KillsRead | TurnAborted  # everything a seat tells the run
 
 
 TurnStep = Step[Action, Report]
+
+
+# -- the seat's work and its results (SeatCore asks for jobs; its shell runs them and feeds back results) --
+
+@dataclass(frozen=True)
+class ReadKillsJob:
+    """The read before an admission (`read`), after an abort of what the conversation may still run
+    (`abort_first`)."""
+
+    turn_id: TurnId
+    abort_first: bool
+    read: bool
+
+
+@dataclass(frozen=True)
+class AdmitJob:
+    turn_id: TurnId
+    body: Mapping[str, Any] = field(repr=False)
+    not_yet: bool  # a 409 is "not yet" (CONTRACTS.md §3: a conversation the Harness holds)
+
+
+@dataclass(frozen=True)
+class ReadJob:
+    """One long-poll of the Turn's stream from `offset` (after `after` seconds: `ReadDue` first)."""
+
+    turn_id: TurnId
+    seq: int
+    url: str
+    offset: str
+    after: float = 0.0
+
+
+@dataclass(frozen=True)
+class AnswerJob:
+    turn_id: TurnId
+    call_id: str
+    over: bool
+    answer: Any
+
+
+@dataclass(frozen=True)
+class AbortJob:
+    turn_id: TurnId
+    asked: bool  # the run's AbortTurn (it hears TurnAborted), else the seat's own
+    unsure: bool  # the abort that finds out what an unsure admission did
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    """Which Harness process answers now: to judge a restart (`judge`), or for a held Turn's previous."""
+
+    turn_id: TurnId
+    judge: bool
+
+
+@dataclass(frozen=True)
+class ArmSettle:
+    """`SettleDue(turn_id)` after `PREVIOUS_SETTLE_SECONDS`."""
+
+    turn_id: TurnId
+
+
+@dataclass(frozen=True)
+class CutRead:
+    """End the Turn's read in flight (its result, or one due on a timer, is dropped when it comes back)."""
+
+    turn_id: TurnId
+
+
+@dataclass(frozen=True)
+class CutAdmission:
+    """End the Turn's admission in flight (it would hold a pool thread as long as the Harness lives)."""
+
+    turn_id: TurnId
+
+
+SeatJob = ReadKillsJob | AdmitJob | ReadJob | AnswerJob | AbortJob | ProbeJob | ArmSettle | CutRead | CutAdmission
+
+
+@dataclass(frozen=True)
+class KillsDone:
+    turn_id: TurnId
+    read: MemoryKillRead | None
+    problem: str
+    asked: bool = True
+    outcome: str = "crashed"  # for the metrics: read | error | unreachable | protocol | malformed | crashed
+    found_running: bool | None = None  # the abort before it found a Submission running (None: none was made)
+
+
+@dataclass(frozen=True)
+class AdmitDone:
+    turn_id: TurnId
+    result: Admitted | AdmitRefused | AdmitNotKept
+    stream_url: str = ""
+    outcome: str = "crashed"  # for the metrics: admitted | not_kept | error | unreachable | protocol | crashed
+    reached: bool = False  # a failed admission that may have reached the Harness (it may start a Submission)
+    boot_id: str = ""  # the Harness process that accepted it, when it said
+
+
+@dataclass(frozen=True)
+class BootDone:
+    """The Harness answered `/healthz` with this boot id ("" when it says none), or never did (None)."""
+
+    turn_id: TurnId
+    boot: str | None
+    judge: bool
+
+
+@dataclass(frozen=True)
+class ReadDone:
+    turn_id: TurnId
+    seq: int
+    result: Events | StreamLost | StreamFailed
+
+
+@dataclass(frozen=True)
+class ReadDue:
+    turn_id: TurnId
+    seq: int
+    offset: str
+
+
+@dataclass(frozen=True)
+class AnswerDone:
+    turn_id: TurnId
+    result: Answered | AnswerUndelivered
+
+
+@dataclass(frozen=True)
+class AbortDone:
+    turn_id: TurnId
+    aborted: bool
+    problem: str
+    asked: bool = True
+    unsure: bool = False
+
+
+@dataclass(frozen=True)
+class SettleDue:
+    """The previous Turn's Submission has had `PREVIOUS_SETTLE_SECONDS` to settle."""
+
+    turn_id: TurnId
+
+
+SeatResult = KillsDone | AdmitDone | BootDone | ReadDone | ReadDue | AnswerDone | AbortDone | SettleDue
