@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from jr2_actors.harness.memory_kills import guard_sizes
+from jr2_actors.values.constants import MAX_PICK_BRIEFING
 from jr2_actors.values.quantity import format_size
 
 SEAT_OPEN, SEAT_CLOSE = "<jr2-seat>", "</jr2-seat>"
@@ -59,7 +60,6 @@ READMIT = "Your Turn was interrupted and is admitted again. Your task follows."
 
 MAX_NAME = 128  # an agent's, a pick's or a Gate's name said in the Briefing
 MAX_WITH = 2000  # characters of an answer's payload said; the rest is cut and said in `problems`
-MAX_PICK_BRIEFING = 4000
 MAX_REASON = 64
 
 Access = Literal["write", "read", "none"]

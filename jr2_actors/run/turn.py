@@ -393,7 +393,7 @@ class TurnSide:
         notices = said_once([e.notice for e in entries])
         body: dict[str, Any] = {
             "definition": {"agent": agent.name, "instructions": agent.instructions, "access": agent.access,
-                           "menu": list(self.workflow.menu(agent.name))},
+                           "menu": self.workflow.menu_body(agent.name)},
             "message": self._message(turn, purpose, readmit=readmit),
             "allowed": list(self.workflow.states[turn.state].allowed),
         }

@@ -202,3 +202,6 @@ API_IDEMPOTENCY_KEYS = 4096
 # A submit that finds its key's first request still under way waits this long for it before a 409.
 API_IDEMPOTENCY_WAIT_SECONDS = 30.0
 RUN_PATH_KEEP = 256  # issue 19 item 3: the states a run entered, newest kept (a loop may enter them without end)
+# ADR-0062: a pick's briefing is at most this many characters — the workflow parser refuses a longer one,
+# and the Harness says no more of one that reached it anyway.
+MAX_PICK_BRIEFING = 4000

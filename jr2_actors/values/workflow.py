@@ -12,6 +12,10 @@ the compact JSON the run's blob stores; `WorkflowTooLarge`, the API's 413) and h
 
 The Menu of an Agent is every pick any of its states offers; a Turn's Allowed picks are its state's `on`
 keys that are picks — every key but the events the body decides on (`workspace.lost`, `agent.fault`).
+A pick may carry a briefing (`on: {approve: {to: done, briefing: "…"}}`, ADR-0062): jr2's text on the pick,
+marked on the Menu the admission carries (`menu_body`) and said by the Harness only on a Turn that may make
+that pick. The Menu is fixed for a conversation (ADR-0029), so a pick has one briefing per Agent: every
+state of the Agent's Turns that offers it gives the same one, or none does.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
+from jr2_actors.values.constants import MAX_PICK_BRIEFING
 from jr2_actors.values.errors import Jr2Error, one_line
 from jr2_actors.values.quantity import QuantityError, cpu_millis, memory_bytes
 
@@ -90,6 +95,7 @@ class StateDef:
     on: Mapping[str, str] = field(default_factory=dict)
     after_seconds: float | None = None
     after_to: str | None = None
+    briefings: Mapping[str, str] = field(default_factory=dict)  # a pick's briefing, for the picks given one
 
     @property
     def allowed(self) -> tuple[str, ...]:
@@ -112,6 +118,21 @@ class Workflow:
             if state.turn is not None and state.turn.agent == agent:
                 picks.extend(p for p in state.allowed if p not in picks)
         return tuple(picks)
+
+    def briefings(self, agent: str) -> dict[str, str]:
+        """Each pick of the agent's Menu that has a briefing → its text (one per pick: `_one_briefing_a_pick`)."""
+        out: dict[str, str] = {}
+        for state in self.states.values():
+            if state.turn is not None and state.turn.agent == agent:
+                out.update(state.briefings)
+        return out
+
+    def menu_body(self, agent: str) -> list[str | dict[str, str]]:
+        """The Menu as an admission carries it (CONTRACTS.md §3, `definition.menu`): a pick's name, or
+        `{"pick", "briefing"}` for a pick with a briefing (ADR-0062: the surface marks it on the pick, so a
+        restatement that opens the pick can say it too). With no briefing it is the list of names."""
+        briefings = self.briefings(agent)
+        return [{"pick": p, "briefing": briefings[p]} if p in briefings else p for p in self.menu(agent)]
 
 
 class _Loader(yaml.SafeLoader):
@@ -162,6 +183,7 @@ def parse_workflow(doc: object, *, check_graph: bool = True) -> Workflow:
     start = root["start"]
     if start not in states:
         raise WorkflowError("start", f"names no state ({start!r})")
+    _one_briefing_a_pick(states)
     problems = graph_problems(states, start) if check_graph else []
     if problems:
         raise problems[0]
@@ -263,7 +285,7 @@ _SCHEMA: dict[str, Any] = _object({
         "final": {"enum": list(FINALS), "x-message": "must be done or failed"},
         "holds": {"type": "array", "items": _HELD, "x-message": _HELD["x-message"]},
         "turn": _object({"agent": _TEXT, "prompt": _TEXT}, ("agent", "prompt")),
-        "on": {"type": "object", "x-message": "must be a mapping of pick or event to state"},
+        "on": {"type": "object", "x-message": "must be a mapping of pick or event to a state (or {to, briefing})"},
         "after": _object({"seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 366 * 86400,
                                       "x-message": "must be a positive number of seconds (at most a year)"},
                           "to": _TEXT}, ("seconds", "to")),
@@ -371,11 +393,18 @@ def _state(name: str, m: Mapping[str, Any], names: set[str], workspaces: Mapping
                                                 "does not hold")
         turn = Turn(agent, m["turn"]["prompt"])
     on: dict[str, str] = {}
-    for pick, target in m.get("on", {}).items():
+    briefings: dict[str, str] = {}
+    for pick, way in m.get("on", {}).items():
         if not isinstance(pick, str) or (pick not in EVENTS and not _PICK.match(pick)):
             raise WorkflowError(f"{key}.on", f"{pick!r} is neither a pick name nor {' or '.join(sorted(EVENTS))}")
+        target, where = way, f"{key}.on.{pick}"
+        if isinstance(way, Mapping):
+            target, text = _way(where, pick, way)
+            where += ".to"
+            if text is not None:
+                briefings[pick] = text
         if not isinstance(target, str) or target not in names:
-            raise WorkflowError(f"{key}.on.{pick}", f"names no state ({target!r})")
+            raise WorkflowError(where, f"names no state ({target!r})")
         on[pick] = target
     if on and turn is None and any(p not in EVENTS for p in on):
         raise WorkflowError(f"{key}.on", "picks need a Turn to make them")
@@ -385,4 +414,41 @@ def _state(name: str, m: Mapping[str, Any], names: set[str], workspaces: Mapping
         if after_to not in names:
             raise WorkflowError(f"{key}.after.to", f"names no state ({after_to!r})")
         after_seconds = float(m["after"]["seconds"])
-    return StateDef(name, None, tuple(holds), turn, on, after_seconds, after_to)
+    return StateDef(name, None, tuple(holds), turn, on, after_seconds, after_to, briefings)
+
+
+def _way(key: str, pick: str, way: Mapping[Any, Any]) -> tuple[object, str | None]:
+    """A way out written long: `{to, briefing?}` — its target and its briefing (ADR-0062), checked."""
+    unknown = sorted(str(k) for k in way if k not in ("to", "briefing"))
+    if unknown:
+        raise WorkflowError(f"{key}.{unknown[0]}", f"unknown key{'s' if len(unknown) > 1 else ''}: "
+                                                   f"{', '.join(f'{key}.{u}' for u in unknown)}")
+    if "to" not in way:
+        raise WorkflowError(f"{key}.to", "is required")
+    if "briefing" not in way:
+        return way["to"], None
+    text = way["briefing"]
+    if pick in EVENTS:
+        raise WorkflowError(f"{key}.briefing", f"an event takes no briefing: {pick} is not a pick an Agent makes")
+    if not isinstance(text, str) or not text.strip():
+        raise WorkflowError(f"{key}.briefing", "must be a non-empty string")
+    if len(text) > MAX_PICK_BRIEFING:
+        raise WorkflowError(f"{key}.briefing", f"is too long: {len(text)} characters, over the bound of "
+                                               f"{MAX_PICK_BRIEFING} (MAX_PICK_BRIEFING)")
+    return way["to"], text
+
+
+def _one_briefing_a_pick(states: Mapping[str, StateDef]) -> None:
+    """An Agent's Menu is fixed for a conversation and marks a pick's briefing on the pick (ADR-0062,
+    ADR-0029): a pick offered by two states of one Agent's Turns has the same briefing in both, or none."""
+    first: dict[tuple[str, str], StateDef] = {}
+    for state in states.values():
+        if state.turn is None:
+            continue
+        for pick in state.allowed:
+            seen = first.setdefault((state.turn.agent, pick), state)
+            if seen.briefings.get(pick) != state.briefings.get(pick):
+                raise WorkflowError(f"states.{state.name}.on.{pick}",
+                                    f"gives pick {pick} of agent {state.turn.agent} another briefing than "
+                                    f"states.{seen.name} does: an Agent's Menu marks one briefing a pick, so "
+                                    "give each state that offers it the same briefing, or none")
