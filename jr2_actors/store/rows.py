@@ -38,16 +38,19 @@ from typing import Any
 
 import peewee
 
+from jr2_actors.store import codec
 from jr2_actors.values.constants import RETENTION_SECONDS
 from jr2_actors.values.errors import Jr2Error
+from jr2_actors.values.run_ids import Keyed
 
 STATUSES = ("live", "done", "failed", "error", "cancelled", "lost", "drifted")
 PRAGMAS = {"journal_mode": "wal", "synchronous": "normal", "foreign_keys": 1, "busy_timeout": 5000}
 DB_FILE = "state.db"  # the live rows
 HISTORY_FILE = "history.db"  # the finished rows (issue 18: never read by a restore)
 APPLICATION_ID = 0x6A723261  # "jr2a": `PRAGMA application_id`, the mark of a file that is ours
-SCHEMA_VERSION = 2  # `PRAGMA user_version`: 1 was one file holding every row
-COLUMNS = frozenset({"run_id", "status", "blob", "reason", "updated_at"})
+SCHEMA_VERSION = 3  # `PRAGMA user_version`: 1 was one file holding every row, 2 had no idempotency keys
+COLUMNS = frozenset({"run_id", "status", "blob", "reason", "updated_at", "idempotency_key", "request_digest"})
+COLUMNS_2 = COLUMNS - {"idempotency_key", "request_digest"}  # schema 1 and 2: the key columns are added
 
 
 class StoreError(Exception):
@@ -86,6 +89,7 @@ class Row:
     blob: Mapping[str, Any]
     reason: str | None = None
     create: bool = False  # the run's first row: refused when the id is taken
+    keyed: Keyed | None = None  # written with the first row only
 
 
 @dataclass(frozen=True)
@@ -95,11 +99,18 @@ class Restored:
 
 
 _TABLE = ("CREATE TABLE IF NOT EXISTS {schema}.runs (run_id VARCHAR(255) NOT NULL PRIMARY KEY, "
-          "status VARCHAR(255) NOT NULL, blob TEXT NOT NULL, reason TEXT, updated_at REAL NOT NULL)")
+          "status VARCHAR(255) NOT NULL, blob TEXT NOT NULL, reason TEXT, updated_at REAL NOT NULL, "
+          "idempotency_key TEXT, request_digest TEXT)")
+_KEY_COLUMNS = ("ALTER TABLE {schema}.runs ADD COLUMN idempotency_key TEXT",
+                "ALTER TABLE {schema}.runs ADD COLUMN request_digest TEXT")
 # The history's indexes: the sweep's (by time) and the count's (by status). The live table has none: every
 # live save rewrites `updated_at`, and an index on it doubled the write (bench/store_persist.py).
+# Both files index the keys, only where there is one: a live save does not change the key, so the live
+# file's index costs a keyed create alone.
 _HISTORY_INDEXES = ("CREATE INDEX IF NOT EXISTS history.runs_updated_at ON runs (updated_at)",
                     "CREATE INDEX IF NOT EXISTS history.runs_status ON runs (status)")
+_KEY_INDEXES = tuple(f"CREATE INDEX IF NOT EXISTS {schema}.runs_key ON runs (idempotency_key) "
+                     "WHERE idempotency_key IS NOT NULL" for schema in ("main", "history"))
 _SCHEMA_1_INDEXES = ("run_status", "run_updated_at")  # peewee named them after its model, `Run`
 
 # ADR-0065: a finished row ages from its terminal write. So once a row is not live, its status and its
@@ -107,9 +118,12 @@ _SCHEMA_1_INDEXES = ("run_status", "run_updated_at")  # peewee named them after 
 # to live: `_write` reports that as our bug.
 _UPDATE_LIVE = ("UPDATE main.runs SET status = ?, blob = ?, reason = ?, updated_at = ? "
                 "WHERE run_id = ? AND status = 'live'")
-_INSERT = "INSERT INTO main.runs (run_id, status, blob, reason, updated_at) VALUES (?, ?, ?, ?, ?)"
-_MOVE = ("INSERT OR REPLACE INTO history.runs (run_id, status, blob, reason, updated_at) "
-         "SELECT run_id, status, blob, reason, updated_at FROM main.runs WHERE status != 'live'")
+_INSERT = ("INSERT INTO main.runs (run_id, status, blob, reason, updated_at, idempotency_key, request_digest) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?)")
+# The history keeps a finished blob compressed (store/codec.py); the live rows stay JSON text (ADR-0065).
+_MOVE = ("INSERT OR REPLACE INTO history.runs (run_id, status, blob, reason, updated_at, idempotency_key, "
+         "request_digest) SELECT run_id, status, jr2_deflate(blob), reason, updated_at, idempotency_key, "
+         "request_digest FROM main.runs WHERE status != 'live'")
 _MOVED = "DELETE FROM main.runs WHERE status != 'live'"
 _ONE_ID = " AND run_id IN (SELECT value FROM json_each(?))"  # the runs named, as one JSON array
 _RESTORE = "SELECT run_id, status, blob, reason, updated_at FROM main.runs WHERE status = 'live' ORDER BY updated_at"
@@ -117,7 +131,9 @@ _GET = {"main": "SELECT run_id, status, blob, reason, updated_at FROM main.runs 
         "history": "SELECT run_id, status, blob, reason, updated_at FROM history.runs WHERE run_id = ?"}
 _HAS = {"main": "SELECT 1 FROM main.runs WHERE run_id = ?", "history": "SELECT 1 FROM history.runs WHERE run_id = ?"}
 _FINISHED_AGAIN = {"main": "UPDATE main.runs SET blob = ?, reason = ? WHERE run_id = ?",
-                   "history": "UPDATE history.runs SET blob = ?, reason = ? WHERE run_id = ?"}
+                   "history": "UPDATE history.runs SET blob = jr2_deflate(?), reason = ? WHERE run_id = ?"}
+_KEYED = ("SELECT request_digest, run_id FROM main.runs WHERE idempotency_key = ? UNION ALL "
+          "SELECT request_digest, run_id FROM history.runs WHERE idempotency_key = ? LIMIT 1")
 
 
 class RunStore:
@@ -126,6 +142,7 @@ class RunStore:
         self.path = os.path.join(state_dir, DB_FILE)
         self.history_path = os.path.join(state_dir, HISTORY_FILE)
         self.db = peewee.SqliteDatabase(self.path, pragmas=PRAGMAS)
+        self.db.register_function(codec.deflate, "jr2_deflate", 1, deterministic=True)
         self._ended: set[str] = set()  # runs ended in `state.db`, not yet moved to the history
         self._ended_unknown = True  # which ones is not known (before the first `settle` of an open)
 
@@ -158,28 +175,38 @@ class RunStore:
         # A disk that cannot write now: a later open stamps the files and moves the rows (health says so).
         with contextlib.suppress(sqlite3.OperationalError):
             if version < SCHEMA_VERSION:
-                self._migrate()
+                self._migrate(version)
             elif not stamped:
                 self._write_meta()
             self.settle()
 
-    def _migrate(self) -> None:
-        """Schema 1 (or a store from before the stamp) to 2: its finished rows into the history, its
-        indexes dropped, the files stamped, then `VACUUM`, so the live rows are packed in a small file."""
+    def _migrate(self, version: int) -> None:
+        """To schema 3. The key columns added where they are missing (schema 1 and 2), and their indexes.
+        Schema 1 (or a store from before the stamp): its finished rows into the history, its indexes
+        dropped, then `VACUUM`, so the live rows are packed in a small file. Then the files are stamped."""
         conn = self.db.connection()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(_MOVE)
-            conn.execute("COMMIT")  # the history first: a crash here leaves copies, moved again next open
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("DELETE FROM main.runs WHERE status != 'live'")
-            for index in _SCHEMA_1_INDEXES:
-                conn.execute(f"DROP INDEX IF EXISTS main.{index}")
+            for schema in ("main", "history"):
+                if {str(c[1]) for c in conn.execute(f"PRAGMA {schema}.table_info(runs)")} == COLUMNS_2:
+                    for statement in _KEY_COLUMNS:
+                        conn.execute(statement.format(schema=schema))
+            for index in _KEY_INDEXES:
+                conn.execute(index)
+            if version < 2:
+                conn.execute(_MOVE)
+                conn.execute("COMMIT")  # the history first: a crash here leaves copies, moved again next open
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("DELETE FROM main.runs WHERE status != 'live'")
+                for index in _SCHEMA_1_INDEXES:
+                    conn.execute(f"DROP INDEX IF EXISTS main.{index}")
             _stamp(conn)
             conn.execute("COMMIT")
         finally:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+        if version >= 2:
+            return
         conn.execute("VACUUM main")
         for schema in ("main", "history"):  # the copies went through the WALs: give that space back now
             conn.execute(f"PRAGMA {schema}.wal_checkpoint(TRUNCATE)")
@@ -209,11 +236,11 @@ class RunStore:
         return int(self.db.synchronous)
 
     def persist(self, run_id: str, status: str, blob: Mapping[str, Any], reason: str | None, now: float, *,
-                create: bool = False) -> int:
+                create: bool = False, keyed: Keyed | None = None) -> int:
         """Write the run's one row; on return the row is in the OS's hands (WAL, NORMAL). Returns the blob's
         size in bytes (as stored: JSON text). `create`: the run's first row, refused when the id is taken
         (a live row set aside at boot is never overwritten). A run that ended is moved to the history."""
-        (outcome,) = self.persist_many([Row(run_id, status, blob, reason, create)], now)
+        (outcome,) = self.persist_many([Row(run_id, status, blob, reason, create, keyed)], now)
         if isinstance(outcome, StoreError):
             raise outcome
         with contextlib.suppress(sqlite3.OperationalError):  # else moved at the next settle or open
@@ -315,6 +342,11 @@ class RunStore:
                 return record if isinstance(record, RunRecord) else None
         return None
 
+    def keyed(self, key: str) -> tuple[str, Keyed] | None:
+        """The run an `Idempotency-Key` made, with what its first row kept, while the run's row is kept."""
+        row = self.db.connection().execute(_KEYED, (key, key)).fetchone()
+        return None if row is None else (str(row[1]), Keyed(key, str(row[0])))
+
     def finished(self, prefix: str, limit: int) -> list[RunRecord]:
         """Issue 19 (`runs --all`): finished rows whose id starts with `prefix`, newest end first, at most
         `limit` — the history's, and any ended here and not yet moved; a row whose blob cannot be read is
@@ -388,7 +420,7 @@ def _check_ours(path: str) -> bool:
                             f"{app:#x})")
     if app == 0 and tables - {"runs"}:
         raise StoreUnusable(f"{path}: not a jr2 run store (its tables: {', '.join(sorted(tables))})")
-    if "runs" in tables and columns != COLUMNS:
+    if "runs" in tables and columns not in (COLUMNS, COLUMNS_2):
         raise StoreUnusable(f"{path}: not a jr2 run store (its runs table has the columns "
                             f"{', '.join(sorted(columns))})")
     return app == APPLICATION_ID
@@ -423,7 +455,7 @@ def _write(conn: sqlite3.Connection, row: Row, text: str, now: float) -> StoreEr
         if conn.execute(_HAS["history"], (row.run_id,)).fetchone():
             return StoreError(f"run {row.run_id} exists")
         try:
-            conn.execute(_INSERT, (row.run_id, row.status, text, row.reason, now))
+            conn.execute(_INSERT, (row.run_id, row.status, text, row.reason, now, *_key(row)))
         except sqlite3.IntegrityError:
             return StoreError(f"run {row.run_id} exists")
         return None
@@ -435,15 +467,23 @@ def _write(conn: sqlite3.Connection, row: Row, text: str, now: float) -> StoreEr
                 return StoreError(f"run {row.run_id} has finished: it cannot be live again")
             conn.execute(_FINISHED_AGAIN[schema], (text, row.reason, row.run_id))
             return None
-    conn.execute(_INSERT, (row.run_id, row.status, text, row.reason, now))  # no row yet: this is its first
+    conn.execute(_INSERT, (row.run_id, row.status, text, row.reason, now, *_key(row)))  # no row yet: its first
     return None
+
+
+def _key(row: Row) -> tuple[str | None, str | None]:
+    return (None, None) if row.keyed is None else (row.keyed.key, row.keyed.digest)
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord | str:
     """A row (run_id, status, blob, reason, updated_at) as a record, or what is wrong with its blob."""
-    run_id, status, text, reason, updated_at = row
+    run_id, status, stored, reason, updated_at = row
     try:
-        blob = json.loads(str(text))
+        text = codec.inflate(stored)
+    except ValueError as e:
+        return f"its blob cannot be read: {e}"
+    try:
+        blob = json.loads(text)
     except (ValueError, RecursionError) as e:
         return f"its blob is not JSON: {e}"
     if not isinstance(blob, dict):
