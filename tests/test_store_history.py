@@ -11,9 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.store import codec
+from jr2_actors.store.actor import Healthy, Persist, StoreActor, Sweep
 from jr2_actors.store.rows import APPLICATION_ID, RunStore
+from jr2_actors.telemetry import Telemetry
 from jr2_actors.values.run_ids import Keyed
+from tests.metrics_text import samples, value
+from tests.waiting import wait_until
 
 DAY = 86400.0
 T0 = 1_790_000_000.0
@@ -136,3 +141,30 @@ def test_a_history_row_that_cannot_be_inflated_is_left_out_and_the_others_read(t
         db.execute("UPDATE runs SET blob = ? WHERE run_id = 'r-1'", (b"\x01garbage",))
     assert store.get("r-1") is None
     assert [r.run_id for r in store.finished("r-", 10)] == ["r-2"]
+
+
+def test_the_footprint_metrics_move_as_finished_runs_land_and_are_swept(tmp_path: Path) -> None:
+    clock = VirtualClock(wall=T0)
+    telemetry = Telemetry(clock=clock)
+    ref = StoreActor.start(str(tmp_path), clock=clock, telemetry=telemetry)
+    try:
+        assert ref.ask(Healthy(), timeout=10) is True  # after the boot's recount
+        boot = samples(telemetry.exposition().decode())
+        assert value(boot, "jr2_store_finished_run_bytes") == 0
+        capacity, available = (value(boot, f"jr2_store_volume_{n}_bytes") for n in ("capacity", "available"))
+        assert isinstance(capacity, float) and isinstance(available, float) and capacity > available > 0
+        for i in range(50):
+            ref.ask(Persist(f"r-{i}", "live", BLOB, create=True), timeout=10)
+            ref.ask(Persist(f"r-{i}", "done", BLOB), timeout=10)
+        clock.advance(1.0)  # the recount a second after the writes
+        wait_until(lambda: (value(telemetry.exposition().decode(), "jr2_store_finished_run_bytes") or 0) > 0)
+        landed = samples(telemetry.exposition().decode())
+        per_run = value(landed, "jr2_store_finished_run_bytes")
+        assert isinstance(per_run, float) and 0 < per_run < len(json.dumps(BLOB))  # compressed
+        assert (value(landed, "jr2_store_file_bytes", file="history.db-wal") or 0) > 0  # the moves went through the WAL
+        clock.advance(8 * DAY)
+        assert ref.ask(Sweep(), timeout=10) == 50
+        clock.advance(1.0)
+        wait_until(lambda: value(telemetry.exposition().decode(), "jr2_store_finished_run_bytes") == 0)
+    finally:
+        ref.stop(block=True, timeout=10)

@@ -340,6 +340,7 @@ class StoreActor(Shell):
         if self.metrics.enabled:
             try:
                 self.metrics.rows(self.store.count_by_status())
+                self.metrics.footprint(self.store.footprint())
             except Exception:
                 log.exception("counting the store's rows failed (only the metrics miss it)")
 

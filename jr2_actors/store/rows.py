@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
-import pathlib
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,16 +38,18 @@ from typing import Any
 
 import peewee
 
-from jr2_actors.store import codec
+from jr2_actors.store import codec, files
+from jr2_actors.store.files import APPLICATION_ID as APPLICATION_ID  # the stamp, read by tests
 from jr2_actors.values.constants import RETENTION_SECONDS
 from jr2_actors.values.errors import Jr2Error
 from jr2_actors.values.run_ids import Keyed
+
+log = logging.getLogger(__name__)
 
 STATUSES = ("live", "done", "failed", "error", "cancelled", "lost", "drifted")
 PRAGMAS = {"journal_mode": "wal", "synchronous": "normal", "foreign_keys": 1, "busy_timeout": 5000}
 DB_FILE = "state.db"  # the live rows
 HISTORY_FILE = "history.db"  # the finished rows (issue 18: never read by a restore)
-APPLICATION_ID = 0x6A723261  # "jr2a": `PRAGMA application_id`, the mark of a file that is ours
 SCHEMA_VERSION = 3  # `PRAGMA user_version`: 1 was one file holding every row, 2 had no idempotency keys
 COLUMNS = frozenset({"run_id", "status", "blob", "reason", "updated_at", "idempotency_key", "request_digest"})
 COLUMNS_2 = COLUMNS - {"idempotency_key", "request_digest"}  # schema 1 and 2: the key columns are added
@@ -150,9 +152,17 @@ class RunStore:
         """Make sure the files are ours, then connect (`StoreUnusable` otherwise): a file that is not ours
         is read on a read-only connection of its own and never changed, not even into WAL. A store of
         schema 1 is moved over; rows ended and not yet moved (a crash between the two) are moved now."""
-        stamped = _check_ours(self.path) if os.path.exists(self.path) else False
-        if os.path.exists(self.history_path):
-            _check_ours(self.history_path)
+        paths = (self.path, self.history_path)
+        try:
+            stamped = files.check_ours(self.path, COLUMNS, COLUMNS_2) if os.path.exists(self.path) else False
+            if os.path.exists(self.history_path):
+                files.check_ours(self.history_path, COLUMNS, COLUMNS_2)
+            for path in paths:
+                files.check_wal_index(path)
+        except files.NotOurs as e:
+            raise StoreUnusable(str(e)) from None
+        wals = [files.wal_commits(path) for path in paths]  # before sqlite's recovery reads them
+        files.make_private(os.path.dirname(self.path), (DB_FILE, HISTORY_FILE))
         path = self.path
         try:
             self.db.connect(reuse_if_open=True)
@@ -166,6 +176,8 @@ class RunStore:
             conn.execute(_TABLE.format(schema="history"))
             for index in _HISTORY_INDEXES:
                 conn.execute(index)
+            for schema, wal in zip(("main", "history"), wals, strict=True):
+                _say_discarded(conn, schema, wal)
         except sqlite3.OperationalError as e:  # the file is there but cannot be opened (permissions, I/O)
             self.close()
             raise StoreUnusable(f"{path}: cannot open it: {e}") from None
@@ -376,6 +388,10 @@ class RunStore:
             counts[str(status)] = counts.get(str(status), 0) + int(n)
         return counts
 
+    def footprint(self) -> files.Footprint:
+        """The files' sizes, the history's bytes a finished run, the volume's room (the metrics)."""
+        return files.footprint(self.db.connection(), os.path.dirname(self.path), (DB_FILE, HISTORY_FILE))
+
     def withdraw(self, run_id: str) -> bool:
         """Delete a live row whose create the client was told failed (its ask timed out); True if one was."""
         cursor = self.db.connection().execute("DELETE FROM main.runs WHERE run_id = ? AND status = 'live'",
@@ -391,39 +407,22 @@ class RunStore:
         return int(cursor.rowcount)
 
 
+def _say_discarded(conn: sqlite3.Connection, schema: str, wal: files.WalCommits | None) -> None:
+    """One line when recovery dropped committed frames of the WAL (sqlite says nothing of it)."""
+    if wal is None or not wal.commits:
+        return
+    with contextlib.suppress(sqlite3.OperationalError):  # a disk that cannot write: not known then
+        kept = int(conn.execute(f"PRAGMA {schema}.wal_checkpoint(PASSIVE)").fetchone()[1])
+        line = files.discarded(wal, kept)
+        if line is not None:
+            log.error("%s", line)
+
+
 def _stamp(conn: sqlite3.Connection) -> None:
     """Both files say they are ours, at this schema (inside the caller's transaction)."""
     for schema in ("main", "history"):
         conn.execute(f"PRAGMA {schema}.application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA {schema}.user_version = {SCHEMA_VERSION}")
-
-
-def _check_ours(path: str) -> bool:
-    """Whether the file at `path` carries our stamp; raises `StoreUnusable` when it is not a store of ours."""
-    try:
-        conn = sqlite3.connect(f"{pathlib.Path(path).as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as e:
-        raise StoreUnusable(f"{path}: cannot open it: {e}") from None
-    try:
-        app = int(conn.execute("PRAGMA application_id").fetchone()[0])
-        tables = {str(t) for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                  if not str(t).startswith("sqlite_")}
-        columns = {str(c[1]) for c in conn.execute("PRAGMA table_info(runs)")}
-    except sqlite3.OperationalError as e:
-        raise StoreUnusable(f"{path}: cannot read it: {e}") from None
-    except sqlite3.DatabaseError as e:  # not sqlite at all, or damaged
-        raise StoreUnusable(f"{path}: not a jr2 run store ({e})") from None
-    finally:
-        conn.close()
-    if app not in (0, APPLICATION_ID):
-        raise StoreUnusable(f"{path}: not a jr2 run store (another program's file: application_id "
-                            f"{app:#x})")
-    if app == 0 and tables - {"runs"}:
-        raise StoreUnusable(f"{path}: not a jr2 run store (its tables: {', '.join(sorted(tables))})")
-    if "runs" in tables and columns not in (COLUMNS, COLUMNS_2):
-        raise StoreUnusable(f"{path}: not a jr2 run store (its runs table has the columns "
-                            f"{', '.join(sorted(columns))})")
-    return app == APPLICATION_ID
 
 
 # One encoder for every persist: `json.dumps` with options builds a new one each call (a tenth of a 1 KB
