@@ -60,7 +60,7 @@ def test_a_wal_index_the_volume_cannot_back_is_refused_before_sqlite_maps_it(
     def full(fd: int, offset: int, length: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(files.os, "posix_fallocate", full)
+    monkeypatch.setattr(os, "posix_fallocate", full)
     with pytest.raises(StoreUnusable, match=r"state\.db-shm: cannot write the WAL index: No space left on device"):
         RunStore(str(image)).open()
 
@@ -69,7 +69,7 @@ def crash_image(where: Path, transactions: int) -> Path:
     """A store as a SIGKILL leaves it: `transactions` committed runs in the WAL, no checkpoint."""
     store = RunStore(str(where))
     store.open()
-    store.db.connection().execute("PRAGMA main.wal_autocheckpoint = 0")
+    store.db.connection().execute("PRAGMA main.wal_autocheckpoint = 0")  # type: ignore[no-untyped-call]
     for i in range(transactions):
         store.persist(f"r-{i}", "live", {"i": i, "pad": "x" * 3000}, None, T0, create=True)
     image = where / "image"
