@@ -114,6 +114,7 @@ REGISTRY: tuple[Bench, ...] = (
     Bench("store_persist", quick=("--rounds", "3", "--n", "500", "--runs", "50", "--each", "50"),
           parse=ratio_column),
     Bench("store_restore", quick=("--rounds", "3", "--finished", "20000")),
+    Bench("store_history", quick=("--runs", "2000", "--samples", "3"), parse=ratio_column),
     Bench("workspace_start", quick=("--n", "20", "--rounds", "1")),
     Bench("lease_patch", quick=("--calls", "100", "--rounds", "3")),
     Bench("serve_runs", quick=("--runs", "50"), full=("--runs", "1000")),

@@ -55,7 +55,7 @@ from jr2_actors.values.constants import (
     WATCH_HEALTH_WAIT_SECONDS,
 )
 from jr2_actors.values.errors import Unavailable
-from jr2_actors.values.run_ids import new_run_id
+from jr2_actors.values.run_ids import Keyed, new_run_id
 from jr2_actors.values.timefmt import rfc3339_ms
 from jr2_actors.values.workflow import Workflow, WorkflowError, parse_workflow
 from jr2_actors.watch.actor import Health as WatchHealthAsk
@@ -197,13 +197,13 @@ class Orchestrator(Revival):
     # -- runs ----------------------------------------------------------------------------------------
 
     def submit(self, workflow: Workflow | Mapping[str, Any] | object, run_input: Mapping[str, Any] | None = None,
-               *, run_id: str | None = None) -> str:
+               *, run_id: str | None = None, keyed: Keyed | None = None) -> str:
         """Start a run of a §5 document (or a parsed `Workflow` with its document); a bad document raises
         `WorkflowError` naming the key. `run_input` is kept with the run (the workflow format reads none yet).
 
         ADR-0065: returns once the run's first row is written — its `Start` step is taken here and saved
         before its actor starts, so an accepted run survives a crash right after. A store that cannot write
-        raises `Unavailable` with the reason, and nothing of the run exists."""
+        raises `Unavailable` with the reason, and nothing of the run exists. `keyed` is kept with that row."""
         document = workflow if isinstance(workflow, Mapping) else getattr(workflow, "document", None)
         if not isinstance(document, Mapping):
             raise WorkflowError("", "the workflow must be a mapping (a §5 document)")
@@ -219,7 +219,7 @@ class Orchestrator(Revival):
             self._submitting.add(run_id)
         try:
             first = core.step(Start(), self.clock.monotonic(), self.clock.wall())
-            self._save_first(core, first)
+            self._save_first(core, first, keyed)
             self.run_table.enter(RunRow(run_id, listing_doc(core)))  # listed from now; its actor keeps it current
             if self._started(run_id, lambda: RunActor.start(core, env, self, first_step=first)) is None:
                 # The row is on disk: the next start runs it.
@@ -231,13 +231,13 @@ class Orchestrator(Revival):
         log.info("run %s of %s submitted", run_id, parsed.name)
         return run_id
 
-    def _save_first(self, core: RunCore, first: RunStep) -> None:
+    def _save_first(self, core: RunCore, first: RunStep, keyed: Keyed | None) -> None:
         assert self._store is not None
         action = next((a for a in first.actions if isinstance(a, Persist)), None)
         assert action is not None, "a run's Start step saves its row"
         try:
             self._store.ask(store.Persist(core.run_id, row_status(action.status), core.snapshot(), action.reason,
-                                          create=True), timeout=PERSIST_ASK_SECONDS)
+                                          create=True, keyed=keyed), timeout=PERSIST_ASK_SECONDS)
         except StoreError as e:  # the id is taken (a row set aside at boot keeps it)
             raise ValueError(str(e)) from None
         except store.STORE_DOWN as e:
@@ -246,6 +246,14 @@ class Orchestrator(Revival):
             if isinstance(e, pykka.Timeout):  # the create may still land: what follows it in order takes it back
                 tell_quietly(self._store, store.Withdraw(core.run_id))
             raise Unavailable(f"the store cannot write: {e}") from None
+
+    def made_by(self, key: str) -> tuple[str, Keyed] | None:
+        """The run a request with this `Idempotency-Key` made, and what its row kept, while the row is kept."""
+        try:
+            found = self._ready().store.ask(store.FindKey(key), timeout=ORCHESTRATOR_ASK_SECONDS)
+            return cast("tuple[str, Keyed] | None", found)
+        except (store.WriteFailed, store.StoreUnusable, pykka.Timeout, pykka.ActorDeadError) as e:
+            raise Unavailable(f"the store cannot be read: {e}") from None
 
     def status(self, run_id: str) -> dict[str, Any] | None:
         """RunStatus of a live run, or of a finished one from the store until the sweep removes it."""
@@ -262,8 +270,7 @@ class Orchestrator(Revival):
         return None if stored is None else status_doc(stored[0])
 
     def cluster_problem(self) -> dict[str, Any] | None:
-        """Issue 19 item 5: while the watch has not listed or fails, what `status` and `runs` say instead of a
-        bare `placing` — since when (RFC 3339) and the last error in full; None while the cluster answers."""
+        """While the watch has not listed or fails, what `status` and `runs` add: since when, the last error."""
         if self._watch_health is None:
             return None
         watch = self._watch_health.get()  # its last answer while the watch is busy (None once 5 s old)
@@ -277,23 +284,20 @@ class Orchestrator(Revival):
         return doc
 
     def runs(self, prefix: str = "") -> list[dict[str, Any]]:
-        """`GET /runs`: live runs only (ADR-0065); those whose id starts with `prefix`. Read from the run
-        table (issue 18): a run busy in a handler is listed with the row it last told, and no run is asked."""
+        """`GET /runs`: live runs only (ADR-0065) whose id starts with `prefix`, from the run table (no run asked)."""
         out = self.run_table.rows(prefix)
         problem = self.cluster_problem() if out else None
         return out if problem is None else [{**line, "cluster": problem} for line in out]
 
     def runs_encoded(self, prefix: str = "") -> list[bytes]:
-        """`runs(prefix)`, each line as its JSON: the table's bytes, encoded when the run told them (issue 18:
-        `GET /runs` at 5,000 live runs joins bytes instead of encoding 5,000 rows a call). While the cluster
-        does not answer, each line gets the same `"cluster"` member `runs` adds, spliced in before its `}`."""
+        """`runs(prefix)`, each line as the JSON the run told (issue 18: joined, not encoded, per call); while
+        the cluster does not answer, each gets `runs`'s `"cluster"` member, spliced in before its `}`."""
         out = self.run_table.encoded(prefix)  # the table is the live set: neither this lock nor a filter
         problem = self.cluster_problem() if out else None
         return out if problem is None else with_member(out, "cluster", problem)
 
     def finished_runs(self, prefix: str = "", limit: int = RUNS_FINISHED_LISTED) -> list[dict[str, Any]]:
-        """Issue 19 (`runs --all`): finished runs still in the store (ADR-0065: 7 days from their end; reading
-        one extends nothing), newest end first, read from their rows without restoring them."""
+        """`runs --all`: finished runs still in the store (ADR-0065's week), newest end first, not restored."""
         if self._store is None:
             return []
         records = cast(list[store.RunRecord],
@@ -318,8 +322,7 @@ class Orchestrator(Revival):
         return self.status(run_id)
 
     def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:
-        """The run's feed after `after`: from the hub while it holds the run, else from the run's row (a
-        finished run the hub no longer holds) until the sweep removes it."""
+        """The run's feed after `after`: from the hub while it holds the run, else from its row (until swept)."""
         if self.feed_hub.known(run_id):
             return self.feed_hub.read(run_id, after, wait)
         stored = self._stored(run_id)
@@ -329,9 +332,8 @@ class Orchestrator(Revival):
         return FeedRead([e for e in core.feed if e.id > after], not live, core.feed_dropped)
 
     def wait_finished(self, run_id: str, timeout: float) -> dict[str, Any] | None:
-        """Block until the run has finished (for embedding tests and the demo): its final RunStatus, or None
-        when it has not finished within `timeout` — so `wait_finished(...)["status"] == "done"` says how it
-        ended, not only that it did (issue 19 item 7)."""
+        """Block until the run has finished (embedding tests, the demo): its final RunStatus (so `["status"]`
+        says how it ended), or None when it has not finished within `timeout`."""
         with self._finished:
             if not self._finished.wait_for(lambda: run_id not in self._runs, timeout):
                 return None
@@ -412,8 +414,7 @@ class Orchestrator(Revival):
         return record if isinstance(record, store.RunRecord) else None
 
     def _stored(self, run_id: str) -> tuple[RunCore, bool] | None:
-        """The run as its row keeps it (read only, nothing started), and whether the row is live. A row
-        set aside (it cannot be restored) is not served: None."""
+        """The run as its row keeps it (nothing started), and whether it is live; None for a row set aside."""
         if self._is_set_aside(run_id):
             return None
         record = self._fetch(run_id)

@@ -7,10 +7,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jr2_actors.run.feed import FeedRead
+from jr2_actors.values.run_ids import Keyed
 
 
 class QuietBackend:
-    def submit(self, document: object, run_input: Mapping[str, Any] | None) -> str:
+    def submit(self, document: object, run_input: Mapping[str, Any] | None, *,
+               keyed: Keyed | None = None) -> str:
         raise AssertionError("not called")
 
     def run_status(self, run_id: str) -> dict[str, Any] | None:
@@ -39,3 +41,6 @@ class QuietBackend:
 
     def interrupt_feeds(self) -> None:
         pass
+
+    def made_by(self, key: str) -> tuple[str, Keyed] | None:
+        return None

@@ -18,6 +18,7 @@ from jr2_actors.api.sse import decode
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
 from jr2_actors.orchestrator import Orchestrator
+from jr2_actors.values.run_ids import Keyed
 from jr2_actors.values.workflow import read_document
 from tests.backends import QuietBackend
 from tests.waiting import wait_until
@@ -219,7 +220,8 @@ def test_a_client_that_trickles_its_request_does_not_hold_a_worker(served: Serve
 class _Degraded(QuietBackend):
     """A Backend whose watch is degraded: /healthz must say 503 with the reason."""
 
-    def submit(self, document: object, run_input: Mapping[str, Any] | None) -> str:
+    def submit(self, document: object, run_input: Mapping[str, Any] | None, *,
+               keyed: Keyed | None = None) -> str:
         raise AssertionError("not called")
 
     def health(self) -> tuple[bool, str]:

@@ -26,6 +26,7 @@ from jr2_actors.api.app import Api
 from jr2_actors.api.server import ApiLimits, ApiServer
 from jr2_actors.run.feed import FeedRead
 from jr2_actors.values.constants import API_MAX_BODY_BYTES, API_MAX_HEADER_BYTES
+from jr2_actors.values.run_ids import Keyed
 from jr2_actors.values.workflow import MAX_WORKFLOW_STATES, parse_workflow
 from tests.backends import QuietBackend
 from tests.waiting import wait_until
@@ -44,7 +45,8 @@ class _Live(QuietBackend):
         self._closing = threading.Event()
         self._metrics = metrics
 
-    def submit(self, document: object, run_input: Mapping[str, Any] | None) -> str:
+    def submit(self, document: object, run_input: Mapping[str, Any] | None, *,
+               keyed: Keyed | None = None) -> str:
         parse_workflow(document)  # as the Orchestrator does: the workflow's bounds are the parser's
         return "r-2"
 

@@ -13,6 +13,7 @@ from jr2_actors.run.core import FEED_KEEP
 from jr2_actors.run.feed import FeedHub, FeedRead, Published
 from jr2_actors.run.feedlines import EndedLine, FeedEvent, SaidLine
 from jr2_actors.values.constants import FEED_FINISHED_HELD
+from jr2_actors.values.run_ids import Keyed
 from tests.backends import QuietBackend
 
 TOKEN = "t0ken-for-the-feed-tests-0123456789"
@@ -62,7 +63,8 @@ class _Feed(QuietBackend):
     def __init__(self, read: FeedRead) -> None:
         self._read = read
 
-    def submit(self, document: object, run_input: Mapping[str, Any] | None) -> str:
+    def submit(self, document: object, run_input: Mapping[str, Any] | None, *,
+               keyed: Keyed | None = None) -> str:
         return "r-1"
 
     def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:

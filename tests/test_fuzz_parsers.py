@@ -20,6 +20,7 @@ from jr2_actors.kube.access import load_kubeconfig, parse_kubeconfig
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameDecoder, FrameError, WatchEvent
 from jr2_actors.run.feed import FeedRead
 from jr2_actors.values.errors import KubeconfigError
+from jr2_actors.values.run_ids import Keyed
 from jr2_actors.values.workflow import Workflow, WorkflowError, load_workflow, parse_workflow
 from tests.backends import QuietBackend
 
@@ -144,7 +145,8 @@ def test_a_workflow_document_of_any_shape_is_a_workflow_or_a_workflow_error(doc:
 class _Backend(QuietBackend):
     """An orchestrator that knows one run and takes any submission the parser lets through."""
 
-    def submit(self, document: object, run_input: Mapping[str, Any] | None) -> str:
+    def submit(self, document: object, run_input: Mapping[str, Any] | None, *,
+               keyed: Keyed | None = None) -> str:
         parse_workflow(document)
         return "r-1"
 

@@ -16,6 +16,9 @@ import requests
 from jr2_actors.api.app import Api
 from jr2_actors.api.server import ApiServer
 from jr2_actors.values.errors import Unavailable
+from jr2_actors.values.run_ids import Keyed
+from jr2_actors.values.workflow import read_document
+from tests.api_on_fake import api_on_fake
 from tests.backends import QuietBackend
 from tests.cli_process import jr2
 from tests.workflows import one_state
@@ -34,23 +37,42 @@ class Counting(QuietBackend):
         self.hold.set()
         self.entered = threading.Event()
         self.refuse = False
+        self.kept: dict[str, tuple[str, Keyed]] = {}
 
-    def submit(self, document: object, run_input: Mapping[str, Any] | None) -> str:
+    def submit(self, document: object, run_input: Mapping[str, Any] | None, *,
+               keyed: Keyed | None = None) -> str:
         self.entered.set()
         assert self.hold.wait(30)
         if self.refuse:
             raise Unavailable("the store cannot write")
         self.submits += 1
-        return f"r-{self.submits:012x}"
+        run_id = f"r-{self.submits:012x}"
+        if keyed is not None:
+            self.kept[keyed.key] = (run_id, keyed)  # as a run's first row keeps it
+        return run_id
+
+    def made_by(self, key: str) -> tuple[str, Keyed] | None:
+        if self.refuse:
+            raise Unavailable("the store cannot be read")
+        return self.kept.get(key)
 
 
-
-
-
-
-
-
-
+def test_a_key_sent_again_after_a_restart_answers_the_run_it_made(tmp_path: Path) -> None:
+    """ADR-0065's first row keeps the key: a retry that crosses a restart of the process (the commonest
+    reason a client's connection breaks after the server took its request) makes no second run."""
+    body = {"workflow": read_document(one_state("restart"))}
+    with api_on_fake(tmp_path, TOKEN) as (url, _, _orch):
+        first = post(url, "k-across", body)
+        assert first.status_code == 201
+    with api_on_fake(tmp_path, TOKEN) as (url, _, orch):
+        again = post(url, "k-across", body)
+        other = post(url, "k-across", {**body, "input": {"x": 1}})
+        fresh = post(url, "k-new", body)
+        made = {line["runId"] for line in orch.runs()} | {line["runId"] for line in orch.finished_runs()}
+    assert again.status_code == 201 and again.json() == first.json()
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert other.status_code == 422 and "another body" in other.json()["error"]
+    assert fresh.status_code == 201 and made == {first.json()["runId"], fresh.json()["runId"]}
 
 
 @pytest.fixture
@@ -98,6 +120,14 @@ def test_a_refused_submit_frees_its_key_for_the_retry(served: tuple[str, Countin
     assert post(url, "k").status_code == 503
     backend.refuse = False
     assert post(url, "k").status_code == 201 and backend.submits == 1
+
+
+def test_a_key_the_store_cannot_look_up_is_a_503_and_nothing_is_made(served: tuple[str, Counting]) -> None:
+    url, backend = served
+    backend.refuse = True
+    answer = post(url, "k")
+    assert answer.status_code == 503 and answer.headers["Retry-After"] and backend.submits == 0
+    assert "cannot be read" in answer.json()["error"]
 
 
 def test_a_retry_while_the_first_is_under_way_waits_for_its_run(served: tuple[str, Counting]) -> None:

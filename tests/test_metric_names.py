@@ -20,6 +20,7 @@ from jr2_actors.run import metrics as run_metrics
 from jr2_actors.shell import metrics as shell_metrics
 from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.store import metrics as store_metrics
+from jr2_actors.store.files import Footprint
 from jr2_actors.telemetry import Telemetry
 from jr2_actors.watch import metrics as watch_metrics
 from jr2_actors.watch.metrics import WatchState
@@ -64,6 +65,7 @@ def everything() -> str:
         telemetry.store.persisted(0.001, 1000)
         telemetry.store.rows({"live": 1})
         telemetry.store.swept(1)
+        telemetry.store.footprint(Footprint({"history.db": 4096}, 4096, 2, 1 << 30, 1 << 31))
         kube: KubeMetrics = telemetry.kube
         kube.read_gate(FifoGate(12))
         kube.request("get", 200)

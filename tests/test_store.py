@@ -277,8 +277,9 @@ def test_a_store_of_the_previous_schema_opens_restores_and_keeps_its_history(tmp
         store.persist("failed", "live", {}, None, T0)
     store.close()
     with sqlite3.connect(tmp_path / "state.db") as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (2,)
-        assert db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL").fetchall() == []
+        assert db.execute("PRAGMA user_version").fetchone() == (3,)
+        assert db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL").fetchall() == [
+            ("runs_key",)]  # schema 1's are gone; the idempotency keys' (schema 3) is the one left
     again = RunStore(str(tmp_path))  # and it opens again as it is now
     again.open()
     assert [r.run_id for r in again.restore().runs] == ["live-a", "live-b"]
@@ -298,7 +299,8 @@ def test_a_run_that_ends_moves_to_the_history_and_a_crash_between_the_moves_leav
     record = again.get("r1")
     assert record is not None and (record.status, record.blob, record.updated_at) == ("done", {"s": 2}, T0 + 1)
     with sqlite3.connect(again.path) as db:  # the other crash: copied to the history, not yet deleted here
-        db.execute("INSERT INTO runs VALUES ('r1', 'done', '{\"s\": 2}', NULL, ?)", (T0 + 1,))
+        db.execute("INSERT INTO runs (run_id, status, blob, reason, updated_at) "
+                   "VALUES ('r1', 'done', '{\"s\": 2}', NULL, ?)", (T0 + 1,))
     assert again.count_by_status() == {"live": 1, "done": 1}  # counted once
     again.close()
     third = RunStore(str(tmp_path))

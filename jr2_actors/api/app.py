@@ -23,7 +23,6 @@ import logging
 import re
 import threading
 import urllib.parse
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -37,13 +36,13 @@ from jr2_actors.run.wire import feed_doc
 from jr2_actors.telemetry import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from jr2_actors.values.constants import (
     API_HEARTBEAT_SECONDS,
-    API_IDEMPOTENCY_KEYS,
     API_IDEMPOTENCY_WAIT_SECONDS,
     API_MAX_BODY_BYTES,
     API_STREAM_SLICE_SECONDS,
     RUNS_FINISHED_LISTED,
 )
 from jr2_actors.values.errors import Unavailable
+from jr2_actors.values.run_ids import Keyed
 from jr2_actors.values.security import constant_time_equal
 from jr2_actors.values.workflow import WorkflowError, WorkflowTooLarge
 
@@ -63,8 +62,13 @@ StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 class Backend(Protocol):
     """What the API needs of an orchestrator (the `Orchestrator` facade is one)."""
 
-    def submit(self, document: object, run_input: Mapping[str, Any] | None) -> str:
-        """The run's id once its first row is on disk; `Unavailable` when no run can be taken now."""
+    def submit(self, document: object, run_input: Mapping[str, Any] | None, *, keyed: Keyed | None = None) -> str:
+        """The run's id once its first row is on disk (`keyed` kept with it); `Unavailable` when no run can be
+        taken now."""
+
+    def made_by(self, key: str) -> tuple[str, Keyed] | None:
+        """The run a request with this `Idempotency-Key` made and what it kept, while its row is kept;
+        `Unavailable` when the store cannot answer."""
 
     def run_status(self, run_id: str) -> dict[str, Any] | None: ...
 
@@ -101,44 +105,29 @@ _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # visible ASCII, as the IE
 
 
 class Idempotency:
-    """Issue 19 item 4: `Idempotency-Key` → the run it made, so a submit retried after a connection error
-    never makes a second run. In memory and bounded (the newest `API_IDEMPOTENCY_KEYS`): a retry comes
-    within seconds of its first try, in the same process; a restart forgets them (docs/operations.md). A
-    key sent again with another body is a 422; one whose first request is still under way waits for it."""
+    """The `Idempotency-Key`s whose request is under way, so a retry that comes while its first try is still
+    being taken waits for it (and another body with the key is a 422 at once). What a key made is the
+    store's to answer (`Backend.made_by`): the run's first row keeps it (ADR-0065), across a restart, for
+    the row's week."""
 
-    def __init__(self, size: int = API_IDEMPOTENCY_KEYS, wait: float = API_IDEMPOTENCY_WAIT_SECONDS) -> None:
-        self._size = size
+    def __init__(self, wait: float = API_IDEMPOTENCY_WAIT_SECONDS) -> None:
         self._wait = wait
         self._lock = threading.Condition()
-        self._keys: OrderedDict[str, tuple[str, str | None]] = OrderedDict()  # key → (body digest, run id)
+        self._under_way: dict[str, str] = {}  # key → its body's digest
 
-    def claim(self, key: str, digest: str) -> str | None:
-        """The run this key already made (a replay), or None: the caller submits, then `made` or `failed`."""
+    def claim(self, key: str, digest: str) -> None:
+        """Hold the key for this request, once no other request holds it; `release` gives it back."""
         with self._lock:
-            while True:
-                held = self._keys.get(key)
-                if held is None:
-                    self._keys[key] = (digest, None)
-                    while len(self._keys) > self._size:
-                        self._keys.popitem(last=False)
-                    return None
-                if held[0] != digest:
+            while (held := self._under_way.get(key)) is not None:
+                if held != digest:
                     raise HttpError(422, "this Idempotency-Key was sent with another body")
-                if held[1] is not None:
-                    self._keys.move_to_end(key)
-                    return held[1]
                 if not self._lock.wait(self._wait):
                     raise HttpError(409, "a request with this Idempotency-Key is still under way; try again")
+            self._under_way[key] = digest
 
-    def made(self, key: str, digest: str, run_id: str) -> None:
+    def release(self, key: str) -> None:
         with self._lock:
-            self._keys[key] = (digest, run_id)
-            self._lock.notify_all()
-
-    def failed(self, key: str) -> None:
-        """Nothing was made: the key is free for the next try."""
-        with self._lock:
-            self._keys.pop(key, None)
+            self._under_way.pop(key, None)
             self._lock.notify_all()
 
 
@@ -244,33 +233,38 @@ class Api:
         if run_input is not None and not isinstance(run_input, dict):
             raise HttpError(400, "input must be an object", key="input")
         key = _idempotency_key(environ)
-        digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest() if key else ""
-        if key:
-            replayed = self.idempotency.claim(key, digest)
-            if replayed is not None:
-                return _json(start_response, 201, {"runId": replayed},
-                             [("Location", f"/runs/{replayed}"), ("Idempotent-Replayed", "true")])
+        if not key:
+            run_id = self._submit_once(doc, None)
+            return _json(start_response, 201, {"runId": run_id}, [("Location", f"/runs/{run_id}")])
+        keyed = Keyed(key, hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest())
+        self.idempotency.claim(key, keyed.digest)
         try:
-            run_id = self._submit_once(doc)
-        except BaseException:
-            if key:
-                self.idempotency.failed(key)
-            raise
-        if key:
-            self.idempotency.made(key, digest, run_id)
+            made = self._made_by(key)
+            if made is not None:  # a retry: the run this key made, from its row (a restart between included)
+                if made[1].digest != keyed.digest:
+                    raise HttpError(422, "this Idempotency-Key was sent with another body")
+                return _json(start_response, 201, {"runId": made[0]},
+                             [("Location", f"/runs/{made[0]}"), ("Idempotent-Replayed", "true")])
+            run_id = self._submit_once(doc, keyed)  # refused (400, 503): nothing kept the key, it stays free
+        finally:
+            self.idempotency.release(key)
         return _json(start_response, 201, {"runId": run_id}, [("Location", f"/runs/{run_id}")])
 
-    def _submit_once(self, doc: dict[str, Any]) -> str:
+    def _made_by(self, key: str) -> tuple[str, Keyed] | None:
         try:
-            return self.backend.submit(doc["workflow"], doc.get("input"))
+            return self.backend.made_by(key)
+        except Unavailable as e:
+            raise _unavailable(e) from None
+
+    def _submit_once(self, doc: dict[str, Any], keyed: Keyed | None) -> str:
+        try:
+            return self.backend.submit(doc["workflow"], doc.get("input"), keyed=keyed)
         except WorkflowTooLarge as e:
             raise HttpError(413, str(e), key="workflow") from e
         except WorkflowError as e:
             raise HttpError(400, str(e), key=f"workflow.{e.key}" if e.key else "workflow") from e
         except Unavailable as e:  # nothing was accepted: the client may send it again
-            error = HttpError(503, str(e))
-            error.headers.append(("Retry-After", str(UNAVAILABLE_RETRY_SECONDS)))
-            raise error from None
+            raise _unavailable(e) from None
 
     def _runs(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         """Live runs; with `all=true` the finished ones still in the store after them; `prefix=P` keeps the
@@ -385,6 +379,12 @@ def _runs_query(environ: Mapping[str, Any]) -> tuple[bool, str]:
     if every not in ("true", "false") or (prefix and not _PREFIX.fullmatch(prefix)):
         raise HttpError(400, _RUNS_QUERY)
     return every == "true", prefix
+
+
+def _unavailable(e: Unavailable) -> HttpError:
+    error = HttpError(503, str(e))
+    error.headers.append(("Retry-After", str(UNAVAILABLE_RETRY_SECONDS)))
+    return error
 
 
 def _idempotency_key(environ: Mapping[str, Any]) -> str:

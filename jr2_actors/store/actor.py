@@ -22,6 +22,7 @@ at boot, after a sweep, and one second after writes (however many), so a burst c
 from __future__ import annotations
 
 import logging
+import sqlite3
 import sys
 import threading
 from collections.abc import Mapping
@@ -38,6 +39,7 @@ from jr2_actors.store import metrics as store_metrics
 from jr2_actors.store.metrics import StoreTelemetry
 from jr2_actors.store.rows import Restored, Row, RunRecord, RunStore, StoreError, StoreUnusable, Unreadable
 from jr2_actors.values.constants import STORE_GROUP_COMMIT_ROWS, STORE_ROWS_RECOUNT_SECONDS, SWEEP_INTERVAL_SECONDS
+from jr2_actors.values.run_ids import Keyed
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,7 @@ class Persist:
     blob: Mapping[str, Any] = field(repr=False)
     reason: str | None = None
     create: bool = False  # the run's first row: refused (`StoreError`) when the id is taken
+    keyed: Keyed | None = None  # the request's Idempotency-Key, kept with the first row
     # Told to its recipient once the row is committed, before any ask of the batch is answered (issue 18: a
     # run's feed lines, published by the store's thread — one thread wake-up fewer on the way to a reader,
     # and still never before the row is on disk, ADR-0065). Not told when the row does not land.
@@ -120,6 +123,12 @@ class Restore:
 @dataclass(frozen=True)
 class Fetch:
     run_id: str
+
+
+@dataclass(frozen=True)
+class FindKey:
+    """Answered with the run an `Idempotency-Key` made and what its row kept (`Keyed`), or None."""
+    key: str
 
 
 @dataclass(frozen=True)
@@ -197,6 +206,11 @@ class StoreActor(Shell):
             return self.store.restore()
         if isinstance(message, Fetch):
             return self.store.get(message.run_id)
+        if isinstance(message, FindKey):
+            try:
+                return self.store.keyed(message.key)
+            except sqlite3.Error as e:  # the disk's (what the API answers 503), not our bug
+                raise WriteFailed(f"the store cannot be read: {type(e).__name__}: {e}") from e
         if isinstance(message, ListFinished):
             return self.store.finished(message.prefix, message.limit)
         if isinstance(message, Sweep):
@@ -215,7 +229,7 @@ class StoreActor(Shell):
         outcomes: list[int | StoreError | WriteFailed]
         try:
             outcomes = [*self.store.persist_many(
-                [Row(p.run_id, p.status, p.blob, p.reason, p.create) for p in batch], self.clock.wall())]
+                [Row(p.run_id, p.status, p.blob, p.reason, p.create, p.keyed) for p in batch], self.clock.wall())]
         except Exception as e:  # the disk's: nothing of the batch is written; /healthz says so until a write lands
             if not self._write_error:
                 log.error("the store cannot write %s: %s: %s", self.store.path, type(e).__name__, e)
@@ -326,10 +340,12 @@ class StoreActor(Shell):
         if self.metrics.enabled:
             try:
                 self.metrics.rows(self.store.count_by_status())
+                self.metrics.footprint(self.store.footprint())
             except Exception:
                 log.exception("counting the store's rows failed (only the metrics miss it)")
 
 
-__all__ = ["STORE_DOWN", "STORE_GROUP_COMMIT_ROWS", "Answer", "Fetch", "Healthy", "ListFinished", "Persist", "Restore",
+__all__ = ["STORE_DOWN", "STORE_GROUP_COMMIT_ROWS", "Answer", "Fetch", "FindKey", "Healthy", "Keyed", "ListFinished",
+           "Persist", "Restore",
            "Restored", "RunRecord", "StoreActor", "StoreUnusable", "Sweep", "Unreadable", "Withdraw", "WriteFailed",
            "save"]

@@ -13,6 +13,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from jr2_actors.shell.actor import Metered
 from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.store.files import Footprint
 from jr2_actors.store.rows import STATUSES
 
 STORE_PERSIST_SECONDS = "jr2_store_persist_seconds"
@@ -22,6 +23,10 @@ STORE_ROWS = "jr2_store_rows"
 STORE_SWEEPS = "jr2_store_sweeps_total"
 STORE_SWEPT_ROWS = "jr2_store_swept_rows_total"
 STORE_SET_ASIDE_ROWS = "jr2_store_set_aside_rows"
+STORE_FILE_BYTES = "jr2_store_file_bytes"
+STORE_FINISHED_RUN_BYTES = "jr2_store_finished_run_bytes"
+STORE_VOLUME_AVAILABLE_BYTES = "jr2_store_volume_available_bytes"
+STORE_VOLUME_CAPACITY_BYTES = "jr2_store_volume_capacity_bytes"
 
 # A 1 KB persist takes about 0.03 ms, a 100 KB one about 0.5 ms (docs/benchmarks.md); the alert is a p99
 # over 50 ms, so the buckets are fine below it and coarse above.
@@ -49,6 +54,7 @@ class StoreMetrics:
         self._sweeps = {o: sweeps.labels(o) for o in ("ok", "failed")}
         self._swept = Counter(STORE_SWEPT_ROWS, "Rows the sweeps removed.", registry=registry)
         self._rows: dict[str, int] | None = None
+        self._footprint: Footprint | None = None
         self._set_aside = 0
         if registry is not None:
             registry.register(self)
@@ -73,6 +79,11 @@ class StoreMetrics:
         if self._on:
             self._rows = dict(counts)
 
+    def footprint(self, found: Footprint) -> None:
+        """The files' sizes and the volume's room, read with the rows' recount."""
+        if self._on:
+            self._footprint = found
+
     def set_aside(self, count: int) -> None:
         """How many live rows this process could not restore (each left on disk as it is)."""
         if self._on:
@@ -82,6 +93,20 @@ class StoreMetrics:
         yield GaugeMetricFamily(STORE_SET_ASIDE_ROWS, "Live rows that could not be restored: set aside, left in "
                                                       "state.db as they are (the log names each).",
                                 value=self._set_aside)
+        found = self._footprint
+        if found is not None:
+            files = GaugeMetricFamily(STORE_FILE_BYTES, "Size of each of the store's files on the volume.",
+                                      labels=["file"])
+            for name, size in found.files.items():
+                files.add_metric([name], size)
+            yield files
+            yield GaugeMetricFamily(STORE_FINISHED_RUN_BYTES, "Bytes a finished run takes in history.db now: its "
+                                                              "pages in use over its rows (0 when empty).",
+                                    value=found.finished_run_bytes)
+            yield GaugeMetricFamily(STORE_VOLUME_AVAILABLE_BYTES, "Bytes the state volume still has for the store.",
+                                    value=found.volume_available)
+            yield GaugeMetricFamily(STORE_VOLUME_CAPACITY_BYTES, "The state volume's size.",
+                                    value=found.volume_capacity)
         rows = self._rows
         if rows is None:
             return

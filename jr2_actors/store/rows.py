@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
-import pathlib
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,16 +38,21 @@ from typing import Any
 
 import peewee
 
+from jr2_actors.store import codec, files
+from jr2_actors.store.files import APPLICATION_ID as APPLICATION_ID  # the stamp, read by tests
 from jr2_actors.values.constants import RETENTION_SECONDS
 from jr2_actors.values.errors import Jr2Error
+from jr2_actors.values.run_ids import Keyed
+
+log = logging.getLogger(__name__)
 
 STATUSES = ("live", "done", "failed", "error", "cancelled", "lost", "drifted")
 PRAGMAS = {"journal_mode": "wal", "synchronous": "normal", "foreign_keys": 1, "busy_timeout": 5000}
 DB_FILE = "state.db"  # the live rows
 HISTORY_FILE = "history.db"  # the finished rows (issue 18: never read by a restore)
-APPLICATION_ID = 0x6A723261  # "jr2a": `PRAGMA application_id`, the mark of a file that is ours
-SCHEMA_VERSION = 2  # `PRAGMA user_version`: 1 was one file holding every row
-COLUMNS = frozenset({"run_id", "status", "blob", "reason", "updated_at"})
+SCHEMA_VERSION = 3  # `PRAGMA user_version`: 1 was one file holding every row, 2 had no idempotency keys
+COLUMNS = frozenset({"run_id", "status", "blob", "reason", "updated_at", "idempotency_key", "request_digest"})
+COLUMNS_2 = COLUMNS - {"idempotency_key", "request_digest"}  # schema 1 and 2: the key columns are added
 
 
 class StoreError(Exception):
@@ -86,6 +91,7 @@ class Row:
     blob: Mapping[str, Any]
     reason: str | None = None
     create: bool = False  # the run's first row: refused when the id is taken
+    keyed: Keyed | None = None  # written with the first row only
 
 
 @dataclass(frozen=True)
@@ -95,11 +101,18 @@ class Restored:
 
 
 _TABLE = ("CREATE TABLE IF NOT EXISTS {schema}.runs (run_id VARCHAR(255) NOT NULL PRIMARY KEY, "
-          "status VARCHAR(255) NOT NULL, blob TEXT NOT NULL, reason TEXT, updated_at REAL NOT NULL)")
+          "status VARCHAR(255) NOT NULL, blob TEXT NOT NULL, reason TEXT, updated_at REAL NOT NULL, "
+          "idempotency_key TEXT, request_digest TEXT)")
+_KEY_COLUMNS = ("ALTER TABLE {schema}.runs ADD COLUMN idempotency_key TEXT",
+                "ALTER TABLE {schema}.runs ADD COLUMN request_digest TEXT")
 # The history's indexes: the sweep's (by time) and the count's (by status). The live table has none: every
 # live save rewrites `updated_at`, and an index on it doubled the write (bench/store_persist.py).
+# Both files index the keys, only where there is one: a live save does not change the key, so the live
+# file's index costs a keyed create alone.
 _HISTORY_INDEXES = ("CREATE INDEX IF NOT EXISTS history.runs_updated_at ON runs (updated_at)",
                     "CREATE INDEX IF NOT EXISTS history.runs_status ON runs (status)")
+_KEY_INDEXES = tuple(f"CREATE INDEX IF NOT EXISTS {schema}.runs_key ON runs (idempotency_key) "
+                     "WHERE idempotency_key IS NOT NULL" for schema in ("main", "history"))
 _SCHEMA_1_INDEXES = ("run_status", "run_updated_at")  # peewee named them after its model, `Run`
 
 # ADR-0065: a finished row ages from its terminal write. So once a row is not live, its status and its
@@ -107,9 +120,12 @@ _SCHEMA_1_INDEXES = ("run_status", "run_updated_at")  # peewee named them after 
 # to live: `_write` reports that as our bug.
 _UPDATE_LIVE = ("UPDATE main.runs SET status = ?, blob = ?, reason = ?, updated_at = ? "
                 "WHERE run_id = ? AND status = 'live'")
-_INSERT = "INSERT INTO main.runs (run_id, status, blob, reason, updated_at) VALUES (?, ?, ?, ?, ?)"
-_MOVE = ("INSERT OR REPLACE INTO history.runs (run_id, status, blob, reason, updated_at) "
-         "SELECT run_id, status, blob, reason, updated_at FROM main.runs WHERE status != 'live'")
+_INSERT = ("INSERT INTO main.runs (run_id, status, blob, reason, updated_at, idempotency_key, request_digest) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?)")
+# The history keeps a finished blob compressed (store/codec.py); the live rows stay JSON text (ADR-0065).
+_MOVE = ("INSERT OR REPLACE INTO history.runs (run_id, status, blob, reason, updated_at, idempotency_key, "
+         "request_digest) SELECT run_id, status, jr2_deflate(blob), reason, updated_at, idempotency_key, "
+         "request_digest FROM main.runs WHERE status != 'live'")
 _MOVED = "DELETE FROM main.runs WHERE status != 'live'"
 _ONE_ID = " AND run_id IN (SELECT value FROM json_each(?))"  # the runs named, as one JSON array
 _RESTORE = "SELECT run_id, status, blob, reason, updated_at FROM main.runs WHERE status = 'live' ORDER BY updated_at"
@@ -117,7 +133,9 @@ _GET = {"main": "SELECT run_id, status, blob, reason, updated_at FROM main.runs 
         "history": "SELECT run_id, status, blob, reason, updated_at FROM history.runs WHERE run_id = ?"}
 _HAS = {"main": "SELECT 1 FROM main.runs WHERE run_id = ?", "history": "SELECT 1 FROM history.runs WHERE run_id = ?"}
 _FINISHED_AGAIN = {"main": "UPDATE main.runs SET blob = ?, reason = ? WHERE run_id = ?",
-                   "history": "UPDATE history.runs SET blob = ?, reason = ? WHERE run_id = ?"}
+                   "history": "UPDATE history.runs SET blob = jr2_deflate(?), reason = ? WHERE run_id = ?"}
+_KEYED = ("SELECT request_digest, run_id FROM main.runs WHERE idempotency_key = ? UNION ALL "
+          "SELECT request_digest, run_id FROM history.runs WHERE idempotency_key = ? LIMIT 1")
 
 
 class RunStore:
@@ -126,6 +144,7 @@ class RunStore:
         self.path = os.path.join(state_dir, DB_FILE)
         self.history_path = os.path.join(state_dir, HISTORY_FILE)
         self.db = peewee.SqliteDatabase(self.path, pragmas=PRAGMAS)
+        self.db.register_function(codec.deflate, "jr2_deflate", 1, deterministic=True)
         self._ended: set[str] = set()  # runs ended in `state.db`, not yet moved to the history
         self._ended_unknown = True  # which ones is not known (before the first `settle` of an open)
 
@@ -133,9 +152,17 @@ class RunStore:
         """Make sure the files are ours, then connect (`StoreUnusable` otherwise): a file that is not ours
         is read on a read-only connection of its own and never changed, not even into WAL. A store of
         schema 1 is moved over; rows ended and not yet moved (a crash between the two) are moved now."""
-        stamped = _check_ours(self.path) if os.path.exists(self.path) else False
-        if os.path.exists(self.history_path):
-            _check_ours(self.history_path)
+        paths = (self.path, self.history_path)
+        try:
+            stamped = files.check_ours(self.path, COLUMNS, COLUMNS_2) if os.path.exists(self.path) else False
+            if os.path.exists(self.history_path):
+                files.check_ours(self.history_path, COLUMNS, COLUMNS_2)
+            for path in paths:
+                files.check_wal_index(path)
+        except files.NotOurs as e:
+            raise StoreUnusable(str(e)) from None
+        wals = [files.wal_commits(path) for path in paths]  # before sqlite's recovery reads them
+        files.make_private(os.path.dirname(self.path), (DB_FILE, HISTORY_FILE))
         path = self.path
         try:
             self.db.connect(reuse_if_open=True)
@@ -149,6 +176,8 @@ class RunStore:
             conn.execute(_TABLE.format(schema="history"))
             for index in _HISTORY_INDEXES:
                 conn.execute(index)
+            for schema, wal in zip(("main", "history"), wals, strict=True):
+                _say_discarded(conn, schema, wal)
         except sqlite3.OperationalError as e:  # the file is there but cannot be opened (permissions, I/O)
             self.close()
             raise StoreUnusable(f"{path}: cannot open it: {e}") from None
@@ -158,28 +187,38 @@ class RunStore:
         # A disk that cannot write now: a later open stamps the files and moves the rows (health says so).
         with contextlib.suppress(sqlite3.OperationalError):
             if version < SCHEMA_VERSION:
-                self._migrate()
+                self._migrate(version)
             elif not stamped:
                 self._write_meta()
             self.settle()
 
-    def _migrate(self) -> None:
-        """Schema 1 (or a store from before the stamp) to 2: its finished rows into the history, its
-        indexes dropped, the files stamped, then `VACUUM`, so the live rows are packed in a small file."""
+    def _migrate(self, version: int) -> None:
+        """To schema 3. The key columns added where they are missing (schema 1 and 2), and their indexes.
+        Schema 1 (or a store from before the stamp): its finished rows into the history, its indexes
+        dropped, then `VACUUM`, so the live rows are packed in a small file. Then the files are stamped."""
         conn = self.db.connection()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(_MOVE)
-            conn.execute("COMMIT")  # the history first: a crash here leaves copies, moved again next open
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("DELETE FROM main.runs WHERE status != 'live'")
-            for index in _SCHEMA_1_INDEXES:
-                conn.execute(f"DROP INDEX IF EXISTS main.{index}")
+            for schema in ("main", "history"):
+                if {str(c[1]) for c in conn.execute(f"PRAGMA {schema}.table_info(runs)")} == COLUMNS_2:
+                    for statement in _KEY_COLUMNS:
+                        conn.execute(statement.format(schema=schema))
+            for index in _KEY_INDEXES:
+                conn.execute(index)
+            if version < 2:
+                conn.execute(_MOVE)
+                conn.execute("COMMIT")  # the history first: a crash here leaves copies, moved again next open
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("DELETE FROM main.runs WHERE status != 'live'")
+                for index in _SCHEMA_1_INDEXES:
+                    conn.execute(f"DROP INDEX IF EXISTS main.{index}")
             _stamp(conn)
             conn.execute("COMMIT")
         finally:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+        if version >= 2:
+            return
         conn.execute("VACUUM main")
         for schema in ("main", "history"):  # the copies went through the WALs: give that space back now
             conn.execute(f"PRAGMA {schema}.wal_checkpoint(TRUNCATE)")
@@ -209,11 +248,11 @@ class RunStore:
         return int(self.db.synchronous)
 
     def persist(self, run_id: str, status: str, blob: Mapping[str, Any], reason: str | None, now: float, *,
-                create: bool = False) -> int:
+                create: bool = False, keyed: Keyed | None = None) -> int:
         """Write the run's one row; on return the row is in the OS's hands (WAL, NORMAL). Returns the blob's
         size in bytes (as stored: JSON text). `create`: the run's first row, refused when the id is taken
         (a live row set aside at boot is never overwritten). A run that ended is moved to the history."""
-        (outcome,) = self.persist_many([Row(run_id, status, blob, reason, create)], now)
+        (outcome,) = self.persist_many([Row(run_id, status, blob, reason, create, keyed)], now)
         if isinstance(outcome, StoreError):
             raise outcome
         with contextlib.suppress(sqlite3.OperationalError):  # else moved at the next settle or open
@@ -315,6 +354,11 @@ class RunStore:
                 return record if isinstance(record, RunRecord) else None
         return None
 
+    def keyed(self, key: str) -> tuple[str, Keyed] | None:
+        """The run an `Idempotency-Key` made, with what its first row kept, while the run's row is kept."""
+        row = self.db.connection().execute(_KEYED, (key, key)).fetchone()
+        return None if row is None else (str(row[1]), Keyed(key, str(row[0])))
+
     def finished(self, prefix: str, limit: int) -> list[RunRecord]:
         """Issue 19 (`runs --all`): finished rows whose id starts with `prefix`, newest end first, at most
         `limit` — the history's, and any ended here and not yet moved; a row whose blob cannot be read is
@@ -344,6 +388,10 @@ class RunStore:
             counts[str(status)] = counts.get(str(status), 0) + int(n)
         return counts
 
+    def footprint(self) -> files.Footprint:
+        """The files' sizes, the history's bytes a finished run, the volume's room (the metrics)."""
+        return files.footprint(self.db.connection(), os.path.dirname(self.path), (DB_FILE, HISTORY_FILE))
+
     def withdraw(self, run_id: str) -> bool:
         """Delete a live row whose create the client was told failed (its ask timed out); True if one was."""
         cursor = self.db.connection().execute("DELETE FROM main.runs WHERE run_id = ? AND status = 'live'",
@@ -359,39 +407,22 @@ class RunStore:
         return int(cursor.rowcount)
 
 
+def _say_discarded(conn: sqlite3.Connection, schema: str, wal: files.WalCommits | None) -> None:
+    """One line when recovery dropped committed frames of the WAL (sqlite says nothing of it)."""
+    if wal is None or not wal.commits:
+        return
+    with contextlib.suppress(sqlite3.OperationalError):  # a disk that cannot write: not known then
+        kept = int(conn.execute(f"PRAGMA {schema}.wal_checkpoint(PASSIVE)").fetchone()[1])
+        line = files.discarded(wal, kept)
+        if line is not None:
+            log.error("%s", line)
+
+
 def _stamp(conn: sqlite3.Connection) -> None:
     """Both files say they are ours, at this schema (inside the caller's transaction)."""
     for schema in ("main", "history"):
         conn.execute(f"PRAGMA {schema}.application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA {schema}.user_version = {SCHEMA_VERSION}")
-
-
-def _check_ours(path: str) -> bool:
-    """Whether the file at `path` carries our stamp; raises `StoreUnusable` when it is not a store of ours."""
-    try:
-        conn = sqlite3.connect(f"{pathlib.Path(path).as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as e:
-        raise StoreUnusable(f"{path}: cannot open it: {e}") from None
-    try:
-        app = int(conn.execute("PRAGMA application_id").fetchone()[0])
-        tables = {str(t) for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                  if not str(t).startswith("sqlite_")}
-        columns = {str(c[1]) for c in conn.execute("PRAGMA table_info(runs)")}
-    except sqlite3.OperationalError as e:
-        raise StoreUnusable(f"{path}: cannot read it: {e}") from None
-    except sqlite3.DatabaseError as e:  # not sqlite at all, or damaged
-        raise StoreUnusable(f"{path}: not a jr2 run store ({e})") from None
-    finally:
-        conn.close()
-    if app not in (0, APPLICATION_ID):
-        raise StoreUnusable(f"{path}: not a jr2 run store (another program's file: application_id "
-                            f"{app:#x})")
-    if app == 0 and tables - {"runs"}:
-        raise StoreUnusable(f"{path}: not a jr2 run store (its tables: {', '.join(sorted(tables))})")
-    if "runs" in tables and columns != COLUMNS:
-        raise StoreUnusable(f"{path}: not a jr2 run store (its runs table has the columns "
-                            f"{', '.join(sorted(columns))})")
-    return app == APPLICATION_ID
 
 
 # One encoder for every persist: `json.dumps` with options builds a new one each call (a tenth of a 1 KB
@@ -423,7 +454,7 @@ def _write(conn: sqlite3.Connection, row: Row, text: str, now: float) -> StoreEr
         if conn.execute(_HAS["history"], (row.run_id,)).fetchone():
             return StoreError(f"run {row.run_id} exists")
         try:
-            conn.execute(_INSERT, (row.run_id, row.status, text, row.reason, now))
+            conn.execute(_INSERT, (row.run_id, row.status, text, row.reason, now, *_key(row)))
         except sqlite3.IntegrityError:
             return StoreError(f"run {row.run_id} exists")
         return None
@@ -435,15 +466,23 @@ def _write(conn: sqlite3.Connection, row: Row, text: str, now: float) -> StoreEr
                 return StoreError(f"run {row.run_id} has finished: it cannot be live again")
             conn.execute(_FINISHED_AGAIN[schema], (text, row.reason, row.run_id))
             return None
-    conn.execute(_INSERT, (row.run_id, row.status, text, row.reason, now))  # no row yet: this is its first
+    conn.execute(_INSERT, (row.run_id, row.status, text, row.reason, now, *_key(row)))  # no row yet: its first
     return None
+
+
+def _key(row: Row) -> tuple[str | None, str | None]:
+    return (None, None) if row.keyed is None else (row.keyed.key, row.keyed.digest)
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord | str:
     """A row (run_id, status, blob, reason, updated_at) as a record, or what is wrong with its blob."""
-    run_id, status, text, reason, updated_at = row
+    run_id, status, stored, reason, updated_at = row
     try:
-        blob = json.loads(str(text))
+        text = codec.inflate(stored)
+    except ValueError as e:
+        return f"its blob cannot be read: {e}"
+    try:
+        blob = json.loads(text)
     except (ValueError, RecursionError) as e:
         return f"its blob is not JSON: {e}"
     if not isinstance(blob, dict):

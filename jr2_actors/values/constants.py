@@ -196,9 +196,6 @@ FEED_IDS_RESERVED = 1000
 FEED_FINISHED_HELD = 64
 # Issue 19: `GET /runs?all=true` lists at most this many finished runs (the newest ends) beside the live ones.
 RUNS_FINISHED_LISTED = 500
-# Issue 19 item 4: POST /runs remembers this many Idempotency-Keys (the newest), in memory: a client's retry
-# after a connection error comes within seconds, so a restart forgetting them costs nothing a retry needs.
-API_IDEMPOTENCY_KEYS = 4096
 # A submit that finds its key's first request still under way waits this long for it before a 409.
 API_IDEMPOTENCY_WAIT_SECONDS = 30.0
 RUN_PATH_KEEP = 256  # issue 19 item 3: the states a run entered, newest kept (a loop may enter them without end)
