@@ -17,8 +17,8 @@ from tests.test_sim_invariants import NAME, RUN, admission, facts
 
 ENDED = "the Harness ended (Error, exit 1): the Harness restarted"
 OOM = "memory limit (OOMKilled, limit 1Gi): Killed"
-BOOTS = [{"sandbox": NAME, "bootId": "boot-1", "began": None, "ended": 105.0},
-         {"sandbox": NAME, "bootId": "boot-2", "began": 105.5}]
+BOOTS: list[dict[str, Any]] = [{"sandbox": NAME, "bootId": "boot-1", "began": None, "ended": 105.0},
+                              {"sandbox": NAME, "bootId": "boot-2", "began": 105.5}]
 
 
 def accepted(seq: int, boot: str, at: float, **extra: Any) -> dict[str, Any]:
