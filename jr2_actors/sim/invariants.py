@@ -355,9 +355,13 @@ def _restart_between(facts: Facts, first: Mapping[str, Any], then: Mapping[str, 
 def kept_held(facts: Facts) -> list[str]:
     """ADR-0062: every admission to a conversation the Harness was taken to keep says `kept: true`; one that
     does not, into a conversation the Harness holds (answered 200 before), loses the refusal `kept` is for."""
-    return [f"{a.get('sandbox')}: an admission not kept went to {a.get('conversationId')}, a conversation the "
-            f"Harness held (answered {a.get('status')}): {_admission_text(a)}"
-            for a in facts.admissions if a.get("heldUnkept")]
+    unkept: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for a in facts.admissions:
+        if a.get("heldUnkept"):
+            unkept.setdefault((a.get("sandbox"), a.get("agent"), a.get("conversationId")), []).append(a)
+    return [f"{sandbox}: {len(sent)} admission(s) not kept went to {conv}, a conversation the Harness held "
+            f"(answered {', '.join(str(a.get('status')) for a in sent[:6])}): {_admission_text(sent[0])}"
+            for (sandbox, _, conv), sent in unkept.items()]
 
 
 def sandboxes(facts: Facts) -> list[str]:
