@@ -230,12 +230,12 @@ class Faults:
         def publish() -> None:
             self._cluster.kill_harness(sandbox, reason=reason, message=message)
 
-        def late() -> None:
-            with contextlib.suppress(NoSuchSandbox):  # the Sandbox went meanwhile: nothing left to mark
-                publish()
-
         def begin() -> None:
             self._harness(lambda core: core.begin(sandbox, clock.wall()))
+
+        def late(half: Callable[[], None]) -> None:
+            with contextlib.suppress(Exception):  # the Sandbox went meanwhile, or the cluster stopped first
+                half()
 
         def restart() -> None:
             if lag >= 0 and not self._cluster.call(lambda s: any(o["metadata"]["name"] == sandbox
@@ -249,7 +249,7 @@ class Faults:
             if lag == 0:
                 publish()
             else:
-                self._timers().schedule(clock.monotonic() + abs(lag), late if lag > 0 else begin,
+                self._timers().schedule(clock.monotonic() + abs(lag), partial(late, publish if lag > 0 else begin),
                                         f"fault {name}: {'the watch shows it' if lag > 0 else 'a new process'}")
         self._do(name, params, restart)
 
