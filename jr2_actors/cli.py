@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--pick-first", action="store_true",
                       help="the fake Harness's agents pick the first Allowed pick, so a workflow served against it "
                            "walks to an end (default: they say 'Done.' and settle without a pick)")
+    fake.add_argument("--harness-mode", choices=("lenient", "strict"), default="lenient",
+                      help="strict: the fake Harness does only what the contract promises (a restart keeps the "
+                           "conversations and never settles the old container's Submissions); lenient: a restart "
+                           "loses the conversations (default: lenient)")
     for command in sub.choices.values():  # also after the command: the image's entry point is `jr2-actors serve`
         command.add_argument("--log-level", default=argparse.SUPPRESS, type=str.lower, choices=LOG_LEVELS,
                              help="as --log-level before the command (default: that one's)")
@@ -258,7 +262,8 @@ def run_fake_cluster(args: argparse.Namespace, stop: threading.Event) -> int:
     if os.path.isdir(out) or not os.path.isdir(os.path.dirname(out)):
         raise UsageError(f"--kubeconfig-out {args.kubeconfig_out}: not a file in an existing folder")
     schedule = _fault_schedule(args.faults) if args.faults else []
-    with FakeCluster(namespace=args.namespace, port=args.port, bookmark_interval=args.bookmark_seconds) as cluster:
+    with FakeCluster(namespace=args.namespace, port=args.port, bookmark_interval=args.bookmark_seconds,
+                     harness_mode=args.harness_mode) as cluster:
         if stop.is_set():
             return 0
         if args.pick_first:

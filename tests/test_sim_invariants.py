@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from jr2_actors.harness import briefing
-from jr2_actors.sim.invariants import Facts, check, feeds, notices, outcomes, sandboxes
+from jr2_actors.sim.invariants import Facts, check, feeds, heard_once, notices, outcomes, sandboxes
 from jr2_actors.sim.schedule import draw
 from jr2_actors.watch.identity import sandbox_name
 
@@ -49,36 +49,49 @@ def test_a_run_that_never_ended_or_ended_otherwise_is_named() -> None:
 
 
 def test_a_notice_told_twice_is_a_violation() -> None:
-    (v,) = notices(facts(admissions=[admission(3, "1.5Gi"), admission(5, "1.5Gi")], kills=[kill(2, "1.5Gi")]))
+    (v,) = heard_once(facts(admissions=[admission(3, "1.5Gi"), admission(5, "1.5Gi")], kills=[kill(2, "1.5Gi")]))
     assert "told 2 times" in v and "s-3 " in v and "s-5 " in v
 
 
-def test_a_notice_retold_only_by_a_readmission_after_a_restart_is_adr_0062s_delivered_not_yet_heard() -> None:
+def test_a_notice_an_admission_answered_200_carried_is_heard_even_across_an_orchestrator_restart() -> None:
+    # CONTRACTS.md §3: an admission answered 200 has been read; a restored Turn asks the Harness what it holds
+    # before it tells anything again, so a retelling after a restart is no longer allowed.
     again = admission(5, "1.5Gi", message=briefing.readmit("Work."))
-    assert notices(facts(admissions=[admission(3, "1.5Gi"), again], kills=[kill(2, "1.5Gi")], restart_marks=[1],
-                         readmit_text=briefing.READMIT)) == []
-    for marks in ([], [0], [2]):  # no restart, or none between the two tellings: told twice
-        (v,) = notices(facts(admissions=[admission(3, "1.5Gi"), again], kills=[kill(2, "1.5Gi")],
-                             restart_marks=marks, readmit_text=briefing.READMIT))
-        assert "told 2 times" in v
+    for marks in ([], [1]):
+        (v,) = heard_once(facts(admissions=[admission(3, "1.5Gi"), again], kills=[kill(2, "1.5Gi")],
+                                restart_marks=marks, readmit_text=briefing.READMIT))
+        assert "told 2 times" in v and ("orchestrator restart fell between" in v) == bool(marks)
 
 
-def test_a_notice_retold_to_a_conversation_the_harness_lost_is_adr_0062s_not_kept() -> None:
-    again = admission(5, "1.5Gi")
+def test_a_notice_of_an_admission_refused_or_never_answered_may_be_told_again() -> None:
+    refused = {**admission(3, "1.5Gi"), "status": 409}
+    del refused["submissionId"]
+    assert heard_once(facts(admissions=[refused, admission(5, "1.5Gi")], kills=[kill(2, "1.5Gi")])) == []
+
+
+def test_a_notice_retold_after_the_harness_lost_the_conversation_that_heard_it_is_adr_0062s_not_kept() -> None:
+    first, again = admission(3, "1.5Gi"), admission(5, "1.5Gi")
     again["body"]["notices"].append({"kind": "conversation-new", "reason": "the Harness no longer holds it"})
-    assert notices(facts(admissions=[admission(3, "1.5Gi"), again], kills=[kill(2, "1.5Gi")])) == []
+    for a in (first, again):
+        a.update(conversationId="c-1", conversationSeq=1)
+    lost = [{"sandbox": NAME, "agent": "a0", "conversationId": "c-1", "conversationSeq": 1, "seq": 4}]
+    assert heard_once(facts(admissions=[first, again], kills=[kill(2, "1.5Gi")], lost=lost)) == []
+    (v,) = heard_once(facts(admissions=[first, again], kills=[kill(2, "1.5Gi")]))  # not lost: told twice
+    assert "told 2 times" in v
+    lost[0]["seq"] = 6  # lost only after the second telling
+    assert heard_once(facts(admissions=[first, again], kills=[kill(2, "1.5Gi")], lost=lost)) != []
 
 
 def test_a_notice_retold_to_a_new_incarnation_of_a_lost_conversation_is_not_told_twice() -> None:
     first, again = admission(3, "1.5Gi"), admission(5, "1.5Gi")
-    for a, seq in ((first, 10), (again, 20)):
+    for a, seq in ((first, 1), (again, 4)):
         a.update(conversationId="c-1", conversationSeq=seq)
-    assert notices(facts(admissions=[first, again], kills=[kill(2, "1.5Gi")])) == []
-    again["conversationSeq"] = 10  # the same incarnation heard it twice
-    (v,) = notices(facts(admissions=[first, again], kills=[kill(2, "1.5Gi")]))
+    assert heard_once(facts(admissions=[first, again], kills=[kill(2, "1.5Gi")])) == []
+    again["conversationSeq"] = 1  # the same incarnation heard it twice
+    (v,) = heard_once(facts(admissions=[first, again], kills=[kill(2, "1.5Gi")]))
     assert "told 2 times" in v
-    again.update(conversationSeq=20, agent="b0")  # another Agent's conversation: the Workspace was told twice
-    (v,) = notices(facts(admissions=[first, again], kills=[kill(2, "1.5Gi")]))
+    again.update(conversationSeq=4, agent="b0")  # another Agent's conversation: the Workspace was told twice
+    (v,) = heard_once(facts(admissions=[first, again], kills=[kill(2, "1.5Gi")]))
     assert "told 2 times" in v
 
 

@@ -29,6 +29,7 @@ from jr2_actors.fake.apiserver.validation import is_namespace_name
 from jr2_actors.fake.faults import Faults
 from jr2_actors.fake.harness.actor import LONG_POLL_SECONDS, HarnessActor, HarnessHttpServer
 from jr2_actors.fake.harness.core import INSTANCE, HarnessCore
+from jr2_actors.fake.harness.core import MODES as HARNESS_MODES
 from jr2_actors.fake.harness.core import Action as HarnessAction
 from jr2_actors.fake.messages import Run
 from jr2_actors.fake.operator.actor import OperatorActor
@@ -51,9 +52,13 @@ class FakeCluster:
                  token_file: str | None = None, tls: bool = True, operator: bool = True,
                  nodes: int | Sequence[Node] | None = None, quota: Quota | None = None,
                  start_seconds: float = 0.2, harness: bool = True, signing_key: bytes | None = None,
-                 long_poll: float = LONG_POLL_SECONDS) -> None:
+                 long_poll: float = LONG_POLL_SECONDS, harness_mode: str = "lenient") -> None:
         if not is_namespace_name(namespace):
             raise ValueError(f"{namespace!r} is not a valid namespace name (an RFC 1123 label)")
+        if harness_mode not in HARNESS_MODES:
+            raise ValueError(f"harness_mode is one of {', '.join(HARNESS_MODES)}, not {harness_mode!r}")
+        # `strict`: the fake Harness does only what CONTRACTS.md §3 promises (fake/harness/core.py).
+        self.harness_mode = harness_mode
         self.namespace = namespace
         self.clock = clock or SystemClock()
         self._port = port
@@ -117,7 +122,7 @@ class FakeCluster:
             instance_digest = token_digest(harness_token(self.signing_key, INSTANCE_HARNESS))
             self._harness = HarnessActor.start(self._actor, self.namespace, self.clock,
                                                base_url=self._harness_http.url, instance_digest=instance_digest,
-                                               operator=self._operator)
+                                               operator=self._operator, mode=self.harness_mode)
             self._harness_http.start(self._harness)
         # The in-process watchers are registered before start returns, so what a caller writes next is seen:
         # each actor has run its start (which tells the API server to subscribe it), then the API server has.

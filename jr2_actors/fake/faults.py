@@ -25,6 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from jr2_actors.fake.messages import NoSuchSandbox
+from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.shell.timers import Timers
 
 if TYPE_CHECKING:
@@ -63,12 +64,12 @@ LEVERS: dict[str, frozenset[str]] = {
     "latency": frozenset({"delay", "seconds"}),
     "rotate_token": frozenset(),
     "evict": frozenset({"sandbox", "reason", "message"}),
-    "kernel_oom": frozenset({"sandbox", "message"}),
+    "kernel_oom": frozenset({"sandbox", "message", "watch_lag"}),
     "guard_kill": frozenset({"sandbox", "peak", "limit", "agent"}),
     "quota": frozenset({"seconds", "cpu_millis", "memory_bytes"}),
     "unschedulable": frozenset({"seconds", "taint"}),
     "harness_latency": frozenset({"delay", "seconds"}),
-    "harness_restart": frozenset({"sandbox"}),
+    "harness_restart": frozenset({"sandbox", "watch_lag"}),
     "lose_conversations": frozenset({"sandbox"}),
     "draining": frozenset({"sandbox", "seconds"}),
     "answers_refused": frozenset({"count", "status"}),
@@ -161,13 +162,14 @@ class Faults:
         self._do("evict", {"sandbox": sandbox, "reason": reason, "message": message},
                  lambda: self._cluster.evict(sandbox, reason=reason, message=message))
 
-    def kernel_oom(self, sandbox: str, message: str = "the kernel OOM killer ended the Harness") -> None:
-        """The kernel OOM-kills the Sandbox's Harness container: its last end `OOMKilled`, its conversations
-        gone (a Turn running in it faults as the memory limit, ADR-0062)."""
-        def oom() -> None:
-            self._cluster.harness(lambda core: core.restart(sandbox))
-            self._cluster.kill_harness(sandbox, reason="OOMKilled", message=message)
-        self._do("kernel_oom", {"sandbox": sandbox, "message": message}, oom)
+    def kernel_oom(self, sandbox: str, message: str = "the kernel OOM killer ended the Harness",
+                   watch_lag: float = 0.0) -> None:
+        """The kernel OOM-kills the Sandbox's Harness container: its last end `OOMKilled`, and a new process
+        (the lenient Harness lost its conversations, the strict one keeps them; either runs none of the old
+        Submissions). The watch shows the end `watch_lag` seconds after the new process answers (before it,
+        with a lag below 0: the Harness answers nothing meanwhile)."""
+        params = {"sandbox": sandbox, "message": message, **({"watch_lag": watch_lag} if watch_lag else {})}
+        self._restart("kernel_oom", params, "OOMKilled", message)
 
     def quota(self, seconds: float, cpu_millis: int | None = 1, memory_bytes: int | None = None) -> None:
         """A ResourceQuota this tight for `seconds`: new Sandboxes wait `QuotaExceeded` meanwhile."""
@@ -212,16 +214,48 @@ class Faults:
                       lambda: self._harness(lambda core: core.set_answer_latency(delay)),
                       lambda: self._harness(lambda core: core.set_answer_latency(0.0)))
 
-    def harness_restart(self, sandbox: str) -> None:
-        """The Harness container restarts (exit 1): its conversations are gone, its Turns end."""
+    def harness_restart(self, sandbox: str, watch_lag: float = 0.0) -> None:
+        """The Harness container restarts (exit 1), its watch view `watch_lag` seconds after the new process
+        answers (before it, below 0), as `kernel_oom` with another last end."""
+        self._restart("harness_restart", {"sandbox": sandbox, **({"watch_lag": watch_lag} if watch_lag else {})},
+                      "Error", "the Harness restarted")
+
+    def _restart(self, name: str, params: Mapping[str, Any], reason: str, message: str) -> None:
+        """A Harness process ends and another begins; the operator publishes the end (`restartCount`,
+        `lastTerminated`) `watch_lag` seconds after the new process began, or -lag seconds before it: CONTRACTS.md
+        §3, "the Sandbox watch … can arrive before or after the new Harness answers"."""
+        sandbox, lag = str(params["sandbox"]), float(params.get("watch_lag") or 0.0)
+        clock = self._clock
+
+        def publish() -> None:
+            self._cluster.kill_harness(sandbox, reason=reason, message=message)
+
+        def begin() -> None:
+            self._harness(lambda core: core.begin(sandbox, clock.wall()))
+
+        def late(half: Callable[[], None]) -> None:
+            with contextlib.suppress(Exception):  # the Sandbox went meanwhile, or the cluster stopped first
+                half()
+
         def restart() -> None:
-            self._harness(lambda core: core.restart(sandbox))
-            self._cluster.kill_harness(sandbox, reason="Error", message="the Harness restarted")
-        self._do("harness_restart", {"sandbox": sandbox}, restart)
+            if lag >= 0 and not self._cluster.call(lambda s: any(o["metadata"]["name"] == sandbox
+                                                                 for o in s.objects(SANDBOX))):
+                raise NoSuchSandbox(sandbox)
+            if lag < 0:
+                publish()  # first: a Sandbox that is not there skips the call
+            self._harness(lambda core: core.end(sandbox, clock.wall()))
+            if lag >= 0:
+                begin()
+            if lag == 0:
+                publish()
+            else:
+                self._timers().schedule(clock.monotonic() + abs(lag), partial(late, publish if lag > 0 else begin),
+                                        f"fault {name}: {'the watch shows it' if lag > 0 else 'a new process'}")
+        self._do(name, params, restart)
 
     def lose_conversations(self, sandbox: str) -> None:
         """The Harness forgets its conversations: a `kept: true` admission gets 404 `kept: false`."""
-        self._do("lose_conversations", {"sandbox": sandbox}, lambda: self._harness(lambda core: core.restart(sandbox)))
+        self._do("lose_conversations", {"sandbox": sandbox}, lambda: self._harness(lambda core: core.lose(sandbox)))
 
     def draining(self, sandbox: str, seconds: float) -> None:
         """The Harness drains for `seconds`: admissions are answered 503."""
@@ -378,6 +412,10 @@ def _seconds(v: object) -> bool:
     return v is None or (isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 86_400)
 
 
+def _lag(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and -60 <= v <= 60
+
+
 def _count(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1_000_000
 
@@ -400,8 +438,9 @@ def _millis(v: object) -> bool:
 
 _KINDS: dict[str, Callable[[object], bool]] = {
     "seconds": _seconds, "delay": _seconds, "count": _count, "status": _status, "retry_after": _seconds,
-    "watch_only": _flag, "cpu_millis": _millis, "memory_bytes": _millis}
-_WORDS = {"seconds": "seconds from 0 to 86400", "delay": "seconds from 0 to 86400", "count": "a count from 0",
+    "watch_only": _flag, "cpu_millis": _millis, "memory_bytes": _millis, "watch_lag": _lag}
+_WORDS = {"watch_lag": "seconds from -60 to 60",
+          "seconds": "seconds from 0 to 86400", "delay": "seconds from 0 to 86400", "count": "a count from 0",
           "status": "an HTTP status (100-599)", "retry_after": "seconds", "watch_only": "true or false",
           "cpu_millis": "a whole number", "memory_bytes": "a whole number"}
 

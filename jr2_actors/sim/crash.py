@@ -33,6 +33,7 @@ from jr2_actors.sim import invariants
 from jr2_actors.sim.runner import cluster_facts, harness_actions
 from jr2_actors.sim.schedule import HARNESS_MODELS, SHAPES, RunPlan, guard_peaks, scripts_for, workflow
 from jr2_actors.sim.serve_process import ServeProcess
+from jr2_actors.values.timefmt import parse_rfc3339
 
 RUNS_PER_TRIAL = 20
 KILL_WINDOW_SECONDS = 4.0  # the kill falls this far at most after the first submission
@@ -113,6 +114,17 @@ def _trial_fault(cluster: FakeCluster, fault: str) -> None:
             lever()
 
 
+def _times(feeds: dict[str, dict[int, str]]) -> dict[str, dict[int, float]]:
+    """Each served feed line's time (its `at`), for the invariants that weigh a fault against the Harness."""
+    out: dict[str, dict[int, float]] = {}
+    for run_id, lines in feeds.items():
+        for event_id, text in lines.items():
+            at = parse_rfc3339(json.loads(text).get("at"))
+            if at is not None:
+                out.setdefault(run_id, {})[event_id] = at
+    return out
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -120,8 +132,10 @@ def _free_port() -> int:
 
 
 class Trial:
-    def __init__(self, seed: int, trial: int, workdir: str, stop: threading.Event | None = None) -> None:
+    def __init__(self, seed: int, trial: int, workdir: str, stop: threading.Event | None = None, *,
+                 harness_mode: str = "lenient") -> None:
         self.seed, self.trial, self.workdir = seed, trial, workdir
+        self.harness_mode = harness_mode  # the fake Harness's: lenient or strict (fake/harness/core.py)
         self.rng = random.Random(seed * 100_003 + trial)  # noqa: S311 - a trial's schedule, not a secret
         self.stop = stop or threading.Event()
         self.token = secrets.token_hex(16)
@@ -154,7 +168,7 @@ class Trial:
         self.describe = (f"killed at {killed_at:.2f}s; answers take {latency * 1000:.0f} ms, Submissions run on "
                          f"{run_on * 1000:.0f} ms; {fault} at {fault_at:.2f}s")
         with FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=1.0,
-                         signing_key=self.signing_key) as cluster:
+                         signing_key=self.signing_key, harness_mode=self.harness_mode) as cluster:
             cluster.harness(lambda core: core.pick_first_allowed(True))
 
             def model(core: fake_harness.HarnessCore) -> None:
@@ -226,7 +240,7 @@ class Trial:
             faulting.cancel()
             facts = invariants.Facts(
                 runs=accepted, statuses=statuses, cancelled=set(), restart_marks=[killed_admissions],
-                stored_feeds=feeds if accepted else {},
+                stored_feeds=feeds if accepted else {}, feed_times=_times(feeds) if accepted else {},
                 stuck={r: d for r, d in self.last_docs.items() if statuses.get(r) not in invariants.TERMINAL},
                 **cluster_facts(cluster, followers))
             violations += invariants.check(facts)

@@ -125,8 +125,10 @@ def harness_actions(actions: tuple[Any, ...]) -> list[fake_harness.Action]:
 
 
 class Sim:
-    def __init__(self, schedule: Schedule, workdir: str, stop: threading.Event | None = None) -> None:
+    def __init__(self, schedule: Schedule, workdir: str, stop: threading.Event | None = None, *,
+                 harness_mode: str = "lenient") -> None:
         self.schedule = schedule
+        self.harness_mode = harness_mode  # the fake Harness's (fake/harness/core.py): lenient or strict
         self.stop = stop or threading.Event()
         self.workdir = workdir
         self.faults_done: list[str] = []
@@ -163,7 +165,8 @@ class Sim:
 
     @contextlib.contextmanager
     def _cluster(self) -> Iterator[FakeCluster]:
-        with self.store_switch, FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=1.0) as cluster:
+        with self.store_switch, FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=1.0,
+                                            harness_mode=self.harness_mode) as cluster:
             cluster.harness(lambda core: core.pick_first_allowed(True))
             latency, run_on = self.schedule.answer_latency, self.schedule.run_on
 
@@ -219,6 +222,7 @@ class Sim:
             stuck = {run_id: doc for run_id, doc in docs.items() if doc is not None
                      and doc.get("status") not in invariants.TERMINAL}
             feeds = {plan.run_id: self._stored_feed(orch, plan.run_id) for plan in schedule.runs}
+            feed_times = {plan.run_id: self._feed_times(orch, plan.run_id) for plan in schedule.runs}
             caught_up = time.monotonic() + 5.0
             for follower in followers:  # each reader takes the lines of its finished run, then stops
                 follower.wait_for(max(feeds.get(follower.run_id) or {0: ""}), max(caught_up - time.monotonic(), 0))
@@ -233,11 +237,17 @@ class Sim:
             cancelled=set(self.cancelled),
             restart_marks=list(self.restarts),
             stored_feeds=feeds,
+            feed_times=feed_times,
             stuck=stuck,
             tracebacks=list(errors.records),
             **cluster_facts(cluster, followers),
         )
         return invariants.check(facts), statuses
+
+    @staticmethod
+    def _feed_times(orch: Orchestrator, run_id: str) -> dict[int, float]:
+        got = orch.feed(run_id, 0, 0.0)
+        return {} if got is None else {e.id: e.at for e in got[0]}
 
     def _stored_feed(self, orch: Orchestrator, run_id: str) -> dict[int, str]:
         got = orch.feed(run_id, 0, 0.0)
@@ -340,9 +350,9 @@ def cluster_lever(fault: Fault, target: str) -> tuple[str, dict[str, Any]] | Non
         "control-plane-away": ("away", {"seconds": seconds}),
         "token-rotation": ("rotate_token", {}),
         "evict": ("evict", {"sandbox": target}),
-        "harness-restart": ("harness_restart", {"sandbox": target}),
+        "harness-restart": ("harness_restart", {"sandbox": target, "watch_lag": fault.lag}),
         "answers-refused": ("answers_refused", {"count": fault.count, "status": fault.status}),
-        "kernel-kill": ("kernel_oom", {"sandbox": target}),
+        "kernel-kill": ("kernel_oom", {"sandbox": target, "watch_lag": fault.lag}),
         "harness-draining": ("draining", {"sandbox": target, "seconds": seconds}),
         "conversations-lost": ("lose_conversations", {"sandbox": target}),
         "list-kill": ("guard_kill", {"sandbox": target, "peak": fault.peak or "1.05Gi", "limit": "2Gi"}),
@@ -391,6 +401,9 @@ def cluster_facts(cluster: FakeCluster, followers: Sequence[invariants.FeedRecor
         lister.close()
     return {"admissions": cluster.admissions(), "kills": cluster.harness(lambda core: core.kill_log()),
             "reads": cluster.harness(lambda core: list(core.read_log)),
+            "boots": cluster.harness(lambda core: list(core.boots)),
+            "cut": cluster.harness(lambda core: list(core.cut)),
+            "lost": cluster.harness(lambda core: list(core.lost)), "ended_at": cluster.clock.wall(),
             "sandboxes": [sandbox_facts(obj) for obj in objects],
             "follower_lines": {f.run_id: dict(f.lines) for f in followers},
             "follower_problems": [p for f in followers for p in f.problems],

@@ -30,12 +30,12 @@ FaultKind = Literal[
     "control-plane-away",  # every request is refused 503 for a while
     "token-rotation",     # the bearer token rotates (the file holds the new one)
     "evict",              # a running Sandbox is evicted: the Workspace is lost
-    "harness-restart",    # a Harness container restarts: its Turns end, its conversations are gone
+    "harness-restart",    # a Harness container restarts: its Submissions end (a lenient one loses its conversations)
     "harness-draining",   # a Harness answers admissions 503 for a while
     "answers-refused",    # the next N answers to picks are refused 503: the model's call still waits
     "conversations-lost",  # a Harness forgets its conversations (404 kept: false on the next admission)
     "list-kill",          # a guard kill on a Harness's list while no Turn may run
-    "kernel-kill",        # the kernel OOM-kills a Harness container (a Turn may or may not run)
+    "kernel-kill",        # the kernel OOM-kills a Harness container (a Turn may or may not run), as a restart
     "quota",              # a tight quota for a while: new Sandboxes wait on it
     "cancel",             # the user cancels a run
     "store-unwritable",   # the store's disk refuses writes for a while (full, or read-only)
@@ -62,6 +62,11 @@ HARNESS_MODELS: tuple[tuple[float, float], ...] = ((0.0, 0.0), (0.05, 0.0), (0.0
 # A seed's time: faults fall in its first WINDOW seconds; each lasting fault lasts at most MAX_SPAN.
 WINDOW_SECONDS = 4.0
 MAX_SPAN_SECONDS = 2.0
+# A Harness restart reaches the watch up to this long after the new process answers, or before it (CONTRACTS.md
+# §3: "can arrive before or after the new Harness answers"); drawn apart from the rest, so a seed's runs and
+# faults are what they were before the lag was drawn.
+MAX_WATCH_LAG_SECONDS = 2.0
+RESTARTS: frozenset[FaultKind] = frozenset({"harness-restart", "kernel-kill"})
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,7 @@ class Fault:
     count: int = 0
     status: int = 0
     peak: str = ""  # a list kill's peak (unique in the seed, so its notice can be counted)
+    lag: float = 0.0  # a restart's: the watch shows it this long after the new process answers (< 0: before)
 
     def describe(self) -> str:
         parts = [f"t={self.at:.2f}s", self.kind]
@@ -87,6 +93,8 @@ class Fault:
             parts.append(f"status {self.status}")
         if self.peak:
             parts.append(f"peak {self.peak}")
+        if self.kind in RESTARTS:
+            parts.append(f"watch {self.lag:+.2f}s")
         return " ".join(parts)
 
 
@@ -234,6 +242,9 @@ def draw(seed: int, *, runs: int | None = None, faults: int | None = None) -> Sc
     n_faults = faults if faults is not None else rng.randint(4, 10)
     drawn = [_fault(rng, plans) for _ in range(n_faults)]
     drawn = [replace(f, peak=peaks.pop(0)) if f.kind == "list-kill" and peaks else f for f in drawn]
+    lags = random.Random(f"watch-lag:{seed}")  # noqa: S311 - a simulation's schedule, not a secret
+    drawn = [replace(f, lag=round(lags.uniform(-MAX_WATCH_LAG_SECONDS, MAX_WATCH_LAG_SECONDS), 2))
+             if f.kind in RESTARTS else f for f in drawn]
     latency, run_on = rng.choice(HARNESS_MODELS)
     return Schedule(seed, tuple(plans), tuple(sorted(drawn, key=lambda f: f.at)), latency, run_on)
 

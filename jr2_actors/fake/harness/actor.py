@@ -3,7 +3,9 @@
 A Sandbox's endpoint is `<base>/<sandboxName>` (the operator publishes it); the Instance Harness is
 `<base>/_instance`. Every route but `/healthz` needs the bearer token whose digest the Sandbox's env
 carries (`JR2_HARNESS_TOKEN_SHA256`), checked in constant time, and a `401 {"error":"unauthorized"}`
-comes before any other answer. A Sandbox that is not `Ready` has no Harness serving: 503.
+comes before any other answer. A Sandbox that is not `Ready` has no Harness serving: 503; nor has one
+whose Harness process ended and the next has not begun (`HarnessCore.is_down`). `/healthz` answers
+`{"ok": true, "bootId": …}`: the boot id of the process serving (ours, a contract addition).
 
 HTTP threads (fake/http.py, outside the actor system) ask the `HarnessActor`, which alone holds the
 `HarnessCore`. A long-poll that finds no event waits on the actor's change signal, up to the long-poll
@@ -60,6 +62,13 @@ class _Settle:
 
 
 @dataclass(frozen=True)
+class _Begin:
+    """A new Harness process begins, once the watch showed its old one's end (a `KillHarness` lag below 0)."""
+
+    sandbox: str
+
+
+@dataclass(frozen=True)
 class HarnessReply:
     answer: Answer
     raw: bytes | None = None
@@ -77,12 +86,13 @@ class HarnessActor(Shell):
     name = "harness"
 
     def __init__(self, api: pykka.ActorRef[Any], namespace: str, clock: Clock, *, base_url: str,
-                 instance_digest: str = "", operator: pykka.ActorRef[Any] | None = None) -> None:
+                 instance_digest: str = "", operator: pykka.ActorRef[Any] | None = None,
+                 mode: str = "lenient") -> None:
         super().__init__()
         self.api = api
         self.namespace = namespace
         self.clock = clock
-        self.core = HarnessCore()
+        self.core = HarnessCore(mode)
         self.instance_digest = instance_digest
         self.operator = operator  # told a kernel kill: it marks the Harness container OOMKilled
         self.base_url = base_url
@@ -116,6 +126,9 @@ class HarnessActor(Shell):
             e = message.effect
             self.core.settle_due(e.sandbox, e.agent, e.conversation_id, e.submission, e.outcome)
             self._signal()
+        elif isinstance(message, _Begin):
+            self.core.begin(message.sandbox, self.clock.wall())
+            self._signal()
         return None
 
     def _seen(self, change: SandboxChanged) -> None:
@@ -141,7 +154,9 @@ class HarnessActor(Shell):
     def _request(self, req: HarnessRequest) -> HarnessReply:
         parts = req.parts
         if parts == ("healthz",) and req.method == "GET":
-            return HarnessReply(Answer(200, {"ok": True})) if self._serving(req.sandbox) else _not_serving()
+            if not self._serving(req.sandbox):
+                return _not_serving()
+            return HarnessReply(Answer(200, {"ok": True, "bootId": self.core.boot_id(req.sandbox)}))
         digest = self._digest(req.sandbox)
         if digest is None:
             return _not_serving()
@@ -179,12 +194,28 @@ class HarnessActor(Shell):
             return HarnessReply(Answer(404, {"error": f"no route {req.method} /{'/'.join(parts)}"}))
         for effect in effects:
             if isinstance(effect, KillHarness):
-                tell_quietly(self.operator, Run(_kernel_kill(effect, self.namespace, self.clock.wall())))
+                self._kernel_kill(effect)
             elif self._timers is not None:
                 self._timers.schedule(self.clock.monotonic() + effect.after,
                                       functools.partial(tell_quietly, self.actor_ref, _Settle(effect)))
         self._signal()
         return HarnessReply(answer)
+
+    def _kernel_kill(self, effect: KillHarness) -> None:
+        """The operator marks the end `watch_lag` seconds after the new process began (the core began it); a
+        lag below 0 marks it now, and the new process begins that much later."""
+        lag = effect.watch_lag
+        mark = functools.partial(tell_quietly, self.operator, Run(_kernel_kill(effect, self.namespace, self.clock)))
+        if lag == 0 or self._timers is None:
+            mark()
+            if lag < 0:
+                self.core.begin(effect.sandbox, self.clock.wall())
+        elif lag > 0:
+            self._timers.schedule(self.clock.monotonic() + lag, mark)
+        else:
+            mark()
+            self._timers.schedule(self.clock.monotonic() - lag,
+                                  functools.partial(tell_quietly, self.actor_ref, _Begin(effect.sandbox)))
 
     def _stream_url(self, sandbox: str, agent: str, conversation: str) -> str:
         return f"{self.base_url}/{sandbox}/streams/{agent}/{conversation}"
@@ -196,16 +227,19 @@ class HarnessActor(Shell):
         return None if seen is None else seen.digest
 
     def _serving(self, sandbox: str) -> bool:
+        if self.core.is_down(sandbox):
+            return False
         if sandbox == INSTANCE:
             return True
         seen = self._sandboxes.get(sandbox)
         return seen is not None and seen.ready
 
 
-def _kernel_kill(effect: KillHarness, namespace: str, now: float) -> Any:
+def _kernel_kill(effect: KillHarness, namespace: str, clock: Clock) -> Any:
     def kill(core: OperatorCore) -> None:
         with contextlib.suppress(KeyError):  # the Sandbox went meanwhile: nothing left to kill
-            core.kill_harness(effect.sandbox, now, reason="OOMKilled", message=effect.message, namespace=namespace)
+            core.kill_harness(effect.sandbox, clock.wall(), reason="OOMKilled", message=effect.message,
+                              namespace=namespace)
     return kill
 
 

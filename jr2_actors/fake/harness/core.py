@@ -19,7 +19,15 @@ stops when it stops; until then an admission into the conversation is refused 40
 `refuse_answers(count, status)` refuses the next answers untaken.
 
 Every admission body is recorded as received, so a test reads exactly what the Orchestrator sent; a
-seated one also records its Briefing (`harness/briefing.py`), the words a model would see.
+seated one also records its Briefing (`harness/briefing.py`), the words a model would see, and each record
+says how it was answered (`status`), which process answered (`bootId`) and when (`at`).
+
+Each Harness process has a boot id, opaque and new at each process start (ours, a contract addition): the
+admission's 200 answer and `/healthz` carry it. A restart ends the process (`end`: its Submissions end
+with it, unsettled) and starts another (`begin`); until then nothing answers. The `lenient` mode (the
+default) loses the conversations too; the `strict` one does only what CONTRACTS.md §3 promises: the records
+stay (the pod's emptyDir), the old Submissions never settle, an `/abort` of one is `{aborted: false}` and
+settles nothing, and a `kept: true` admission to a held conversation is accepted at once.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from jr2_actors.harness import briefing
 from jr2_actors.values.timefmt import rfc3339_ms
 
 INSTANCE = "_instance"
+MODES = ("lenient", "strict")
 RECORD_SIZE = 10_000  # admissions and answers kept for tests to read (bounded: the CLI runs for days)
 
 
@@ -63,6 +72,7 @@ class GuardKill:
 @dataclass(frozen=True)
 class KernelKill:
     message: str = "node: heap grew past the container limit\nKilled"
+    watch_lag: float = 0.0  # the operator publishes the end this long after the new process (before, if < 0)
 
 
 @dataclass(frozen=True)
@@ -82,10 +92,13 @@ class Answer:
 
 @dataclass(frozen=True)
 class KillHarness:
-    """An effect for the shell: the operator marks the Harness container OOMKilled."""
+    """An effect for the shell: the operator marks the Harness container OOMKilled, `watch_lag` seconds after
+    the new process began; with a lag below 0 it marks it now, and the new process begins -lag seconds later
+    (`HarnessCore.begin`)."""
 
     sandbox: str
     message: str
+    watch_lag: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -121,14 +134,20 @@ class Conversation:
 @dataclass
 class _Harness:
     instance_id: str
+    boot_id: str
     conversations: dict[tuple[str, str], Conversation] = field(default_factory=dict)
     kills: list[dict[str, Any]] = field(default_factory=list)
     raw_kills: bytes | None = None
     draining: bool = False
+    down: bool = False  # its process ended and the next has not begun: nothing answers
 
 
 class HarnessCore:
-    def __init__(self) -> None:
+    def __init__(self, mode: str = "lenient") -> None:
+        if mode not in MODES:
+            raise ValueError(f"the fake Harness's mode is one of {', '.join(MODES)}, not {mode!r}")
+        self.mode = mode
+        self._boots = itertools.count(1)
         self._harnesses: dict[str, _Harness] = {}
         self._scripts: dict[str, deque[list[Action]]] = {}
         self._pick_first = False
@@ -140,6 +159,11 @@ class HarnessCore:
         self._forgotten: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)  # kills of Harnesses whose pod went
         self.admissions: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)  # every admission body, as received
         self.answers: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)
+        # Each process {sandbox, bootId, began, ended?}; each Submission an end took {…, submissionId, bootId,
+        # at}; each conversation lost {…, conversationSeq, seq} (`seq` on the kills' and Submissions' counter).
+        self.boots: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)
+        self.cut: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)
+        self.lost: deque[dict[str, Any]] = deque(maxlen=RECORD_SIZE)
         self._ids = itertools.count(1)
 
     # -- scripting -----------------------------------------------------------------------------------
@@ -174,10 +198,52 @@ class HarnessCore:
         """Serve these bytes as `/memory-kills` (the file the agent's uid can write: anything at all)."""
         self._harness(sandbox).raw_kills = raw
 
-    def restart(self, sandbox: str) -> None:
-        """The Harness process restarted: every conversation it held is gone (its kill list, a file on the
-        pod's emptyDir, stays)."""
-        self._harness(sandbox).conversations.clear()
+    def restart(self, sandbox: str, now: float = 0.0) -> None:
+        """The Harness process restarted: `end`, then `begin` (its kill list, a file on the pod's emptyDir,
+        stays; its conversations too in the strict mode)."""
+        self.end(sandbox, now)
+        self.begin(sandbox, now)
+
+    def end(self, sandbox: str, now: float = 0.0) -> None:
+        """The Harness process ends: every Submission it ran ends with it, unsettled; the lenient mode loses
+        every conversation too. Nothing answers until `begin`."""
+        harness = self._harness(sandbox)
+        if harness.down:
+            return
+        harness.down = True
+        for boot in reversed(self.boots):
+            if boot["sandbox"] == sandbox and boot["bootId"] == harness.boot_id:
+                boot["ended"] = now
+                break
+        for conv in harness.conversations.values():
+            if conv.running:
+                self.cut.append({"sandbox": sandbox, "agent": conv.agent, "conversationId": conv.conversation_id,
+                                 "submissionId": conv.submission, "bootId": harness.boot_id, "at": now})
+            # CONTRACTS.md §3: the new process runs none of them and sends no `submission-settled` for them.
+            conv.running, conv.awaiting, conv.ending = False, None, ""
+            conv.script.clear()
+        if self.mode == "lenient":
+            self.lose(sandbox)
+
+    def begin(self, sandbox: str, now: float = 0.0) -> None:
+        """A new Harness process answers, under a new boot id."""
+        harness = self._harness(sandbox)
+        if harness.down:
+            harness.down, harness.boot_id = False, self._boot(sandbox, now)
+
+    def lose(self, sandbox: str) -> None:
+        """The Harness forgets every conversation (a `kept: true` admission gets 404 `kept: false`)."""
+        harness = self._harness(sandbox)
+        for conv in harness.conversations.values():
+            self.lost.append({"sandbox": sandbox, "agent": conv.agent, "conversationId": conv.conversation_id,
+                              "conversationSeq": conv.seq, "seq": next(self._ids)})
+        harness.conversations.clear()
+
+    def boot_id(self, sandbox: str) -> str:
+        return self._harness(sandbox).boot_id
+
+    def is_down(self, sandbox: str) -> bool:
+        return sandbox in self._harnesses and self._harnesses[sandbox].down
 
     def forget(self, sandbox: str) -> None:
         """The Sandbox's pod is gone (the Sandbox deleted): its Harness with it — conversations, running
@@ -234,15 +300,24 @@ class HarnessCore:
         if not isinstance(body, dict):
             return Answer(400, {"error": "the admission body must be a JSON object"}), []
         record = {"sandbox": sandbox, "agent": agent, "conversationId": conversation_id,
-                  "body": json.loads(json.dumps(body))}
+                  "body": json.loads(json.dumps(body)), "bootId": harness.boot_id, "at": now}
         self.admissions.append(record)
+        answer, effects = self._admit(harness, sandbox, record, body, now)
+        record["status"] = answer.code
+        return answer, effects
+
+    def _admit(self, harness: _Harness, sandbox: str, record: dict[str, Any], body: dict[str, Any],
+               now: float) -> tuple[Answer, list[Effect]]:
+        agent, conversation_id = record["agent"], record["conversationId"]
         problem = _admission_problem(body)
         if problem:
             return Answer(400, {"error": problem}), []
-        if harness.draining:
-            return Answer(503, {"error": "draining"}), []
         key = (agent, conversation_id)
         conv = harness.conversations.get(key)
+        if conv is not None and body.get("kept") is not True:
+            record["heldUnkept"] = True  # an admission not `kept` into a conversation this Harness holds
+        if harness.draining:
+            return Answer(503, {"error": "draining"}), []
         if body.get("kept") is True and conv is None:
             return Answer(404, {"error": f"conversation {conversation_id} is not held here", "kept": False}), []
         if conv is not None and conv.running:
@@ -263,9 +338,10 @@ class HarnessCore:
         if self._pick_first and allowed and isinstance(allowed[0], str):
             default.append(Pick(allowed[0]))
         conv.script = deque(turns.popleft() if turns else default)
-        offset = len(conv.events)
+        offset, boot_id = len(conv.events), harness.boot_id
         effects = self._run(sandbox, conv, now)
-        return Answer(200, {"streamUrl": "", "offset": str(offset), "submissionId": conv.submission}), effects
+        return Answer(200, {"streamUrl": "", "offset": str(offset), "submissionId": conv.submission,
+                            "bootId": boot_id}), effects
 
     def poll(self, sandbox: str, agent: str, conversation_id: str, offset: str) -> Answer:
         conv = self._harness(sandbox).conversations.get((agent, conversation_id))
@@ -368,9 +444,10 @@ class HarnessCore:
                 # ADR-0062: the guard kills the Sandbox's processes and `bash` returns its verdict; the
                 # container and the Submission go on, so the Turn's next action follows.
             elif isinstance(action, KernelKill):
-                conv.script.clear()
-                self.restart(sandbox)
-                return [KillHarness(sandbox, action.message)]
+                self.end(sandbox, now)
+                if action.watch_lag >= 0:  # else the shell begins the new process once the watch showed the end
+                    self.begin(sandbox, now)
+                return [KillHarness(sandbox, action.message, action.watch_lag)]
             elif isinstance(action, Hang):
                 return []
         self._settle(conv, "completed")
@@ -391,8 +468,13 @@ class HarnessCore:
 
     def _harness(self, sandbox: str) -> _Harness:
         if sandbox not in self._harnesses:
-            self._harnesses[sandbox] = _Harness(instance_id=f"i-{next(self._ids):04x}")
+            self._harnesses[sandbox] = _Harness(f"i-{next(self._ids):04x}", self._boot(sandbox, None))
         return self._harnesses[sandbox]
+
+    def _boot(self, sandbox: str, now: float | None) -> str:
+        boot_id = f"boot-{next(self._boots)}"
+        self.boots.append({"sandbox": sandbox, "bootId": boot_id, "began": now})
+        return boot_id
 
 
 def _admission_problem(body: Mapping[str, Any]) -> str:
