@@ -6,7 +6,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import pykka
@@ -85,11 +85,11 @@ def make_seat() -> Iterator[Callable[..., Seat]]:
     timers: list[Timers] = []
     given: list[HarnessClients] = []  # a seat closes only the registry it made itself
 
-    def make(harnesses: HarnessClients | None = None) -> Seat:
+    def make(harnesses: HarnessClients | None = None, harness_mode: str = "lenient") -> Seat:
         if harnesses is not None:
             given.append(harnesses)
         clock = VirtualClock()
-        cluster = FakeCluster(clock=clock, start_seconds=1, long_poll=0.2).__enter__()
+        cluster = FakeCluster(clock=clock, start_seconds=1, long_poll=0.2, harness_mode=harness_mode).__enter__()
         clusters.append(cluster)
         endpoint = ready_sandbox(cluster, clock, NAME)
         inbox = Inbox()
@@ -540,44 +540,22 @@ def test_a_previous_submission_that_will_not_settle_is_aborted_after_its_bound(s
     assert seat.first(turn.Settled, 2).outcome == "completed"
 
 
-class _Boots:
-    """The tests' hand on which Harness process answers (its boot id, CONTRACTS §3 addition)."""
-
-    def __init__(self) -> None:
-        self.now = "boot-1"
-
-    def client(self, url: str, token: str) -> HarnessClient:
-        boots = self
-
-        class Booted(HarnessClient):
-            def admit(self, agent: str, conversation_id: str, body: Any, **kw: Any) -> Any:
-                return replace(super().admit(agent, conversation_id, body, **kw), boot_id=boots.now)
-
-            def boot(self, within: float = 0.0) -> str | None:
-                return boots.now
-
-        return Booted(url, token)
-
-
-def _new_process(seat: Seat, boots: _Boots) -> None:
-    """The Harness restarts as CONTRACTS §3 states it: the conversations stay, the old process's Submissions
-    are gone, and nothing settles them."""
+def _new_process(seat: Seat) -> None:
+    """The strict fake Harness restarts as CONTRACTS §3 states it: a new process (a new boot id) keeps the
+    conversations, runs none of the old one's Submissions and settles none of them."""
     def restart(core: Any) -> None:
-        for conv in core._harnesses[NAME].conversations.values():
-            conv.running, conv.ending, conv.awaiting = False, "", None
-            conv.script.clear()
+        core.end(NAME)
+        core.begin(NAME)
 
-    boots.now = f"boot-{int(boots.now.split('-')[1]) + 1}"
     seat.cluster.harness(restart)
 
 
-def _booted_seat(make_seat: Callable[..., Seat]) -> tuple[Seat, _Boots]:
-    boots = _Boots()
-    return make_seat(_Stubbed(boots.client)), boots
+def _booted_seat(make_seat: Callable[..., Seat]) -> Seat:
+    return make_seat(harness_mode="strict")
 
 
 def test_a_restart_of_a_process_that_did_not_hold_the_turn_cuts_nothing(make_seat: Callable[..., Seat]) -> None:
-    seat, _boots = _booted_seat(make_seat)
+    seat = _booted_seat(make_seat)
     seat.cluster.script("coder", [Hang()])
     seat.start(1, "c-1")
     seat.first(KillsRead, 1)
@@ -591,14 +569,14 @@ def test_a_restart_of_a_process_that_did_not_hold_the_turn_cuts_nothing(make_sea
 
 def test_a_restart_that_ended_the_turns_process_cuts_it_and_the_turn_is_admitted_again(
         make_seat: Callable[..., Seat]) -> None:
-    seat, boots = _booted_seat(make_seat)
+    seat = _booted_seat(make_seat)
     started = seat.clock.monotonic()
     seat.cluster.script("coder", [Hang()], [Say("resumed")])
     seat.start(1, "c-1")
     seat.first(KillsRead, 1)
     seat.admit(1)
     seat.first(turn.Accepted, 1)
-    _new_process(seat, boots)
+    _new_process(seat)
     seat.ref.tell(CheckHarness(1))
     assert seat.first(HarnessJudged, 1).cut
     seat.ref.tell(ReadKills(1))
@@ -610,7 +588,7 @@ def test_a_restart_that_ended_the_turns_process_cuts_it_and_the_turn_is_admitted
 
 
 def test_a_held_turn_waits_on_no_submission_of_a_process_that_ended(make_seat: Callable[..., Seat]) -> None:
-    seat, boots = _booted_seat(make_seat)
+    seat = _booted_seat(make_seat)
     started = seat.clock.monotonic()
     seat.cluster.harness(lambda core: core.set_run_on(10 * PREVIOUS_SETTLE_SECONDS))  # it would run on
     seat.cluster.script("coder", [Pick("finish")], [Say("again")])
@@ -620,7 +598,7 @@ def test_a_held_turn_waits_on_no_submission_of_a_process_that_ended(make_seat: C
     picked = seat.first(turn.Picked, 1)
     seat.ref.tell(AnswerPick(1, picked.call_id, True, "moved"))
     wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
-    _new_process(seat, boots)  # a kernel kill in the run-on: no settle will ever come for it
+    _new_process(seat)  # a kernel kill in the run-on: no settle will ever come for it
     seat.start(2, "c-1")
     seat.first(KillsRead, 2)  # at once: the seat saw a new process answering
     assert seat.clock.monotonic() == started
@@ -630,7 +608,7 @@ def test_a_held_turn_waits_on_no_submission_of_a_process_that_ended(make_seat: C
 
 
 def test_a_held_turn_is_released_by_a_restart_reported_after_it_was_held(make_seat: Callable[..., Seat]) -> None:
-    seat, boots = _booted_seat(make_seat)
+    seat = _booted_seat(make_seat)
     started = seat.clock.monotonic()
     seat.cluster.harness(lambda core: core.set_run_on(10 * PREVIOUS_SETTLE_SECONDS))
     seat.cluster.script("coder", [Pick("finish")], [Say("again")])
@@ -642,7 +620,7 @@ def test_a_held_turn_is_released_by_a_restart_reported_after_it_was_held(make_se
     wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
     seat.start(2, "c-1")  # held: the same process still runs the first Submission on
     seat.ref.ask(object())
-    _new_process(seat, boots)
+    _new_process(seat)
     seat.ref.tell(CheckHarness(2))  # the watch's report of the restart
     assert not seat.first(HarnessJudged, 2).cut  # nothing of the held Turn ran
     seat.first(KillsRead, 2)

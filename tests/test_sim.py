@@ -24,15 +24,6 @@ def test_a_seed_with_no_fault_ends_every_run_done_and_leaves_nothing(tmp_path: P
 # A fixed set CI plays on every change against each fake Harness (docs/reliability.md); any seed's failure fails
 # it. Twelve seeds a mode: the 24 plays the 24 seeds of one mode took before.
 CI_SEEDS = "1-12"
-# Until the Orchestrator's side of a Harness restart lands (ADR-0062: re-admit, a restart tied to the process
-# it ended, heard means answered 200, kept means accepted), the restart invariants fail some plays of either
-# Harness, as a replay decides (seeds 6, 11, 25, 32, 40; a crash trial's notice told twice after its SIGKILL).
-# Take this mark off with that change.
-_ORCHESTRATOR_PENDING = pytest.mark.xfail(reason="the Orchestrator's side of a Harness restart (ADR-0062) is not "
-                                                 "in yet", strict=False)
-
-
-@_ORCHESTRATOR_PENDING
 @pytest.mark.parametrize("harness", ["lenient", "strict"])
 def test_the_fixed_ci_seeds_hold_every_invariant(harness: str) -> None:
     done = jr2("sim", "--seeds", CI_SEEDS, "--harness", harness, "--jobs", "4", timeout=600)
@@ -53,8 +44,6 @@ def test_sim_refuses_seeds_that_are_not_seeds_in_one_line_and_exit_2(seeds: str)
     assert done.stderr.count("\n") == 1 and "seed" in done.stderr and "Traceback" not in done.stderr
 
 
-
-@_ORCHESTRATOR_PENDING
 @pytest.mark.parametrize("harness", ["lenient", "strict"])
 def test_a_crash_trial_kills_serve_mid_burst_and_every_accepted_run_still_ends_done(tmp_path: Path,
                                                                                    harness: str) -> None:
