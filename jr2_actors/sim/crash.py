@@ -1,5 +1,6 @@
-"""Crash trials against the real process: `jr2-actors serve` with 20 runs under way is SIGKILLed at a point
-the trial's seed draws, started again on the same state dir, and every run must still reach its end.
+"""Crash trials against the real process: `jr2-actors serve` with 20 runs posted at once is SIGKILLed at a
+point the trial's seed draws — and up to twice more after each restart — started again on the same state
+dir each time, and every run must still reach its end.
 
 The fake cluster runs in this process (so its Harness's admissions can be counted); `serve` is a child
 process talking to it over loopback, as a deployed orchestrator talks to its cluster. Each run is followed
@@ -21,6 +22,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,13 +162,18 @@ class Trial:
         violations: list[str] = []
         statuses: dict[str, str] = {}
         accepted: dict[str, RunPlan] = {}
-        killed_admissions = 0
+        killed_admissions: list[int] = []
         killed_at = round(self.rng.uniform(0.0, KILL_WINDOW_SECONDS), 2)
         latency, run_on = self.rng.choice(HARNESS_MODELS)
         fault = self.rng.choice(TRIAL_FAULTS)
         fault_at = round(self.rng.uniform(0.0, KILL_WINDOW_SECONDS + 2.0), 2)
-        self.describe = (f"killed at {killed_at:.2f}s; answers take {latency * 1000:.0f} ms, Submissions run on "
-                         f"{run_on * 1000:.0f} ms; {fault} at {fault_at:.2f}s")
+        # 1-3 SIGKILLs: the first into the burst of submissions, each later one that long after the restarted
+        # process said it listens (mid-restore, mid-Turn, mid-teardown, as the draw falls).
+        again_at = [round(self.rng.uniform(0.0, KILL_WINDOW_SECONDS), 2) for _ in range(self.rng.choice((0, 1, 2)))]
+        self.describe = (f"killed at {killed_at:.2f}s" + "".join(f", again {t:.2f}s after the restart"
+                                                                   for t in again_at)
+                         + f"; answers take {latency * 1000:.0f} ms, Submissions run on {run_on * 1000:.0f} ms; "
+                         f"{fault} at {fault_at:.2f}s")
         with FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=1.0,
                          signing_key=self.signing_key, harness_mode=self.harness_mode) as cluster:
             cluster.harness(lambda core: core.pick_first_allowed(True))
@@ -191,12 +198,12 @@ class Trial:
             env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
             env.update({"JR2_INSTANCE_TOKEN": self.token, "JR2_SIGNING_KEY": self.signing_key.decode(),
                         "PYTHONUNBUFFERED": "1"})
-            with self._serving(kubeconfig, state, tmp, env, cluster.instance_harness_url) as (first, second):
+            with self._serving(kubeconfig, state, tmp, env, cluster.instance_harness_url) as start:
                 server = [""]
                 stop_following = threading.Event()
                 followers: list[_Follower] = []
                 try:
-                    proc = first()
+                    proc = start()
                     server[0] = proc.url
                     submitter = threading.Thread(target=self._submit, args=(proc.url, plans, accepted),
                                                  name="jr2-crash-submit", daemon=True)
@@ -211,11 +218,19 @@ class Trial:
                         self.stop.wait(0.02)
                     proc.proc.send_signal(signal.SIGKILL)
                     proc.proc.wait(10)
-                    killed_admissions = len(cluster.admissions())  # what the dead process had sent, landed
+                    killed_admissions.append(len(cluster.admissions()))  # what the dead process sent, landed
                     submitter.join(15)
                     violations += [f"serve #1 logged: {t}" for t in proc.tracebacks()]
-                    again = second()
+                    again = start()
                     server[0] = again.url
+                    for n, after in enumerate(again_at, start=2):
+                        self.stop.wait(after)
+                        again.proc.send_signal(signal.SIGKILL)
+                        again.proc.wait(10)
+                        killed_admissions.append(len(cluster.admissions()))
+                        violations += [f"serve #{n} logged: {t}" for t in again.tracebacks()]
+                        again = start()
+                        server[0] = again.url
                     for run_id in list(accepted):
                         if not any(f.run_id == run_id for f in followers):
                             f = _Follower(run_id, server, self.token, stop_following)
@@ -232,14 +247,14 @@ class Trial:
                         again.proc.wait(STOP_SECONDS)
                     except subprocess.TimeoutExpired:
                         violations.append(f"serve did not stop within {STOP_SECONDS:.0f}s of SIGTERM")
-                    violations += [f"serve #2 logged: {t}" for t in again.tracebacks()]
+                    violations += [f"serve #{len(again_at) + 2} logged: {t}" for t in again.tracebacks()]
                 finally:
                     stop_following.set()
                     for f in followers:
                         f.join(5)
             faulting.cancel()
             facts = invariants.Facts(
-                runs=accepted, statuses=statuses, cancelled=set(), restart_marks=[killed_admissions],
+                runs=accepted, statuses=statuses, cancelled=set(), restart_marks=killed_admissions,
                 stored_feeds=feeds if accepted else {}, feed_times=_times(feeds) if accepted else {},
                 stuck={r: d for r, d in self.last_docs.items() if statuses.get(r) not in invariants.TERMINAL},
                 **cluster_facts(cluster, followers))
@@ -249,7 +264,7 @@ class Trial:
 
     @contextlib.contextmanager
     def _serving(self, kubeconfig: str, state: str, tmp: str, env: dict[str, str],
-                 harness: str) -> Iterator[tuple[Any, Any]]:
+                 harness: str) -> Iterator[Callable[[], ServeProcess]]:
         procs: list[ServeProcess] = []
 
         def start() -> ServeProcess:
@@ -260,7 +275,7 @@ class Trial:
             return proc
 
         try:
-            yield start, start
+            yield start
         finally:
             for proc in procs:
                 if proc.proc.poll() is None:
@@ -268,7 +283,8 @@ class Trial:
                     proc.proc.wait(10)
 
     def _submit(self, url: str, plans: list[RunPlan], accepted: dict[str, RunPlan]) -> None:
-        for plan in plans:
+        """Every run posted at once, as a release would post them."""
+        def post(plan: RunPlan) -> None:
             try:
                 resp = requests.post(f"{url}/runs", json={"workflow": plan.document},
                                      headers={"Authorization": f"Bearer {self.token}"}, timeout=10)
@@ -276,6 +292,9 @@ class Trial:
                 return  # the process is gone: what was not answered 201 was never accepted
             if resp.status_code == 201:
                 accepted[str(resp.json()["runId"])] = plan
+
+        with ThreadPoolExecutor(len(plans) or 1, thread_name_prefix="jr2-crash-submit") as pool:
+            list(pool.map(post, plans))
 
     def _wait_all(self, url: str, run_ids: list[str]) -> dict[str, str]:
         deadline = time.monotonic() + FINISH_SECONDS
