@@ -369,15 +369,21 @@ def settles(seat: Seat, conversation: str) -> list[str]:
     return [e["outcome"] for e in stream_of(seat, conversation) if e["type"] == "submission-settled"]
 
 
-def test_the_next_turn_of_a_conversation_starts_only_once_the_previous_submission_settled(seat: Seat) -> None:
-    seat.cluster.harness(lambda core: core.set_run_on(RUN_ON))
-    seat.cluster.script("coder", [Pick("finish")], [Say("again")])
+def answered_over(seat: Seat) -> None:
+    """Turn 1 of `c-1` picks, and its answer ends it (`over: true`): the Submission runs on until its model
+    stops (as long as the fake's run-on lever says)."""
     seat.start(1, "c-1")
     seat.first(KillsRead, 1)
     seat.admit(1)
     picked = seat.first(turn.Picked, 1)
     seat.ref.tell(AnswerPick(1, picked.call_id, True, "moved"))
     wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
+
+
+def test_the_next_turn_of_a_conversation_starts_only_once_the_previous_submission_settled(seat: Seat) -> None:
+    seat.cluster.harness(lambda core: core.set_run_on(RUN_ON))
+    seat.cluster.script("coder", [Pick("finish")], [Say("again")])
+    answered_over(seat)
     seat.start(2, "c-1")  # the run moved on at once; the Submission runs on until its model stops
     seat.advance_until(lambda: bool(seat.of(2)), "the second Turn's read")
     assert seat.clock.monotonic() >= RUN_ON and settles(seat, "c-1") == ["completed"]
@@ -517,12 +523,7 @@ def test_a_stopped_seat_cuts_an_admission_that_waits_on_a_live_harness(make_seat
 def test_a_previous_submission_that_will_not_settle_is_aborted_after_its_bound(seat: Seat) -> None:
     seat.cluster.harness(lambda core: core.set_run_on(10 * PREVIOUS_SETTLE_SECONDS))  # a model that runs on
     seat.cluster.script("coder", [Pick("finish")], [Say("again")])
-    seat.start(1, "c-1")
-    seat.first(KillsRead, 1)
-    seat.admit(1)
-    picked = seat.first(turn.Picked, 1)
-    seat.ref.tell(AnswerPick(1, picked.call_id, True, "moved"))
-    wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
+    answered_over(seat)
     seat.cluster.harness(lambda core: core.set_run_on(0.0))  # … and stops at once when aborted
     started = seat.clock.monotonic()
     seat.start(2, "c-1")
@@ -592,12 +593,7 @@ def test_a_held_turn_waits_on_no_submission_of_a_process_that_ended(make_seat: C
     started = seat.clock.monotonic()
     seat.cluster.harness(lambda core: core.set_run_on(10 * PREVIOUS_SETTLE_SECONDS))  # it would run on
     seat.cluster.script("coder", [Pick("finish")], [Say("again")])
-    seat.start(1, "c-1")
-    seat.first(KillsRead, 1)
-    seat.admit(1)
-    picked = seat.first(turn.Picked, 1)
-    seat.ref.tell(AnswerPick(1, picked.call_id, True, "moved"))
-    wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
+    answered_over(seat)
     _new_process(seat)  # a kernel kill in the run-on: no settle will ever come for it
     seat.start(2, "c-1")
     seat.first(KillsRead, 2)  # at once: the seat saw a new process answering
@@ -612,12 +608,7 @@ def test_a_held_turn_is_released_by_a_restart_reported_after_it_was_held(make_se
     started = seat.clock.monotonic()
     seat.cluster.harness(lambda core: core.set_run_on(10 * PREVIOUS_SETTLE_SECONDS))
     seat.cluster.script("coder", [Pick("finish")], [Say("again")])
-    seat.start(1, "c-1")
-    seat.first(KillsRead, 1)
-    seat.admit(1)
-    picked = seat.first(turn.Picked, 1)
-    seat.ref.tell(AnswerPick(1, picked.call_id, True, "moved"))
-    wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
+    answered_over(seat)
     seat.start(2, "c-1")  # held: the same process still runs the first Submission on
     seat.ref.ask(object())
     _new_process(seat)
