@@ -30,9 +30,10 @@ Theory of operation — what is sent again, and what never is:
 Time is the injected clock's: deadlines are read from it, and waits between tries are timers on it, so
 a `VirtualClock` drives every schedule in tests. `HarnessClients` keeps one client per Harness, and closes
 them. An orchestrator gives every client it makes — each seat's, each Workspace's attach — one
-`requests.Session` of the process (`shared_session`, issue 18 item 7): a Harness's connections are kept
-across the attach and the Turns after it, and no attach builds a session, an adapter and its pools of its
-own. A client given a session closes only its own calls, never the session.
+`requests.Session` of the process (`shared_session`, harness/pools.py): a Harness's connections are kept
+across the attach and the Turns after it, no attach builds a session, an adapter and its pools of its own,
+and each address's pool is sized to the clients that hold it (a client holds its address from its start to
+its close). A client given a session closes only its own calls, never the session.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ import urllib3.exceptions
 
 from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillListError, MemoryKillRead, parse_memory_kills
+from jr2_actors.harness.pools import hold_address
+from jr2_actors.harness.pools import shared_session as shared_session  # where callers have found it
 from jr2_actors.net.cut import Cut, mount_cuts
 from jr2_actors.net.http_body import TooLarge, caused_by, read_capped
 from jr2_actors.shell import Timers, logs
@@ -64,8 +67,6 @@ from jr2_actors.values.constants import (
     ADMISSION_PROBE_SECONDS,
     CONNECT_TIMEOUT_SECONDS,
     HARNESS_LONG_POLL_READ_SECONDS,
-    HARNESS_POOL_SIZE,
-    HARNESS_POOLS,
     HARNESS_RETRY,
     HARNESS_RETRY_WINDOW_SECONDS,
     MEMORY_KILL_READ_SECONDS,
@@ -107,6 +108,7 @@ class HarnessClient:
             session.trust_env = False
             mount_cuts(session)
         self._session = session  # a given one is `shared_session`'s: made and closed by its owner
+        self._release = hold_address(session, self.base_url)  # its pool is sized to its clients
         self._closed = threading.Event()  # set by close(): a retry waiting to go again gives up at once
         self._calls_lock = threading.Lock()
         # Every request's Cut, for as long as the request or its answer's connection lives: close() fires each.
@@ -133,6 +135,7 @@ class HarnessClient:
             wait.set()
         if self._owns_session:
             self._session.close()
+        self._release()
         with self._timers_lock:
             own, self._own_timers = self._own_timers, None
         if own is not None:
@@ -426,16 +429,6 @@ class HarnessClient:
             timers.cancel(handle)
             with self._calls_lock:
                 self._waits.discard(done)
-
-
-def shared_session() -> requests.Session:
-    """The process's one session for every Harness (its owner closes it once every client is closed): no
-    environment (no proxy or .netrc takes the token), `Cut`s mounted, a pool kept for each of the
-    `HARNESS_POOLS` Harnesses used last (an older one's idle connections are closed; a call to it opens anew)."""
-    session = requests.Session()
-    session.trust_env = False
-    mount_cuts(session, pool_connections=HARNESS_POOLS, pool_maxsize=HARNESS_POOL_SIZE, max_retries=0)
-    return session
 
 
 class HarnessClients:

@@ -112,7 +112,7 @@ def _reclaim(conn: Any) -> None:
             _shut(conn)
 
 
-class _HTTPPool(urllib3.connectionpool.HTTPConnectionPool):
+class CutHTTPPool(urllib3.connectionpool.HTTPConnectionPool):
     ConnectionCls = _HTTPConnection
 
     def _get_conn(self, timeout: float | None = None) -> Any:
@@ -125,7 +125,7 @@ class _HTTPPool(urllib3.connectionpool.HTTPConnectionPool):
         super()._put_conn(conn)
 
 
-class _HTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
+class CutHTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
 
     def _get_conn(self, timeout: float | None = None) -> Any:
@@ -138,15 +138,15 @@ class _HTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
         super()._put_conn(conn)
 
 
-class _CutAdapter(HTTPAdapter):
+class CutAdapter(HTTPAdapter):
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+        self.poolmanager.pool_classes_by_scheme = {"http": CutHTTPPool, "https": CutHTTPSPool}
 
 
-def mount_cuts(session: requests.Session, **adapter_options: Any) -> None:
+def mount_cuts(session: requests.Session, adapter: HTTPAdapter | None = None, **adapter_options: Any) -> None:
     """Let `Cut`s end this session's requests (every other behaviour of the session is unchanged);
-    `adapter_options` are `HTTPAdapter`'s (pool sizes, retries)."""
-    adapter = _CutAdapter(**adapter_options)
+    `adapter_options` are `HTTPAdapter`'s (pool sizes, retries); `adapter`, a `CutAdapter` made already."""
+    adapter = adapter or CutAdapter(**adapter_options)
     session.mount("http://", adapter)
     session.mount("https://", adapter)

@@ -1,0 +1,131 @@
+"""The Harness session's pools (harness/pools.py): one per address, sized to the clients that hold it, so more
+seats than a fixed pool's 32 on one address (an Instance Harness, the fake cluster's) keep their connections
+instead of opening and closing one a call; and past the bound only an address no client holds is evicted."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from jr2_actors.fake.http import HttpServer, Request
+from jr2_actors.harness.client import HarnessClient, shared_session
+from jr2_actors.harness.pools import HarnessPools, address_of, pools_of
+from jr2_actors.values.constants import HARNESS_POOL_SIZE
+from tests.waiting import wait_until
+
+SEATS = HARNESS_POOL_SIZE + 16  # more clients at once on one address than a fixed pool keeps
+
+
+class AllAtOnce:
+    """Answers each request only once `n` are in flight together: every round, `n` connections at once."""
+
+    def __init__(self, n: int) -> None:
+        self.barrier = threading.Barrier(n, timeout=20)
+
+    def handle(self, r: Request) -> None:
+        try:
+            self.barrier.wait()
+        except threading.BrokenBarrierError:
+            r.respond_json(500, {"error": "not all at once"})
+            return
+        r.respond_json(200, {"ok": True})
+
+
+class Gate:
+    """Holds each request until `open` is set (`entered` says one is held)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.open = threading.Event()
+        self.open.set()
+
+    def handle(self, r: Request) -> None:
+        self.entered.set()
+        self.open.wait(20)
+        r.respond_json(200, {"ok": True})
+
+
+@pytest.fixture
+def servers() -> Iterator[list[HttpServer]]:
+    made: list[HttpServer] = []
+    yield made
+    for server in made:
+        server.stop()
+
+
+def serve(servers: list[HttpServer], app: object) -> HttpServer:
+    server = HttpServer(app, name="pool-test")  # type: ignore[arg-type]
+    server.start()
+    servers.append(server)
+    return server
+
+
+def test_more_seats_than_a_fixed_pool_on_one_address_keep_their_connections(servers: list[HttpServer]) -> None:
+    server = serve(servers, AllAtOnce(SEATS))
+    session = shared_session()
+    pools = pools_of(session)
+    assert pools is not None
+    clients = [HarnessClient(server.url, "t0k3n", session=session) for _ in range(SEATS)]
+    try:
+        answers: list[bool] = []
+        for _ in range(3):  # three rounds of every seat's call at once
+            answers.clear()
+            threads = [threading.Thread(target=lambda c=c: answers.append(c.healthz())) for c in clients]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            assert answers == [True] * SEATS
+        # A pool of 32 kept 32 of the first round's 48 and made 16 anew in each round after: 80 in all.
+        assert server.accepted == SEATS, f"{server.accepted} connections for {SEATS} seats in 3 rounds"
+        assert pools.discarded == 0
+    finally:
+        for client in clients:
+            client.close()
+    # Its clients gone, the pool keeps what an unheld address keeps and closes the rest.
+    wait_until(lambda: server.connections()[0] == HARNESS_POOL_SIZE, what="the idle connections past the floor closed")
+    session.close()
+
+
+def test_past_the_bound_an_address_in_use_keeps_its_pool_and_an_unheld_one_goes(servers: list[HttpServer]) -> None:
+    gate = Gate()
+    held, other, third = serve(servers, gate), serve(servers, Gate()), serve(servers, Gate())
+    pools = HarnessPools(bound=1)
+    session = shared_session(pools)
+    seat = HarnessClient(held.url, "t0k3n", session=session)
+    assert seat.healthz()
+    gate.open.clear()
+    gate.entered.clear()
+    answer: list[bool] = []
+    in_flight = threading.Thread(target=lambda: answer.append(seat.healthz()))
+    in_flight.start()
+    assert gate.entered.wait(10), "the held call never arrived"
+    for server in (other, third):  # two more addresses, each used once and let go
+        passing = HarnessClient(server.url, "t0k3n", session=session)
+        assert passing.healthz()
+        passing.close()
+    # `other`'s pool went when `third`'s came (the bound is 1; the held address does not count as evictable).
+    wait_until(lambda: other.connections()[0] == 0, what="the unheld address's idle connection closed")
+    assert pools.evicted >= 1
+    gate.open.set()
+    in_flight.join(10)
+    assert answer == [True]
+    assert seat.healthz() and seat.healthz()
+    assert held.accepted == 1, "the held address's connection was closed under its call"
+    seat.close()
+    session.close()
+
+
+def test_a_release_is_counted_once_and_an_address_is_named_as_urllib3_keys_it() -> None:
+    pools = HarnessPools(floor=4, per_client=2)
+    first, second = pools.hold("http://H.example:8080/sandbox-a"), pools.hold("http://h.example:8080/sandbox-b")
+    address = address_of("http://h.example:8080")
+    assert pools.size(address) == 8
+    first()
+    first()  # a second call of one release changes nothing
+    assert pools.size(address) == 6
+    second()
+    assert pools.size(address) == 4 and pools.stats()["held"] == 0
+    assert address_of("https://[::1]/x") == ("https", "[::1]", 443)
