@@ -9,10 +9,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.fake.harness.core import Pick
 from jr2_actors.fake.http import HttpServer, Request
 from jr2_actors.harness.client import HarnessClient, shared_session
 from jr2_actors.harness.pools import HarnessPools, address_of, pools_of
+from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.values.constants import HARNESS_POOL_SIZE
+from tests.sandboxes import ready_sandbox
 from tests.waiting import wait_until
 
 SEATS = HARNESS_POOL_SIZE + 16  # more clients at once on one address than a fixed pool keeps
@@ -129,3 +133,28 @@ def test_a_release_is_counted_once_and_an_address_is_named_as_urllib3_keys_it() 
     second()
     assert pools.size(address) == 4 and pools.stats()["held"] == 0
     assert address_of("https://[::1]/x") == ("https", "[::1]", 443)
+
+
+def test_the_fake_can_give_each_sandbox_a_harness_address_of_its_own() -> None:
+    """What bench/release.py's "own address" half runs on: a Sandbox's endpoint, its admission's stream and
+    its long-poll are on a port of its own, and the pools keep one per address."""
+    clock = VirtualClock()
+    names = ("ws-ports-f-1-aaaaaa", "ws-ports-f-2-bbbbbb")
+    with FakeCluster(clock=clock, start_seconds=1, long_poll=0.2, harness_ports=3) as cluster:
+        endpoints = [ready_sandbox(cluster, clock, name) for name in names]
+        ports = {address_of(e)[2] for e in endpoints}
+        assert len(ports) == 2, endpoints
+        session = shared_session()
+        pools = pools_of(session)
+        assert pools is not None
+        for name, endpoint in zip(names, endpoints, strict=True):
+            client = HarnessClient(endpoint, cluster.harness_token(name), session=session)
+            cluster.script("coder", [Pick("finish", {"why": "done"})])
+            admission = client.admit("coder", "c-1", {
+                "definition": {"agent": "coder", "instructions": "You fix bugs.", "access": "write",
+                               "menu": ["finish"]}, "message": "Fix it.", "allowed": ["finish"]})
+            assert address_of(admission.stream_url) == address_of(endpoint)
+            assert [e["type"] for e in client.updates(admission.stream_url, admission.offset).events] == ["pick"]
+            client.close()
+        assert pools.stats()["addresses"] == 2
+        session.close()
