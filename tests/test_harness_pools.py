@@ -158,3 +158,37 @@ def test_the_fake_can_give_each_sandbox_a_harness_address_of_its_own() -> None:
             client.close()
         assert pools.stats()["addresses"] == 2
         session.close()
+
+
+class Idle:
+    """A stream with nothing new (204, as a long-poll that timed out) and a Harness draining (503) once per
+    admission before it takes it."""
+
+    def __init__(self) -> None:
+        self.admissions = 0
+
+    def handle(self, r: Request) -> None:
+        r.read_body(1 << 20)
+        if r.command == "GET":
+            r.respond(204, b"", None, (("Stream-Next-Offset", "1"), ("Stream-Up-To-Date", "true")))
+            return
+        self.admissions += 1
+        if self.admissions % 2:
+            r.respond_json(503, {"error": "draining"})
+            return
+        r.respond_json(200, {"streamUrl": "/ws-1/streams/coder/c-1", "offset": "0", "submissionId": "s-1"})
+
+
+def test_an_idle_long_poll_and_a_refused_admission_give_their_connection_back(servers: list[HttpServer]) -> None:
+    """A 204 or a 503 closed unread closed its connection: each seat's idle long-poll opened a new one (2,108
+    Harness connections for a release of 100 one-Turn runs, 74 once each is read to its end)."""
+    server = serve(servers, Idle())
+    clock = VirtualClock()
+    session = shared_session()
+    client = HarnessClient(server.url + "/ws-1", "t0k3n", session=session, clock=clock, wait=lambda _: None)
+    for _ in range(3):
+        assert client.updates(server.url + "/ws-1/streams/coder/c-1", "0").events == []
+    assert client.admit("coder", "c-1", {"message": "Go."}).submission_id == "s-1"  # after one 503
+    assert server.accepted == 1, f"{server.accepted} connections for 5 calls one after another"
+    client.close()
+    session.close()

@@ -184,14 +184,14 @@ class HarnessClient:
                         drains += 1
                         delay = HARNESS_RETRY.delay(drains)
                         if self.clock.monotonic() + delay <= drain_deadline:
-                            resp.close()
+                            _let_go(resp)
                             self._pause(delay, path)
                             continue
                     if resp.status_code == 409 and retry_busy:
                         busies += 1
                         delay = HARNESS_RETRY.delay(busies)
                         if self.clock.monotonic() + delay <= busy_deadline:
-                            resp.close()
+                            _let_go(resp)
                             self._pause(delay, path)
                             continue
                     if resp.status_code >= 300:
@@ -252,7 +252,7 @@ class HarnessClient:
         next_offset = resp.headers.get("stream-next-offset", offset)
         up_to_date = resp.headers.get("stream-up-to-date", "") == "true"
         if resp.status_code == 204:
-            resp.close()
+            _let_go(resp)
             return Updates([], next_offset, up_to_date)
         doc = self._decode(resp)
         if not isinstance(doc, list) or not all(isinstance(e, dict) and isinstance(e.get("type"), str) for e in doc):
@@ -296,7 +296,7 @@ class HarnessClient:
                 attempt += 1
                 delay = HARNESS_RETRY.delay(attempt)
                 if self.clock.monotonic() + delay < deadline:
-                    resp.close()
+                    _let_go(resp)
                     self._pause(delay, "/memory-kills")
                     continue
             if resp.status_code >= 300:
@@ -482,6 +482,14 @@ def _read_capped(resp: requests.Response, cap: int, *, strict: bool = True) -> b
         raise HarnessProtocolError(f"the Harness's answer is over {cap} bytes") from e
     except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError) as e:
         raise HarnessUnreachable(f"reading the answer: {one_line(e)}", reached=True) from e
+
+
+def _let_go(resp: requests.Response) -> None:
+    """Done with an answer whose body is not wanted (a 204, a 503 or 409 sent again): read what little it
+    has, so its connection goes back to the pool. Closing it unread would close the connection, and a seat's
+    every idle long-poll (a 204) would then open a new one."""
+    with contextlib.suppress(HarnessProtocolError, HarnessUnreachable):
+        _read_capped(resp, 64 * 1024, strict=False)
 
 
 def _seg(text: str) -> str:
