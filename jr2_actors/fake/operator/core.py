@@ -332,8 +332,7 @@ class OperatorCore:
 
     def _status(self, obj: Mapping[str, Any], rec: _Record, now: float) -> dict[str, Any]:
         meta = obj["metadata"]
-        name = meta["name"]
-        generation = meta.get("generation", 1)
+        name, generation = meta["name"], meta.get("generation", 1)
         base = self.endpoints[rec.seen % len(self.endpoints)] if self.endpoints else self.endpoint
         status: dict[str, Any] = {"endpoint": f"{base.rstrip('/')}/{name}" if base else "",
                                   "harness": {"restartCount": rec.restart_count}}
