@@ -13,7 +13,9 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Pick
 from jr2_actors.fake.http import HttpServer, Request
 from jr2_actors.harness.client import HarnessClient, shared_session
+from jr2_actors.harness.errors import HarnessUnreachable
 from jr2_actors.harness.pools import HarnessPools, address_of, pools_of
+from jr2_actors.net.cut import Cut
 from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.values.constants import HARNESS_POOL_SIZE
 from tests.sandboxes import ready_sandbox
@@ -48,7 +50,7 @@ class Gate:
     def handle(self, r: Request) -> None:
         self.entered.set()
         self.open.wait(20)
-        r.respond_json(200, {"ok": True})
+        r.respond_json(200, [])  # healthy, and a stream with nothing new
 
 
 @pytest.fixture
@@ -191,4 +193,40 @@ def test_an_idle_long_poll_and_a_refused_admission_give_their_connection_back(se
     assert client.admit("coder", "c-1", {"message": "Go."}).submission_id == "s-1"  # after one 503
     assert server.accepted == 1, f"{server.accepted} connections for 5 calls one after another"
     client.close()
+    session.close()
+
+
+def test_a_cut_reused_for_many_calls_holds_only_the_connection_in_use(servers: list[HttpServer]) -> None:
+    """A Turn's long-polls share one Cut; on a pool of thousands of connections each call may get another.
+    The Cut kept every connection it ever had and looked each new one up in that list: work per call that grew
+    with the live seats. It holds the ones it owns now, and a fire still ends the call in flight."""
+    many = [serve(servers, Gate()) for _ in range(12)]
+    session = shared_session()
+    clients = [HarnessClient(s.url, "t0k3n", session=session) for s in many]
+    cut = Cut()
+    for client in clients:  # twelve calls under one Cut, each on a connection of its own address
+        client.updates(client.base_url + "/s", "0", cut=cut)
+        assert len(cut._connections) == 0, "a connection back in its pool still counted as the Cut's"
+    gate = Gate()
+    held = serve(servers, gate)
+    gate.open.clear()
+    seat = HarnessClient(held.url, "t0k3n", session=session)
+    failed: list[BaseException] = []
+
+    def poll() -> None:
+        try:
+            seat.updates(held.url + "/s", "0", cut=cut)
+        except HarnessUnreachable as e:
+            failed.append(e)
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    assert gate.entered.wait(10)
+    assert len(cut._connections) == 1
+    cut.fire()
+    thread.join(10)
+    gate.open.set()
+    assert len(failed) == 1 and not thread.is_alive()
+    for client in [*clients, seat]:
+        client.close()
     session.close()

@@ -31,7 +31,7 @@ import urllib3.util
 from urllib3.connectionpool import HTTPConnectionPool
 from urllib3.poolmanager import PoolManager
 
-from jr2_actors.net.cut import CutAdapter, CutHTTPPool, CutHTTPSPool, mount_cuts
+from jr2_actors.net.cut import CutAdapter, CutHTTPPool, CutHTTPSPool, let_go, mount_cuts
 from jr2_actors.values.constants import HARNESS_POOL_PER_CLIENT, HARNESS_POOL_SIZE, HARNESS_POOLS
 
 Address = tuple[str, str, int]  # scheme, host, port: what urllib3 keys a pool by (with its TLS options)
@@ -176,6 +176,7 @@ class _SizedMixin:
     def _put_conn(self, conn: Any) -> None:
         q = self.pool
         if conn is not None and q is not None and q.full():
+            let_go(conn)  # no Cut owns it any more
             conn.close()
             if self.on_full is not None:
                 self.on_full()

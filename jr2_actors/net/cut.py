@@ -36,7 +36,9 @@ class Cut:
 
     def __init__(self) -> None:
         self._fired = False
-        self._connections: list[Any] = []
+        # The connections it owns now: a connection leaves at its return to the pool, so a Cut reused for
+        # many requests (a Turn's long-polls) holds one or two, never every connection of a shared pool.
+        self._connections: set[Any] = set()
 
     @property
     def fired(self) -> bool:
@@ -63,8 +65,7 @@ class Cut:
     def _claim(self, conn: Any) -> None:
         """Called under `_OWNERS` at checkout (and after a connect)."""
         conn._jr2_cut = self
-        if conn not in self._connections:
-            self._connections.append(conn)
+        self._connections.add(conn)
         if self._fired:
             _shut(conn)
 
@@ -76,19 +77,26 @@ def _shut(conn: Any) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
-def _let_go(conn: Any) -> None:
+def let_go(conn: Any) -> None:
     """Back in the pool: no request owns it any more (`_put_conn` takes None too, for a slot given back)."""
     if conn is not None:
         with _OWNERS:
-            conn._jr2_cut = None
+            _disown(conn)
+
+
+def _disown(conn: Any) -> None:
+    """Under `_OWNERS`: the connection belongs to no Cut."""
+    owner = getattr(conn, "_jr2_cut", None)
+    if isinstance(owner, Cut):
+        owner._connections.discard(conn)
+    conn._jr2_cut = None
 
 
 def _claim_for_current(conn: Any) -> None:
     cut: Cut | None = getattr(_ACTIVE, "cut", None)
     with _OWNERS:
-        if cut is None:
-            conn._jr2_cut = None
-        else:
+        _disown(conn)
+        if cut is not None:
             cut._claim(conn)
 
 
@@ -121,7 +129,7 @@ class CutHTTPPool(urllib3.connectionpool.HTTPConnectionPool):
         return conn
 
     def _put_conn(self, conn: Any) -> None:
-        _let_go(conn)
+        let_go(conn)
         super()._put_conn(conn)
 
 
@@ -134,7 +142,7 @@ class CutHTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
         return conn
 
     def _put_conn(self, conn: Any) -> None:
-        _let_go(conn)
+        let_go(conn)
         super()._put_conn(conn)
 
 
