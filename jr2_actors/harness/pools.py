@@ -21,6 +21,7 @@ Work per request is O(1): a dict lookup and an LRU move under one lock.
 from __future__ import annotations
 
 import contextlib
+import queue
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -168,20 +169,24 @@ def _close(pools: list[HTTPConnectionPool]) -> None:
 
 
 class _SizedMixin:
-    """A returned connection that finds its pool full is closed quietly and counted (urllib3 warns each)."""
+    """A returned connection that finds its pool full is closed quietly and counted (urllib3 warns each):
+    a pool shrinks as its clients go, while their calls may still be out."""
 
     pool: Any
     on_full: Callable[[], None] | None = None
 
     def _put_conn(self, conn: Any) -> None:
         q = self.pool
-        if conn is not None and q is not None and q.full():
-            let_go(conn)  # no Cut owns it any more
+        if conn is None or q is None:  # a slot given back, or a closed pool (which closes the connection)
+            super()._put_conn(conn)  # type: ignore[misc]
+            return
+        let_go(conn)  # no Cut owns it any more
+        try:
+            q.put(conn, block=False)
+        except queue.Full:
             conn.close()
             if self.on_full is not None:
                 self.on_full()
-            return
-        super()._put_conn(conn)  # type: ignore[misc]
 
 
 class _SizedHTTPPool(_SizedMixin, CutHTTPPool):
