@@ -230,3 +230,23 @@ def test_a_cut_reused_for_many_calls_holds_only_the_connection_in_use(servers: l
     for client in [*clients, seat]:
         client.close()
     session.close()
+
+
+def test_a_full_pool_takes_a_connection_or_a_slot_back_without_a_warning(
+        servers: list[HttpServer], caplog: pytest.LogCaptureFixture) -> None:
+    """Past its size (its clients gone while their calls were out) a returned connection is closed and counted,
+    and a slot given back after an error (urllib3 puts None) is dropped: never urllib3's "pool is full"."""
+    server = serve(servers, Gate())
+    pools = HarnessPools(floor=1, per_client=0)
+    session = shared_session(pools)
+    client = HarnessClient(server.url, "t0k3n", session=session)
+    assert client.healthz()
+    (pool,) = (p for by_key in pools._pools.values() for p in by_key.values())
+    spare = pool._new_conn()
+    with caplog.at_level("WARNING", logger="urllib3"):
+        pool._put_conn(None)  # the one slot holds the kept connection: full
+        pool._put_conn(spare)
+    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]
+    assert pools.discarded == 1
+    client.close()
+    session.close()

@@ -177,16 +177,17 @@ class _SizedMixin:
 
     def _put_conn(self, conn: Any) -> None:
         q = self.pool
-        if conn is None or q is None:  # a slot given back, or a closed pool (which closes the connection)
+        if q is None:  # a closed pool: urllib3 closes the connection
             super()._put_conn(conn)  # type: ignore[misc]
             return
-        let_go(conn)  # no Cut owns it any more
+        let_go(conn)  # no Cut owns it any more (None: a slot given back after an error)
         try:
             q.put(conn, block=False)
         except queue.Full:
-            conn.close()
-            if self.on_full is not None:
-                self.on_full()
+            if conn is not None:
+                conn.close()
+                if self.on_full is not None:
+                    self.on_full()
 
 
 class _SizedHTTPPool(_SizedMixin, CutHTTPPool):
