@@ -104,6 +104,12 @@ class HarnessPools:
              make: Callable[[str, str, int, dict[str, Any]], HTTPConnectionPool]) -> HTTPConnectionPool:
         """The pool for urllib3's `key` (made by `make` the first time), marked as used now."""
         address: Address = (str(context["scheme"]).lower(), str(context["host"]).lower(), int(context["port"]))
+        # Every call of every seat comes here: a held address's pool is found without the lock (it is never
+        # evicted while held, and the caller's client holds it); an unheld one is touched in the LRU under it.
+        by_key = self._pools.get(address)
+        found = by_key.get(key) if by_key is not None else None
+        if found is not None and address in self._holders:
+            return found
         with self._lock:
             by_key = self._pools.get(address)
             found = by_key.get(key) if by_key is not None else None
