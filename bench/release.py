@@ -240,11 +240,14 @@ def plot(results: list[dict[str, Any]], path: Path) -> Path:
               (axes[0][0], "runs final (share of N)", lambda p, r: p["final"] / r["runs"]),
               (axes[0][1], "serve RSS (MiB)", lambda p, r: p["rss_mib"]),
               (axes[1][0], "serve threads", lambda p, r: p["threads"]),
-              (axes[1][1], "slowest GET /healthz in the second (ms)", lambda p, r: max(p["healthz_ms"], 0.1))]
+              (axes[1][1], "slowest GET /healthz begun in the second (ms)", lambda p, r: p["healthz_ms"])]
     for ax, title, value in panels:
         for r in results:
-            xs = [p["t_s"] for p in r["series"]]
-            ax.plot(xs, [value(p, r) for p in r["series"]], linewidth=1,
+            # A second in which no /healthz began (one still under way) has none: no point.
+            points = [p for p in r["series"] if ax is not axes[1][1] or p["healthz_ms"] > 0]
+            ax.plot([p["t_s"] for p in points], [value(p, r) for p in points], linewidth=1,
+                    marker="." if ax is axes[1][1] else "", markersize=2,
+                    linestyle=":" if ax is axes[1][1] else "-",
                     label=f"{r['runs']:,} runs, {r['layout']} address{'es' if r['layout'] == 'own' else ''}")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("seconds from the release")
@@ -272,12 +275,18 @@ def main() -> None:
     parser.add_argument("--max-memory", default="1Gi", help="serve's memory budget (JR2_MAX_MEMORY; the pod's)")
     parser.add_argument("--plot", default="", help="PNG of every release's series")
     parser.add_argument("--series", default="", help="JSON of every release's figures and series")
+    parser.add_argument("--replot", default="", metavar="JSON,...",
+                        help="draw --plot from earlier --series files (comma-separated), running nothing")
     parser.add_argument("--fake-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--ports", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fake_child:
         fake_child(args.ports, args.kubeconfig)
+        return
+    if args.replot:
+        earlier = [r for f in args.replot.split(",") for r in json.loads(Path(f).read_text())]
+        print("plot:", plot(earlier, Path(args.plot or "release.png")))
         return
     layouts = [x for x in args.layout.split(",") if x]
     if not layouts or set(layouts) - {"one", "own"}:
