@@ -32,8 +32,11 @@ from jr2_actors.values.quantity import QuantityError, memory_bytes
 
 log = logging.getLogger(__name__)
 
-RUN_BYTES = 192 * 1024  # a live one-Turn run's share of serve's RSS at its busiest (bench/release.py)
-RUN_THREADS = 4  # its RunActor, WorkspaceActor, seat and the seat's reader
+# A live one-Turn run's cost at its busiest, rounded up: bench/release.py measured 154 KiB and 3.4 threads a
+# live run at the peak of a release of 5,000 (2,963 live, 506 MiB, 10,418 threads; docs/benchmarks.md). The
+# threads: its RunActor, WorkspaceActor, seat and the seat's reader.
+RUN_BYTES = 192 * 1024
+RUN_THREADS = 4
 SHARE = 0.85  # of a limit: what the projection may fill (the rest is for what it misses)
 RETRY_AFTER_SECONDS = 10
 UNLIMITED = 1 << 60  # cgroup v1 writes "no limit" as a page-rounded 2^63 - 1
