@@ -70,10 +70,8 @@ class HarnessPools:
         with self._lock:
             self._holders[address] = self._holders.get(address, 0) + 1
             self._idle.pop(address, None)
-            size = self.size(address)
-            pools = list(self._pools.get(address, {}).values())
-        for pool in pools:
-            _resize(pool, size)
+            dropped = self._resize_all(address)
+        _close_connections(dropped)
         released = threading.Event()
 
         def release() -> None:
@@ -93,11 +91,9 @@ class HarnessPools:
                 self._holders.pop(address, None)
                 if address in self._pools:
                     self._idle[address] = None
-            size = self.size(address)
-            pools = list(self._pools.get(address, {}).values())
+            dropped = self._resize_all(address)
             evicted = self._evict()
-        for pool in pools:
-            _resize(pool, size)
+        _close_connections(dropped)
         _close(evicted)
 
     def pool(self, key: Any, context: dict[str, Any],
@@ -119,13 +115,19 @@ class HarnessPools:
                 return found
             pool = make(context["scheme"], context["host"], context["port"], context)
             pool.on_full = self._count_discard  # type: ignore[attr-defined]
-            _resize(pool, self.size(address))
+            _resize(pool, self.size(address))  # a new pool holds no connection: nothing dropped
             self._pools.setdefault(address, {})[key] = pool
             if address not in self._holders:
                 self._idle[address] = None
             evicted = self._evict()
         _close(evicted)
         return pool
+
+    def _resize_all(self, address: Address) -> list[Any]:
+        """Under the lock (so sizes are set in the order the holders changed): the address's pools resized to
+        its holders; the idle connections past the size, for the caller to close outside the lock."""
+        size = self.size(address)
+        return [conn for pool in self._pools.get(address, {}).values() for conn in _resize(pool, size)]
 
     def _evict(self) -> list[HTTPConnectionPool]:
         """Under the lock: the pools of the least recently used unheld addresses past the bound."""
@@ -153,18 +155,22 @@ class HarnessPools:
         _close(pools)
 
 
-def _resize(pool: HTTPConnectionPool, size: int) -> None:
-    """Keep up to `size` idle connections; those past it (the least recently returned) are closed."""
+def _resize(pool: HTTPConnectionPool, size: int) -> list[Any]:
+    """Keep up to `size` idle connections; those past it (the least recently returned) are returned, to close."""
     q = pool.pool
     if q is None:  # closed
-        return
+        return []
     with q.mutex:
         q.maxsize = size
         extra = max(0, len(q.queue) - size)
         dropped = list(q.queue[:extra])  # a LifoQueue hands out its end: its start is the idlest
         del q.queue[:extra]
-    for conn in dropped:
-        if conn is not None:
+    return [conn for conn in dropped if conn is not None]
+
+
+def _close_connections(conns: list[Any]) -> None:
+    for conn in conns:
+        with contextlib.suppress(Exception):  # an idle socket: nothing to tell anyone
             conn.close()
 
 
