@@ -119,6 +119,8 @@ REGISTRY: tuple[Bench, ...] = (
     Bench("lease_patch", quick=("--calls", "100", "--rounds", "3")),
     Bench("restart_readmit", quick=("--rounds", "2")),
     Bench("serve_runs", quick=("--runs", "50"), full=("--runs", "1000")),
+    Bench("release", quick=("--runs", "100", "--runs", "300", "--layout", "one"),
+          full=("--runs", "1000", "--runs", "5000", "--layout", "one,own"), timeout=7200.0),
     Bench("fake_scale", quick=("--nodes", "100", "--sandboxes", "1000", "--watchers", "3")),
     Bench("cli_startup", quick=("--runs", "3")),
 )

@@ -11,8 +11,9 @@ longer kept), sends a comment line as a heartbeat (so a gone client is noticed b
 when the run has finished, and is refused with 503 when too many streams are open (each holds a server
 thread); a stream whose client closes gives its slot back at once (`environ["jr2.watch_client"]`, from
 `api/server.py`), not at the next failed heartbeat. `POST /runs` answers 201 once the run's first row is on
-disk; when the orchestrator cannot take a run now (its store cannot write, it is stopping) it answers 503
-with the reason and `Retry-After`, and nothing was accepted.
+disk; when the orchestrator cannot take a run now (its store cannot write, it is stopping, or one more run
+could take it past its budget of memory and threads, `api/budget.py`) it answers 503 with the reason and
+`Retry-After`, and nothing was accepted.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any, Protocol
 
 from jr2_actors import __version__
 from jr2_actors.api import sse
+from jr2_actors.api.budget import RETRY_AFTER_SECONDS, Budget
 from jr2_actors.run.feed import FeedRead
 from jr2_actors.run.table import encode_row  # how every answer's JSON is written
 from jr2_actors.run.wire import feed_doc
@@ -153,7 +155,7 @@ ROUTES = (
 
 class Api:
     def __init__(self, backend: Backend, token: str, *, heartbeat: float = API_HEARTBEAT_SECONDS,
-                 max_streams: int = 8) -> None:
+                 max_streams: int = 8, budget: Budget | None = None) -> None:
         if not token:
             raise ValueError("the API needs an Instance token")
         self.backend = backend
@@ -162,6 +164,7 @@ class Api:
         self._streams = threading.BoundedSemaphore(max_streams)
         self._closing = threading.Event()
         self.idempotency = Idempotency()
+        self.budget = budget  # admission control (api/budget.py): a run past it is a 503, never an OOM kill
 
     def close(self) -> None:
         """End every event stream now: the listener can stop without waiting out a follower."""
@@ -257,6 +260,11 @@ class Api:
             raise _unavailable(e) from None
 
     def _submit_once(self, doc: dict[str, Any], keyed: Keyed | None) -> str:
+        refusal = self.budget.refusal() if self.budget is not None else None
+        if refusal is not None:  # nothing was accepted: the client sends it again after Retry-After
+            error = HttpError(503, refusal)
+            error.headers.append(("Retry-After", str(RETRY_AFTER_SECONDS)))
+            raise error
         try:
             return self.backend.submit(doc["workflow"], doc.get("input"), keyed=keyed)
         except WorkflowTooLarge as e:

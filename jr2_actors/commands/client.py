@@ -47,7 +47,8 @@ WAIT_POLL_SECONDS = 1.0
 OUTPUTS = ("table", "wide", "json", "yaml")
 RESUME_SECONDS = 60.0  # a follow whose feed broke off tries to resume (Last-Event-ID) for this long
 RESUME_PAUSE_SECONDS = 1.0
-SUBMIT_TRIES = 3  # a submit whose connection fails is sent again with the same Idempotency-Key
+SUBMIT_TRIES = 3  # a submit whose connection fails, or that is refused for now, is sent again with the same key
+MAX_RETRY_AFTER_SECONDS = 60  # a server's longer Retry-After is waited this long at most
 
 
 def add_parsers(sub: Any) -> None:
@@ -127,6 +128,15 @@ class Unreachable(UsageError):
     """No answer from the server (refused, reset, timed out): one line, exit 2 — or, for a follower, a pause."""
 
 
+class Busy(UsageError):
+    """A 503 with `Retry-After`: the server took nothing (at its budget, stopping, its store unable to write)
+    and says when to try again; `retry_after` is that, bounded to `MAX_RETRY_AFTER_SECONDS`."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class FeedBroke(UsageError):
     """The feed's connection broke: a follower resumes after its last line (the server may be restarting)."""
 
@@ -159,6 +169,8 @@ class Client:
             raise Unreachable(f"cannot reach {self.server}: {_why_unreachable(e)}") from None
         if resp.status_code == 401:
             raise UsageError(f"{self.server} refused the token (check {self._token_source})")
+        if resp.status_code == 503 and _retry_after(resp) is not None:
+            raise Busy(f"{self.server} answered 503: {_error(resp)}", _retry_after(resp) or 0.0)
         if resp.status_code >= 400:
             raise UsageError(f"{self.server} answered {resp.status_code}: {_error(resp)}")
         return resp
@@ -236,17 +248,20 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
 
 def _submit(client: Client, document: object, stop: threading.Event) -> Any:
     """POST /runs with one Idempotency-Key for every try: a try whose answer was lost (the connection
-    broke after the server took it) is sent again and answered with the run it made, never a second run."""
+    broke after the server took it) is sent again and answered with the run it made, never a second run;
+    a 503 with Retry-After (nothing was taken: the server is at its budget) is sent again after it."""
     key = f"jr2-cli-{uuid.uuid4()}"
     for attempt in range(1, SUBMIT_TRIES + 1):
         try:
             return client.json("POST", "/runs", {"workflow": document}, headers={"Idempotency-Key": key})
-        except Unreachable as e:
+        except (Unreachable, Busy) as e:
             if attempt == SUBMIT_TRIES:
                 raise
-            print(f"jr2-actors: {e}; trying again ({attempt + 1} of {SUBMIT_TRIES}, the same Idempotency-Key)",
+            pause = e.retry_after if isinstance(e, Busy) else RESUME_PAUSE_SECONDS
+            when = f" in {pause:g}s" if isinstance(e, Busy) else ""
+            print(f"jr2-actors: {e}; trying again{when} ({attempt + 1} of {SUBMIT_TRIES}, the same Idempotency-Key)",
                   file=sys.stderr, flush=True)
-            if stop.wait(RESUME_PAUSE_SECONDS):
+            if stop.wait(pause):
                 raise Interrupted() from None
     raise AssertionError("unreachable")
 
@@ -410,6 +425,15 @@ def _error(resp: requests.Response) -> str:
     except ValueError:
         return resp.text[:200].strip() or resp.reason
     return str(doc.get("error", doc)) if isinstance(doc, dict) else str(doc)
+
+
+def _retry_after(resp: requests.Response) -> float | None:
+    """Retry-After in seconds (an HTTP date is not used by this server: taken as absent), at most
+    `MAX_RETRY_AFTER_SECONDS`; None when absent or not a number."""
+    text = resp.headers.get("Retry-After", "").strip()
+    if not re.fullmatch(r"[0-9]{1,6}", text):
+        return None
+    return float(min(int(text), MAX_RETRY_AFTER_SECONDS))
 
 
 def _segment(run: str) -> str:

@@ -90,6 +90,13 @@ def add_parser(sub: Any) -> None:
                             "(default: ghcr.io/jr2/sandbox:latest)")
     serve.add_argument("--instance-harness", default=None, type=http_url,
                        help="the Instance Harness's URL, for Menu-only agents (default: none)")
+    serve.add_argument("--max-memory", metavar="SIZE",
+                       help="admit runs while serve's projected memory stays under 85%% of SIZE; past it POST /runs "
+                            "answers 503 with Retry-After (default: $JR2_MAX_MEMORY, else the pod's cgroup limit)")
+    serve.add_argument("--max-threads", metavar="N",
+                       help="the same for threads (default: $JR2_MAX_THREADS, else the cgroup's pids.max)")
+    serve.add_argument("--max-runs", metavar="N",
+                       help="at most N live runs (default: $JR2_MAX_RUNS, else no bound of its own)")
     serve.add_argument("--token-file", help="a file holding the Instance token (default: $JR2_INSTANCE_TOKEN)")
     serve.add_argument("--signing-key-file", help="a file holding the signing key (default: $JR2_SIGNING_KEY)")
 
@@ -161,12 +168,18 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
            namespace: str, listen: tuple[str, int], sandbox_image: str, instance_harness: str, watching: str,
            dev: bool = False, state_kept: bool = True) -> int:
     from jr2_actors.api.app import Api
+    from jr2_actors.api.budget import Budget, BudgetError, configured_limits
     from jr2_actors.api.server import ApiServer
     from jr2_actors.orchestrator import Orchestrator
 
+    try:
+        limits = configured_limits({"memory": args.max_memory, "threads": args.max_threads, "runs": args.max_runs})
+    except BudgetError as e:
+        raise UsageError(str(e)) from None
     orchestrator = Orchestrator(client, state_dir=state_dir, signing_key=key, namespace=namespace,
                                 sandbox_image=sandbox_image, instance_harness=instance_harness)
-    server = ApiServer(Api(orchestrator, token), *listen)
+    budget = Budget(limits, live=lambda: len(orchestrator.run_table), registry=orchestrator.telemetry.registry)
+    server = ApiServer(Api(orchestrator, token, budget=budget), *listen)
     env_file = os.path.join(state_dir, ENV_FILE)
     try:
         try:
@@ -185,6 +198,7 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
         gc.freeze()
         log.info("serving the API on %s; watching Sandboxes in namespace %s of %s; state in %s",
                     server.url, namespace, watching, state_dir)
+        log.info("budget: %s", budget.describe())
         if dev:
             _announce_dev(server.url, token, state_dir, env_file)
         until_signalled(stop)

@@ -52,7 +52,8 @@ class FakeCluster:
                  token_file: str | None = None, tls: bool = True, operator: bool = True,
                  nodes: int | Sequence[Node] | None = None, quota: Quota | None = None,
                  start_seconds: float = 0.2, harness: bool = True, signing_key: bytes | None = None,
-                 long_poll: float = LONG_POLL_SECONDS, harness_mode: str = "lenient") -> None:
+                 long_poll: float = LONG_POLL_SECONDS, harness_mode: str = "lenient",
+                 harness_ports: int = 1) -> None:
         if not is_namespace_name(namespace):
             raise ValueError(f"{namespace!r} is not a valid namespace name (an RFC 1123 label)")
         if harness_mode not in HARNESS_MODES:
@@ -78,6 +79,7 @@ class FakeCluster:
         self._harness_enabled = harness
         self.signing_key = signing_key or secrets.token_bytes(32)
         self._long_poll = long_poll
+        self._harness_ports = harness_ports  # > 1: each Sandbox's Harness at one of that many addresses in turn
         self._harness: pykka.ActorRef[Any] | None = None
         self._harness_http: HarnessHttpServer | None = None
         self.tls: TlsMaterial | None = None
@@ -106,8 +108,11 @@ class FakeCluster:
         if self._tls_enabled:
             self.tls = generate_tls(self._tmp.name)
         if self._harness_enabled:
-            self._harness_http = HarnessHttpServer(long_poll=self._long_poll, clock=self.clock)
+            self._harness_http = HarnessHttpServer(long_poll=self._long_poll, clock=self.clock,
+                                                   ports=self._harness_ports)
             self._operator_core.endpoint = self._harness_http.url
+            if self._harness_ports > 1:
+                self._operator_core.endpoints = tuple(self._harness_http.urls)
         state = ClusterState(namespaces=("default", self.namespace), history=self._history, now=self.clock.wall(),
                              entropy=lambda: uuid.uuid4().int)
         self._actor = api.ApiServerActor.start(state, token=self._token, clock=self.clock,

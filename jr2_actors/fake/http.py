@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import select
+import selectors
 import socket
 import ssl
 import threading
@@ -211,6 +212,32 @@ class HttpServer:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=name, daemon=True)
         self._started = False
+        self._more: list[socket.socket] = []  # `listen_more`'s sockets, served by the same server
+        self._more_thread: threading.Thread | None = None
+
+    def listen_more(self, count: int) -> list[str]:
+        """Listen on `count` more free ports of the same host (before `start`): their connections are served
+        as the first port's are (one accept thread for them all). Their URLs, in order: a fake whose every
+        Sandbox has its own Harness address uses one each."""
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self._host, 0))
+            sock.listen(128)
+            sock.setblocking(False)
+            self._more.append(sock)
+        return [f"{self._scheme}://{self._host}:{s.getsockname()[1]}" for s in self._more[-count:]]
+
+    def _accept_more(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            for sock in self._more:
+                selector.register(sock, selectors.EVENT_READ)
+            while not self._server.closing.is_set():
+                for key, _ in selector.select(0.05):
+                    with contextlib.suppress(BlockingIOError, OSError):
+                        conn, peer = key.fileobj.accept()  # type: ignore[union-attr]
+                        conn.setblocking(True)
+                        self._server.process_request(conn, peer)
 
     @property
     def port(self) -> int:
@@ -237,12 +264,20 @@ class HttpServer:
     def start(self) -> None:
         self._started = True
         self._thread.start()
+        if self._more:
+            self._more_thread = threading.Thread(target=self._accept_more, name=f"{self._server.name}-more",
+                                                 daemon=True)
+            self._more_thread.start()
 
     def stop(self) -> None:
         self._server.closing.set()
         if self._started:
             self._server.shutdown()
             self._thread.join(5)
+        if self._more_thread is not None:
+            self._more_thread.join(5)
+        for sock in self._more:
+            sock.close()
         self._server.server_close()
         self._server.close_connections()
 

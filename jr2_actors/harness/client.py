@@ -21,7 +21,8 @@ What is sent again, and what never is:
 
 Time is the injected clock's, so a `VirtualClock` drives every schedule in tests. `HarnessClients` keeps one
 client per Harness. An orchestrator gives every client one `requests.Session` of the process
-(`shared_session`): a Harness's connections are kept across the attach and the Turns after it. A client
+(`shared_session`, harness/pools.py): a Harness's connections are kept across the attach and the Turns
+after it, and each address's pool is sized to the clients that hold it. A client
 given a session closes only its own calls, never the session.
 """
 
@@ -42,6 +43,8 @@ import urllib3.exceptions
 from jr2_actors.harness.answers import Admission, Updates, boot_id_of, retry_after
 from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillListError, MemoryKillRead, parse_memory_kills
+from jr2_actors.harness.pools import hold_address
+from jr2_actors.harness.pools import shared_session as shared_session  # where callers have found it
 from jr2_actors.net.cut import Cut, mount_cuts
 from jr2_actors.net.http_body import TooLarge, caused_by, read_capped
 from jr2_actors.shell import Timers, logs
@@ -54,8 +57,6 @@ from jr2_actors.values.constants import (
     ADMISSION_PROBE_SECONDS,
     CONNECT_TIMEOUT_SECONDS,
     HARNESS_LONG_POLL_READ_SECONDS,
-    HARNESS_POOL_SIZE,
-    HARNESS_POOLS,
     HARNESS_RETRY,
     HARNESS_RETRY_WINDOW_SECONDS,
     MEMORY_KILL_READ_SECONDS,
@@ -83,6 +84,7 @@ class HarnessClient:
             session.trust_env = False
             mount_cuts(session)
         self._session = session  # a given one is `shared_session`'s: made and closed by its owner
+        self._release = hold_address(session, self.base_url)  # its pool is sized to its clients
         self._closed = threading.Event()  # set by close(): a retry waiting to go again gives up at once
         self._calls_lock = threading.Lock()
         # Every request's Cut, for as long as the request or its answer's connection lives: close() fires each.
@@ -109,6 +111,7 @@ class HarnessClient:
             wait.set()
         if self._owns_session:
             self._session.close()
+        self._release()
         with self._timers_lock:
             own, self._own_timers = self._own_timers, None
         if own is not None:
@@ -183,14 +186,14 @@ class HarnessClient:
                         if resp.status_code == 429:
                             delay = retry_after(resp.headers.get("Retry-After"), delay)
                         if self.clock.monotonic() + delay <= drain_deadline:
-                            resp.close()
+                            _let_go(resp)
                             self._pause(delay, path)
                             continue
                     if resp.status_code == 409 and retry_busy:
                         busies += 1
                         delay = HARNESS_RETRY.delay(busies)
                         if self.clock.monotonic() + delay <= busy_deadline:
-                            resp.close()
+                            _let_go(resp)
                             self._pause(delay, path)
                             continue
                     if resp.status_code >= 300:
@@ -251,7 +254,7 @@ class HarnessClient:
         next_offset = resp.headers.get("stream-next-offset", offset)
         up_to_date = resp.headers.get("stream-up-to-date", "") == "true"
         if resp.status_code == 204:
-            resp.close()
+            _let_go(resp)
             return Updates([], next_offset, up_to_date)
         doc = self._decode(resp)
         if not isinstance(doc, list) or not all(isinstance(e, dict) and isinstance(e.get("type"), str) for e in doc):
@@ -295,7 +298,7 @@ class HarnessClient:
                 attempt += 1
                 delay = HARNESS_RETRY.delay(attempt)
                 if self.clock.monotonic() + delay < deadline:
-                    resp.close()
+                    _let_go(resp)
                     self._pause(delay, "/memory-kills")
                     continue
             if resp.status_code >= 300:
@@ -430,16 +433,6 @@ class HarnessClient:
                 self._waits.discard(done)
 
 
-def shared_session() -> requests.Session:
-    """The process's one session for every Harness (its owner closes it once every client is closed): no
-    environment (no proxy or .netrc takes the token), `Cut`s mounted, a pool kept for each of the
-    `HARNESS_POOLS` Harnesses used last (an older one's idle connections are closed; a call to it opens anew)."""
-    session = requests.Session()
-    session.trust_env = False
-    mount_cuts(session, pool_connections=HARNESS_POOLS, pool_maxsize=HARNESS_POOL_SIZE, max_retries=0)
-    return session
-
-
 class HarnessClients:
     """One `HarnessClient` per Harness, shared by every seat that talks to it (on `session` when given)."""
 
@@ -491,6 +484,14 @@ def _read_capped(resp: requests.Response, cap: int, *, strict: bool = True) -> b
         raise HarnessProtocolError(f"the Harness's answer is over {cap} bytes") from e
     except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError) as e:
         raise HarnessUnreachable(f"reading the answer: {one_line(e)}", reached=True) from e
+
+
+def _let_go(resp: requests.Response) -> None:
+    """Done with an answer whose body is not wanted (a 204, a 503 or 409 sent again): read what little it
+    has, so its connection goes back to the pool. Closing it unread would close the connection, and a seat's
+    every idle long-poll (a 204) would then open a new one."""
+    with contextlib.suppress(HarnessProtocolError, HarnessUnreachable):
+        _read_capped(resp, 64 * 1024, strict=False)
 
 
 def _seg(text: str) -> str:

@@ -9,7 +9,8 @@ request's own thread then fails with a connection error.
 How a Cut finds its socket: `mount_cuts(session)` makes the session's pools hand out connections that
 note, at checkout, the Cut active on the checking-out thread (`with cut.active():`), and forget it when
 the connection comes back to the pool (its answer read, or let go). A Cut shuts only a connection it still
-owns, under one lock with the checkout and the return, so a connection already handed to another request,
+owns, under the connection's own lock with the checkout and the return, so a connection already handed to
+another request,
 or idle in the pool, is never shut by a late fire: on a session shared by many clients (the process's one
 Harness session), closing one client ends its calls and no other's, and leaves the idle connections kept.
 """
@@ -27,7 +28,8 @@ import urllib3.connection
 import urllib3.connectionpool
 from requests.adapters import HTTPAdapter
 
-_OWNERS = threading.Lock()  # guards every connection's owner and every Cut's fired flag together
+# Each connection's owner is guarded by a lock of its own: one lock for every connection of the process was
+# taken at each checkout and return of thousands of seats' calls, and they queued on it.
 _ACTIVE = threading.local()
 
 
@@ -36,12 +38,13 @@ class Cut:
 
     def __init__(self) -> None:
         self._fired = False
-        self._connections: list[Any] = []
+        # The connections it owns now: a connection leaves at its return to the pool, so a Cut reused for
+        # many requests (a Turn's long-polls) holds one or two, never every connection of a shared pool.
+        self._connections: set[Any] = set()
 
     @property
     def fired(self) -> bool:
-        with _OWNERS:
-            return self._fired
+        return self._fired
 
     @contextlib.contextmanager
     def active(self) -> Iterator[Cut]:
@@ -54,17 +57,18 @@ class Cut:
             _ACTIVE.cut = previous
 
     def fire(self) -> None:
-        with _OWNERS:
-            self._fired = True
-            for conn in self._connections:
+        # The flag first, then the connections: a checkout that read the flag unset had joined the set
+        # before (`_claim`), so one of the two shuts its socket.
+        self._fired = True
+        for conn in list(self._connections):  # a copy: a checkout or a return may change it meanwhile
+            with _lock(conn):
                 if getattr(conn, "_jr2_cut", None) is self:
                     _shut(conn)
 
     def _claim(self, conn: Any) -> None:
-        """Called under `_OWNERS` at checkout (and after a connect)."""
+        """Called under the connection's lock at checkout."""
         conn._jr2_cut = self
-        if conn not in self._connections:
-            self._connections.append(conn)
+        self._connections.add(conn)
         if self._fired:
             _shut(conn)
 
@@ -76,19 +80,32 @@ def _shut(conn: Any) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
-def _let_go(conn: Any) -> None:
+def let_go(conn: Any) -> None:
     """Back in the pool: no request owns it any more (`_put_conn` takes None too, for a slot given back)."""
     if conn is not None:
-        with _OWNERS:
-            conn._jr2_cut = None
+        with _lock(conn):
+            _disown(conn)
+
+
+def _lock(conn: Any) -> threading.Lock:
+    """The connection's own lock, made at its first use (dict.setdefault is atomic)."""
+    lock: threading.Lock = conn.__dict__.setdefault("_jr2_lock", threading.Lock())
+    return lock
+
+
+def _disown(conn: Any) -> None:
+    """Under the connection's lock: it belongs to no Cut."""
+    owner = getattr(conn, "_jr2_cut", None)
+    if isinstance(owner, Cut):
+        owner._connections.discard(conn)
+    conn._jr2_cut = None
 
 
 def _claim_for_current(conn: Any) -> None:
     cut: Cut | None = getattr(_ACTIVE, "cut", None)
-    with _OWNERS:
-        if cut is None:
-            conn._jr2_cut = None
-        else:
+    with _lock(conn):
+        _disown(conn)
+        if cut is not None:
             cut._claim(conn)
 
 
@@ -106,13 +123,13 @@ class _HTTPSConnection(urllib3.connection.HTTPSConnection):
 
 def _reclaim(conn: Any) -> None:
     """A socket made after its Cut fired is shut at once (the fire found no socket to shut)."""
-    with _OWNERS:
+    with _lock(conn):
         cut = getattr(conn, "_jr2_cut", None)
         if isinstance(cut, Cut) and cut._fired:
             _shut(conn)
 
 
-class _HTTPPool(urllib3.connectionpool.HTTPConnectionPool):
+class CutHTTPPool(urllib3.connectionpool.HTTPConnectionPool):
     ConnectionCls = _HTTPConnection
 
     def _get_conn(self, timeout: float | None = None) -> Any:
@@ -121,11 +138,11 @@ class _HTTPPool(urllib3.connectionpool.HTTPConnectionPool):
         return conn
 
     def _put_conn(self, conn: Any) -> None:
-        _let_go(conn)
+        let_go(conn)
         super()._put_conn(conn)
 
 
-class _HTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
+class CutHTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
 
     def _get_conn(self, timeout: float | None = None) -> Any:
@@ -134,19 +151,19 @@ class _HTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
         return conn
 
     def _put_conn(self, conn: Any) -> None:
-        _let_go(conn)
+        let_go(conn)
         super()._put_conn(conn)
 
 
-class _CutAdapter(HTTPAdapter):
+class CutAdapter(HTTPAdapter):
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+        self.poolmanager.pool_classes_by_scheme = {"http": CutHTTPPool, "https": CutHTTPSPool}
 
 
-def mount_cuts(session: requests.Session, **adapter_options: Any) -> None:
+def mount_cuts(session: requests.Session, adapter: HTTPAdapter | None = None, **adapter_options: Any) -> None:
     """Let `Cut`s end this session's requests (every other behaviour of the session is unchanged);
-    `adapter_options` are `HTTPAdapter`'s (pool sizes, retries)."""
-    adapter = _CutAdapter(**adapter_options)
+    `adapter_options` are `HTTPAdapter`'s (pool sizes, retries); `adapter`, a `CutAdapter` made already."""
+    adapter = adapter or CutAdapter(**adapter_options)
     session.mount("http://", adapter)
     session.mount("https://", adapter)

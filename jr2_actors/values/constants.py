@@ -83,12 +83,14 @@ PROVISION_BUDGET_SECONDS = 120.0
 MEMORY_KILL_READ_SECONDS = 5.0
 # CONTRACTS.md §3: a Harness request that never reached it is sent again, 250 ms doubling to 5 s, within 90 s.
 HARNESS_RETRY = Backoff(initial=0.25, cap=5.0)
-# The process's one Harness session (issue 18 item 7): a pool kept for each of the Harnesses used last (a
-# Workspace's attach and its seats' calls; past this many, the least recent one's idle connections close and
-# its next call connects anew), each keeping up to HARNESS_POOL_SIZE idle connections (more at once are made
-# and closed after use): one address may serve many seats (an instance Harness, the fake cluster's).
+# The process's one Harness session (harness/pools.py): one pool per Harness address, keeping up to
+# HARNESS_POOL_SIZE + HARNESS_POOL_PER_CLIENT × (its clients) idle connections, so the seats on one address (an
+# Instance Harness, the fake cluster's) never find it full; a client holds its address from its start to its
+# close. Past HARNESS_POOLS addresses, the least recently used one no client holds is closed (its next call
+# connects anew); a held one never is.
 HARNESS_POOLS = 4096
 HARNESS_POOL_SIZE = 32
+HARNESS_POOL_PER_CLIENT = 2  # a seat's long-poll, and its admission's health probe or its answer beside it
 HARNESS_RETRY_WINDOW_SECONDS = 90.0
 # CONTRACTS.md §3 / ADR-0062: an admission answered 503 (a draining Harness) is sent again for up to 30 s.
 ADMISSION_DRAIN_SECONDS = 30.0

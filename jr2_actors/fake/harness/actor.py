@@ -54,6 +54,7 @@ class HarnessRequest:
     authorization: str
     body: bytes = field(repr=False)
     delayed: bool = False  # the answer latency lever was already waited for
+    origin: str = ""  # the scheme, host and port the request came to (one of `listen_more`'s, or the first)
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ class HarnessActor(Shell):
         elif len(parts) == 3 and parts[0] == "agents" and req.method == "POST":
             answer, effects = self.core.admit(req.sandbox, parts[1], parts[2], body, now)
             if answer.code == 200:
-                answer = Answer(200, {**answer.doc, "streamUrl": self._stream_url(req.sandbox, parts[1], parts[2])})
+                answer = Answer(200, {**answer.doc, "streamUrl": self._stream_url(req, parts[1], parts[2])})
         elif len(parts) == 4 and parts[0] == "agents" and parts[3] == "abort" and req.method == "POST":
             answer, effects = self.core.abort(req.sandbox, parts[1], parts[2])
         elif len(parts) == 4 and parts[0] == "agents" and parts[3] == "answers" and req.method == "POST":
@@ -217,8 +218,9 @@ class HarnessActor(Shell):
             self._timers.schedule(self.clock.monotonic() - lag,
                                   functools.partial(tell_quietly, self.actor_ref, _Begin(effect.sandbox)))
 
-    def _stream_url(self, sandbox: str, agent: str, conversation: str) -> str:
-        return f"{self.base_url}/{sandbox}/streams/{agent}/{conversation}"
+    def _stream_url(self, req: HarnessRequest, agent: str, conversation: str) -> str:
+        """On the address the admission came to: a Sandbox with an address of its own streams from it."""
+        return f"{req.origin or self.base_url}/{req.sandbox}/streams/{agent}/{conversation}"
 
     def _digest(self, sandbox: str) -> str | None:
         if sandbox == INSTANCE:
@@ -269,8 +271,9 @@ class HarnessApp:
         if not segments or self.actor is None:
             r.respond_json(404, {"error": "no Harness named"})
             return
+        host, port = r.connection.getsockname()[:2]
         req = HarnessRequest(segments[0], r.command, tuple(segments[1:]), dict(r.query),
-                             r.headers.get("Authorization", ""), body)
+                             r.headers.get("Authorization", ""), body, origin=f"http://{host}:{port}")
         waited = False
         while True:
             try:
@@ -304,10 +307,12 @@ class HarnessHttpServer:
     """Binds at once (so its URL is known); serves once `start(actor)` names the actor behind it."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, long_poll: float = LONG_POLL_SECONDS,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, ports: int = 1) -> None:
         self._app = HarnessApp(long_poll, clock)
         self._http = HttpServer(self._app, host=host, port=port, name="fake-harness-http")
         self._app.closing = self._http.closing
+        # `ports` > 1: as many addresses, each Sandbox at one of them in turn (`OperatorCore.endpoints`).
+        self.urls = [self._http.url, *self._http.listen_more(ports - 1)] if ports > 1 else [self._http.url]
 
     @property
     def url(self) -> str:

@@ -121,6 +121,7 @@ class OperatorCore:
         self.quota = quota
         self.start_seconds = start_seconds
         self.endpoint = endpoint  # the fake Harness's base URL; the Sandbox's name is appended
+        self.endpoints: tuple[str, ...] = ()  # when set, each Sandbox's base URL in turn (an address of its own)
         self._records: dict[Key, _Record] = {}
         self._objects: dict[Key, Mapping[str, Any]] = {}  # the last seen state of each Sandbox
         self._dirty: set[Key] = set()
@@ -331,9 +332,9 @@ class OperatorCore:
 
     def _status(self, obj: Mapping[str, Any], rec: _Record, now: float) -> dict[str, Any]:
         meta = obj["metadata"]
-        name = meta["name"]
-        generation = meta.get("generation", 1)
-        status: dict[str, Any] = {"endpoint": f"{self.endpoint.rstrip('/')}/{name}" if self.endpoint else "",
+        name, generation = meta["name"], meta.get("generation", 1)
+        base = self.endpoints[rec.seen % len(self.endpoints)] if self.endpoints else self.endpoint
+        status: dict[str, Any] = {"endpoint": f"{base.rstrip('/')}/{name}" if base else "",
                                   "harness": {"restartCount": rec.restart_count}}
         if rec.last_terminated:
             status["harness"]["lastTerminated"] = dict(rec.last_terminated)

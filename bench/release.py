@@ -1,0 +1,325 @@
+"""A release: N one-Turn runs submitted at once to `jr2-actors serve`, until every one is final.
+
+The fake cluster runs in a process of its own (this script, `--fake-child`), so its threads are not serve's
+and serve's CPU is its own; serve runs as a child on its kubeconfig, with `--max-memory` (default 1Gi, the
+pod's limit in manifests/) as its budget. Two Harness layouts: `one` (every Sandbox's Harness at one
+address, as the fake serves them by default and as an Instance Harness serves every Menu-only Agent) and
+`own` (each Sandbox's at an address of its own: the fake listens on N ports).
+
+Sixteen client threads submit the N runs (each refused one — 503 + Retry-After — again after its
+Retry-After); meanwhile, one point a second: the runs final (accepted − serve's `jr2_runs_live`), serve's RSS
+and threads, `POST /runs` refusals so far, and the slowest `GET /healthz` of the second (asked every 0.25 s
+on a connection of its own). Figures: the drain's per-run rate (runs / seconds from the first submit to the
+last final) and its ratio to the 1,000 release's in the same layout (goal ≥ 0.8 for 5,000), `/healthz`'s
+worst (goal < 100 ms), peak RSS and threads, refusals, the Harness connections the fake accepted, and the
+"Connection pool is full" lines in serve's log.
+
+    python -m bench.release --runs 1000 [--runs 5000] [--layout one,own] [--deadline 900] [--plot F.png]
+
+Everything it writes is under one temp folder, removed at the end (`--plot`, `--series` excepted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.report import Row, emit
+from bench.serve_runs import KEY, TOKEN, Sampler, metric_sum
+
+WORKFLOW = {
+    "name": "one-turn",
+    "workspaces": {"W": {"size": {"cpu": "10m", "memory": "16Mi"}}},
+    "agents": {"worker": {"instructions": "You work.", "workspace": "W", "access": "write"}},
+    "start": "work",
+    "states": {"work": {"holds": ["W"], "turn": {"agent": "worker", "prompt": "Work."}, "on": {"finish": "done"}},
+               "done": {"final": "done"}},
+}
+SUBMITTERS = 16
+
+
+def fake_child(ports: int, kubeconfig: str) -> None:
+    """The fake cluster's process: up until its stdin closes; a `stats` line asks for its connection counts."""
+    from jr2_actors.fake.cluster import FakeCluster
+    from jr2_actors.fake.operator.core import Node
+
+    nodes = [Node(f"n{i}", 10_000_000, 2**44) for i in range(4)]
+    with FakeCluster(nodes=nodes, start_seconds=0.05, bookmark_interval=None, quota=None,
+                     signing_key=bytes.fromhex(KEY), harness_ports=ports) as cluster:
+        cluster.harness(lambda core: core.pick_first_allowed(True))
+        cluster.write_kubeconfig(kubeconfig)
+        print("ready", flush=True)
+        for line in sys.stdin:
+            if line.strip() == "stats":
+                print(json.dumps({"accepted": cluster.accepted(), "connections": cluster.connections()}), flush=True)
+
+
+def start_serve(tmp: Path, kubeconfig: str, max_memory: str) -> tuple[subprocess.Popen[str], str, list[str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
+    env.update({"JR2_INSTANCE_TOKEN": TOKEN, "JR2_SIGNING_KEY": KEY, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp),
+                "JR2_MAX_MEMORY": max_memory})
+    proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", "--log-level", "info", "serve", "--namespace", "jr2",
+                             "--state-dir", str(tmp / "state"), "--kubeconfig", kubeconfig,
+                             "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True, env=env)
+    lines: list[str] = []
+    ready = threading.Event()
+    url: list[str] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "pool is full" not in line or len(lines) < 200_000:
+                lines.append(line)
+            found = re.search(r"serving the API on (http://\S+);", line)
+            if found:
+                url.append(found.group(1))
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    if not ready.wait(120) or not url:
+        proc.kill()
+        raise SystemExit("serve did not start:\n" + "".join(lines[-20:]))
+    return proc, url[0], lines
+
+
+class Health:
+    """`GET /healthz` every 0.25 s on a connection of its own: each latency (ms) and answer, stamped."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.samples: list[tuple[float, float, int]] = []  # (monotonic, ms, status)
+        self._session = requests.Session()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            began = time.monotonic()
+            try:
+                status = self._session.get(self.url + "/healthz", timeout=30).status_code
+            except requests.RequestException:
+                status = 0
+            self.samples.append((began, 1000 * (time.monotonic() - began), status))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(35)
+
+
+def release(n: int, layout: str, deadline: float, max_memory: str) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="jr2-bench-release-"))
+    kubeconfig = str(tmp / "kubeconfig")
+    ports = n + 8 if layout == "own" else 1
+    fake = subprocess.Popen([sys.executable, "-m", "bench.release", "--fake-child", "--ports", str(ports),
+                             "--kubeconfig", kubeconfig], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            cwd=str(Path(__file__).resolve().parent.parent))
+    try:
+        assert fake.stdout is not None and fake.stdin is not None
+        if fake.stdout.readline().strip() != "ready":
+            raise SystemExit("the fake cluster did not start")
+        proc, url, lines = start_serve(tmp, kubeconfig, max_memory)
+        sampler = Sampler(proc.pid)
+        session = requests.Session()
+        session.headers["Authorization"] = f"Bearer {TOKEN}"
+        session.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=SUBMITTERS + 4))
+        accepted, refusals, errors = [0], [0], []
+        lock = threading.Lock()
+        health = Health(url)
+        t0 = time.monotonic()
+        cpu0 = sampler.cpu()
+
+        def submit(_: int) -> None:
+            while time.monotonic() - t0 < deadline:
+                try:
+                    r = session.post(url + "/runs", json={"workflow": WORKFLOW}, timeout=120)
+                except requests.RequestException as e:
+                    errors.append(str(e)[:120])
+                    return
+                if r.status_code == 201:
+                    with lock:
+                        accepted[0] += 1
+                    return
+                if r.status_code == 503 and r.headers.get("Retry-After", "").isdigit():
+                    with lock:
+                        refusals[0] += 1
+                    time.sleep(int(r.headers["Retry-After"]))
+                    continue
+                errors.append(f"{r.status_code} {r.text[:120]}")
+                return
+
+        pool = ThreadPoolExecutor(SUBMITTERS)
+        submitting = [pool.submit(submit, i) for i in range(n)]
+        points: list[dict[str, float]] = []
+        metrics = requests.Session()
+        drained = None
+        while time.monotonic() - t0 < deadline:
+            time.sleep(1.0)
+            try:
+                live = metric_sum(metrics.get(url + "/metrics", timeout=60).text, "jr2_runs_live")
+            except requests.RequestException:
+                continue
+            now, at = sampler.sample(), time.monotonic() - t0
+            second = [ms for t, ms, _ in health.samples if t >= t0 + at - 1.0]
+            with lock:
+                final = accepted[0] - live
+                points.append({"t_s": round(at, 1), "final": final, "accepted": accepted[0],
+                               "refused": refusals[0], "rss_mib": round(now["rss_now_mib"], 1),
+                               "threads": now["threads"], "healthz_ms": round(max(second), 1) if second else 0.0})
+            if all(f.done() for f in submitting) and accepted[0] + len(errors) >= n and live == 0:
+                drained = at
+                break
+        cpu = sampler.cpu() - cpu0
+        pool.shutdown(wait=False, cancel_futures=True)
+        health.stop()
+        fake.stdin.write("stats\n")
+        fake.stdin.flush()
+        stats = json.loads(fake.stdout.readline())
+        sampler.stop()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log = "".join(lines)
+        latencies = sorted(ms for _, ms, _ in health.samples)
+        return {
+            "runs": n, "layout": layout, "drained_s": None if drained is None else round(drained, 1),
+            "final": points[-1]["final"] if points else 0, "runs_per_s": round(n / drained, 2) if drained else None,
+            "cpu_s": round(cpu, 1), "refused": refusals[0], "submit_errors": len(errors), "first_error": errors[:1],
+            "peak_rss_mib": round(sampler.peak["rss_mib"]), "peak_threads": sampler.peak["threads"],
+            "healthz_max_ms": round(latencies[-1], 1) if latencies else None,
+            "healthz_p99_ms": round(latencies[int(0.99 * len(latencies)) - 1], 1) if latencies else None,
+            "healthz_over_100ms": sum(1 for x in latencies if x > 100), "healthz_samples": len(latencies),
+            "healthz_not_200": sum(1 for _, _, s in health.samples if s != 200),
+            "harness_accepted": stats["accepted"].get("harness"), "api_accepted": stats["accepted"].get("api"),
+            "pool_full_lines": log.count("pool is full"), "tracebacks": log.count("Traceback"),
+            "pool_full_first": [x.strip()[:200] for x in lines if "pool is full" in x][:1],
+            "series": points,
+        }
+    finally:
+        if fake.stdin is not None:
+            fake.stdin.close()
+        try:
+            fake.wait(30)
+        except subprocess.TimeoutExpired:
+            fake.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> Path:
+    """Four panels against seconds from the release: runs final (share of N) and refusals, RSS, threads, and
+    the slowest /healthz of each second."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    panels: list[tuple[Any, str, Callable[[dict[str, Any], dict[str, Any]], float]]] = [
+              (axes[0][0], "runs final (share of N)", lambda p, r: p["final"] / r["runs"]),
+              (axes[0][1], "serve RSS (MiB)", lambda p, r: p["rss_mib"]),
+              (axes[1][0], "serve threads", lambda p, r: p["threads"]),
+              (axes[1][1], "slowest GET /healthz begun in the second (ms)", lambda p, r: p["healthz_ms"])]
+    for ax, title, value in panels:
+        for r in results:
+            # A second in which no /healthz began (one still under way) has none: no point.
+            points = [p for p in r["series"] if ax is not axes[1][1] or p["healthz_ms"] > 0]
+            ax.plot([p["t_s"] for p in points], [value(p, r) for p in points], linewidth=1,
+                    marker="." if ax is axes[1][1] else "", markersize=2,
+                    linestyle=":" if ax is axes[1][1] else "-",
+                    label=f"{r['runs']:,} runs, {r['layout']} address{'es' if r['layout'] == 'own' else ''}")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("seconds from the release")
+        ax.grid(True, alpha=0.3)
+    axes[1][1].set_yscale("log")
+    axes[1][1].axhline(100, color="grey", linestyle=":", linewidth=1)
+    refused = [r for r in results if r["refused"]]
+    for r in refused:
+        axes[0][0].plot([p["t_s"] for p in r["series"]], [p["refused"] / r["runs"] for p in r["series"]],
+                        linestyle="--", linewidth=1, label=f"{r['runs']:,} {r['layout']}: POST /runs refused (÷ N)")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("A release of one-Turn runs through jr2-actors serve (the fake cluster in its own process)",
+                 fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, action="append", help="runs released at once (repeatable; 1000)")
+    parser.add_argument("--layout", default="one,own", help="one, own or one,own: the Harness addresses")
+    parser.add_argument("--deadline", type=float, default=900.0, help="seconds a release may take to drain")
+    parser.add_argument("--max-memory", default="1Gi", help="serve's memory budget (JR2_MAX_MEMORY; the pod's)")
+    parser.add_argument("--plot", default="", help="PNG of every release's series")
+    parser.add_argument("--series", default="", help="JSON of every release's figures and series")
+    parser.add_argument("--replot", default="", metavar="JSON,...",
+                        help="draw --plot from earlier --series files (comma-separated), running nothing")
+    parser.add_argument("--fake-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--ports", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--kubeconfig", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.fake_child:
+        fake_child(args.ports, args.kubeconfig)
+        return
+    if args.replot:
+        earlier = [r for f in args.replot.split(",") for r in json.loads(Path(f).read_text())]
+        print("plot:", plot(earlier, Path(args.plot or "release.png")))
+        return
+    layouts = [x for x in args.layout.split(",") if x]
+    if not layouts or set(layouts) - {"one", "own"}:
+        parser.error("--layout is one, own or one,own")
+    print(f"# {platform.node()} {platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+          + ", ".join(f"{x:.1f}" for x in os.getloadavg()), flush=True)
+    results = []
+    for layout in layouts:
+        for n in sorted(args.runs or [1000]):
+            out = release(n, layout, args.deadline, args.max_memory)
+            results.append(out)
+            print({k: v for k, v in out.items() if k != "series"}, flush=True)
+    if args.series:
+        Path(args.series).write_text(json.dumps(results, indent=0))
+    if args.plot:
+        print("plot:", plot(results, Path(args.plot)))
+    rows = []
+    for layout in layouts:
+        mine = sorted((r for r in results if r["layout"] == layout), key=lambda r: r["runs"])
+        base = mine[0]
+        for r in mine:
+            label = f"{r['runs']:,} runs, {layout} address{'es' if layout == 'own' else ''}"
+            if r is not base and r["runs_per_s"] and base["runs_per_s"]:
+                rows.append(Row(f"{label}: drain rate vs {base['runs']:,}'s (runs/s)", r["runs_per_s"],
+                                base["runs_per_s"], "runs/s", "≥ 0.8"))
+            rows.append(Row(f"{label}: slowest GET /healthz", r["healthz_max_ms"] or float("nan"), 0, "ms", "< 100"))
+            rows.append(Row(f"{label}: drained in", r["drained_s"] or float("nan"), 0, "s"))
+    for row in rows:
+        ratio = f"{row.ratio:.2f}" if row.baseline else ""
+        print(f"{row.figure:<70} {row.ours:>9.4g} {row.baseline:>9.4g} {ratio:>6} {row.goal}")
+    emit("release", rows)
+
+
+if __name__ == "__main__":
+    main()
