@@ -157,6 +157,8 @@ WATCH_HEALTH_MAX_AGE_SECONDS = 1.0
 WATCH_HEALTH_WAIT_SECONDS = 0.05
 # Each actor's stop, when the orchestrator stops: serve's SIGTERM budget is 10 s in all.
 ACTOR_STOP_SECONDS = 8.0
+# The store's stop, when the runs' stops used the whole budget: the persists already asked still land.
+STORE_STOP_FLOOR_SECONDS = 1.0
 # ADR-0065: a persist is an ask of the StoreActor; one not answered in this long counts as a failed write.
 PERSIST_ASK_SECONDS = 30.0
 # ADR-0065: a run whose persist failed holds before its next side effect and tries again on this schedule,
