@@ -48,6 +48,8 @@ from jr2_actors.store.rows import StoreError
 from jr2_actors.telemetry import Telemetry
 from jr2_actors.values.constants import (
     ACTOR_STOP_SECONDS,
+    HEALTH_STALL_SECONDS,
+    HEALTH_STORE_CHECK_SECONDS,
     ORCHESTRATOR_ASK_SECONDS,
     PERSIST_ASK_SECONDS,
     RUNS_FINISHED_LISTED,
@@ -152,6 +154,7 @@ class Orchestrator(Revival):
                            instance_harness=self._instance_harness, workspace_options=self._workspace_options,
                            telemetry=self.telemetry, table=self.run_table, renewals=self._renewals,
                            harness_session=self._harness_session, stops=self._stops)
+        tell_quietly(self._store, store.Healthy())  # its first finding, for /healthz to read
         for bad in restored.unreadable:
             self._put_aside(bad.run_id, bad.problem)
         count = sum(self._restore(record) for record in restored.runs)
@@ -354,7 +357,8 @@ class Orchestrator(Revival):
         self.feed_hub.interrupt()
 
     def health(self) -> tuple[bool, str]:
-        """Ready now? Each answer is the present: only a dead singleton stays false until a restart."""
+        """Ready now? Read from what the actors publish (as `/metrics` is), never asked: false when progress stops
+        (the watch, the store's writes, an actor stuck), never for being busy; a dead singleton, until a restart."""
         if self._watch is None or self._store is None:
             return False, "not started"
         if self._broken:
@@ -363,19 +367,19 @@ class Orchestrator(Revival):
             waiting = next(iter(sorted(self._unrevived.items())), None)
         if waiting is not None:
             return False, f"run {waiting[0]} died and waits for the store to restore it: {waiting[1]}"
-        try:
-            watch = self._watch.ask(WatchHealthAsk(), timeout=5.0)
-            store_ok = self._store.ask(store.Healthy(), timeout=5.0)
-        except (pykka.ActorDeadError, pykka.Timeout) as e:
-            return False, f"an actor does not answer: {type(e).__name__}"
-        assert isinstance(watch, WatchHealth)
-        if not watch.up:
+        watch, stored, checked = self.telemetry.watch.state, self.telemetry.store, self.telemetry.store.checked_at
+        if stored.write_error or checked is None or self.clock.monotonic() - checked > HEALTH_STORE_CHECK_SECONDS:
+            tell_quietly(self._store, store.Healthy())  # its finding is published for the next probe
+        if watch is None or not watch.listed:  # not ready before the cluster has answered once
+            return False, f"the Sandbox watch has not listed yet ({watch.failures if watch else 0} failures so far)"
+        if watch.degraded or watch.phase == "stopped":
             return False, f"the Sandbox watch is degraded ({watch.failures} failures in a row)"
-        if not watch.listed:  # not ready before the cluster has answered once (a wrong token, no route)
-            return False, f"the Sandbox watch has not listed yet ({watch.failures} failures so far; see the log)"
-        if store_ok is not True:
-            return False, f"the store cannot write: {store_ok}"
-        return True, ""
+        if stored.write_error:
+            return False, f"the store cannot write: {stored.write_error}"
+        if checked is None:
+            return False, "the store has not said yet whether it can write"
+        stalled = self.telemetry.actors.stalled(HEALTH_STALL_SECONDS)
+        return (False, stalled) if stalled else (True, "")
 
     def metrics(self) -> str:
         """`GET /metrics`: this orchestrator's registry in the Prometheus text format 0.0.4."""

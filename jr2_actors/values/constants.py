@@ -157,6 +157,11 @@ WATCH_HEALTH_MAX_AGE_SECONDS = 1.0
 WATCH_HEALTH_WAIT_SECONDS = 0.05
 # Each actor's stop, when the orchestrator stops: serve's SIGTERM budget is 10 s in all.
 ACTOR_STOP_SECONDS = 8.0
+# /healthz turns 503 when an actor's oldest message has waited this long: stuck, not slow (a burst of thousands
+# of runs keeps mailboxes seconds deep, never a minute).
+HEALTH_STALL_SECONDS = 60.0
+# /healthz has the store check that it can write (a tell, never waited for) when its last finding is older.
+HEALTH_STORE_CHECK_SECONDS = 5.0
 # The store's stop, when the runs' stops used the whole budget: the persists already asked still land.
 STORE_STOP_FLOOR_SECONDS = 1.0
 # ADR-0065: a persist is an ask of the StoreActor; one not answered in this long counts as a failed write.
