@@ -17,7 +17,11 @@ after an answer it drains whatever body the client declared. So, by cheroot's ow
   before a byte of the body is read; a chunked body is a 411 (a body needs its length). Idle and trickling
   clients cost a parked socket, never a worker.
 - **Per-peer and total connection caps** (429 and 503), counted from the gate's first sight of a connection
-  to its `close()`.
+  to its `close()`. At the total cap a new connection first **sheds the oldest one without a complete request**
+  (a head still arriving, or idle between requests: its socket is shut). With nothing to shed, `PROBE_RESERVE`
+  more are let in for probes only (any other request on one is a 503).
+- **Probes answered by the gate**: a whole `GET /healthz` head with `Connection: close` (a kubelet's probe) is
+  answered on the selector thread (`Api.probe` reads published state): it needs no worker, waits for none.
 - **A body, and an answer, at a minimum rate**: the connection's reader (`_Inlet`, the socket's read side)
   serves the bytes the gate took first, then reads the socket with each read's timeout cut to the time the
   next byte is due (`start + grace + bytes moved / rate`): a trickled body is a 408 within its grace. Each
@@ -26,10 +30,8 @@ after an answer it drains whatever body the client declared. So, by cheroot's ow
 - **No drain of an unread body**: an answer given without reading the body (a 401, a 404) takes what has
   already arrived and closes the connection, rather than wait in a worker for the rest.
 - `max_request_header_size` and `max_request_body_size` are set too, as cheroot's own backstops.
-
-An event stream registers its close with `environ["jr2.watch_client"]`: one thread (`client_watch.ClientWatch`) watches
-the sockets of open streams and calls it the moment a client closes, so the stream's slot comes back at
-once, not at the next failed heartbeat (its worker follows within a stream slice).
+An event stream registers its close with `environ["jr2.watch_client"]` (`client_watch.ClientWatch`): a
+client's close frees the stream's slot at once, not at the next failed heartbeat.
 """
 
 from __future__ import annotations
@@ -69,7 +71,9 @@ log = logging.getLogger(__name__)
 THREADS = 16
 # The listen backlog: connections the kernel holds before the selector accepts them (one per wake-up).
 BACKLOG = 128
-_REASONS = {400: "Bad Request", 408: "Request Timeout", 411: "Length Required", 413: "Payload Too Large",
+PROBE_RESERVE = 16  # connections past the cap, for probes only
+PROBE = b"get /healthz "
+_REASONS = {200: "OK", 400: "Bad Request", 408: "Request Timeout", 411: "Length Required", 413: "Payload Too Large",
             429: "Too Many Requests", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
 
 
@@ -145,6 +149,8 @@ class _Server(wsgi.Server):
         self._peers: dict[str, int] = {}
         self._open = 0
         self._count_lock = threading.Lock()
+        self._parked: dict[_Connection, None] = {}  # in the selector without a complete request
+        self._park_lock = threading.RLock()  # a worker parks, the selector thread takes back and sheds
         self.client_watch = ClientWatch()
 
     def stop(self) -> None:
@@ -160,14 +166,22 @@ class _Server(wsgi.Server):
         if not isinstance(conn, _Connection):  # pragma: no cover - every connection is ours
             super().process_conn(conn)
             return
+        with self._park_lock:
+            self._parked.pop(conn, None)
         try:
             if not conn.admitted:
                 self._admit(conn)
             if self._head_complete(conn):
+                head = bytes(conn.inlet.head[:head_end(bytes(conn.inlet.head))[0]]).lower()  # this request's
+                if head.startswith(PROBE) and (conn.reserved or b"\r\nconnection: close\r\n" in head):
+                    conn.refuse(*self.wsgi_app.probe())  # answered here, then closed, as the probe asked
+                    return
+                if conn.reserved:
+                    raise Refused(503, f"more than {self.limits.max_connections} connections are open")
                 super().process_conn(conn)
             else:
                 deadline = conn.head_deadline
-                super().put_conn(conn)  # parked in cheroot's selector until it is readable again
+                self._park(conn)  # in cheroot's selector until it is readable again
                 if deadline is not None:
                     conn.last_used = deadline - self.timeout  # cheroot's expiry closes it at the deadline
         except Refused as refusal:
@@ -180,15 +194,37 @@ class _Server(wsgi.Server):
         through the gate now (cheroot would wait for the socket to be readable)."""
         if self.ready and isinstance(conn, _Connection) and conn.inlet.head:
             self.process_conn(conn)
-        else:
+        elif isinstance(conn, _Connection):
+            self._park(conn)
+        else:  # pragma: no cover - every connection is ours
             super().put_conn(conn)
+
+    def _park(self, conn: _Connection) -> None:
+        with self._park_lock:  # listed before the selector can hand it back (put_conn may, at once)
+            self._parked[conn] = None
+            super().put_conn(conn)
+
+    def _shed(self) -> bool:
+        """Shut the oldest parked connection's socket (the gate then closes it as a client gone), if any."""
+        with self._park_lock:
+            if not self._parked:
+                return False
+            oldest = min(self._parked, key=lambda c: c.accepted_at)
+            del self._parked[oldest]
+        log.info("shed the oldest connection without a request (from %s) at the cap", oldest.remote_addr)
+        with suppress(OSError):
+            oldest.socket.shutdown(socket.SHUT_RDWR)
+        return True
 
     def _admit(self, conn: _Connection) -> None:
         peer = str(conn.remote_addr or "")
+        full = self._open >= self.limits.max_connections
+        if full and not self._shed():
+            conn.reserved = True  # a probe's: any other request on it is refused once its head is whole
         with self._count_lock:
             if self._peers.get(peer, 0) >= self.limits.max_connections_per_peer:
                 raise Refused(429, f"more than {self.limits.max_connections_per_peer} connections from {peer}")
-            if self._open >= self.limits.max_connections:
+            if self._open >= self.limits.max_connections + PROBE_RESERVE:
                 raise Refused(503, f"more than {self.limits.max_connections} connections are open")
             self._peers[peer] = self._peers.get(peer, 0) + 1
             self._open += 1
@@ -196,6 +232,8 @@ class _Server(wsgi.Server):
 
     def release(self, conn: _Connection) -> None:
         peer = str(conn.remote_addr or "")
+        with self._park_lock:
+            self._parked.pop(conn, None)  # closed by cheroot's expiry, or at the stop
         with self._count_lock:
             self._open -= 1
             left = self._peers.get(peer, 1) - 1
@@ -390,6 +428,8 @@ class _Connection(cheroot_server.HTTPConnection):
         self.outlet = _Outlet(sock, float(server.timeout))
         super().__init__(server, sock, self._makefile)
         self.admitted = False
+        self.reserved = False
+        self.accepted_at = time.monotonic()
         self.head_deadline: float | None = time.time() + server.limits.header_seconds  # from the accept
         self._closed = False
 
@@ -398,15 +438,15 @@ class _Connection(cheroot_server.HTTPConnection):
             return _Reader(self.inlet, bufsize)
         return _Writer(self.outlet, bufsize, self.server.limits)
 
-    def refuse(self, status: int, error: str) -> None:
-        """Answer the gate's refusal, then close."""
+    def refuse(self, status: int, error: str | dict[str, Any]) -> None:
+        """Answer the gate's refusal (or a probe's document), then close."""
         self._say(status, error)
         self.close()
 
-    def _say(self, status: int, error: str) -> None:
+    def _say(self, status: int, error: str | dict[str, Any]) -> None:
         """Answer without blocking (a short answer fits the socket's buffer), having taken what the client
         sent: closing on unread bytes would reset the connection and could lose the answer."""
-        body = json.dumps({"error": error}, separators=(",", ":")).encode()
+        body = json.dumps(error if isinstance(error, dict) else {"error": error}, separators=(",", ":")).encode()
         head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
         log.debug("refused %s with %d: %s", self.remote_addr, status, error)
