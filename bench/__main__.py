@@ -117,6 +117,7 @@ REGISTRY: tuple[Bench, ...] = (
     Bench("workspace_start", quick=("--n", "20", "--rounds", "1")),
     Bench("lease_patch", quick=("--calls", "100", "--rounds", "3")),
     Bench("serve_runs", quick=("--runs", "50"), full=("--runs", "1000")),
+    Bench("stop_load", quick=("--small", "50", "--big", "200"), full=("--small", "200", "--big", "1000")),
     Bench("fake_scale", quick=("--nodes", "100", "--sandboxes", "1000", "--watchers", "3")),
     Bench("cli_startup", quick=("--runs", "3")),
 )

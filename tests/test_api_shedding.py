@@ -5,12 +5,26 @@ never queued behind a worker."""
 
 from __future__ import annotations
 
+import threading
 from contextlib import ExitStack
 
 import requests
 
 from jr2_actors.api.server import ApiLimits
-from tests.test_api_bounds import GENEROUS, SOURCES, TOKEN, answer, connect, crowd, served, status_of, still_open
+from jr2_actors.run.feed import FeedRead
+from jr2_actors.run.feedlines import FeedEvent, SaidLine
+from tests.test_api_bounds import (
+    GENEROUS,
+    SOURCES,
+    TOKEN,
+    _Live,
+    answer,
+    connect,
+    crowd,
+    served,
+    status_of,
+    still_open,
+)
 from tests.waiting import wait_until
 
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
@@ -51,3 +65,45 @@ def test_a_probe_is_answered_from_the_reserve_when_nothing_can_be_shed_and_no_wo
                               + b"\r\n\r\n")
                 refused = answer(other)
             assert status_of(refused) == 503 and b"connections are open" in refused
+
+
+class _Burst(_Live):
+    """A run whose feed holds one long line, then nothing: a quiet stream after its first write."""
+
+    def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:
+        if run_id == "r-1" and after == 0:
+            return FeedRead([FeedEvent(1, 0.0, SaidLine("coder", 1, "x" * 100_000))], False)
+        return super().feed(run_id, after, wait)
+
+
+def test_a_follower_that_does_not_read_a_quiet_stream_is_cut_and_its_slot_freed() -> None:
+    """Its window is full and stays so: the keepalives after the line never block a write, so the pace never cut
+    it and it held its stream slot for good."""
+    limits = ApiLimits(pace_grace_seconds=600.0, unread_seconds=1.0)
+    with served(limits, threads=3, max_streams=1, heartbeat=0.2, backend=_Burst()) as server, \
+            connect(server, receive_buffer=4096) as never_reads:
+        never_reads.sendall(b"GET /runs/r-1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode()
+                            + b"\r\n\r\n")
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+
+        def slot_free() -> bool:
+            with requests.get(server.url + "/runs/r-1/events", headers=auth, stream=True, timeout=GENEROUS) as r:
+                return r.status_code == 200
+
+        wait_until(slot_free, GENEROUS, what="the stream slot of the follower that never reads")
+        assert status_of(probe(server)) == 200
+
+
+def test_a_follower_that_reads_slowly_is_not_cut() -> None:
+    limits = ApiLimits(pace_grace_seconds=600.0, unread_seconds=1.0)
+    with served(limits, threads=3, max_streams=1, heartbeat=0.2, backend=_Burst()) as server, \
+            connect(server, receive_buffer=4096) as reader:
+        reader.sendall(b"GET /runs/r-1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode()
+                       + b"\r\n\r\n")
+        got = b""
+        while got.count(b": keepalive") < 15:  # about three of its bounds, taking 2 KiB at a time
+            chunk = reader.recv(2048)
+            assert chunk, "the server cut a follower that reads"
+            got += chunk
+            threading.Event().wait(0.05)
+        assert len(got) > 100_000

@@ -43,8 +43,8 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+from collections.abc import Callable
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,7 @@ from cheroot.makefile import MakeFile, StreamReader, StreamWriter
 
 from jr2_actors.api.client_watch import ClientWatch
 from jr2_actors.api.framing import Refused, check_framing, head_end
+from jr2_actors.api.pacing import Pace, Unread, timeout_of
 from jr2_actors.values.constants import (
     API_HEADER_SECONDS,
     API_MAX_BODY_BYTES,
@@ -64,6 +65,7 @@ from jr2_actors.values.constants import (
     API_PACE_GRACE_SECONDS,
     API_SHUTDOWN_SECONDS,
     API_SOCKET_TIMEOUT_SECONDS,
+    API_UNREAD_SECONDS,
 )
 
 log = logging.getLogger(__name__)
@@ -88,6 +90,7 @@ class ApiLimits:
     min_bytes_per_second: float = API_MIN_BYTES_PER_SECOND
     max_connections_per_peer: int = API_MAX_CONNECTIONS_PER_PEER
     max_connections: int = API_MAX_CONNECTIONS
+    unread_seconds: float = API_UNREAD_SECONDS
 
 
 class ApiServer:
@@ -279,7 +282,7 @@ class _Inlet(socket.SocketIO):
         self.sock = sock
         self.timeout = timeout
         self.head = bytearray()
-        self.pace: _Pace | None = None
+        self.pace: Pace | None = None
         self.nonblocking = False
 
     def readinto(self, b: Any) -> int | None:
@@ -299,7 +302,7 @@ class _Inlet(socket.SocketIO):
         return got
 
     def timeout_of(self, seconds: float) -> AbstractContextManager[None]:
-        return _timeout_of(self.sock, seconds, self.timeout)
+        return timeout_of(self.sock, seconds, self.timeout)
 
     def pull(self, cap: int) -> bool:
         """Append what the socket has (up to `cap` bytes of head) without blocking; True at its end."""
@@ -346,51 +349,27 @@ class _Inlet(socket.SocketIO):
         return taken
 
 
-@contextmanager
-def _timeout_of(sock: socket.socket, seconds: float, restore: float) -> Iterator[None]:
-    """The socket's timeout for one operation (0: non-blocking), then its usual one again."""
-    sock.settimeout(seconds)
-    try:
-        yield
-    finally:
-        sock.settimeout(restore)
-
-
-@dataclass
-class _Pace:
-    """A minimum rate, for a body read or an answer's write: the next byte is due by
-    start + grace + bytes moved / rate."""
-
-    start: float
-    grace: float
-    rate: float
-    moved: int = 0
-
-    def left(self) -> float:
-        """Seconds until the next byte is due; a TimeoutError (what cheroot and the app read as a 408,
-        or as a client gone mid-answer) once it is overdue."""
-        left = self.start + self.grace + self.moved / self.rate - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("timed out")
-        return left
-
-
 class _Outlet(socket.SocketIO):
-    """A connection's write side, each write of an answer paced: a client that stops reading is cut within
-    the grace, not held for a socket timeout per send that every trickled byte renews."""
+    """A connection's write side, each write of an answer paced (a client that stops reading is cut within
+    the grace, not held for a socket timeout per send that every trickled byte renews), and cut once what it
+    was sent has waited unread past a bound (`pacing.Unread`: a quiet stream's follower that never reads)."""
 
-    def __init__(self, sock: socket.socket, timeout: float) -> None:
+    def __init__(self, sock: socket.socket, timeout: float, unread_seconds: float) -> None:
         super().__init__(sock, "wb")
         self.sock = sock
         self.timeout = timeout
-        self.pace: _Pace | None = None
+        self.pace: Pace | None = None
+        self.unread = Unread(unread_seconds)
 
     def write(self, b: Any) -> int | None:
+        self.unread.check(self.sock)
         if self.pace is None:
-            return super().write(b)
-        with _timeout_of(self.sock, min(self.timeout, self.pace.left()), self.timeout):
             sent = super().write(b)
-        self.pace.moved += sent or 0
+        else:
+            with timeout_of(self.sock, min(self.timeout, self.pace.left()), self.timeout):
+                sent = super().write(b)
+            self.pace.moved += sent or 0
+        self.unread.sent += sent or 0
         return sent
 
 
@@ -404,7 +383,7 @@ class _Writer(StreamWriter):
         self._limits = limits
 
     def write(self, b: Any) -> Any:
-        self._outlet.pace = _Pace(time.monotonic(), self._limits.pace_grace_seconds,
+        self._outlet.pace = Pace(time.monotonic(), self._limits.pace_grace_seconds,
                                   self._limits.min_bytes_per_second)
         try:
             return super().write(b)  # type: ignore[no-untyped-call]  # cheroot's stub leaves it untyped
@@ -425,7 +404,7 @@ class _Connection(cheroot_server.HTTPConnection):
     def __init__(self, server: _Server, sock: socket.socket, makefile: Callable[..., Any] = MakeFile) -> None:
         del makefile  # cheroot's; ours wraps the socket in an _Inlet and an _Outlet
         self.inlet = _Inlet(sock, float(server.timeout))
-        self.outlet = _Outlet(sock, float(server.timeout))
+        self.outlet = _Outlet(sock, float(server.timeout), server.limits.unread_seconds)
         super().__init__(server, sock, self._makefile)
         self.admitted = False
         self.reserved = False
@@ -471,7 +450,7 @@ class _Request(cheroot_server.HTTPRequest):
         """The body's reads are paced from here: a trickled body is cut within its grace."""
         limits = self.server.limits
         inlet = self.conn.inlet
-        inlet.pace = _Pace(time.monotonic(), limits.pace_grace_seconds, limits.min_bytes_per_second)
+        inlet.pace = Pace(time.monotonic(), limits.pace_grace_seconds, limits.min_bytes_per_second)
         try:
             super().respond()
         finally:

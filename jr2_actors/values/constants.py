@@ -145,6 +145,8 @@ API_MAX_BODY_BYTES = 1024 * 1024
 # A body arrives, and an answer's every write is taken, at this minimum rate after a grace: the next byte is
 # due by start + grace + bytes moved / rate (a client that trickles or stops reading is cut).
 API_PACE_GRACE_SECONDS = 5.0
+# A client cut once bytes it was sent have waited unacknowledged this long (a follower that never reads).
+API_UNREAD_SECONDS = 30.0
 API_MIN_BYTES_PER_SECOND = 64 * 1024
 # Open connections from one peer address (429 past it), and in all (503 past it).
 API_MAX_CONNECTIONS_PER_PEER = 32
