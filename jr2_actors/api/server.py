@@ -428,7 +428,7 @@ class _Connection(cheroot_server.HTTPConnection):
         body = json.dumps(error if isinstance(error, dict) else {"error": error}, separators=(",", ":")).encode()
         head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
-        log.debug("refused %s with %d: %s", self.remote_addr, status, error)
+        log.debug("answered %s with %d at the gate: %s", self.remote_addr, status, error)
         self.inlet.drain(self.server.limits.max_header_bytes + self.server.limits.max_body_bytes)
         with self.inlet.timeout_of(0.0), suppress(OSError):
             self.socket.send(head + body)
