@@ -121,6 +121,7 @@ REGISTRY: tuple[Bench, ...] = (
     Bench("serve_runs", quick=("--runs", "50"), full=("--runs", "1000")),
     Bench("release", quick=("--runs", "100", "--runs", "300", "--layout", "one"),
           full=("--runs", "1000", "--runs", "5000", "--layout", "one,own"), timeout=7200.0),
+    Bench("stop_load", quick=("--small", "50", "--big", "200"), full=("--small", "200", "--big", "1000")),
     Bench("fake_scale", quick=("--nodes", "100", "--sandboxes", "1000", "--watchers", "3")),
     Bench("cli_startup", quick=("--runs", "3")),
 )

@@ -23,7 +23,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, cast
 
@@ -42,15 +41,19 @@ from jr2_actors.shell import ActorFault, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.shell.last_answer import LastAnswer
 from jr2_actors.shell.pools import CountedPool  # a driven VirtualClock sees its jobs
+from jr2_actors.shell.stopping import Stops
 from jr2_actors.store import actor as store
 from jr2_actors.store.lock import StateLock
 from jr2_actors.store.rows import StoreError
 from jr2_actors.telemetry import Telemetry
 from jr2_actors.values.constants import (
     ACTOR_STOP_SECONDS,
+    HEALTH_STALL_SECONDS,
+    HEALTH_STORE_CHECK_SECONDS,
     ORCHESTRATOR_ASK_SECONDS,
     PERSIST_ASK_SECONDS,
     RUNS_FINISHED_LISTED,
+    STORE_STOP_FLOOR_SECONDS,
     WATCH_HEALTH_MAX_AGE_SECONDS,
     WATCH_HEALTH_WAIT_SECONDS,
 )
@@ -95,7 +98,7 @@ class Orchestrator(Revival):
         self._watch: pykka.ActorRef[Any] | None = None
         self._watch_health: LastAnswer | None = None  # issue 18: a listing never queues behind the watch's events
         self._store: pykka.ActorRef[Any] | None = None
-        self._pools: list[ThreadPoolExecutor] = []
+        self._pools: list[CountedPool] = []
         self._renewals: RenewalLane | None = None
         self._harness_session: requests.Session | None = None
         self._timers: Timers | None = None
@@ -110,6 +113,7 @@ class Orchestrator(Revival):
         self._set_aside: set[str] = set()  # live rows that could not be restored, left as they are
         self._revivers: list[threading.Thread] = []
         self._starting = 0  # actors and revivals being started outside the lock: `stop()` waits for them
+        self._stops = Stops()
         self.telemetry = telemetry or Telemetry()
         client.measure(self.telemetry.kube)
 
@@ -149,35 +153,39 @@ class Orchestrator(Revival):
                            timers=self._timers, clock=self.clock, sandbox_image=self._sandbox_image,
                            instance_harness=self._instance_harness, workspace_options=self._workspace_options,
                            telemetry=self.telemetry, table=self.run_table, renewals=self._renewals,
-                           harness_session=self._harness_session)
+                           harness_session=self._harness_session, stops=self._stops)
+        tell_quietly(self._store, store.Healthy())  # its first finding, for /healthz to read
         for bad in restored.unreadable:
             self._put_aside(bad.run_id, bad.problem)
         count = sum(self._restore(record) for record in restored.runs)
         if count:
             log.info("restored %d live run(s) from %s", count, self.state_dir)
 
-    def stop(self) -> None:
+    def stop(self, budget: float = ACTOR_STOP_SECONDS) -> None:
+        """Within one `budget` in all: each wait below takes what is left of it, so N busy runs cost the
+        slowest, not their sum; the store still gets `STORE_STOP_FLOOR_SECONDS` for the persists asked."""
+        deadline = time.monotonic() + budget
+        self._stops.open()  # the runs hand their seats' and Workspaces' stops to it as they stop
         with self._finished:
             self._stopping = True  # nothing new starts; what began to is entered in a moment
             self._stopped.set()
-            self._finished.wait_for(lambda: self._starting == 0, ACTOR_STOP_SECONDS)
+            self._finished.wait_for(lambda: self._starting == 0, _left(deadline))
             refs = list(self._runs.values())
-        # Their children stop with them: Turns' readers end, attaches end, Leases stop (a stop is no cancel).
-        # Asked together and waited for within one budget: N runs busy with a message cost one stop, not N.
-        _stop_together(refs)
+        # Every run at once, each its children at once: a stop is no cancel (Sandboxes stay, Leases stop).
+        self._stops.ask(refs)
+        self._stops.wait(deadline)
         with self._lock:
             revivers = list(self._revivers)
         for thread in revivers:
-            thread.join(ORCHESTRATOR_ASK_SECONDS)
-        if self._store is not None:
-            _stop(self._store)  # a poison pill: every persist asked before it is written first
-        if self._watch is not None:
-            _stop(self._watch)
+            thread.join(_left(deadline))
+        # The store's poison pill follows every persist asked before it; the watch stops beside it.
+        self._stops.ask(ref for ref in (self._store, self._watch) if ref is not None)
+        self._stops.wait(max(deadline, time.monotonic() + STORE_STOP_FLOOR_SECONDS))
         # What the stopped actors left in flight is nobody's now: an API server that does not answer must not
         # hold the kube pool's shutdown (and serve's SIGTERM budget) for a read timeout.
         self.client.interrupt()
         for pool in self._pools:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.close(_left(deadline))
         if self._renewals is not None:
             self._renewals.shutdown(wait=True)
         if self._harness_session is not None:
@@ -351,7 +359,8 @@ class Orchestrator(Revival):
         self.feed_hub.interrupt()
 
     def health(self) -> tuple[bool, str]:
-        """Ready now? Each answer is the present: only a dead singleton stays false until a restart."""
+        """Ready now? Read from what the actors publish (as `/metrics` is), never asked: false when progress stops
+        (the watch, the store's writes, an actor stuck), never for being busy; a dead singleton, until a restart."""
         if self._watch is None or self._store is None:
             return False, "not started"
         if self._broken:
@@ -360,19 +369,19 @@ class Orchestrator(Revival):
             waiting = next(iter(sorted(self._unrevived.items())), None)
         if waiting is not None:
             return False, f"run {waiting[0]} died and waits for the store to restore it: {waiting[1]}"
-        try:
-            watch = self._watch.ask(WatchHealthAsk(), timeout=5.0)
-            store_ok = self._store.ask(store.Healthy(), timeout=5.0)
-        except (pykka.ActorDeadError, pykka.Timeout) as e:
-            return False, f"an actor does not answer: {type(e).__name__}"
-        assert isinstance(watch, WatchHealth)
-        if not watch.up:
+        watch, stored, checked = self.telemetry.watch.state, self.telemetry.store, self.telemetry.store.checked_at
+        if stored.write_error or checked is None or self.clock.monotonic() - checked > HEALTH_STORE_CHECK_SECONDS:
+            tell_quietly(self._store, store.Healthy())  # its finding is published for the next probe
+        if watch is None or not watch.listed:  # not ready before the cluster has answered once
+            return False, f"the Sandbox watch has not listed yet ({watch.failures if watch else 0} failures so far)"
+        if watch.degraded or watch.phase == "stopped":
             return False, f"the Sandbox watch is degraded ({watch.failures} failures in a row)"
-        if not watch.listed:  # not ready before the cluster has answered once (a wrong token, no route)
-            return False, f"the Sandbox watch has not listed yet ({watch.failures} failures so far; see the log)"
-        if store_ok is not True:
-            return False, f"the store cannot write: {store_ok}"
-        return True, ""
+        if stored.write_error:
+            return False, f"the store cannot write: {stored.write_error}"
+        if checked is None:
+            return False, "the store has not said yet whether it can write"
+        stalled = self.telemetry.actors.stalled(HEALTH_STALL_SECONDS)
+        return (False, stalled) if stalled else (True, "")
 
     def metrics(self) -> str:
         """`GET /metrics`: this orchestrator's registry in the Prometheus text format 0.0.4."""
@@ -487,14 +496,5 @@ class Orchestrator(Revival):
         return ref
 
 
-def _stop_together(refs: list[pykka.ActorRef[Any]]) -> None:
-    deadline = time.monotonic() + ACTOR_STOP_SECONDS
-    for ref, future in [(ref, ref.stop(block=False)) for ref in refs]:
-        try:
-            future.get(timeout=max(deadline - time.monotonic(), 0.0))
-        except pykka.Timeout:
-            log.error("%s did not stop within %.0fs", ref, ACTOR_STOP_SECONDS)
-
-
-def _stop(ref: pykka.ActorRef[Any]) -> None:
-    _stop_together([ref])
+def _left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.0)

@@ -406,12 +406,15 @@ def test_connections_past_the_per_peer_cap_are_429_and_others_are_served() -> No
     assert status_of(refused) == 429
 
 
-def test_connections_past_the_total_cap_are_503() -> None:
+def test_a_connection_past_the_total_cap_sheds_the_oldest_idle_one_and_is_served() -> None:
+    """(tests/test_api_shedding.py: oldest first, and the probes' reserve when nothing can be shed.)"""
     with served(ApiLimits(header_seconds=60.0, max_connections=6)) as server, ExitStack() as stack:
-        crowd(stack, server, 6)
-        with connect(server, SOURCES[1]) as over:
-            refused = answer(over)
-    assert status_of(refused) == 503
+        idle = crowd(stack, server, 6)
+        wait_until(lambda: server._server._open == 6, GENEROUS, what="all six seen by the gate")
+        over = request(server, b"GET /runs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer "
+                       + TOKEN.encode() + b"\r\n\r\n", source=SOURCES[1])
+        assert status_of(over) == 200
+        assert answer(idle[0]) == b""
 
 
 def test_a_closed_event_stream_frees_its_slot_before_any_heartbeat() -> None:

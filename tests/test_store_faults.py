@@ -95,7 +95,8 @@ def test_post_runs_answers_503_with_the_reason_while_the_store_cannot_write_and_
             assert sandboxes_created(cluster) == 0 and rows(state) == []
 
             refuse.clear()
-            assert call("GET", "/healthz").status_code == 200  # the present: no run had to write for it
+            # No run had to write for it: the probe has the store check again, and reads its finding.
+            wait_until(lambda: call("GET", "/healthz").status_code == 200, what="ready once the disk writes")
             resp = call("POST", "/runs", json={"workflow": read_document(WORKFLOW)})
             assert resp.status_code == 201, resp.text
             assert rows(state) == [(resp.json()["runId"], "live")]  # on disk when the 201 left

@@ -169,6 +169,8 @@ def outcome_of(e: Exception) -> str:
 
 
 def log_escaped(future: Future[None]) -> None:
+    if future.cancelled():  # the stop cancelled it before it ran: nothing went wrong
+        return
     error = future.exception()
     if error is not None:
         log.error("an agent job raised past its own handler: %r", error)

@@ -214,11 +214,13 @@ class Api:
 
     # -- handlers --------------------------------------------------------------------------------------
 
-    def _healthz(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+    def probe(self) -> tuple[int, dict[str, Any]]:
+        """`GET /healthz`'s status and document (the listener's gate answers it itself, off the workers)."""
         ok, reason = self.backend.health()
-        if ok:
-            return _json(start_response, 200, {"ok": True, "version": __version__})
-        return _json(start_response, 503, {"ok": False, "reason": reason})
+        return (200, {"ok": True, "version": __version__}) if ok else (503, {"ok": False, "reason": reason})
+
+    def _healthz(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        return _json(start_response, *self.probe())
 
     def _metrics(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         body = self.backend.metrics().encode()

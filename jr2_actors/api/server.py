@@ -17,7 +17,11 @@ after an answer it drains whatever body the client declared. So, by cheroot's ow
   before a byte of the body is read; a chunked body is a 411 (a body needs its length). Idle and trickling
   clients cost a parked socket, never a worker.
 - **Per-peer and total connection caps** (429 and 503), counted from the gate's first sight of a connection
-  to its `close()`.
+  to its `close()`. At the total cap a new connection first **sheds the oldest one without a complete request**
+  (a head still arriving, or idle between requests: its socket is shut). With nothing to shed, `PROBE_RESERVE`
+  more are let in for probes only (any other request on one is a 503).
+- **Probes answered by the gate**: a whole `GET /healthz` head with `Connection: close` (a kubelet's probe) is
+  answered on the selector thread (`Api.probe` reads published state): it needs no worker, waits for none.
 - **A body, and an answer, at a minimum rate**: the connection's reader (`_Inlet`, the socket's read side)
   serves the bytes the gate took first, then reads the socket with each read's timeout cut to the time the
   next byte is due (`start + grace + bytes moved / rate`): a trickled body is a 408 within its grace. Each
@@ -26,10 +30,8 @@ after an answer it drains whatever body the client declared. So, by cheroot's ow
 - **No drain of an unread body**: an answer given without reading the body (a 401, a 404) takes what has
   already arrived and closes the connection, rather than wait in a worker for the rest.
 - `max_request_header_size` and `max_request_body_size` are set too, as cheroot's own backstops.
-
-An event stream registers its close with `environ["jr2.watch_client"]`: one thread (`client_watch.ClientWatch`) watches
-the sockets of open streams and calls it the moment a client closes, so the stream's slot comes back at
-once, not at the next failed heartbeat (its worker follows within a stream slice).
+An event stream registers its close with `environ["jr2.watch_client"]` (`client_watch.ClientWatch`): a
+client's close frees the stream's slot at once, not at the next failed heartbeat.
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+from collections.abc import Callable
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +54,7 @@ from cheroot.makefile import MakeFile, StreamReader, StreamWriter
 
 from jr2_actors.api.client_watch import ClientWatch
 from jr2_actors.api.framing import Refused, check_framing, head_end
+from jr2_actors.api.pacing import Pace, Unread, timeout_of
 from jr2_actors.values.constants import (
     API_HEADER_SECONDS,
     API_MAX_BODY_BYTES,
@@ -62,6 +65,7 @@ from jr2_actors.values.constants import (
     API_PACE_GRACE_SECONDS,
     API_SHUTDOWN_SECONDS,
     API_SOCKET_TIMEOUT_SECONDS,
+    API_UNREAD_SECONDS,
 )
 
 log = logging.getLogger(__name__)
@@ -69,7 +73,9 @@ log = logging.getLogger(__name__)
 THREADS = 16
 # The listen backlog: connections the kernel holds before the selector accepts them (one per wake-up).
 BACKLOG = 128
-_REASONS = {400: "Bad Request", 408: "Request Timeout", 411: "Length Required", 413: "Payload Too Large",
+PROBE_RESERVE = 16  # connections past the cap, for probes only
+PROBE = b"get /healthz "
+_REASONS = {200: "OK", 400: "Bad Request", 408: "Request Timeout", 411: "Length Required", 413: "Payload Too Large",
             429: "Too Many Requests", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
 
 
@@ -84,6 +90,7 @@ class ApiLimits:
     min_bytes_per_second: float = API_MIN_BYTES_PER_SECOND
     max_connections_per_peer: int = API_MAX_CONNECTIONS_PER_PEER
     max_connections: int = API_MAX_CONNECTIONS
+    unread_seconds: float = API_UNREAD_SECONDS
 
 
 class ApiServer:
@@ -145,6 +152,8 @@ class _Server(wsgi.Server):
         self._peers: dict[str, int] = {}
         self._open = 0
         self._count_lock = threading.Lock()
+        self._parked: dict[_Connection, None] = {}  # in the selector without a complete request
+        self._park_lock = threading.RLock()  # a worker parks, the selector thread takes back and sheds
         self.client_watch = ClientWatch()
 
     def stop(self) -> None:
@@ -160,14 +169,22 @@ class _Server(wsgi.Server):
         if not isinstance(conn, _Connection):  # pragma: no cover - every connection is ours
             super().process_conn(conn)
             return
+        with self._park_lock:
+            self._parked.pop(conn, None)
         try:
             if not conn.admitted:
                 self._admit(conn)
             if self._head_complete(conn):
+                head = bytes(conn.inlet.head[:head_end(bytes(conn.inlet.head))[0]]).lower()  # this request's
+                if head.startswith(PROBE) and (conn.reserved or b"\r\nconnection: close\r\n" in head):
+                    conn.refuse(*self.wsgi_app.probe())  # answered here, then closed, as the probe asked
+                    return
+                if conn.reserved:
+                    raise Refused(503, f"more than {self.limits.max_connections} connections are open")
                 super().process_conn(conn)
             else:
                 deadline = conn.head_deadline
-                super().put_conn(conn)  # parked in cheroot's selector until it is readable again
+                self._park(conn)  # in cheroot's selector until it is readable again
                 if deadline is not None:
                     conn.last_used = deadline - self.timeout  # cheroot's expiry closes it at the deadline
         except Refused as refusal:
@@ -180,15 +197,37 @@ class _Server(wsgi.Server):
         through the gate now (cheroot would wait for the socket to be readable)."""
         if self.ready and isinstance(conn, _Connection) and conn.inlet.head:
             self.process_conn(conn)
-        else:
+        elif isinstance(conn, _Connection):
+            self._park(conn)
+        else:  # pragma: no cover - every connection is ours
             super().put_conn(conn)
+
+    def _park(self, conn: _Connection) -> None:
+        with self._park_lock:  # listed before the selector can hand it back (put_conn may, at once)
+            self._parked[conn] = None
+            super().put_conn(conn)
+
+    def _shed(self) -> bool:
+        """Shut the oldest parked connection's socket (the gate then closes it as a client gone), if any."""
+        with self._park_lock:
+            if not self._parked:
+                return False
+            oldest = min(self._parked, key=lambda c: c.accepted_at)
+            del self._parked[oldest]
+        log.info("shed the oldest connection without a request (from %s) at the cap", oldest.remote_addr)
+        with suppress(OSError):
+            oldest.socket.shutdown(socket.SHUT_RDWR)
+        return True
 
     def _admit(self, conn: _Connection) -> None:
         peer = str(conn.remote_addr or "")
+        full = self._open >= self.limits.max_connections
+        if full and not self._shed():
+            conn.reserved = True  # a probe's: any other request on it is refused once its head is whole
         with self._count_lock:
             if self._peers.get(peer, 0) >= self.limits.max_connections_per_peer:
                 raise Refused(429, f"more than {self.limits.max_connections_per_peer} connections from {peer}")
-            if self._open >= self.limits.max_connections:
+            if self._open >= self.limits.max_connections + PROBE_RESERVE:
                 raise Refused(503, f"more than {self.limits.max_connections} connections are open")
             self._peers[peer] = self._peers.get(peer, 0) + 1
             self._open += 1
@@ -196,6 +235,8 @@ class _Server(wsgi.Server):
 
     def release(self, conn: _Connection) -> None:
         peer = str(conn.remote_addr or "")
+        with self._park_lock:
+            self._parked.pop(conn, None)  # closed by cheroot's expiry, or at the stop
         with self._count_lock:
             self._open -= 1
             left = self._peers.get(peer, 1) - 1
@@ -241,7 +282,7 @@ class _Inlet(socket.SocketIO):
         self.sock = sock
         self.timeout = timeout
         self.head = bytearray()
-        self.pace: _Pace | None = None
+        self.pace: Pace | None = None
         self.nonblocking = False
 
     def readinto(self, b: Any) -> int | None:
@@ -261,7 +302,7 @@ class _Inlet(socket.SocketIO):
         return got
 
     def timeout_of(self, seconds: float) -> AbstractContextManager[None]:
-        return _timeout_of(self.sock, seconds, self.timeout)
+        return timeout_of(self.sock, seconds, self.timeout)
 
     def pull(self, cap: int) -> bool:
         """Append what the socket has (up to `cap` bytes of head) without blocking; True at its end."""
@@ -308,51 +349,27 @@ class _Inlet(socket.SocketIO):
         return taken
 
 
-@contextmanager
-def _timeout_of(sock: socket.socket, seconds: float, restore: float) -> Iterator[None]:
-    """The socket's timeout for one operation (0: non-blocking), then its usual one again."""
-    sock.settimeout(seconds)
-    try:
-        yield
-    finally:
-        sock.settimeout(restore)
-
-
-@dataclass
-class _Pace:
-    """A minimum rate, for a body read or an answer's write: the next byte is due by
-    start + grace + bytes moved / rate."""
-
-    start: float
-    grace: float
-    rate: float
-    moved: int = 0
-
-    def left(self) -> float:
-        """Seconds until the next byte is due; a TimeoutError (what cheroot and the app read as a 408,
-        or as a client gone mid-answer) once it is overdue."""
-        left = self.start + self.grace + self.moved / self.rate - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("timed out")
-        return left
-
-
 class _Outlet(socket.SocketIO):
-    """A connection's write side, each write of an answer paced: a client that stops reading is cut within
-    the grace, not held for a socket timeout per send that every trickled byte renews."""
+    """A connection's write side, each write of an answer paced (a client that stops reading is cut within
+    the grace, not held for a socket timeout per send that every trickled byte renews), and cut once what it
+    was sent has waited unread past a bound (`pacing.Unread`: a quiet stream's follower that never reads)."""
 
-    def __init__(self, sock: socket.socket, timeout: float) -> None:
+    def __init__(self, sock: socket.socket, timeout: float, unread_seconds: float) -> None:
         super().__init__(sock, "wb")
         self.sock = sock
         self.timeout = timeout
-        self.pace: _Pace | None = None
+        self.pace: Pace | None = None
+        self.unread = Unread(unread_seconds)
 
     def write(self, b: Any) -> int | None:
+        self.unread.check(self.sock)
         if self.pace is None:
-            return super().write(b)
-        with _timeout_of(self.sock, min(self.timeout, self.pace.left()), self.timeout):
             sent = super().write(b)
-        self.pace.moved += sent or 0
+        else:
+            with timeout_of(self.sock, min(self.timeout, self.pace.left()), self.timeout):
+                sent = super().write(b)
+            self.pace.moved += sent or 0
+        self.unread.sent += sent or 0
         return sent
 
 
@@ -366,7 +383,7 @@ class _Writer(StreamWriter):
         self._limits = limits
 
     def write(self, b: Any) -> Any:
-        self._outlet.pace = _Pace(time.monotonic(), self._limits.pace_grace_seconds,
+        self._outlet.pace = Pace(time.monotonic(), self._limits.pace_grace_seconds,
                                   self._limits.min_bytes_per_second)
         try:
             return super().write(b)  # type: ignore[no-untyped-call]  # cheroot's stub leaves it untyped
@@ -387,9 +404,11 @@ class _Connection(cheroot_server.HTTPConnection):
     def __init__(self, server: _Server, sock: socket.socket, makefile: Callable[..., Any] = MakeFile) -> None:
         del makefile  # cheroot's; ours wraps the socket in an _Inlet and an _Outlet
         self.inlet = _Inlet(sock, float(server.timeout))
-        self.outlet = _Outlet(sock, float(server.timeout))
+        self.outlet = _Outlet(sock, float(server.timeout), server.limits.unread_seconds)
         super().__init__(server, sock, self._makefile)
         self.admitted = False
+        self.reserved = False
+        self.accepted_at = time.monotonic()
         self.head_deadline: float | None = time.time() + server.limits.header_seconds  # from the accept
         self._closed = False
 
@@ -398,18 +417,18 @@ class _Connection(cheroot_server.HTTPConnection):
             return _Reader(self.inlet, bufsize)
         return _Writer(self.outlet, bufsize, self.server.limits)
 
-    def refuse(self, status: int, error: str) -> None:
-        """Answer the gate's refusal, then close."""
+    def refuse(self, status: int, error: str | dict[str, Any]) -> None:
+        """Answer the gate's refusal (or a probe's document), then close."""
         self._say(status, error)
         self.close()
 
-    def _say(self, status: int, error: str) -> None:
+    def _say(self, status: int, error: str | dict[str, Any]) -> None:
         """Answer without blocking (a short answer fits the socket's buffer), having taken what the client
         sent: closing on unread bytes would reset the connection and could lose the answer."""
-        body = json.dumps({"error": error}, separators=(",", ":")).encode()
+        body = json.dumps(error if isinstance(error, dict) else {"error": error}, separators=(",", ":")).encode()
         head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
-        log.debug("refused %s with %d: %s", self.remote_addr, status, error)
+        log.debug("answered %s with %d at the gate: %s", self.remote_addr, status, error)
         self.inlet.drain(self.server.limits.max_header_bytes + self.server.limits.max_body_bytes)
         with self.inlet.timeout_of(0.0), suppress(OSError):
             self.socket.send(head + body)
@@ -431,7 +450,7 @@ class _Request(cheroot_server.HTTPRequest):
         """The body's reads are paced from here: a trickled body is cut within its grace."""
         limits = self.server.limits
         inlet = self.conn.inlet
-        inlet.pace = _Pace(time.monotonic(), limits.pace_grace_seconds, limits.min_bytes_per_second)
+        inlet.pace = Pace(time.monotonic(), limits.pace_grace_seconds, limits.min_bytes_per_second)
         try:
             super().respond()
         finally:

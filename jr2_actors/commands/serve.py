@@ -42,7 +42,7 @@ from jr2_actors.commands.common import (
     secret_from,
     until_signalled,
 )
-from jr2_actors.values.constants import SERVE_KUBECONFIG_WAIT_SECONDS
+from jr2_actors.values.constants import API_SHUTDOWN_SECONDS, SERVE_KUBECONFIG_WAIT_SECONDS
 
 if TYPE_CHECKING:
     from jr2_actors.kube.access import ClusterAccess
@@ -209,13 +209,23 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
             if dev:
                 _remove(env_file)
         finally:
-            server.stop()  # its event streams end first, so a follower cannot hold a worker
-            orchestrator.stop()
+            _stop_together(server, orchestrator)
     if state_kept:
         log.info("stopped in %.1fs; a start on %s restores every live run", time.monotonic() - stopping, state_dir)
     else:  # the dev server's own temp folder: it goes now, and the embedded cluster with it
         log.info("stopped in %.1fs; its temp folder %s goes with it", time.monotonic() - stopping, state_dir)
     return 0
+
+
+def _stop_together(server: Any, orchestrator: Any) -> None:
+    """SIGTERM's one budget: the listener (its event streams end first, then the requests in flight) and the
+    orchestrator stop side by side, each within its own bound, so the two never add up past 10 s."""
+    closing = threading.Thread(target=server.stop, name="jr2-api-stop", daemon=True)
+    closing.start()
+    try:
+        orchestrator.stop()
+    finally:
+        closing.join(API_SHUTDOWN_SECONDS + 1)
 
 
 def _secrets(args: argparse.Namespace, *, generate: bool) -> tuple[str, bytes]:

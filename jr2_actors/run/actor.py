@@ -46,6 +46,7 @@ from jr2_actors.run.table import RunRow
 from jr2_actors.run.wire import feed_doc, listing_doc, status_doc
 from jr2_actors.shell import ActorFault, Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.shell.clock import Clock
+from jr2_actors.shell.stopping import Stops
 from jr2_actors.store import actor as store
 from jr2_actors.values.constants import PERSIST_ASK_SECONDS, PERSIST_RETRY_BACKOFF
 from jr2_actors.watch.identity import sandbox_name
@@ -78,6 +79,7 @@ class RunEnv:
     table: Recipient | None = None  # issue 18: the orchestrator's RunTable, told the run's row after each step
     renewals: RenewalLane | None = None  # issue 18: the lane every Workspace's Lease renewal leaves from
     harness_session: requests.Session | None = field(default=None, repr=False)  # issue 18: every Harness call's
+    stops: Stops = field(default_factory=Stops, repr=False)  # the orchestrator's stop waits for the children too
 
 
 @dataclass(frozen=True)
@@ -153,8 +155,7 @@ class RunActor(Shell):
         self.metrics.forget(self.core.run_id)
         if self._deadline is not None:
             self._deadline.cancel()
-        for ref in [*self._agents.values(), *self._workspaces.values()]:
-            ref.stop(block=False)
+        self.env.stops.handed([*self._agents.values(), *self._workspaces.values()])
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Status):

@@ -65,6 +65,9 @@ class Shell(pykka.ThreadingActor):
     parent: Recipient | None = None
     name: str = ""
     log_key: ClassVar[str] = ""
+    # The orchestrator's stop waits for every actor within its budget (`shell/stopping.py`); one that hangs
+    # past it must not hold the process's exit as well.
+    use_daemon_thread: ClassVar[bool] = True
 
     def __init__(self, *, telemetry: Metered | None = None) -> None:
         super().__init__()

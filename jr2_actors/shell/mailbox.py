@@ -96,7 +96,7 @@ class Mailbox(queue.Queue[Any]):
             return max(now - self.stamps[0], 0.0) if self.stamps else 0.0
 
 
-def _label(ref: Any) -> str:
+def label(ref: Any) -> str:
     inbox = ref.actor_inbox
     actor = inbox.owner() if isinstance(inbox, Mailbox) else None
     name = getattr(actor, "name", "") if actor is not None else ""
@@ -123,11 +123,11 @@ def look_at_actors() -> tuple[int, list[str]]:
             what = "handling a message" if handling else ""
             if waiting:
                 what += f"{', and ' if what else ''}{waiting} waiting"
-            busy.append(f"{_label(ref)}: {what}")
+            busy.append(f"{label(ref)}: {what}")
     return received, busy
 
 
 def actor_names() -> list[str]:
     import pykka
 
-    return sorted(_label(ref) for ref in pykka.ActorRegistry.get_all())
+    return sorted(label(ref) for ref in pykka.ActorRegistry.get_all())

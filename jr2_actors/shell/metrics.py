@@ -97,6 +97,18 @@ class ActorMetrics:
                 if self._live.pop(id(actor), None) is not None:
                     self._retired.setdefault(type(actor).__name__, _Totals()).add(actor.mailbox)
 
+    def stalled(self, bound: float) -> str:
+        """An actor whose oldest waiting message has waited past `bound` (it has taken none meanwhile: stuck,
+        not slow), named with that age; "" when none has. Reads the mailboxes' stamps, asks no actor."""
+        now = self.monotonic()
+        with self._lock:
+            live = list(self._live.values())
+        for actor in live:
+            age = actor.mailbox.oldest_age(now)
+            if age > bound:
+                return f"{type(actor).__name__} {actor.name}".rstrip() + f" has not taken a message for {age:.0f}s"
+        return ""
+
     def collect(self) -> Iterator[Metric]:
         now = self.monotonic()
         with self._lock:

@@ -7,6 +7,7 @@ clock never jumps between a call coming back and its answer reaching the inbox.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
@@ -63,3 +64,11 @@ class CountedPool(ThreadPoolExecutor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._activity.unprobe(self._under_way)
         super().shutdown(wait, cancel_futures=cancel_futures)
+
+    def close(self, timeout: float) -> None:
+        """Drop the queued jobs (their actors are stopping) and wait up to `timeout` for the running ones: a
+        stop's budget, not a job's own length, bounds this wait (a cut call ends its job soon after)."""
+        self.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + timeout
+        for thread in list(self._threads):
+            thread.join(max(deadline - time.monotonic(), 0.0))

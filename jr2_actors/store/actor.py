@@ -234,6 +234,7 @@ class StoreActor(Shell):
             if not self._write_error:
                 log.error("the store cannot write %s: %s: %s", self.store.path, type(e).__name__, e)
             self._write_error = f"{type(e).__name__}: {e}"
+            self.metrics.writes(self._write_error)
             failed = WriteFailed(self._write_error)
             failed.__cause__ = e
             outcomes = [failed] * len(batch)
@@ -289,10 +290,13 @@ class StoreActor(Shell):
                 self.store.can_write()
         except Exception as e:
             self._write_error = self._write_error or f"{type(e).__name__}: {e}"
+            self.metrics.writes(self._write_error)
             return self._write_error
+        self.metrics.writes("")
         return True
 
     def _wrote(self) -> None:
+        self.metrics.writes("")
         if self._write_error:
             log.warning("the store writes %s again (it could not: %s)", self.store.path, self._write_error)
             self._write_error = ""

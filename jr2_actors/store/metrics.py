@@ -56,6 +56,8 @@ class StoreMetrics:
         self._rows: dict[str, int] | None = None
         self._footprint: Footprint | None = None
         self._set_aside = 0
+        self.write_error = ""  # published by the StoreActor: why it cannot write now ("" while it can)
+        self.checked_at: float | None = None  # when it last found out (a write, or its own check)
         if registry is not None:
             registry.register(self)
 
@@ -63,6 +65,11 @@ class StoreMetrics:
         if self._on:
             self._persist.observe(seconds)
             self._blob.observe(size)
+
+    def writes(self, error: str) -> None:
+        """Whether the store can write, as the StoreActor last found (`/healthz` reads it, never asks)."""
+        if self._on:
+            self.write_error, self.checked_at = error, self.monotonic()
 
     def persist_failed(self) -> None:
         if self._on:

@@ -147,6 +147,8 @@ API_MAX_BODY_BYTES = 1024 * 1024
 # A body arrives, and an answer's every write is taken, at this minimum rate after a grace: the next byte is
 # due by start + grace + bytes moved / rate (a client that trickles or stops reading is cut).
 API_PACE_GRACE_SECONDS = 5.0
+# A client cut once bytes it was sent have waited unacknowledged this long (a follower that never reads).
+API_UNREAD_SECONDS = 30.0
 API_MIN_BYTES_PER_SECOND = 64 * 1024
 # Open connections from one peer address (429 past it), and in all (503 past it).
 API_MAX_CONNECTIONS_PER_PEER = 32
@@ -159,6 +161,13 @@ WATCH_HEALTH_MAX_AGE_SECONDS = 1.0
 WATCH_HEALTH_WAIT_SECONDS = 0.05
 # Each actor's stop, when the orchestrator stops: serve's SIGTERM budget is 10 s in all.
 ACTOR_STOP_SECONDS = 8.0
+# /healthz turns 503 when an actor's oldest message has waited this long: stuck, not slow (a burst of thousands
+# of runs keeps mailboxes seconds deep, never a minute).
+HEALTH_STALL_SECONDS = 60.0
+# /healthz has the store check that it can write (a tell, never waited for) when its last finding is older.
+HEALTH_STORE_CHECK_SECONDS = 5.0
+# The store's stop, when the runs' stops used the whole budget: the persists already asked still land.
+STORE_STOP_FLOOR_SECONDS = 1.0
 # ADR-0065: a persist is an ask of the StoreActor; one not answered in this long counts as a failed write.
 PERSIST_ASK_SECONDS = 30.0
 # ADR-0065: a run whose persist failed holds before its next side effect and tries again on this schedule,

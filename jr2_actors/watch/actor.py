@@ -374,7 +374,7 @@ class WatchActor(Shell):
         if metrics.on:  # the state built only for a watch that is counted
             c = self.core
             metrics.publish(WatchState(c.phase, c.keeper.degraded, c.failures, len(c.cache.waiters), c.tracked,
-                                       c.resource_version))
+                                       c.resource_version, c.listed))
 
 
 _CONTROL = (Register, Unregister, OwnWrite, _Tick)

@@ -80,6 +80,7 @@ class WatchState:
     waiters: int
     tracked: int
     resource_version: str | None
+    listed: bool = False  # a list has answered since start: readiness (`/healthz`) reads it here
 
 
 class WatchMetrics:
@@ -124,6 +125,11 @@ class WatchMetrics:
             if self._opened:
                 self._reconnects.inc()
             self._opened = True
+
+    @property
+    def state(self) -> WatchState | None:
+        """The last state the WatchActor published (None before its first step, or when not counted)."""
+        return self._state
 
     def publish(self, state: WatchState) -> None:
         if self._on:

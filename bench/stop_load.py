@@ -1,0 +1,171 @@
+"""SIGTERM with N runs mid-Turn: how long `serve` takes to exit, and does a restart bring every run back.
+
+The fake cluster runs in this process; `serve` is a child on its kubeconfig with `--instance-harness` set to
+the fake's Instance Harness. Each run is one Menu-only Agent whose Turn the fake holds for ever (`Hang`), so
+at the SIGTERM every run has a RunActor, a seat, the seat's reader in a long-poll and, for the last ones
+submitted, jobs still queued on the seats' pool. Per size: submit to all admitted, SIGTERM to exit (and
+serve's own "stopped in" figure), its exit code, tracebacks in its log, then a restart on the same state
+folder: how many runs it lists live again, and its own stop. The ratio is the big size's stop per run
+against the small one's, measured in the same run: a stop whose cost grows with the live runs has a ratio
+of 1 and takes `runs × per-run` seconds; a stop within one budget has a ratio well under 1.
+
+    python bench/stop_load.py [--small 200] [--big 1000] [--deadline 600]
+
+Everything it writes is under one temp folder, removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.report import Row, emit
+from bench.serve_runs import KEY, TOKEN
+from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.fake.harness.core import Hang
+from jr2_actors.values.constants import SERVE_STOP_SECONDS
+
+WORKFLOW = {
+    "name": "menu-turn",
+    "agents": {"triage": {"instructions": "You route work.", "access": "none"}},
+    "start": "route",
+    "states": {"route": {"turn": {"agent": "triage", "prompt": "Route it."}, "on": {"routed": "done"}},
+               "done": {"final": "done"}},
+}
+
+
+def serve(tmp: Path, kubeconfig: str, harness: str) -> tuple[subprocess.Popen[str], str, list[str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
+    env.update({"JR2_INSTANCE_TOKEN": TOKEN, "JR2_SIGNING_KEY": KEY, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)})
+    proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", "--log-level", "info", "serve", "--namespace", "jr2",
+                             "--state-dir", str(tmp / "state"), "--kubeconfig", kubeconfig, "--instance-harness",
+                             harness, "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True, env=env)
+    lines: list[str] = []
+    url: list[str] = []
+    import threading
+
+    ready = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            found = re.search(r"serving the API on (http://\S+);", line)
+            if found:
+                url.append(found.group(1))
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    if not ready.wait(120) or not url:
+        proc.kill()
+        raise SystemExit("serve did not start:\n" + "".join(lines[-20:]))
+    return proc, url[0], lines
+
+
+def sigterm(proc: subprocess.Popen[str], lines: list[str]) -> dict[str, Any]:
+    start = len(lines)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code: int | None = proc.wait(120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = None
+    took = time.monotonic() - t0
+    time.sleep(0.5)  # the reader's last lines
+    log = "".join(lines[start:])
+    said = re.search(r"stopped in ([\d.]+)s", log)
+    return {"exit_s": round(took, 2), "code": code, "said_s": float(said.group(1)) if said else None,
+            "tracebacks": log.count("Traceback"), "errors": len(re.findall(r" ERROR ", log))}
+
+
+def live(session: requests.Session, url: str) -> int:
+    r = session.get(url + "/runs", timeout=60)
+    return len(r.json()["runs"]) if r.status_code == 200 else -1
+
+
+def bench(n: int, deadline: float) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="jr2-bench-stop-"))
+    try:
+        with FakeCluster(start_seconds=0.05, bookmark_interval=None, signing_key=KEY.encode()) as cluster:
+            cluster.script("triage", *([Hang()] for _ in range(2 * n)))  # the first Turns and the restored ones
+            kubeconfig = cluster.write_kubeconfig(str(tmp / "kubeconfig"))
+            proc, url, lines = serve(tmp, kubeconfig, cluster.instance_harness_url)
+            session = requests.Session()
+            session.headers["Authorization"] = f"Bearer {TOKEN}"
+            t0 = time.monotonic()
+
+            def submit(_: int) -> int:
+                return session.post(url + "/runs", json={"workflow": WORKFLOW}, timeout=120).status_code
+
+            with ThreadPoolExecutor(8) as pool:
+                refused = sum(code != 201 for code in pool.map(submit, range(n)))
+            # Every live run's Turn admitted (an admission that failed ends its run: it is not listed).
+            while time.monotonic() - t0 < deadline:
+                listed, admitted = live(session, url), len(cluster.admissions())
+                if admitted >= listed:
+                    break
+                time.sleep(0.5)
+            first = sigterm(proc, lines)
+            proc, url, lines = serve(tmp, kubeconfig, cluster.instance_harness_url)
+            t1 = time.monotonic()
+            restored = live(session, url)
+            while restored < listed and time.monotonic() - t1 < deadline:
+                time.sleep(0.5)
+                restored = live(session, url)
+            second = sigterm(proc, lines)
+            return {"runs": n, "refused": refused, "admitted": admitted, "live_at_sigterm": listed,
+                    "restored": restored, "first": first, "second": second}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", type=int, default=200, help="runs mid-Turn for the baseline")
+    parser.add_argument("--big", type=int, default=1000, help="runs mid-Turn measured against it")
+    parser.add_argument("--deadline", type=float, default=600.0, help="seconds to wait for every run admitted")
+    args = parser.parse_args()
+    print(f"# {platform.node()} {platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+          + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
+    small = bench(args.small, args.deadline)
+    print(small, flush=True)
+    big = bench(args.big, args.deadline)
+    print(big, flush=True)
+    per_small = small["first"]["exit_s"] / small["runs"]
+    per_big = big["first"]["exit_s"] / big["runs"]
+    nb, ns = big["runs"], small["runs"]
+    print(f"{'figure':<58}{'ours':>10}{'baseline':>10}")
+    print(f"{f'SIGTERM exit at {nb:,} mid-Turn, s':<58}{big['first']['exit_s']:>10}{SERVE_STOP_SECONDS:>10}")
+    print(f"{f'stop ms per run ratio {nb:,} vs {ns:,}':<58}{1000 * per_big:>10.3f}{1000 * per_small:>10.3f}"
+          f"  ratio {per_big / per_small:.2f}")
+    emit("stop_load", [
+        Row(f"SIGTERM → exit at {big['runs']:,} runs mid-Turn vs the 10 s promise", big["first"]["exit_s"],
+            SERVE_STOP_SECONDS, "s", "< 1"),
+        Row(f"stop per run at {big['runs']:,} vs at {small['runs']:,} mid-Turn", 1000 * per_big, 1000 * per_small,
+            "ms", "< 1 (one budget, not a cost per run)"),
+        Row(f"tracebacks in the stop's log at {big['runs']:,}", big["first"]["tracebacks"], 0, "", "0"),
+        Row(f"runs restored of {big['live_at_sigterm']:,} live", big["restored"], big["live_at_sigterm"], "", "1"),
+    ])
+
+
+if __name__ == "__main__":
+    main()
