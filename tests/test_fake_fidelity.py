@@ -588,16 +588,18 @@ def test_every_page_of_a_list_is_the_first_pages_snapshot(custom: k8s.CustomObje
 
 
 
-def test_a_patch_carrying_another_uid_is_409_and_changes_nothing(custom: k8s.CustomObjectsApi) -> None:
+def test_a_patch_carrying_another_uid_is_422_and_changes_nothing(custom: k8s.CustomObjectsApi) -> None:
     live = create(custom, "a")
-    # A real server takes the uid an update carries as a precondition of its storage update and answers 409
-    # Conflict "… Precondition failed: UID in precondition: <stored>, UID in object meta: <sent>". The Lease's
-    # renewal relies on it: it can never renew another Sandbox that took the name since.
+    # A real v1.37 server (tests/real/test_watch_rules.py) refuses a patch whose metadata carries another uid
+    # as a change of an immutable field: 422 Invalid "metadata.uid: Invalid value: "<sent>": field is
+    # immutable" (a PUT's uid is a precondition, 409, below). Either way nothing changes: the Lease's renewal
+    # relies on it, so it can never renew another Sandbox that took the name since.
     with pytest.raises(ApiException) as err:
         custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a",
                                               {"metadata": {"uid": "another-uid", "annotations": {"k": "v"}}})
-    assert err.value.status == 409
-    assert "Precondition failed: UID in precondition" in json.loads(err.value.body)["message"]
+    assert err.value.status == 422
+    assert json.loads(err.value.body)["message"] == (
+        'Sandbox.core.jr2.dev "a" is invalid: metadata.uid: Invalid value: "another-uid": field is immutable')
     assert "annotations" not in get(custom, "a")["metadata"]
     same = {"metadata": {"uid": live["metadata"]["uid"], "annotations": {"k": "v"}}}
     ok = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", same)

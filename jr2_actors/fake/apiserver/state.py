@@ -408,14 +408,10 @@ class ClusterState:
         old = existing["metadata"]
         new = result.setdefault("metadata", {})
         if new.get("uid") and new["uid"] != old.get("uid"):
-            # The apiserver takes the uid a write carries as a precondition of the update (its storage
-            # layer's check): another object now holds the name. 409, and nothing changes.
-            group = f".{kind.group}" if kind.group else ""
-            raise StatusError(409, "Conflict",
-                              f'Operation cannot be fulfilled on {kind.plural}{group} "{old["name"]}": '
-                              f'Precondition failed: UID in precondition: {old.get("uid")}, UID in '
-                              f'object meta: {new["uid"]}',
-                              {"name": old["name"], "group": kind.group, "kind": kind.plural})
+            # A patch that carries another uid: kube-apiserver's update validation (ValidateObjectMetaUpdate)
+            # refuses it as an immutable field, 422, and nothing changes — measured on a real v1.37 server
+            # (tests/real/test_watch_rules.py); a PUT's uid is a storage precondition instead (409, `replace`).
+            raise invalid(kind, old["name"], [("metadata.uid", "Invalid value", f'"{new["uid"]}": field is immutable')])
         kept = ("uid", "creationTimestamp", "name", "namespace", "generation")
         for key in kept if deleting else (*kept, "deletionTimestamp", "deletionGracePeriodSeconds"):
             if key in old:
