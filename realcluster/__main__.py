@@ -3,6 +3,7 @@
     python -m realcluster build                 # build it (cached outside the checkout); prints its path
     python -m realcluster up [--namespace NS] [--kubeconfig-out F] [--admin-kubeconfig-out F]
                                                 # start it on loopback until Ctrl-C or SIGTERM
+    python -m realcluster fidelity [--verbose]  # the corpus on the fake and the real server: the score
 
 Every usage error is one line and exit 2; no Go is one line and exit 2 too (nothing to run); Ctrl-C ends
 with 130 and leaves no process and no temp folder behind (the cluster's stop runs on the way out).
@@ -37,6 +38,8 @@ def _parser() -> Parser:
     up.add_argument("--namespace", type=namespace_name, default="jr2", help="the orchestrator's (default jr2)")
     up.add_argument("--kubeconfig-out", type=_writable, help="write the orchestrator's kubeconfig here")
     up.add_argument("--admin-kubeconfig-out", type=_writable, help="write an admin (system:masters) kubeconfig here")
+    fid = sub.add_parser("fidelity", help="the fidelity corpus on the fake and the real server; prints the score")
+    fid.add_argument("--verbose", action="store_true", help="show every difference, the known ones too")
     return p
 
 
@@ -48,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
             how = "cached" if built.cached else f"built in {built.seconds:.1f} s"
             print(f"{built.path} ({how})")
             return 0
+        if args.command == "fidelity":
+            from realcluster.fidelity import main as fidelity_main
+
+            return fidelity_main(verbose=args.verbose)
         return _up(args.namespace, args.kubeconfig_out, args.admin_kubeconfig_out)
     except GoMissing as e:
         print(f"realcluster: {e}", file=sys.stderr)
