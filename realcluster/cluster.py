@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 CRDS = REPO / "jr2_actors" / "crds"
 RBAC = REPO / "manifests" / "orchestrator" / "rbac.yaml"
 SERVICE_ACCOUNT = "jr2-orchestrator"
+ORCHESTRATOR_UIDS = ("jr2-orchestrator-token-1", "jr2-orchestrator-token-2")  # the token file's two, in order
 READY_WITHIN = 120.0  # seconds: a cold start on a loaded 2-core machine takes 5-15
 
 
@@ -108,14 +109,19 @@ class RealCluster:
                                                   serialization.NoEncryption()).decode())
         _write(d / "sa.pub", sa_key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode())
-        admin_token, orch_token = base64.b32encode(os.urandom(20)).decode(), base64.b32encode(os.urandom(20)).decode()
+        admin_token, orch_token, next_token = (base64.b32encode(os.urandom(20)).decode() for _ in range(3))
         orch_user = f"system:serviceaccount:{self.namespace}:{SERVICE_ACCOUNT}"
-        _write(d / "tokens.csv",
-               f'{admin_token},jr2-admin,jr2-admin,"system:masters"\n'
-               f'{orch_token},{orch_user},jr2-orchestrator-uid,'
-               f'"system:serviceaccounts,system:serviceaccounts:{self.namespace}"\n')
+        groups = f'"system:serviceaccounts,system:serviceaccounts:{self.namespace}"'
+        # Two tokens for the orchestrator's one identity, told apart by their uid in the audit log: the second
+        # is what `rotate_orchestrator_token` puts in its file, as a kubelet rotates a projected token.
+        _write(d / "tokens.csv", f'{admin_token},jr2-admin,jr2-admin,"system:masters"\n'
+                                 f"{orch_token},{orch_user},{ORCHESTRATOR_UIDS[0]},{groups}\n"
+                                 f"{next_token},{orch_user},{ORCHESTRATOR_UIDS[1]},{groups}\n")
         _write(d / "admin.token", admin_token)
         _write(d / "orchestrator.token", orch_token)
+        _write(d / "orchestrator.token.next", next_token)
+        _write(d / "audit-policy.yaml", "apiVersion: audit.k8s.io/v1\nkind: Policy\n"
+                                        "omitStages: [RequestReceived]\nrules:\n  - level: Metadata\n")
         self.admin = Identity("jr2-admin", str(d / "admin.token"))
         self.orchestrator = Identity(orch_user, str(d / "orchestrator.token"))
         self.port = _free_port()
@@ -130,6 +136,9 @@ class RealCluster:
             "--service-cluster-ip-range=10.96.0.0/24", "--allow-privileged=false",
             # No kubelets, no cloud: the controllers are not here, so the server must not wait on them.
             "--endpoint-reconciler-type=none", "--profiling=false", "-v=0",
+            # Who made each request (user, token uid, verb, path): what a test reads to see whose token was sent.
+            f"--audit-policy-file={d / 'audit-policy.yaml'}", f"--audit-log-path={d / 'audit.log'}",
+            "--audit-log-mode=blocking",
         ]
         self._args = args
         started = time.monotonic()
@@ -236,6 +245,21 @@ class RealCluster:
         s.verify = self.ca_file
         s.headers["Authorization"] = f"Bearer {Path(who.token_file).read_text().strip()}"
         return s
+
+    def rotate_orchestrator_token(self) -> None:
+        """Replace the orchestrator's token file (a rename over it, as a kubelet swaps a projected token) with
+        its second token: the same identity, the audit log's `user.uid` ORCHESTRATOR_UIDS[1]."""
+        assert self.dir is not None, "the cluster is not started"
+        tmp = self.dir / "orchestrator.token.tmp"
+        _write(tmp, (self.dir / "orchestrator.token.next").read_text())
+        os.replace(tmp, self.dir / "orchestrator.token")
+
+    def audit(self) -> list[dict[str, Any]]:
+        """Every request the server has answered so far (its audit log, level Metadata), oldest first."""
+        assert self.dir is not None, "the cluster is not started"
+        path = self.dir / "audit.log"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [json.loads(line) for line in lines if line.strip()]
 
     def compact(self) -> int:
         """Compact etcd at its current revision (its JSON gateway on loopback): every older version is gone,

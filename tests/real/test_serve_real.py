@@ -23,7 +23,7 @@ from jr2_actors.kube.kinds import SANDBOX, SECRET
 from jr2_actors.values.constants import SERVE_STOP_SECONDS
 from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.identity import sandbox_name
-from realcluster.cluster import RealCluster
+from realcluster.cluster import ORCHESTRATOR_UIDS, RealCluster
 from tests.serving import KEY, Serve
 from tests.waiting import wait_until
 from tests.workflows import one_state
@@ -237,3 +237,34 @@ def test_the_api_server_restarting_under_a_live_run_loses_nothing(real_cluster: 
     finally:
         stop(s)
         op.stop()
+
+
+def test_the_token_file_replaced_under_a_running_serve_is_read_at_the_next_request(
+        real_cluster: RealCluster, admin: KubeClient, tmp_path: Path) -> None:
+    """ADR-0063: the token file is read on every request. The server's audit log names the token each request
+    carried (its uid in the token file): a run before the file is replaced is written with the first token, the
+    next run, by the same `serve`, with the second. (The 401 answered by one re-read: test_watch_rules.py.)"""
+    del admin
+    op = operator(real_cluster)
+    s = serve(real_cluster, op, tmp_path)
+    try:
+        op.harness(lambda core: core.script("worker", [[Pick("finish")], [Pick("finish")]]))
+        first = submit(s, ONE_STATE)
+        wait_until(lambda: status(s, first).get("status") == "done", timeout=60, what="the first run done")
+        before = len(real_cluster.audit())
+        real_cluster.rotate_orchestrator_token()
+        second = submit(s, ONE_STATE)
+        wait_until(lambda: status(s, second).get("status") == "done", timeout=60, what="the second run done")
+    finally:
+        stop(s)
+        op.stop()
+    events = real_cluster.audit()
+
+    def creates(among: list[dict[str, Any]], run_id: str) -> set[str]:
+        name = sandbox_name(run_id, "W")
+        return {e["user"]["uid"] for e in among if e["verb"] == "create" and e.get("userAgent", "").startswith(
+            "jr2-actors/") and e.get("objectRef", {}).get("name") in (name, None)
+            and e.get("objectRef", {}).get("resource") == "sandboxes"}
+
+    assert creates(events[:before], first) == {ORCHESTRATOR_UIDS[0]}
+    assert creates(events[before:], second) == {ORCHESTRATOR_UIDS[1]}
