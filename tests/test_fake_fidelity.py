@@ -192,15 +192,17 @@ def test_kubectl_diff_leaves_the_live_object_alone(kenv: dict[str, str], cluster
 
 def test_delete_preconditions_mismatch_is_409_and_the_object_stays(custom: k8s.CustomObjectsApi) -> None:
     live = create(custom, "a")
-    for pre, words in [(k8s.V1Preconditions(uid="not-its-uid"), "UID in precondition: not-its-uid"),
-                       (k8s.V1Preconditions(resource_version="1"), "ResourceVersion in precondition: 1")]:
-        # A real server: 409 Conflict, 'Operation cannot be fulfilled on sandboxes.core.jr2.dev "a":
-        # Precondition failed: UID in precondition: …, UID in object meta: …', and nothing is deleted.
+    for pre, words in [(k8s.V1Preconditions(uid="not-its-uid"), "the UID in the precondition (not-its-uid)"),
+                       (k8s.V1Preconditions(resource_version="1"), "the ResourceVersion in the precondition (1)")]:
+        # A real v1.37 server (rest.BeforeDelete; tests/real/test_fidelity.py): 409 Conflict, 'Operation cannot
+        # be fulfilled on Sandbox.core.jr2.dev "a": the UID in the precondition (…) does not match the UID in
+        # record (…). The object might have been deleted and then recreated', and nothing is deleted.
         with pytest.raises(ApiException) as err:
             custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a",
                                                    body=k8s.V1DeleteOptions(preconditions=pre))
         assert err.value.status == 409
-        assert words in err.value.body and "Precondition failed" in err.value.body
+        message = json.loads(err.value.body)["message"]
+        assert words in message and message.startswith('Operation cannot be fulfilled on Sandbox.core.jr2.dev "a": ')
         assert get(custom, "a")["metadata"]["uid"] == live["metadata"]["uid"]
     custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", body=k8s.V1DeleteOptions(
         preconditions=k8s.V1Preconditions(uid=live["metadata"]["uid"],
@@ -364,7 +366,8 @@ def test_a_finalizer_holds_the_object_until_it_is_removed(custom: k8s.CustomObje
                                               {"metadata": {"finalizers": ["jr2.dev/hold", "more"]}})
     assert err.value.status == 422
     custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", {"metadata": {"finalizers": None}})
-    assert w.next() == ("MODIFIED", "a")
+    # The write that lifts the last finalizer deletes it: one DELETED, no MODIFIED first (a real v1.37 server,
+    # tests/real/test_fidelity.py; the fake sent both before).
     assert w.next() == ("DELETED", "a")
     with pytest.raises(ApiException) as gone:
         get(custom, "a")
@@ -588,16 +591,18 @@ def test_every_page_of_a_list_is_the_first_pages_snapshot(custom: k8s.CustomObje
 
 
 
-def test_a_patch_carrying_another_uid_is_409_and_changes_nothing(custom: k8s.CustomObjectsApi) -> None:
+def test_a_patch_carrying_another_uid_is_422_and_changes_nothing(custom: k8s.CustomObjectsApi) -> None:
     live = create(custom, "a")
-    # A real server takes the uid an update carries as a precondition of its storage update and answers 409
-    # Conflict "… Precondition failed: UID in precondition: <stored>, UID in object meta: <sent>". The Lease's
-    # renewal relies on it: it can never renew another Sandbox that took the name since.
+    # A real v1.37 server (tests/real/test_watch_rules.py) refuses a patch whose metadata carries another uid
+    # as a change of an immutable field: 422 Invalid "metadata.uid: Invalid value: "<sent>": field is
+    # immutable" (a PUT's uid is a precondition, 409, below). Either way nothing changes: the Lease's renewal
+    # relies on it, so it can never renew another Sandbox that took the name since.
     with pytest.raises(ApiException) as err:
         custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a",
                                               {"metadata": {"uid": "another-uid", "annotations": {"k": "v"}}})
-    assert err.value.status == 409
-    assert "Precondition failed: UID in precondition" in json.loads(err.value.body)["message"]
+    assert err.value.status == 422
+    assert json.loads(err.value.body)["message"] == (
+        'Sandbox.core.jr2.dev "a" is invalid: metadata.uid: Invalid value: "another-uid": field is immutable')
     assert "annotations" not in get(custom, "a")["metadata"]
     same = {"metadata": {"uid": live["metadata"]["uid"], "annotations": {"k": "v"}}}
     ok = custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a", same)
@@ -681,10 +686,12 @@ def test_an_immediate_delete_answers_a_status_naming_what_went(api: k8s.ApiClien
     core.create_namespaced_secret(NS, k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="held", finalizers=["x/y"])))
     held = json.loads(core.delete_namespaced_secret("held", NS, _preload_content=False).data)
     assert held["kind"] == "Secret" and held["metadata"]["deletionTimestamp"]
-    # A custom resource's store returns the deleted object (ReturnDeletedObject).
+    # A custom resource's too: a real v1.37 server answers its delete with the same Status (tests/real/
+    # test_fidelity.py measured it; the fake returned the deleted object before).
     uid = create(custom, "a")["metadata"]["uid"]
     gone = custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "a")
-    assert gone["kind"] == "Sandbox" and gone["metadata"]["uid"] == uid
+    assert (gone["kind"], gone["status"]) == ("Status", "Success")
+    assert gone["details"] == {"name": "a", "group": GROUP, "kind": PLURAL, "uid": uid}
 
 
 def test_a_table_of_sandboxes_has_the_crds_printer_columns(kenv: dict[str, str], custom: k8s.CustomObjectsApi,

@@ -138,8 +138,9 @@ def written_by(obj: Mapping[str, Any], uid: str, stamps: Collection[str]) -> boo
 
 
 def lease_patch(wall: float, uid: str) -> dict[str, Any]:
-    """The Lease's merge patch. It carries the uid this Workspace wrote: the API server takes a write's uid as a
-    precondition, so a renewal never touches another Sandbox that took the name since (409)."""
+    """The Lease's merge patch. It carries the uid this Workspace wrote: the API server refuses a patch whose uid
+    is not the object's (422, "field is immutable"), so a renewal never touches another Sandbox that took the
+    name since."""
     return {"metadata": {"uid": uid, "annotations": {KEEPALIVE_ANNOTATION: keepalive(wall)}}}
 
 

@@ -20,13 +20,13 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from jr2_actors.fake.apiserver.status import StatusError, qualified
+from jr2_actors.fake.apiserver.status import StatusError
 from jr2_actors.kube.kinds import Kind
 from jr2_actors.values.timefmt import rfc3339
 
 Obj = dict[str, Any]
 Path = tuple[str, ...]
-_TRACKED_META = ("labels", "annotations", "finalizers", "ownerReferences")
+_TRACKED_META = ("generateName", "labels", "annotations", "finalizers", "ownerReferences")
 
 
 def leaves(obj: Obj, *, status: bool | None) -> set[Path]:
@@ -48,6 +48,8 @@ def leaves(obj: Obj, *, status: bool | None) -> set[Path]:
 
 
 def _walk(value: Any, path: Path, found: set[Path]) -> None:
+    if value is None:
+        return  # a null sets nothing (an Event's eventTime: null is no field of its writer's)
     if isinstance(value, dict) and value:
         for k, v in value.items():
             _walk(v, (*path, str(k)), found)
@@ -87,12 +89,15 @@ def _covers(owned: Path, path: Path, obj: Obj) -> bool:
     return path[:len(owned)] == owned and not isinstance(get_path(obj, owned), dict)
 
 
+SELF = "."  # a path ending so names the map itself, not a key in it ("." in fieldsV1)
+
+
 def encode(paths: Iterable[Path]) -> Obj:
     tree: Obj = {}
     for path in sorted(paths):
         node = tree
         for key in path:
-            node = node.setdefault(f"f:{key}", {})
+            node = node.setdefault(key if key == SELF else f"f:{key}", {})
     return tree
 
 
@@ -101,11 +106,53 @@ def decode(tree: object, prefix: Path = ()) -> set[Path]:
     if not isinstance(tree, dict):
         return found
     children = {k: v for k, v in tree.items() if isinstance(k, str) and k.startswith("f:")}
-    if not children and prefix:
+    if not children and prefix and SELF not in tree:
         found.add(prefix)
+    if SELF in tree and prefix:
+        found.add((*prefix, SELF))
     for key, sub in children.items():
         found |= decode(sub, (*prefix, key[2:]))
     return found
+
+
+def _maps(obj: Obj, *, custom: bool) -> set[Path]:
+    """The non-empty maps `obj` sets where `leaves` looks (metadata itself aside): each a field of its own. In
+    a custom resource every object is one; in a built-in kind only its true maps (labels, annotations, a
+    Secret's data), not its structs (an Event's involvedObject), as the real server's typed schemas say."""
+    found: set[Path] = set()
+    if not custom:
+        meta = obj.get("metadata") or {}
+        found = {("metadata", k) for k in ("labels", "annotations") if isinstance(meta.get(k), dict) and meta[k]}
+        return found | {(k,) for k in ("data", "stringData") if isinstance(obj.get(k), dict) and obj[k]}
+
+    def walk(value: Any, path: Path) -> None:
+        if isinstance(value, dict) and value:
+            if path:
+                found.add(path)
+            for k, v in value.items():
+                walk(v, (*path, str(k)))
+
+    for key, value in obj.items():
+        if key == "metadata" and isinstance(value, dict):
+            for meta_key in _TRACKED_META:
+                walk(value.get(meta_key), ("metadata", meta_key))
+        elif key not in ("apiVersion", "kind"):
+            walk(value, (key,))
+    return found
+
+
+def _asserts_nothing(path: Path, applied: Obj, existing: Obj) -> bool:
+    """An empty map applied where a map is: the applier owns the map's node, no key in it, and takes none of
+    the keys others own there (`spec: {}` beside another manager's `spec.port`: no conflict on a real v1.37
+    server, which records `"f:spec": {}` for the applier)."""
+    return get_path(applied, path) == {} and isinstance(get_path(existing, path), dict)
+
+
+def _bare(path: Path, paths: set[Path]) -> Path:
+    if path[-1] != SELF:
+        return path
+    inside = any(q[:len(path) - 1] == path[:-1] and len(q) > len(path) - 1 and q[-1] != SELF for q in paths)
+    return path if inside else path[:-1]
 
 
 class _Entries:
@@ -124,6 +171,9 @@ class _Entries:
     def write(self, obj: Obj, touched: set[tuple[str, str, str]], api_version: str, now: float) -> None:
         entries = []
         for key, paths in self.owned.items():
+            # A map that is gone takes its "." with it. A manager left owning nothing inside a map it made (a
+            # forced apply took the rest) keeps the map's bare node, `"f:status": {}`, as the real server does.
+            paths = {_bare(p, paths) for p in paths if p[-1] != SELF or isinstance(get_path(obj, p[:-1]), dict)}
             if not paths:
                 continue
             before = self.docs.get(key)
@@ -153,10 +203,14 @@ def record_update(obj: Obj, before: Obj | None, manager: str, api_version: str, 
     old = leaves(before, status=None) if before is not None else set()
     changed = {p for p in new if before is None or get_path(before, p) != get_path(obj, p)}
     gone = old - new
+    # A map the write brought into being is a field too: the real server records it as "." (measured on
+    # v1.37, tests/real/test_fidelity.py); a key added to a map that was there is the key alone.
+    custom = api_version.partition("/")[0] == "core.jr2.dev"
+    created = {(*m, SELF) for m in _maps(obj, custom=custom) if before is None or get_path(before, m) is _MISSING}
     for key, paths in entries.owned.items():
         entries.owned[key] = {p for p in paths if not any(_overlaps(p, c) for c in changed | gone)}
     mine = (manager, operation, subresource)
-    entries.owned[mine] = entries.owned.get(mine, set()) | changed
+    entries.owned[mine] = entries.owned.get(mine, set()) | changed | created
     entries.write(obj, {mine} if changed else set(), api_version, now)
 
 
@@ -181,7 +235,8 @@ def apply(kind: Kind, existing: Obj, applied: Obj, manager: str, *, force: bool,
         if key == mine or key[2] != (subresource or ""):
             continue
         hit = {p for p in sent for q in owned
-               if _covers(q, p, existing) and get_path(existing, p) != get_path(applied, p)}
+               if _covers(q, p, existing) and get_path(existing, p) != get_path(applied, p)
+               and not _asserts_nothing(p, applied, existing)}
         if hit and not force:
             conflicts += [(_manager_text(entries.docs[key]), p) for p in sorted(hit)]
         elif hit:
@@ -199,6 +254,8 @@ def apply(kind: Kind, existing: Obj, applied: Obj, manager: str, *, force: bool,
             if not isinstance(node.get(step), dict):
                 node[step] = {}
             node = node[step]
+        if _asserts_nothing(path, applied, existing):
+            continue  # an empty map applied over a map: the map stays as it is, others' keys in it too
         node[path[-1]] = copy.deepcopy(get_path(applied, path))
     entries.owned[mine] = sent
     entries.write(result, {mine}, api_version, now)
@@ -218,7 +275,6 @@ def _conflict_error(kind: Kind, name: str, conflicts: list[tuple[str, Path]]) ->
     lines = [f"conflict with {who}: .{'.'.join(path)}" for who, path in conflicts]
     message = (f"Apply failed with 1 conflict: {lines[0]}" if len(lines) == 1
                else f"Apply failed with {len(lines)} conflicts: " + "\n".join(lines))
-    return StatusError(409, "Conflict", message, {
-        "name": name, "group": kind.group, "kind": qualified(kind).partition(".")[0],
+    return StatusError(409, "Conflict", message, {  # its details hold the causes alone (a real v1.37 server's)
         "causes": [{"reason": "FieldManagerConflict", "message": f"conflict with {who}",
                     "field": f".{'.'.join(path)}"} for who, path in conflicts]})

@@ -23,7 +23,8 @@ SERVER_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-jr2fake", 
 _SINGULAR = {"sandboxes": "sandbox", "repos": "repo", "secrets": "secret", "namespaces": "namespace",
              "events": "event"}
 _SHORT = {"sandboxes": ["sbx"], "namespaces": ["ns"], "events": ["ev"]}
-_VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+_NAMESPACE_VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]  # no deletecollection (real)
 
 
 def kind_for(api_version: str, plural: str) -> Kind | None:
@@ -62,7 +63,8 @@ def resource_list(api_version: str) -> dict[str, Any] | None:
     resources: list[dict[str, Any]] = []
     for k in kinds:
         resources.append({"name": k.plural, "singularName": _SINGULAR[k.plural], "namespaced": k.namespaced,
-                          "kind": k.kind, "verbs": _VERBS, "shortNames": _SHORT.get(k.plural, [])})
+                          "kind": k.kind, "verbs": _NAMESPACE_VERBS if k.plural == "namespaces" else _VERBS,
+                          "shortNames": _SHORT.get(k.plural, [])})
         if is_custom(k):
             resources.append({"name": f"{k.plural}/status", "singularName": "", "namespaced": k.namespaced,
                               "kind": k.kind, "verbs": ["get", "patch", "update"]})
@@ -96,7 +98,7 @@ def table(kind: Kind, items: list[dict[str, Any]], resource_version: str, now_wa
             if column.type == "date":
                 created = parse_rfc3339(value) if isinstance(value, str) else None
                 value = "<unknown>" if created is None else _age(max(int(now_wall - created), 0))
-            cells.append("" if value is None else value)
+            cells.append(value)  # a column whose path the object lacks is null, as kube-apiserver sends it
         partial = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                    "metadata": obj.get("metadata", {})}
         rows.append({"cells": cells, "object": partial})
@@ -135,7 +137,10 @@ def openapi_v3(rel: str) -> dict[str, Any] | None:
     paths: dict[str, Any] = {}
     for k in kinds:
         gvk = {"group": k.group, "kind": k.kind, "version": k.version}
-        schema_name = f"jr2.{k.group or 'core'}.{k.version}.{k.kind}"
+        # As kube-apiserver names them: a CRD's by its group reversed (dev.jr2.core.v1alpha1.Sandbox), a
+        # built-in kind's under io.k8s.api (io.k8s.api.core.v1.Secret).
+        schema_name = (f"{'.'.join(reversed(k.group.split('.')))}.{k.version}.{k.kind}" if is_custom(k) else
+                       f"io.k8s.api.{(k.group or 'core').split('.')[0]}.{k.version}.{k.kind}")
         schemas[schema_name] = {
             "type": "object", "x-kubernetes-preserve-unknown-fields": True,
             "x-kubernetes-group-version-kind": [gvk],

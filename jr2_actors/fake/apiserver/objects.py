@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from jr2_actors.fake.apiserver import events
-from jr2_actors.fake.apiserver.kinds import EVENT, STORED_KINDS
+from jr2_actors.fake.apiserver.kinds import EVENT, STORED_KINDS, is_custom
 from jr2_actors.fake.apiserver.schema import schema_for
 from jr2_actors.fake.apiserver.selectors import FieldSelector, Selector
 from jr2_actors.fake.apiserver.status import StatusError, invalid
@@ -26,7 +26,9 @@ GENERATION_KINDS = STATUS_KINDS
 # What a delete that removes the object at once answers with: the object itself where the kind's store sets
 # ReturnDeletedObject (custom resources, Namespaces), else a Status naming it (the generic store's
 # finalizeDelete: Secrets, Events).
-RETURNS_DELETED_OBJECT = STATUS_KINDS | {"namespaces"}
+# A Namespace's delete answers the object; a custom resource's, like a Secret's, a Status (measured on a
+# real v1.37 server, tests/real/test_fidelity.py; the fake answered a CR's delete with the object before).
+RETURNS_DELETED_OBJECT = {"namespaces"}
 OPAQUE = "Opaque"  # a Secret's type when it names none (SetDefaults_Secret)
 SERVER_META = ("uid", "creationTimestamp", "resourceVersion", "generation", "managedFields", "deletionTimestamp",
                "deletionGracePeriodSeconds", "selfLink")
@@ -297,3 +299,18 @@ def dependents(objects: Mapping[tuple[str, str | None, str], Obj], uid: str) -> 
     return [key for key, dep in objects.items()
             if any(isinstance(o, dict) and o.get("uid") == uid for o in dep["metadata"].get("ownerReferences")
                    or [])]
+
+
+def list_answer(kind: Kind, meta: Obj, items: list[Obj], remaining: int) -> Obj:
+    """A list as the real server answers it (v1.37, tests/real/test_fidelity.py): a built-in kind's items carry
+    no apiVersion or kind (a typed list); `remainingItemCount` when a page leaves some (counted only with no
+    selector); a custom resource's list (unstructured) always carries `continue`, "" when there is none."""
+    if not is_custom(kind):
+        for item in items:
+            item.pop("apiVersion", None)
+            item.pop("kind", None)
+    if remaining:
+        meta["remainingItemCount"] = remaining
+    if is_custom(kind):
+        meta.setdefault("continue", "")
+    return {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": items}

@@ -66,8 +66,9 @@ class FieldError:
         return f"{self.field}: {self.detail}" if self.field else self.detail
 
     def cause(self) -> dict[str, str]:
-        """The entry of a Status's `details.causes`."""
-        return {"reason": self.reason, "message": self.message, "field": self.field}
+        """The entry of a Status's `details.causes`: its message without the field (field.Error's ErrorBody),
+        which the entry names apart — as a real v1.37 server sends it."""
+        return {"reason": self.reason, "message": self.detail, "field": self.field}
 
 
 @dataclass(frozen=True)
@@ -296,8 +297,9 @@ def _field_errors(error: jsonschema.ValidationError) -> Iterator[FieldError]:
     if error.validator == "type":
         kinds = " or ".join(rule) if isinstance(rule, list) else rule
         yield FieldError(path, "FieldValueTypeInvalid",
+                         # The real server shows the value's type twice (its type error holds no value).
                          f"Invalid value: {_show(_type_name(value))}: {where} in body must be of type {kinds}: "
-                         f"{_show(value)}")
+                         f"{_show(_type_name(value))}")
     elif error.validator == "enum":
         supported = ", ".join(_show(v) for v in rule)
         yield FieldError(path, "FieldValueNotSupported",

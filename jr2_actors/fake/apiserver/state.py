@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 
 from jr2_actors.fake.apiserver import apply as ssa
 from jr2_actors.fake.apiserver import events, patches
+from jr2_actors.fake.apiserver import status as statuses
 from jr2_actors.fake.apiserver.kinds import EVENT, EVENTS_V1, is_custom, storage_kind
 from jr2_actors.fake.apiserver.objects import (
     FOREGROUND,
@@ -55,6 +56,7 @@ from jr2_actors.fake.apiserver.objects import (
     key_of,
     key_text,
     kind_named,
+    list_answer,
     name_suffix,
     set_defaults,
     sort_key,
@@ -107,6 +109,7 @@ class ClusterState:
         fields = fields or FieldSelector()
         start, list_rv = ("", self.rv) if not continue_token else decode_continue(continue_token)
         items: list[Obj] = []
+        remaining = 0
         meta: Obj = {"resourceVersion": str(list_rv)}
         for key, o in sorted(self._as_of(list_rv, kind).items(), key=sort_key):
             if key[0] != kind.plural or (namespace is not None and key[1] != namespace):
@@ -117,9 +120,10 @@ class ClusterState:
                 continue
             if limit is not None and len(items) == limit:
                 meta["continue"] = encode_continue(key_text(key_of(kind, items[-1])), list_rv)
-                break
+                remaining += 1
+                continue
             items.append(events.view(kind, json_copy(o)))
-        return {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": items}
+        return list_answer(kind, meta, items, remaining if not (selector.requirements or fields.requirements) else 0)
 
     def _as_of(self, rv: int, kind: Kind) -> dict[tuple[str, str | None, str], Obj]:
         """The objects of `kind` as they were at `rv`, undoing the retained history after it."""
@@ -177,11 +181,13 @@ class ClusterState:
             m["namespace"] = namespace
         if kind.plural in STATUS_KINDS:
             obj.pop("status", None)
+        if kind is NAMESPACE:  # the strategy's label, its writer's field too (its defaults below are nobody's)
+            m["labels"] = {**(m.get("labels") or {}), "kubernetes.io/metadata.name": name}
+        if options.manager:
+            ssa.record_update(obj, None, options.manager, kind.api_version, now)
         if kind is NAMESPACE:
             obj.setdefault("spec", {"finalizers": ["kubernetes"]})
             obj["status"] = {"phase": "Active"}
-        if options.manager:
-            ssa.record_update(obj, None, options.manager, kind.api_version, now, operation="Update")
         validate_object(kind, obj)
         if options.dry_run:
             return obj  # as a real server answers a dry-run create: no resourceVersion, nothing stored
@@ -235,7 +241,7 @@ class ClusterState:
         try:
             patched = patches.apply_patch(patch_type, events.view(kind, json_copy(existing)), patch)
         except patches.PatchError as e:
-            raise StatusError(e.code, "BadRequest" if e.code == 400 else "Invalid", str(e)) from None
+            raise statuses.patch_refused(e.code, str(e)) from None
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise invalid(kind, name, [("metadata", "Invalid value", "must be an object")])
         sent_rv = patched["metadata"].get("resourceVersion")
@@ -264,7 +270,8 @@ class ClusterState:
         if not sent_rv and is_custom(kind):
             # Custom resources allow no unconditional update (the CRD strategy), built-in kinds do.
             raise invalid(kind, name, [("metadata.resourceVersion", "Invalid value",
-                                        "0x0: must be specified for an update")])
+                                        "0: must be specified for an update")],
+                          group_kind=(kind.group, kind.plural))  # the store's words: by resource, not kind
         if sent_rv and sent_rv != existing["metadata"]["resourceVersion"]:
             raise conflict(kind, name, MODIFIED_SINCE)
         uid = meta.get("uid")
@@ -297,11 +304,9 @@ class ClusterState:
         if existing is None:
             raise not_found(kind, name)
         meta = existing["metadata"]
-        for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
-            wanted = (preconditions or {}).get(key)
-            if wanted is not None and wanted != meta.get(key):
-                raise conflict(kind, name, f"Precondition failed: {label} in precondition: {wanted}, "
-                                           f"{label} in object meta: {meta.get(key)}")
+        for key, wanted in (preconditions or {}).items():
+            if key in ("uid", "resourceVersion") and wanted is not None and wanted != meta.get(key):
+                raise statuses.precondition_failed(kind, name, key, wanted, meta.get(key))
         if propagation not in (None, "Orphan", "Background", "Foreground"):
             raise invalid(kind, name, [("propagationPolicy", "Unsupported value",
                                         f'"{propagation}": supported values: "Foreground", "Background", '
@@ -400,48 +405,44 @@ class ClusterState:
         result["apiVersion"], result["kind"] = kind.api_version, kind.kind
         check_metadata(kind, existing["metadata"]["name"], result["metadata"], creating=False)
         return self._update(kind, namespace, existing, fold_string_data(kind, result), options=options,
-                            manager=options.manager, now=now)
+                            manager=options.manager, now=now, subresource=subresource or "")
 
     def _update(self, kind: Kind, namespace: str | None, existing: Obj, result: Obj, *,
                 options: WriteOptions = DEFAULT_OPTIONS, manager: str = "", now: float = 0.0,
-                deleting: bool = False) -> Obj:
+                deleting: bool = False, subresource: str = "") -> Obj:
         old = existing["metadata"]
         new = result.setdefault("metadata", {})
-        if new.get("uid") and new["uid"] != old.get("uid"):
-            # The apiserver takes the uid a write carries as a precondition of the update (its storage
-            # layer's check): another object now holds the name. 409, and nothing changes.
-            group = f".{kind.group}" if kind.group else ""
-            raise StatusError(409, "Conflict",
-                              f'Operation cannot be fulfilled on {kind.plural}{group} "{old["name"]}": '
-                              f'Precondition failed: UID in precondition: {old.get("uid")}, UID in '
-                              f'object meta: {new["uid"]}',
-                              {"name": old["name"], "group": kind.group, "kind": kind.plural})
+        if new.get("uid") and new["uid"] != old.get("uid"):  # a patch carrying another uid (a PUT's: `replace`)
+            raise statuses.uid_immutable(kind, old["name"], new["uid"])
         kept = ("uid", "creationTimestamp", "name", "namespace", "generation")
         for key in kept if deleting else (*kept, "deletionTimestamp", "deletionGracePeriodSeconds"):
             if key in old:
                 new[key] = old[key]
             else:
                 new.pop(key, None)
+        if deleting and not old.get("deletionTimestamp") and new.get("deletionTimestamp") and "generation" in old:
+            new["generation"] = old["generation"] + 1  # the graceful delete moves it (rest.BeforeDelete)
         new["resourceVersion"] = old.get("resourceVersion")
         if "managedFields" not in new and "managedFields" in old:
             new["managedFields"] = old["managedFields"]
-        if old.get("deletionTimestamp") and set(new.get("finalizers") or []) - set(old.get("finalizers") or []):
-            raise invalid(kind, old["name"], [("metadata.finalizers", "Forbidden",
-                                              "no new finalizers can be added if the object is being deleted")])
+        added = [f for f in new.get("finalizers") or [] if f not in (old.get("finalizers") or [])]
+        if old.get("deletionTimestamp") and added:
+            raise statuses.finalizers_forbidden(kind, old["name"], added)
         if kind.plural in GENERATION_KINDS and spec_of(result) != spec_of(existing):
             new["generation"] = old.get("generation", 1) + 1
         set_defaults(kind, result)
         check_immutable(kind, existing, result)
-        if manager:
-            ssa.record_update(result, existing, manager, kind.api_version, now, operation="Update")
+        if manager:  # a write through /status is an entry of its own (subresource "status"), as on a real server
+            ssa.record_update(result, existing, manager, kind.api_version, now, subresource=subresource)
         if result == existing:
             return json_copy(existing)  # a no-op writes nothing and tells no watcher
         validate_object(kind, result)
         if options.dry_run:
             return result
         if new.get("deletionTimestamp") and not new.get("finalizers") and kind is not NAMESPACE:
-            self._commit("MODIFIED", kind, namespace, result, previous=existing)
-            return self._remove(kind, namespace, new["name"], now)  # the last finalizer went: now it goes
+            # The last finalizer went: deleted in that write, one DELETED and no MODIFIED (as a v1.37 server).
+            self._objects[(kind.plural, namespace, new["name"])] = result
+            return self._remove(kind, namespace, new["name"], now)
         return self._commit("MODIFIED", kind, namespace, result, previous=existing)
 
     def _remove(self, kind: Kind, namespace: str | None, name: str, now: float) -> Obj:
