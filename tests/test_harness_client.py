@@ -22,7 +22,12 @@ from jr2_actors.harness.memory_kills import MemoryKillListError
 from jr2_actors.net.cut import Cut, mount_cuts
 from jr2_actors.shell import Timers
 from jr2_actors.shell.clock import VirtualClock
-from jr2_actors.values.constants import ADMISSION_BUSY_SECONDS, ADMISSION_PROBE_MISSES
+from jr2_actors.values.constants import (
+    ADMISSION_BUSY_SECONDS,
+    ADMISSION_PROBE_MISSES,
+    PROVISION_BUDGET_SECONDS,
+    READ_TIMEOUT_SECONDS,
+)
 from tests.sandboxes import FIXTURES, ready_sandbox
 from tests.slow_server import Mode, SlowServer
 from tests.waiting import wait_until
@@ -142,6 +147,17 @@ def test_a_request_that_never_reached_is_sent_again_with_backoff(client_with_clo
     assert harness.attach([], "b") == {}
     assert len(responses.calls) == 3
     assert waits == [0.25, 0.5]
+
+
+@responses.activate
+def test_an_attach_waits_the_provisioning_budget_for_its_answer_and_other_calls_30_s(client_with_clock: Any) -> None:
+    harness, _, _ = client_with_clock()
+    responses.post(f"{BASE}/attach", json={"repos": {}})
+    responses.post(f"{BASE}/agents/coder/c-1/abort", json={"aborted": False})
+    harness.attach([], "b")
+    harness.abort("coder", "c-1")
+    read_timeouts = [call.request.req_kwargs["timeout"][1] for call in responses.calls]  # type: ignore[attr-defined]
+    assert read_timeouts == [PROVISION_BUDGET_SECONDS, READ_TIMEOUT_SECONDS]
 
 
 @responses.activate

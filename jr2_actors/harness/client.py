@@ -1,6 +1,5 @@
-"""HarnessClient: the Orchestrator's calls to one Harness (CONTRACTS.md §3, ADR-0063's attach).
-
-What is sent again, and what never is:
+"""HarnessClient: the Orchestrator's calls to one Harness (CONTRACTS.md §3, ADR-0063's attach). What is sent
+again, and what never is:
 - A request that never reached the Harness is sent again: 250 ms doubling to 5 s, within 90 s. One that may
   have reached it (a reset after sending, a read timeout) is not: an admission is at most once.
 - An answer that is not 2xx is a `HarnessError` with the Harness's own words, never sent again — but: a
@@ -19,11 +18,9 @@ What is sent again, and what never is:
 - `close()` ends every call at once, whatever phase it is in (each call runs under a `Cut` that `close()`
   fires), so no retry loop outlives a stopping actor.
 
-Time is the injected clock's, so a `VirtualClock` drives every schedule in tests. `HarnessClients` keeps one
-client per Harness. An orchestrator gives every client one `requests.Session` of the process
-(`shared_session`, harness/pools.py): a Harness's connections are kept across the attach and the Turns
-after it, and each address's pool is sized to the clients that hold it. A client
-given a session closes only its own calls, never the session.
+Time is the injected clock's (a `VirtualClock` drives every schedule in tests). Every client shares one
+`requests.Session` of the process (`shared_session`, harness/pools.py: a pool per address, sized to the
+clients that hold it), and closes only its own calls.
 """
 
 from __future__ import annotations
@@ -60,6 +57,7 @@ from jr2_actors.values.constants import (
     HARNESS_RETRY,
     HARNESS_RETRY_WINDOW_SECONDS,
     MEMORY_KILL_READ_SECONDS,
+    PROVISION_BUDGET_SECONDS,
     READ_TIMEOUT_SECONDS,
 )
 from jr2_actors.values.errors import one_line
@@ -156,7 +154,8 @@ class HarnessClient:
         body: dict[str, Any] = {"slots": [dict(s) for s in slots], "branch": branch}
         if review_sha:
             body["reviewSha"] = review_sha
-        doc = self._json("POST", "/attach", body)
+        # An attach clones the Workspace's repositories: it has the provisioning budget, not a request's 30 s.
+        doc = self._json("POST", "/attach", body, read_timeout=PROVISION_BUDGET_SECONDS)
         repos = doc.get("repos")
         if not isinstance(repos, dict) or not all(isinstance(v, str) for v in repos.values()):
             raise HarnessProtocolError("attach answer lacks a repos map of paths")
@@ -310,8 +309,9 @@ class HarnessClient:
 
     # -- plumbing ------------------------------------------------------------------------------------
 
-    def _json(self, method: str, path: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
-        doc = self._decode(self._send(method, path, body))
+    def _json(self, method: str, path: str, body: Mapping[str, Any] | None, *,
+              read_timeout: float = READ_TIMEOUT_SECONDS) -> dict[str, Any]:
+        doc = self._decode(self._send(method, path, body, read_timeout=read_timeout))
         if not isinstance(doc, dict):
             raise HarnessProtocolError(f"{method} {path}: answer is not a JSON object")
         return doc
