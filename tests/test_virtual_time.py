@@ -18,7 +18,7 @@ from jr2_actors.fake.pytest_plugin import _time_options
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.shell import Deadline, Shell, Timers
-from jr2_actors.shell.activity import HARNESS_SENT, HARNESS_SERVED, Activity
+from jr2_actors.shell.activity import HARNESS_SENT, HARNESS_SERVED, SERVED, Activity
 from jr2_actors.shell.clock import NeverIdle, Stalled, VirtualClock, pause
 from jr2_actors.shell.pools import CountedPool
 from jr2_actors.values.constants import PROVISION_BUDGET_SECONDS, RETENTION_SECONDS, SWEEP_INTERVAL_SECONDS
@@ -355,6 +355,9 @@ def test_injected_latency_takes_the_virtual_clock_not_the_real_one(jr2_fake_clus
         client.list(SANDBOX, "jr2")
         answered.set()
     threading.Thread(target=listing, daemon=True).start()
+    # The test's own thread is no part the clock watches: until its request reaches the fake and is parked
+    # there, the clock sees nothing under way (a thread slow to start under load let it give up, Stalled at 0).
+    wait_until(lambda: any(w.startswith(SERVED) for w in clock.activity.parked()), what="the request parked")
     clock.run_until(answered.is_set)
     assert clock.monotonic() - began >= 600.0
     client.close()
