@@ -30,7 +30,7 @@ our bug (`OffTable`). A result names its Turn; one of a Turn the seat has left i
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from jr2_actors.agent import core as turn
@@ -80,7 +80,6 @@ class SeatTurn:
 
     core: turn.TurnCore
     endpoint: str
-    token: str = field(repr=False)
     stream_url: str = ""
     read_seq: int = 0  # the read (or timed read) the Turn waits for; anything older is dropped
     admitting: bool = False
@@ -131,7 +130,7 @@ class SeatCore:
     # -- the run's messages --------------------------------------------------------------------------
 
     def _start(self, m: StartTurn) -> None:
-        new = SeatTurn(turn.TurnCore(self.agent, m.turn_id, m.conversation_id), m.endpoint, m.token,
+        new = SeatTurn(turn.TurnCore(self.agent, m.turn_id, m.conversation_id), m.endpoint,
                        abort_first=m.abort_first)
         old, conversation = self.turn, m.conversation_id
         if old is not None and old.core.busy and old is not self.previous:

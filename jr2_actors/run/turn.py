@@ -160,14 +160,6 @@ class TurnSide:
         self.conversations[agent] = self.conversations.get(agent, 0) + 1
         self._persist = True
 
-    def _running_agent(self, path: str) -> str | None:
-        """CONTRACTS.md §3: the Agent whose Turn the kill happened in — admitted (or being admitted), not one
-        still waiting for its Workspace or reading the kill list."""
-        turn = self.turn
-        if turn is None or turn.phase not in ("admitting", "running", "answered"):
-            return None
-        return turn.agent if self.workflow.agents[turn.agent].workspace == path else None
-
     def _new_turn(self, state: StateDef) -> None:
         assert state.turn is not None
         self.turns += 1
@@ -229,7 +221,7 @@ class TurnSide:
             return
         turn = self.turn
         if turn is None or event.turn_id != turn.id or self.status != "running":
-            if isinstance(event, Accepted | AdmissionUnsure) and getattr(event, "accepted", True):
+            if isinstance(event, Accepted) or (isinstance(event, AdmissionUnsure) and event.accepted):
                 # Kept means accepted: a conversation the Harness took is held, whether or not the run still
                 # wants that Turn, so its next admission says `kept: true`.
                 self._count_conversation(event.agent)
