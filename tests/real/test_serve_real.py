@@ -24,9 +24,9 @@ from jr2_actors.values.constants import SERVE_STOP_SECONDS
 from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.identity import sandbox_name
 from realcluster.cluster import ORCHESTRATOR_UIDS, RealCluster
-from tests.serving import KEY, Serve
-from tests.waiting import wait_until
-from tests.workflows import one_state
+from tests.support.serving import KEY, Serve
+from tests.support.waiting import wait_until
+from tests.support.workflows import one_state
 
 pytestmark = pytest.mark.slow
 ONE_STATE = one_state("real")
