@@ -25,11 +25,10 @@ from jr2_actors.harness.tokens import INSTANCE_HARNESS
 from jr2_actors.shell import Timers
 from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.values.constants import PREVIOUS_SETTLE_SECONDS
+from tests.support.admissions import NAME, body
 from tests.support.probes import Inbox
 from tests.support.sandboxes import ready_sandbox
 from tests.support.waiting import wait_until
-
-NAME = "ws-turn-f-1-abc123"
 
 
 @dataclass
@@ -70,11 +69,6 @@ class Seat:
             return False
 
         wait_until(moved, what=what)
-
-
-def body(allowed: tuple[str, ...] = ("finish",), **extra: Any) -> dict[str, Any]:
-    return {"definition": {"agent": "coder", "instructions": "You fix bugs.", "access": "write", "menu": ["finish"]},
-            "message": "Fix it.", "allowed": list(allowed), **extra}
 
 
 @pytest.fixture

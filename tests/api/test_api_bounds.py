@@ -15,70 +15,19 @@ import logging
 import random
 import socket
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager, suppress
-from typing import Any
+from contextlib import ExitStack, suppress
 
 import pytest
 import requests
 
-from jr2_actors.api.app import Api
 from jr2_actors.api.server import ApiLimits, ApiServer
-from jr2_actors.run.feed import FeedRead
 from jr2_actors.values.constants import API_MAX_BODY_BYTES, API_MAX_HEADER_BYTES
-from jr2_actors.values.run_ids import Keyed
-from jr2_actors.values.workflow import MAX_WORKFLOW_STATES, parse_workflow
-from tests.support.backends import QuietBackend
+from jr2_actors.values.workflow import MAX_WORKFLOW_STATES
+from tests.support.raw_api import GENEROUS, SOURCES, TOKEN, Live, answer, connect, crowd, served, status_of, still_open
 from tests.support.waiting import wait_until
 from tests.support.workflows import chain
 
 pytestmark = pytest.mark.slow
-TOKEN = "t0ken-for-the-bounds-tests-0123456789"
-SOURCES = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
-GENEROUS = 10.0
-
-
-class _Live(QuietBackend):
-    """A healthy Backend with one live run, `r-1`, whose feed has nothing new (each wait runs out)."""
-
-    def __init__(self, metrics: str = "") -> None:
-        self._closing = threading.Event()
-        self._metrics = metrics
-
-    def submit(self, document: object, run_input: Mapping[str, Any] | None, *,
-               keyed: Keyed | None = None) -> str:
-        parse_workflow(document)  # as the Orchestrator does: the workflow's bounds are the parser's
-        return "r-2"
-
-    def run_status(self, run_id: str) -> dict[str, Any] | None:
-        return {"runId": run_id} if run_id == "r-1" else None
-
-    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
-        return [{"runId": "r-1"}]
-
-    def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:
-        if run_id != "r-1":
-            return None
-        self._closing.wait(wait)
-        return FeedRead([], False)
-
-    def metrics(self) -> str:
-        return self._metrics
-
-    def interrupt_feeds(self) -> None:
-        self._closing.set()
-
-
-@contextmanager
-def served(limits: ApiLimits | None = None, *, threads: int = 2, timeout: float = 30.0,
-           max_streams: int = 8, heartbeat: float = 60.0, backend: _Live | None = None) -> Iterator[ApiServer]:
-    server = ApiServer(Api(backend or _Live(), TOKEN, heartbeat=heartbeat, max_streams=max_streams), threads=threads,
-                       timeout=timeout, limits=limits or ApiLimits())
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def answered(server: ApiServer) -> None:
@@ -86,32 +35,6 @@ def answered(server: ApiServer) -> None:
     assert requests.get(server.url + "/healthz", timeout=GENEROUS).status_code == 200
     runs = requests.get(server.url + "/runs", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=GENEROUS)
     assert runs.status_code == 200 and runs.json() == {"runs": [{"runId": "r-1"}]}
-
-
-def connect(server: ApiServer, source: str = "127.0.0.1", receive_buffer: int | None = None) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if receive_buffer is not None:  # before the connect: it sets the window the client offers
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
-    sock.settimeout(GENEROUS)
-    sock.bind((source, 0))
-    sock.connect(server.address)
-    return sock
-
-
-def crowd(stack: ExitStack, server: ApiServer, count: int) -> list[socket.socket]:
-    """`count` connections spread over SOURCES, closed when `stack` closes."""
-    return [stack.enter_context(connect(server, SOURCES[i % len(SOURCES)])) for i in range(count)]
-
-
-def answer(sock: socket.socket) -> bytes:
-    """Everything the server sends until it closes the connection (a reset after its answer included)."""
-    got = b""
-    try:
-        while chunk := sock.recv(65536):
-            got += chunk
-    except ConnectionResetError:
-        pass
-    return got
 
 
 def trickled_answer(server: ApiServer, sock: socket.socket, data: bytes) -> bytes:
@@ -137,26 +60,6 @@ def trickled_answer(server: ApiServer, sock: socket.socket, data: bytes) -> byte
         stop.set()
         trickler.join(GENEROUS)
     return cut
-
-
-def status_of(raw: bytes) -> int:
-    assert raw.startswith(b"HTTP/1.1 "), raw[:200]
-    return int(raw.split(b" ", 2)[1])
-
-
-def still_open(sock: socket.socket) -> bool:
-    """The server has neither closed nor answered this connection yet."""
-    sock.setblocking(False)
-    try:
-        sock.recv(1, socket.MSG_PEEK)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        sock.setblocking(True)
-        sock.settimeout(GENEROUS)
-    return False
 
 
 def request(server: ApiServer, head: bytes, body: bytes = b"", source: str = "127.0.0.1") -> bytes:
@@ -322,7 +225,7 @@ def test_clients_that_do_not_read_their_answers_hold_no_worker() -> None:
     """Four clients ask for a large answer over a tiny window and never read it: each write is paced, so a
     worker is cut loose within its grace and /healthz is answered by the two workers meanwhile."""
     limits = ApiLimits(pace_grace_seconds=0.5, min_bytes_per_second=4 * 1024 * 1024)
-    with served(limits, backend=_Live(metrics="m" * (8 * 1024 * 1024))) as server, ExitStack() as stack:
+    with served(limits, backend=Live(metrics="m" * (8 * 1024 * 1024))) as server, ExitStack() as stack:
         for i in range(4):
             sock = stack.enter_context(connect(server, SOURCES[i], receive_buffer=4096))
             sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")  # and never a read

@@ -13,11 +13,11 @@ import requests
 from jr2_actors.api.server import ApiLimits
 from jr2_actors.run.feed import FeedRead
 from jr2_actors.run.feedlines import FeedEvent, SaidLine
-from tests.api.test_api_bounds import (
+from tests.support.raw_api import (
     GENEROUS,
     SOURCES,
     TOKEN,
-    _Live,
+    Live,
     answer,
     connect,
     crowd,
@@ -67,7 +67,7 @@ def test_a_probe_is_answered_from_the_reserve_when_nothing_can_be_shed_and_no_wo
             assert status_of(refused) == 503 and b"connections are open" in refused
 
 
-class _Burst(_Live):
+class _Burst(Live):
     """A run whose feed holds one long line, then nothing: a quiet stream after its first write."""
 
     def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:

@@ -15,32 +15,11 @@ import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.sim.serve_process import LogTail
-from tests.support import cli_process
 from tests.support.paths import ROOT
+from tests.support.readme import clean_env, readme_block
 from tests.support.serving import KEY, jr2, serve_env
 
 pytestmark = pytest.mark.slow
-
-
-def readme_block(mark: str) -> str:
-    """The indented block README.md shows under `<!-- mark -->`, as a script."""
-    lines = (ROOT / "README.md").read_text().splitlines()
-    start = lines.index(f"<!-- {mark} -->") + 1
-    block = []
-    for line in lines[start:]:
-        if not line.startswith("    "):
-            break
-        block.append(line[4:])
-    assert block, f"README.md shows nothing under <!-- {mark} -->"
-    return "\n".join(block) + "\n"
-
-
-def clean_env(tmp_path: Path) -> dict[str, str]:
-    env = cli_process.clean_env()
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # this venv's jr2-actors
-    env["TMPDIR"] = str(tmp_path)  # mktemp -d and every temp folder land in the test's own
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 def test_the_readme_dev_server_recipe_runs_as_written(tmp_path: Path) -> None:

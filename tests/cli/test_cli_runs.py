@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +23,13 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.values.workflow import read_document
-from tests.support import cli_process
 from tests.support.api_on_fake import api_on_fake
+from tests.support.client_commands import TOKEN, jr2, one_line_exit_2
 from tests.support.waiting import wait_until
 from tests.support.workflows import one_state
 
 pytestmark = pytest.mark.slow
-TOKEN = "cli-test-token-0123456789abcdef"
 WORKFLOW = one_state("cli")
-
-
-def jr2(*args: str, token: str | None = TOKEN, timeout: float = 60,
-        tz: str | None = None) -> subprocess.CompletedProcess[str]:
-    return cli_process.jr2(*args, token=token, tz=tz, timeout=timeout)
-
-
-def one_line_exit_2(out: subprocess.CompletedProcess[str], says: str) -> None:
-    assert out.returncode == 2, out
-    assert says in out.stderr and out.stderr.strip().count("\n") == 0 and "Traceback" not in out.stderr, out.stderr
 
 
 # -- demo ----------------------------------------------------------------------------------------------
@@ -109,12 +97,6 @@ def test_demo_keep_stays_up_until_ctrl_c_and_leaves_nothing_behind(tmp_path: Pat
 
 
 # -- the client commands ---------------------------------------------------------------------------------
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, FakeCluster, Orchestrator]]:
-    with api_on_fake(tmp_path, TOKEN) as served:
-        yield served
-
 
 def test_submit_runs_status_events_and_cancel(server: tuple[str, FakeCluster, Orchestrator], tmp_path: Path) -> None:
     url, cluster, orch = server

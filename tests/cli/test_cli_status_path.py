@@ -14,8 +14,8 @@ from jr2_actors.fake.harness.core import Pick
 from jr2_actors.run.blob import restore, snapshot
 from jr2_actors.run.core import RunCore
 from jr2_actors.values.workflow import parse_workflow, read_document
-from tests.cli.test_cli_runs import TOKEN, jr2, one_line_exit_2
 from tests.support.api_on_fake import api_on_fake
+from tests.support.client_commands import TOKEN, jr2, one_line_exit_2
 
 EXAMPLE = resources.files("jr2_actors").joinpath("examples/fix-and-review.yaml").read_text()
 

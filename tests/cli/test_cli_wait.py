@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,18 +18,15 @@ from jr2_actors.fake.harness.core import Pick
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.values.workflow import read_document
-from tests.cli.test_cli_runs import TOKEN, WORKFLOW, jr2, one_line_exit_2
 from tests.support.api_on_fake import api_on_fake
+from tests.support.client_commands import TOKEN, jr2, one_line_exit_2
 from tests.support.slow_server import SlowServer
 from tests.support.waiting import wait_until
+from tests.support.workflows import one_state
+
+WORKFLOW = one_state("cli")
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, FakeCluster, Orchestrator]]:
-    with api_on_fake(tmp_path, TOKEN) as served:
-        yield served
 
 
 def workflow_file(tmp_path: Path) -> str:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_dev_server import clean_env, readme_block
 from tests.support.paths import ROOT
+from tests.support.readme import clean_env, readme_block
 
 pytestmark = pytest.mark.slow
 INSTALL = "python3 -m pip install . && "

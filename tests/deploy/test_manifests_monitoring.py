@@ -8,7 +8,7 @@ import re
 import yaml
 
 from jr2_actors.api import budget
-from tests.house.test_metric_names import NAMES, OPERATIONS
+from tests.support.metric_names import NAMES, OPERATIONS
 from tests.support.paths import MANIFESTS
 
 # The families' metrics, and serve's own admission budget's (api/budget.py), which /metrics serves beside them.

@@ -18,11 +18,8 @@ from kubernetes.client.rest import ApiException
 
 from jr2_actors.fake.apiserver.kinds import EVENT
 from jr2_actors.fake.cluster import FakeCluster
-from tests.fake.test_fake_fidelity import create, custom
-from tests.fake.test_fake_real_clients import api, kenv, kubectl, needs_kubectl
+from tests.support.kube_clients import create, kubectl, needs_kubectl
 from tests.support.waiting import wait_until
-
-__all__ = ["api", "custom", "kenv"]  # fixtures, used by name
 
 NS = "jr2"
 NOW = "2026-12-01T10:00:00.123456Z"

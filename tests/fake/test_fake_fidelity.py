@@ -19,21 +19,20 @@ from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
 from jr2_actors.fake.cluster import FakeCluster
-from tests.fake.test_fake_real_clients import KUBECTL, api, body, kenv, kubectl, needs_kubectl
+from tests.support.kube_clients import (
+    GROUP,
+    KUBECTL,
+    NS,
+    PLURAL,
+    SANDBOX_YAML,
+    VERSION,
+    body,
+    create,
+    kubectl,
+    needs_kubectl,
+)
 
-__all__ = ["api", "kenv"]  # fixtures, used by name
-
-GROUP, VERSION, PLURAL, NS = "core.jr2.dev", "v1alpha1", "sandboxes", "jr2"
 JSON_PATCH = "application/json-patch+json"
-
-
-@pytest.fixture
-def custom(api: k8s.ApiClient) -> k8s.CustomObjectsApi:
-    return k8s.CustomObjectsApi(api)
-
-
-def create(custom: k8s.CustomObjectsApi, name: str, **extra: Any) -> dict[str, Any]:
-    return custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body(name, **extra))  # type: ignore[no-any-return]
 
 
 def get(custom: k8s.CustomObjectsApi, name: str) -> dict[str, Any]:
@@ -175,7 +174,6 @@ def test_dry_run_validates_answers_and_changes_nothing(custom: k8s.CustomObjects
 @pytest.mark.kubectl
 @needs_kubectl
 def test_kubectl_diff_leaves_the_live_object_alone(kenv: dict[str, str], cluster: FakeCluster) -> None:
-    from tests.fake.test_fake_real_clients import SANDBOX_YAML
 
     assert kubectl(kenv, "apply", "--server-side", "-f", "-", stdin=SANDBOX_YAML).returncode == 0
     rv = cluster.resource_version
@@ -314,7 +312,6 @@ def test_apply_to_status_writes_only_the_status(custom: k8s.CustomObjectsApi) ->
 @pytest.mark.kubectl
 @needs_kubectl
 def test_kubectl_server_side_apply_conflict_and_force(kenv: dict[str, str], custom: k8s.CustomObjectsApi) -> None:
-    from tests.fake.test_fake_real_clients import SANDBOX_YAML
 
     apply(custom, "someone-else", body("ws-k", metadata={"name": "ws-k"}, spec={"port": 9090}))
     # kubectl's manager ("kubectl") wants port 8080: a real server refuses with the conflict, and

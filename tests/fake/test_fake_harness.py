@@ -14,11 +14,9 @@ from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, Prov
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.watch.sandbox import view
+from tests.support.harness_http import NAME, T0, admission, auth, poll, url
 from tests.support.sandboxes import ready_sandbox
 from tests.support.waiting import wait_until
-
-NAME = "ws-run1-f-1-abc123"
-T0 = 1_790_000_000.0
 
 
 @pytest.fixture
@@ -29,31 +27,11 @@ def harnessed() -> Iterator[FakeCluster]:
         yield cluster
 
 
-def url(cluster: FakeCluster, path: str = "") -> str:
-    endpoint = view(cluster.client().get(SANDBOX, NAME) or {}).endpoint
-    assert endpoint == f"{cluster.harness_url}/{NAME}"
-    return endpoint + path
-
-
-def auth(cluster: FakeCluster, name: str = NAME) -> dict[str, str]:
-    return {"Authorization": f"Bearer {cluster.harness_token(name)}"}
-
-
-def admission(agent: str = "coder", **extra: Any) -> dict[str, Any]:
-    return {"definition": {"agent": agent, "instructions": "You fix bugs.", "access": "write", "menu": ["finish"]},
-            "message": "Fix the failing test.", "allowed": ["finish"], **extra}
-
-
 def admit(cluster: FakeCluster, conv: str = "c-1", **extra: Any) -> dict[str, Any]:
     resp = requests.post(url(cluster, f"/agents/coder/{conv}"), json=admission(**extra), headers=auth(cluster),
                          timeout=10)
     assert resp.status_code == 200, resp.text
     return resp.json()  # type: ignore[no-any-return]
-
-
-def poll(cluster: FakeCluster, stream_url: str, offset: str) -> requests.Response:
-    return requests.get(stream_url, params={"offset": offset, "view": "updates", "live": "long-poll"},
-                        headers=auth(cluster), timeout=10)
 
 
 def test_healthz_is_open_and_everything_else_needs_the_token_first(harnessed: FakeCluster) -> None:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import os
 import queue
-import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +15,7 @@ from kubernetes import config, watch
 from kubernetes.client.rest import ApiException
 
 from jr2_actors.fake.cluster import FakeCluster
-
-GROUP, VERSION, PLURAL = "core.jr2.dev", "v1alpha1", "sandboxes"
-
-
-@pytest.fixture
-def api(cluster: FakeCluster, tmp_path: Path) -> Iterator[k8s.ApiClient]:
-    path = cluster.write_kubeconfig(str(tmp_path / "kubeconfig"))
-    api_client = config.new_client_from_config(config_file=path)
-    yield api_client
-    api_client.close()
-
-
-def body(name: str, **extra: Any) -> dict[str, Any]:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Sandbox",
-            "metadata": {"name": name, "labels": {"jr2.dev/run": "r1"}}, "spec": {"port": 8080}, **extra}
+from tests.support.kube_clients import GROUP, KUBECTL, PLURAL, SANDBOX_YAML, VERSION, body, kubectl, needs_kubectl
 
 
 def test_official_client_apply_and_list(api: k8s.ApiClient) -> None:
@@ -90,32 +74,6 @@ def test_official_client_delete_collects_the_token_secret(api: k8s.ApiClient) ->
 
 
 # -- kubectl -------------------------------------------------------------------------------------------
-
-KUBECTL = shutil.which("kubectl")
-needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH")
-
-
-def kubectl(env: dict[str, str], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    assert KUBECTL is not None
-    return subprocess.run([KUBECTL, *args], env=env, input=stdin, capture_output=True, text=True, timeout=60,
-                          check=False)
-
-
-@pytest.fixture
-def kenv(cluster: FakeCluster, tmp_path: Path) -> dict[str, str]:
-    path = cluster.write_kubeconfig(str(tmp_path / "kubeconfig"))
-    return {**os.environ, "KUBECONFIG": path, "HOME": str(tmp_path)}
-
-
-SANDBOX_YAML = """apiVersion: core.jr2.dev/v1alpha1
-kind: Sandbox
-metadata:
-  name: ws-k
-  labels: {jr2.dev/run: r1}
-spec:
-  port: 8080
-"""
-
 
 @pytest.mark.kubectl
 @needs_kubectl

@@ -13,7 +13,7 @@ from jr2_actors.fake.apiserver import actor as api
 from jr2_actors.fake.apiserver.rest import ApiRequest, WatchSpec, serve
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.cluster import FakeCluster
-from tests.house.test_layout import FORBIDDEN, _reach
+from tests.support.imports import FORBIDDEN, reach
 from tests.support.paths import PACKAGE
 
 SBX = "/apis/core.jr2.dev/v1alpha1/namespaces/jr2/sandboxes"
@@ -24,7 +24,7 @@ PURE = ["fake/apiserver/rest.py", "fake/apiserver/state.py", "fake/apiserver/app
 
 @pytest.mark.parametrize("module", PURE)
 def test_the_routes_and_the_store_are_pure(module: str) -> None:
-    bad = {name for name in _reach(PACKAGE / module) if name in FORBIDDEN}
+    bad = {name for name in reach(PACKAGE / module) if name in FORBIDDEN}
     assert not bad, f"{module} reaches I/O: {bad}"
 
 

@@ -15,7 +15,7 @@ from jr2_actors.fake.pytest_plugin import ClusterEvents
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.identity import sandbox_name
-from tests.fake.test_readme_embedding import run_as_a_test_file
+from tests.support.readme import run_as_a_test_file
 from tests.support.waiting import wait_until
 from tests.support.workflows import one_state
 

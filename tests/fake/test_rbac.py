@@ -21,7 +21,7 @@ from jr2_actors.fake.rbac import (
     parse_request,
     parse_role,
 )
-from tests.house.test_layout import FORBIDDEN, _reach
+from tests.support.imports import FORBIDDEN, reach
 from tests.support.paths import PACKAGE
 
 SBX = "/apis/core.jr2.dev/v1alpha1/namespaces/jr2/sandboxes"
@@ -210,5 +210,5 @@ def test_an_audit_names_the_bad_entry_by_its_index() -> None:
 
 @pytest.mark.parametrize("module", ["fake/rbac.py", "fake/apiserver/schema.py"])
 def test_the_rules_matcher_and_the_schema_validator_are_pure(module: str) -> None:
-    reached = _reach(PACKAGE / module)
+    reached = reach(PACKAGE / module)
     assert not {name: str(path) for name, path in reached.items() if name in FORBIDDEN}

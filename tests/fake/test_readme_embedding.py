@@ -3,32 +3,13 @@ assert catches a run that ended `failed` (`wait_finished` returns the final RunS
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.paths import ROOT
+from tests.support.readme import readme_python, run_as_a_test_file
 
 pytestmark = pytest.mark.slow
-
-
-def readme_python(mark: str) -> str:
-    text = (ROOT / "README.md").read_text()
-    after = text[text.index(f"<!-- {mark} -->"):]
-    start = after.index("```python\n") + len("```python\n")
-    return after[start:after.index("```", start)]
-
-
-def run_as_a_test_file(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
-    path = tmp_path / "test_readme_example.py"
-    path.write_text(source)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")} | {"TMPDIR": str(tmp_path)}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir",
-                           str(tmp_path), "-c", os.devnull, "--basetemp", str(tmp_path / "base"), str(path)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
 
 
 def test_the_readme_embedding_example_runs_as_written(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.telemetry import Telemetry
 from jr2_actors.values.constants import METRICS_STATE_LABELS
 from jr2_actors.workspace.messages import WaitEntry
-from tests.agent.test_agent_actor import NAME, body
+from tests.support.admissions import NAME, body
 from tests.support.metrics_text import FakeRun, Record, samples, series, value
 from tests.support.probes import Inbox
 from tests.support.sandboxes import ready_sandbox

@@ -6,45 +6,25 @@ from __future__ import annotations
 
 import re
 import threading
-from types import ModuleType
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from jr2_actors.harness import metrics as harness_metrics
-from jr2_actors.kube import metrics as kube_metrics
 from jr2_actors.kube.frames import Bookmark
 from jr2_actors.kube.gate import FifoGate
 from jr2_actors.kube.metrics import KubeMetrics
-from jr2_actors.run import metrics as run_metrics
-from jr2_actors.shell import metrics as shell_metrics
 from jr2_actors.shell.clock import VirtualClock
-from jr2_actors.store import metrics as store_metrics
 from jr2_actors.store.files import Footprint
 from jr2_actors.telemetry import Telemetry
-from jr2_actors.watch import metrics as watch_metrics
 from jr2_actors.watch.metrics import WatchState
-from jr2_actors.workspace import metrics as workspace_metrics
 from jr2_actors.workspace.messages import WaitEntry
+from tests.support.metric_names import FAMILIES, NAMES, OPERATIONS, names_of
 from tests.support.metrics_text import FakeRun, Record
-from tests.support.paths import DOCS
 from tests.support.probes import Gated
 from tests.support.waiting import wait_until
 
-OPERATIONS = DOCS / "operations.md"
-FAMILIES = (shell_metrics, watch_metrics, workspace_metrics, store_metrics, kube_metrics, harness_metrics,
-            run_metrics)
-
-
-def _names(module: ModuleType) -> list[str]:
-    return [value for name, value in vars(module).items()
-            if name.isupper() and isinstance(value, str) and value.startswith("jr2_")]
-
-
-NAMES = {name for module in FAMILIES for name in _names(module)}
-
 
 def test_each_name_is_defined_in_one_family_only() -> None:
-    assert sum(len(_names(module)) for module in FAMILIES) == len(NAMES)
+    assert sum(len(names_of(module)) for module in FAMILIES) == len(NAMES)
 
 
 def everything() -> str:

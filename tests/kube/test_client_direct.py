@@ -16,7 +16,7 @@ from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.values.errors import KubeError, KubeProtocolError, KubeTransportError
-from tests.kube.test_client_loopback import Recorder, make_handler, server  # noqa: F401 (the fixture)
+from tests.support.loopback_kube import Recorder, make_handler
 from tests.support.waiting import WAIT
 
 LEASE = {"metadata": {"uid": "u-1", "annotations": {"jr2.dev/keepalive": "2026-11-29T07:00:00.000Z"}}}
@@ -30,7 +30,7 @@ def _status(code: int, reason: str, message: str) -> bytes:
 
 @pytest.mark.parametrize(("status_sub", "suffix"), [(False, ""), (True, "/status")])
 def test_the_merge_patch_sends_its_path_content_type_token_and_body(
-        server: tuple[Recorder, KubeClient], status_sub: bool, suffix: str) -> None:  # noqa: F811
+        server: tuple[Recorder, KubeClient], status_sub: bool, suffix: str) -> None:
     rec, client = server
     rec.patch_answers.append((200, b'{"metadata":{"name":"ws-1","resourceVersion":"7"}}'))
     answer = client.merge_patch(SANDBOX, "ws-1", LEASE, status=status_sub)
@@ -79,7 +79,7 @@ def test_a_401_re_reads_the_token_file_and_retries_once(token_server: tuple[Reco
 
 
 def test_a_failure_answer_is_a_kube_error_with_its_status_and_the_connection_goes_on(
-        server: tuple[Recorder, KubeClient]) -> None:  # noqa: F811
+        server: tuple[Recorder, KubeClient]) -> None:
     rec, client = server
     rec.patch_answers += [(409, _status(409, "Conflict", "the uid precondition failed")),
                           (429, b"slow down"), (200, b'{"metadata":{}}')]
@@ -95,7 +95,7 @@ def test_a_failure_answer_is_a_kube_error_with_its_status_and_the_connection_goe
 
 @pytest.mark.parametrize("body", [b"not json", b"[1, 2]", b'{"a":' * 100_000])
 def test_an_answer_that_is_no_json_object_is_a_protocol_error(
-        server: tuple[Recorder, KubeClient], body: bytes) -> None:  # noqa: F811
+        server: tuple[Recorder, KubeClient], body: bytes) -> None:
     rec, client = server
     rec.patch_answers.append((200, body))
     with pytest.raises(KubeProtocolError):
@@ -103,7 +103,7 @@ def test_an_answer_that_is_no_json_object_is_a_protocol_error(
 
 
 def test_an_answer_over_the_cap_is_refused_and_its_connection_never_reused(
-        server: tuple[Recorder, KubeClient]) -> None:  # noqa: F811
+        server: tuple[Recorder, KubeClient]) -> None:
     rec, client = server
     small = KubeClient(ClusterAccess(server=client.access.server, namespace="jr2", source="t"), max_body_bytes=1024)
     try:
@@ -124,7 +124,7 @@ def test_a_refused_connection_is_a_connect_error() -> None:
     client.close()
 
 
-def test_the_merge_patch_shares_the_pool_with_every_other_call(server: tuple[Recorder, KubeClient]) -> None:  # noqa: F811
+def test_the_merge_patch_shares_the_pool_with_every_other_call(server: tuple[Recorder, KubeClient]) -> None:
     """The direct path takes its connections from requests' own pool: a read after it reuses its connection."""
     rec, client = server
     rec.patch_answers.append((200, b'{"metadata":{}}'))

@@ -10,7 +10,7 @@ from typing import Any
 from jr2_actors.agent import core as seat
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
-from tests.run.test_run_core import WALL0, Drive, World
+from tests.support.run_world import WALL0, Drive, World
 
 
 def starts(step_actions: Any) -> list[seat.StartTurn]:

@@ -13,7 +13,7 @@ from jr2_actors.run.feedlines import EventLine, FeedEvent, TurnFaultLine, TurnLi
 from jr2_actors.run.wire import feed_doc
 from jr2_actors.sim.invariants import check, fingerprint, heard_once, kept_held, restart_faults, settle_waits
 from jr2_actors.values.constants import PREVIOUS_SETTLE_SECONDS
-from tests.sim.test_sim_invariants import NAME, RUN, admission, facts
+from tests.support.sim_facts import NAME, RUN, admission, facts
 
 ENDED = "the Harness ended (Error, exit 1): the Harness restarted"
 OOM = "memory limit (OOMKilled, limit 1Gi): Killed"

@@ -50,3 +50,15 @@ def ready_sandbox(cluster: Any, clock: Any, name: str) -> str:
     ready = view(client.get(SANDBOX, name) or {})
     assert ready.phase == "Ready", ready
     return ready.endpoint
+
+
+def create(cluster: Any, runs: list[str], workspace: str = "F-1") -> None:
+    """Create each run's Sandbox straight in the fake's store, as the Orchestrator writes it (no operator)."""
+    from jr2_actors.kube.kinds import SANDBOX
+
+    def write(state: Any) -> None:
+        for run in runs:
+            body = {"metadata": {"name": sandbox_name(run, workspace), "labels": labels_for(run, "wf"),
+                                 "annotations": annotations_for(run, workspace)}, "spec": {"port": 8080}}
+            state.create(SANDBOX, "jr2", body, now=0)
+    cluster.call(write)

@@ -30,8 +30,9 @@ from jr2_actors.watch.actor import (
     WatchReport,
 )
 from jr2_actors.watch.core import Terminated
-from jr2_actors.watch.identity import SandboxKey, annotations_for, labels_for, sandbox_name
+from jr2_actors.watch.identity import SandboxKey, sandbox_name
 from tests.support.probes import Inbox, Probe
+from tests.support.sandboxes import create
 from tests.support.waiting import wait_until
 
 FAST = Backoff(initial=0.01, cap=0.05, immediate_first=True)  # the schedule's shape, in milliseconds
@@ -39,22 +40,10 @@ FAST = Backoff(initial=0.01, cap=0.05, immediate_first=True)  # the schedule's s
 pytestmark = pytest.mark.slow
 
 
-def body(run: str, workspace: str = "F-1") -> dict[str, Any]:
-    return {"metadata": {"name": sandbox_name(run, workspace), "labels": labels_for(run, "wf"),
-                         "annotations": annotations_for(run, workspace)}, "spec": {"port": 8080}}
-
-
 def set_phase(cluster: FakeCluster, runs: list[str], phase: str) -> None:
     def write(s: ClusterState) -> None:
         for run in runs:
             s.merge_patch(SANDBOX, "jr2", sandbox_name(run, "F-1"), {"status": {"phase": phase}}, subresource="status")
-    cluster.call(write)
-
-
-def create(cluster: FakeCluster, runs: list[str]) -> None:
-    def write(s: ClusterState) -> None:
-        for run in runs:
-            s.create(SANDBOX, "jr2", body(run), now=0)
     cluster.call(write)
 
 

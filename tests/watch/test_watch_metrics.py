@@ -26,8 +26,8 @@ from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec
 from tests.support.metrics_text import samples, value
 from tests.support.probes import Inbox
+from tests.support.sandboxes import create
 from tests.support.waiting import wait_until
-from tests.watch.test_watch_actor import create
 
 FAST = Backoff(initial=0.01, cap=0.05, immediate_first=True)
 
