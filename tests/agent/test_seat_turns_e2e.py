@@ -17,42 +17,10 @@ from jr2_actors.harness import briefing
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.values.workflow import read_document
 from tests.support.waiting import wait_until
+from tests.support.workflows import CODE_THEN_POLISH, ONE_CODER, SELF_LOOP
 
 pytestmark = pytest.mark.slow
 
-CODE_THEN_CODE = """
-name: code-code
-workspaces:
-  W: {size: {cpu: "1", memory: "1Gi"}}
-agents:
-  coder: {instructions: "You code.", workspace: W, access: write}
-start: code
-states:
-  code:
-    holds: [W]
-    turn: {agent: coder, prompt: "Code."}
-    on: {next: polish}
-  polish:
-    holds: [W]
-    turn: {agent: coder, prompt: "Polish."}
-    on: {finish: done}
-  done: {final: done}
-"""
-
-SELF_LOOP = """
-name: self-loop
-workspaces:
-  W: {size: {cpu: "1", memory: "1Gi"}}
-agents:
-  coder: {instructions: "You code.", workspace: W, access: write}
-start: code
-states:
-  code:
-    holds: [W]
-    turn: {agent: coder, prompt: "Code."}
-    on: {retry: code, finish: done}
-  done: {final: done}
-"""
 
 RUN_ON_SECONDS = 0.3  # each Submission runs on this long after its `over: true` answer
 
@@ -80,7 +48,7 @@ def run_to_end(cluster: FakeCluster, tmp_path: Path, text: str) -> dict[str, Any
 @pytest.mark.parametrize(("latency", "run_on"), [(0.0, RUN_ON_SECONDS), (0.05, RUN_ON_SECONDS),
                                                (0.5, RUN_ON_SECONDS), (0.05, 0.0)],
                          ids=["0ms", "50ms", "500ms", "50ms-no-run-on"])
-@pytest.mark.parametrize(("text", "first"), [(CODE_THEN_CODE, "next"), (SELF_LOOP, "retry")],
+@pytest.mark.parametrize(("text", "first"), [(CODE_THEN_POLISH, "next"), (SELF_LOOP, "retry")],
                          ids=["code-then-code", "self-loop"])
 def test_one_agent_in_consecutive_states_waits_for_its_submission_to_settle(
         cluster: FakeCluster, tmp_path: Path, text: str, first: str, latency: float, run_on: float) -> None:
@@ -102,7 +70,7 @@ def test_an_answer_refused_503_fails_no_run_and_the_next_turn_hears_it(cluster: 
     cluster.script("coder", [Say("first"), Pick("next")], [Say("second"), Pick("finish")])
     cluster.harness(lambda core: core.set_run_on(RUN_ON_SECONDS))
     cluster.harness(lambda core: core.refuse_answers(1, 503))  # the first answer never reaches its call
-    status = run_to_end(cluster, tmp_path, CODE_THEN_CODE)
+    status = run_to_end(cluster, tmp_path, CODE_THEN_POLISH)
     assert (status["status"], status.get("fault")) == ("done", None)
     first, second = cluster.admissions()  # the Submission that waited for the answer was aborted first
     assert "notices" not in first["body"]
@@ -112,28 +80,12 @@ def test_an_answer_refused_503_fails_no_run_and_the_next_turn_hears_it(cluster: 
     assert words is not None and words in second["briefing"]["message"]  # the Harness words it (ADR-0062)
 
 
-ONE_STATE = """
-name: one
-workspaces:
-  W: {size: {cpu: "1", memory: "1Gi"}}
-agents:
-  coder: {instructions: "You code.", workspace: W, access: write}
-start: code
-states:
-  code:
-    holds: [W]
-    turn: {agent: coder, prompt: "Code."}
-    on: {finish: done}
-  done: {final: done}
-"""
-
-
 def test_a_restored_turn_is_admitted_once_the_abort_of_its_old_submission_settled(cluster: FakeCluster,
                                                                                   tmp_path: Path) -> None:
     cluster.script("coder", [Hang()], [Say("resumed"), Pick("finish")])
     cluster.harness(lambda core: core.set_run_on(RUN_ON_SECONDS))  # an abort settles only this much later
     first = orchestrator(cluster, tmp_path).start()
-    run_id = first.submit(read_document(ONE_STATE))
+    run_id = first.submit(read_document(ONE_CODER))
     wait_until(lambda: ((first.status(run_id) or {}).get("turn") or {}).get("phase") == "running",
                what="the Turn admitted and saved")
     first.stop()  # a stop is not a cancel: the Submission runs on in the Harness

@@ -24,6 +24,7 @@ from jr2_actors.run.notices import Ledger, Mark, conversation_new, mark_from, ma
 from jr2_actors.values.workflow import load_workflow, read_document
 from jr2_actors.workspace import messages as ws
 from tests.support.seat_reports import accepted, answer_failed, guard_kill, kills_read, not_kept, picked, said, settled
+from tests.support.workflows import FIX_OR_RETRY
 
 WALL0 = 1_790_000_000.0
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -53,21 +54,6 @@ def _listed(docs: list[dict[str, Any]]) -> tuple[MemoryKill, ...]:
 
 
 kill_list = st.one_of(st.none(), st.lists(kill_doc, max_size=6).map(_listed))
-
-FIX = """
-name: fix
-workspaces:
-  F-1: {size: {cpu: "1", memory: "2Gi"}}
-agents:
-  coder: {instructions: "You fix.", workspace: F-1, access: write}
-start: code
-states:
-  code:
-    holds: [F-1]
-    turn: {agent: coder, prompt: "Fix it."}
-    on: {finish: done, retry: code}
-  done: {final: done}
-"""
 
 
 def test_hostile_strategies_reach_the_old_crash() -> None:
@@ -154,9 +140,9 @@ run_op = st.one_of(
 
 
 def _engine() -> RunCore:
-    doc = read_document(FIX)
+    doc = read_document(FIX_OR_RETRY)
     assert isinstance(doc, dict)
-    core = RunCore("run-h", load_workflow(FIX), doc)
+    core = RunCore("run-h", load_workflow(FIX_OR_RETRY), doc)
     core.step(run.Start(), 0.0, WALL0)
     core.step(run.FromWorkspace(ws.Running("F-1", {}, "http://h")), 0.0, WALL0)
     return core

@@ -21,36 +21,14 @@ from jr2_actors.harness import briefing
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.values.constants import MAX_PICK_BRIEFING
 from jr2_actors.values.workflow import Workflow, WorkflowError, load_workflow, parse_workflow, read_document
-
-NEXT = "Pass `summary`: one line on what you changed."
-FINISH = "Finish only once the tests pass."
-
-TWO_STATES = f"""
-name: briefed
-workspaces:
-  W: {{size: {{cpu: "1", memory: "1Gi"}}}}
-agents:
-  coder: {{instructions: "You code.", workspace: W, access: write}}
-start: code
-states:
-  code:
-    holds: [W]
-    turn: {{agent: coder, prompt: "Code."}}
-    on:
-      next: {{to: polish, briefing: "{NEXT}"}}
-      workspace.lost: {{to: failed}}
-  polish:
-    holds: [W]
-    turn: {{agent: coder, prompt: "Polish."}}
-    on: {{finish: {{to: done, briefing: "{FINISH}"}}, stop: failed}}
-  done: {{final: done}}
-  failed: {{final: failed}}
-"""
+from tests.support.workflows import BRIEFED
+from tests.support.workflows import BRIEFING_FINISH as FINISH
+from tests.support.workflows import BRIEFING_NEXT as NEXT
 
 
 def doc(**polish_on: Any) -> dict[str, Any]:
-    """TWO_STATES as data, with `polish`'s `on` replaced when given."""
-    document = read_document(TWO_STATES)
+    """BRIEFED as data, with `polish`'s `on` replaced when given."""
+    document = read_document(BRIEFED)
     assert isinstance(document, dict)
     if polish_on:
         document["states"]["polish"]["on"] = polish_on
@@ -66,21 +44,21 @@ def refused(document: dict[str, Any]) -> WorkflowError:
 # -- the workflow file --------------------------------------------------------------------------------
 
 def test_a_pick_with_a_briefing_routes_like_one_without_and_keeps_its_text() -> None:
-    wf = load_workflow(TWO_STATES)
+    wf = load_workflow(BRIEFED)
     assert wf.states["code"].on == {"next": "polish", "workspace.lost": "failed"}
     assert wf.states["code"].allowed == ("next",)
     assert wf.states["code"].briefings == {"next": NEXT}
     assert wf.states["polish"].briefings == {"finish": FINISH}  # `stop: failed` is the short form, no briefing
     assert wf.menu("coder") == ("next", "finish", "stop")
     # JSON is the same document (POST /runs), and the run's blob re-reads it the same.
-    assert parse_workflow(json.loads(json.dumps(read_document(TWO_STATES)))) == wf
+    assert parse_workflow(json.loads(json.dumps(read_document(BRIEFED)))) == wf
 
 
 def test_the_menu_marks_a_briefing_on_its_pick_and_is_plain_names_without_one() -> None:
-    wf = load_workflow(TWO_STATES)
+    wf = load_workflow(BRIEFED)
     assert wf.menu_body("coder") == [{"pick": "next", "briefing": NEXT}, {"pick": "finish", "briefing": FINISH},
                                      "stop"]
-    plain = load_workflow(TWO_STATES.replace(f'{{to: polish, briefing: "{NEXT}"}}', "polish")
+    plain = load_workflow(BRIEFED.replace(f'{{to: polish, briefing: "{NEXT}"}}', "polish")
                           .replace(f'{{to: done, briefing: "{FINISH}"}}', "done"))
     assert plain.menu_body("coder") == ["next", "finish", "stop"]  # today's body, unchanged
 
@@ -128,7 +106,7 @@ def test_one_agent_gives_a_pick_one_briefing_and_two_agents_each_their_own() -> 
     assert refused(doc(next="done")).key == "states.polish.on.next"  # none in one, one in the other
     same = parse_workflow(doc(next={"to": "done", "briefing": NEXT}))
     assert same.briefings("coder") == {"next": NEXT}
-    two = read_document(TWO_STATES.replace("coder: {instructions", "other: {instructions: \"You polish.\", "
+    two = read_document(BRIEFED.replace("coder: {instructions", "other: {instructions: \"You polish.\", "
                                            "workspace: W, access: write}\n  coder: {instructions")
                         .replace("turn: {agent: coder, prompt: \"Polish.\"}", "turn: {agent: other, prompt: \"P.\"}"))
     assert isinstance(two, dict)
@@ -138,7 +116,7 @@ def test_one_agent_gives_a_pick_one_briefing_and_two_agents_each_their_own() -> 
 
 
 def test_lint_names_the_line_of_a_bad_briefing() -> None:
-    text = TWO_STATES.replace(f'"{FINISH}"', "[not, text]")
+    text = BRIEFED.replace(f'"{FINISH}"', "[not, text]")
     with pytest.raises(WorkflowError) as err:
         load_workflow(text)
     assert line_of(text, err.value.key) == text.split("\n").index(
@@ -179,7 +157,7 @@ def admission(wf: Workflow, state: str, notices: list[Any] | None = None) -> dic
 
 
 def test_the_turn_part_says_each_allowed_picks_briefing_after_the_notices_and_before_the_allowed_picks() -> None:
-    wf = load_workflow(TWO_STATES)
+    wf = load_workflow(BRIEFED)
     rendered = briefing.render_admission(admission(wf, "code", [{"kind": "conversation-new", "reason": "new"}]))
     lines = rendered.message.split("\n")
     assert lines == ["Code.", "", briefing.TURN_OPEN, "Your working directory is /work/app.",
@@ -188,7 +166,7 @@ def test_the_turn_part_says_each_allowed_picks_briefing_after_the_notices_and_be
 
 
 def test_a_briefing_of_a_pick_the_turn_may_not_make_is_never_said() -> None:
-    wf = load_workflow(TWO_STATES)
+    wf = load_workflow(BRIEFED)
     code = briefing.render_admission(admission(wf, "code")).message
     polish = briefing.render_admission(admission(wf, "polish")).message
     assert NEXT not in polish and FINISH not in code  # both are on the Menu of both admissions
@@ -198,7 +176,7 @@ def test_a_briefing_of_a_pick_the_turn_may_not_make_is_never_said() -> None:
 
 
 def test_a_restatement_that_opens_a_pick_says_its_briefing_and_no_other() -> None:
-    briefings = load_workflow(TWO_STATES).briefings("coder")
+    briefings = load_workflow(BRIEFED).briefings("coder")
     opened = briefing.restatement(["next"], ["next", "finish"], briefings)
     assert opened.split("\n") == [briefing.TURN_OPEN, briefing.STATE_CHANGED, f"`finish`: {FINISH}",
                                   "Allowed now: `next`, `finish`.", briefing.TURN_CLOSE]
@@ -227,7 +205,7 @@ def test_each_turn_of_a_run_is_told_the_briefing_of_the_picks_it_may_make(cluste
     cluster.script("coder", [Say("coded"), Pick("next")], [Say("polished"), Pick("finish")])
     with Orchestrator(cluster.client(), state_dir=str(tmp_path), signing_key=cluster.signing_key,
                       instance_harness=cluster.instance_harness_url) as orch:
-        run_id = orch.submit(read_document(TWO_STATES))
+        run_id = orch.submit(read_document(BRIEFED))
         assert orch.wait_finished(run_id, 30)
         status = orch.status(run_id)
     assert status is not None and (status["status"], status.get("fault")) == ("done", None)

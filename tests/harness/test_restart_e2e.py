@@ -24,37 +24,10 @@ from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.identity import sandbox_name
 from tests.support.serving import KEY, Serve
 from tests.support.waiting import wait_until
+from tests.support.workflows import RESTARTS
 
 pytestmark = pytest.mark.slow
 
-WORKFLOW = """
-name: restarts
-workspaces:
-  F-1: {size: {cpu: "1", memory: "2Gi"}}
-agents:
-  triage: {instructions: "You wait.", access: none}
-  coder: {instructions: "You fix.", workspace: F-1, access: write}
-  reviewer: {instructions: "You review.", workspace: F-1, access: read}
-start: code
-states:
-  code:
-    holds: [F-1]
-    turn: {agent: coder, prompt: "Fix it."}
-    on: {finish: review, wait: idle, agent.fault: again}
-  idle:
-    holds: [F-1]
-    turn: {agent: triage, prompt: "Wait."}
-    on: {go: review}
-  again:
-    holds: [F-1]
-    turn: {agent: coder, prompt: "Fix it again."}
-    on: {finish: review}
-  review:
-    holds: [F-1]
-    turn: {agent: reviewer, prompt: "Review it."}
-    on: {approve: done}
-  done: {final: done}
-"""
 KERNEL_CODER = ("The Sandbox's processes were killed at its memory limit of 2Gi during `coder`'s Turn; "
                 "/dev/shm was cleared.")
 KERNEL = "The Sandbox's processes were killed at its memory limit of 2Gi; /dev/shm was cleared."
@@ -83,7 +56,7 @@ def admissions(cluster: FakeCluster, agent: str) -> list[dict[str, Any]]:
 
 
 def run(serve: Serve) -> str:
-    return str(serve.call("POST", "/runs", json={"workflow": read_document(WORKFLOW)}).json()["runId"])
+    return str(serve.call("POST", "/runs", json={"workflow": read_document(RESTARTS)}).json()["runId"])
 
 
 def status(serve: Serve, run_id: str) -> dict[str, Any]:

@@ -26,29 +26,11 @@ from jr2_actors.watch.identity import sandbox_name
 from jr2_actors.workspace.actor import WorkspaceActor
 from tests.support.probes import CRASH, crashing
 from tests.support.waiting import wait_until
-from tests.support.workflows import one_state
+from tests.support.workflows import HOLD_THEN_LINGER, one_state
 
 pytestmark = pytest.mark.slow
 
 ONE_STATE = one_state("one")
-
-HOLDER = """
-name: holder
-workspaces:
-  H: {size: {cpu: "1", memory: "1Gi"}}
-agents:
-  holder: {instructions: "You hold.", workspace: H, access: write}
-start: work
-states:
-  work:
-    holds: [H]
-    turn: {agent: holder, prompt: "Hold."}
-    on: {release: hold}
-  hold:
-    holds: [H]
-    after: {seconds: 1.5, to: done}
-  done: {final: done}
-"""
 
 
 def doc(text: str) -> Any:
@@ -81,7 +63,7 @@ def test_the_second_run_waits_behind_the_first_with_the_schedulers_words(cluster
     cluster.script("holder", [Say("holding"), Pick("release")])
     cluster.script("worker", [Pick("finish")])
     with orchestrator(cluster, tmp_path) as orch:
-        first = orch.submit(doc(HOLDER))
+        first = orch.submit(doc(HOLD_THEN_LINGER))
         wait_until(lambda: any(e.kind == "running" for e in feed(orch, first)), what="the holder running")
         second = orch.submit(doc(ONE_STATE))
         wait_until(lambda: any(e.kind == "placing" for e in feed(orch, second)), what="the second run placing")

@@ -25,14 +25,7 @@ from jr2_actors.shell.stopping import Stops
 from jr2_actors.values.constants import SERVE_STOP_SECONDS
 from tests.support.serving import KEY, Serve
 from tests.support.waiting import wait_until
-
-MENU_TURN = {
-    "name": "menu-turn",
-    "agents": {"triage": {"instructions": "You route work.", "access": "none"}},
-    "start": "route",
-    "states": {"route": {"turn": {"agent": "triage", "prompt": "Route it."}, "on": {"routed": "done"}},
-               "done": {"final": "done"}},
-}
+from tests.support.workflows import MENU_TURN
 
 
 class _Quiet(Shell):

@@ -20,43 +20,9 @@ from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.identity import sandbox_name
 from tests.support.serving import KEY, Serve
 from tests.support.waiting import wait_until
+from tests.support.workflows import NOTICES
 
 pytestmark = pytest.mark.slow
-
-WORKFLOW = """
-name: notices
-workspaces:
-  F-1: {size: {cpu: "1", memory: "2Gi"}}
-agents:
-  coder: {instructions: "You fix.", workspace: F-1, access: write}
-  reviewer: {instructions: "You review.", workspace: F-1, access: read}
-start: code
-states:
-  code:
-    holds: [F-1]
-    turn: {agent: coder, prompt: "Fix it."}
-    on: {finish: idle}
-  idle:
-    holds: [F-1]
-    on: {go: review}
-    turn: {agent: triage, prompt: "Wait."}
-  review:
-    holds: [F-1]
-    turn: {agent: reviewer, prompt: "Review it."}
-    on: {more: idle2, approve: done}
-  idle2:
-    holds: [F-1]
-    turn: {agent: triage, prompt: "Wait again."}
-    on: {go: last}
-  last:
-    holds: [F-1]
-    turn: {agent: reviewer, prompt: "Look once more."}
-    on: {approve: done}
-  done: {final: done}
-"""
-# The waits are Turns of a Menu-only agent (`triage`, on the Instance Harness): no Turn runs in F-1 while
-# it waits, and the test decides when it ends by scripting triage's pick.
-WORKFLOW = WORKFLOW.replace("agents:\n", "agents:\n  triage: {instructions: \"You wait.\", access: none}\n")
 
 GUARD = ("The Sandbox's processes were killed at its memory limit (peak 1.9Gi of 2Gi) during `coder`'s Turn; "
          "/dev/shm was cleared. Anything that was running in the Sandbox at that time is gone.")
@@ -98,7 +64,7 @@ def test_each_kill_reaches_the_next_admission_in_scope_exactly_once_in_the_brief
     cluster.script("reviewer", [Pick("more")], [Pick("approve")])
     serve = Serve(kubeconfig, tmp_path / "state", instance_harness=cluster.instance_harness_url)
     try:
-        run_id = serve.call("POST", "/runs", json={"workflow": read_document(WORKFLOW)}).json()["runId"]
+        run_id = serve.call("POST", "/runs", json={"workflow": read_document(NOTICES)}).json()["runId"]
         name = sandbox_name(run_id, "F-1")
         wait_until(lambda: state_of(serve, run_id) == "idle", timeout=30, what="the first wait")
         go(cluster, "triage", "go")
@@ -132,7 +98,7 @@ def test_a_sigkill_between_a_read_and_its_save_loses_no_notice(cluster: FakeClus
     cluster.script("triage", [Pick("go")])
     cluster.script("reviewer", [Pick("approve")])
     first = Serve(kubeconfig, tmp_path / "state", instance_harness=cluster.instance_harness_url)
-    run_id = first.call("POST", "/runs", json={"workflow": read_document(WORKFLOW)}).json()["runId"]
+    run_id = first.call("POST", "/runs", json={"workflow": read_document(NOTICES)}).json()["runId"]
     name = sandbox_name(run_id, "F-1")
     cluster.list_kill(name, agent="", peak="1.1Gi", limit="2Gi")
     wait_until(lambda: cluster.harness(lambda core: core.reads.get(name, 0)) >= 1, timeout=30,

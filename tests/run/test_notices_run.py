@@ -33,35 +33,13 @@ from tests.support.seat_reports import (
     turn_fault,
     unsure,
 )
-
-FIX = """
-name: fix
-workspaces:
-  F-1: {size: {cpu: "1", memory: "2Gi"}}
-agents:
-  coder: {instructions: "You fix.", workspace: F-1, access: write}
-  reviewer: {instructions: "You review.", workspace: F-1, access: read}
-start: code
-states:
-  code:
-    holds: [F-1]
-    turn: {agent: coder, prompt: "Fix it."}
-    on: {finish: wait}
-  wait:
-    holds: [F-1]
-    after: {seconds: 60, to: review}
-  review:
-    holds: [F-1]
-    turn: {agent: reviewer, prompt: "Review it."}
-    on: {approve: done}
-  done: {final: done}
-"""
+from tests.support.workflows import FIX_WAIT_REVIEW
 
 
 class Engine:
     """The run's core, driven by hand: each step's actions are kept for the test to read."""
 
-    def __init__(self, text: str = FIX) -> None:
+    def __init__(self, text: str = FIX_WAIT_REVIEW) -> None:
         doc = read_document(text)
         assert isinstance(doc, dict)
         self.core = RunCore("run-n", load_workflow(text), doc)
@@ -148,7 +126,7 @@ def test_a_nudge_whose_read_could_not_tell_takes_no_guard_kill() -> None:
 
 
 def test_notices_of_an_admission_never_answered_are_raised_again() -> None:
-    e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
+    e = Engine(FIX_WAIT_REVIEW.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
     e.running()
     e(kills_read(1, (kill("k-1"),)))
     assert e.admissions()[0]["notices"]
@@ -159,7 +137,7 @@ def test_notices_of_an_admission_never_answered_are_raised_again() -> None:
 
 def test_notices_of_an_admission_answered_200_count_as_heard_before_the_submission_speaks() -> None:
     # CONTRACTS §3: the Harness rendered the Briefing, notices included, when it accepted the admission.
-    e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
+    e = Engine(FIX_WAIT_REVIEW.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
     e.running()
     e(kills_read(1, (kill("k-1"),)))
     e(accepted(1))  # nothing said yet
@@ -169,7 +147,7 @@ def test_notices_of_an_admission_answered_200_count_as_heard_before_the_submissi
 
 
 def test_kept_on_every_admission_to_a_held_conversation_and_a_404_kept_false_admits_the_task_alone() -> None:
-    e = Engine(FIX.replace("on: {approve: done}", "on: {approve: done, redo: code}"))
+    e = Engine(FIX_WAIT_REVIEW.replace("on: {approve: done}", "on: {approve: done, redo: code}"))
     e.running()
     e(kills_read(1, ()))
     e(accepted(1))
@@ -261,7 +239,7 @@ def test_a_restored_turn_whose_admission_was_heard_is_told_nothing_twice() -> No
 
 
 def test_a_restored_turn_stopped_before_its_readmission_leaves_the_unread_notices_pending() -> None:
-    e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
+    e = Engine(FIX_WAIT_REVIEW.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
     e.running()
     e(kills_read(1, (kill("k-1"),)))
     again = restored_engine(e)
@@ -370,7 +348,7 @@ def test_a_kernel_kill_while_the_turn_still_reads_the_list_names_no_agent() -> N
 
 
 def test_a_picks_answer_that_never_reached_its_call_is_told_to_the_next_turn_of_that_conversation() -> None:
-    e = Engine(FIX.replace("on: {approve: done}", "on: {approve: done, redo: code}"))
+    e = Engine(FIX_WAIT_REVIEW.replace("on: {approve: done}", "on: {approve: done, redo: code}"))
     e.running()
     e(kills_read(1, ()))
     e(accepted(1))
@@ -478,7 +456,7 @@ def test_a_nudge_refused_not_kept_puts_back_every_notice_the_turns_admissions_ca
 
 
 def test_a_turn_that_ends_unheard_after_a_refused_nudge_puts_back_what_its_readmission_carried() -> None:
-    e = Engine(FIX.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
+    e = Engine(FIX_WAIT_REVIEW.replace("on: {finish: wait}", "on: {finish: wait}\n    after: {seconds: 5, to: wait}"))
     e.running()
     e(kills_read(1, (kill("k-1", at(1)),)))
     e(accepted(1))

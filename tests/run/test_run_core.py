@@ -26,6 +26,7 @@ from tests.support.run_world import (
     reviewer_rejects_once,
 )
 from tests.support.seat_reports import accepted, kills_read, picked, said, turn_fault
+from tests.support.workflows import TWO_WORKSPACES
 
 
 def test_the_example_runs_to_done_with_the_review_sending_the_work_back_once() -> None:
@@ -51,28 +52,6 @@ def test_an_admission_carries_the_definition_the_allowed_picks_and_the_working_d
     assert first["allowed"] == ["finish", "dispute"] and first["cwd"] == "/work/app/F-1"
     assert "kept" not in first and "kept" not in second
     assert third["kept"] is True  # the coder's conversation continues (ADR-0062)
-
-
-TWO_WORKSPACES = """
-name: two
-workspaces:
-  A: {size: {cpu: "1", memory: "1Gi"}}
-  B: {size: {cpu: "1", memory: "1Gi"}}
-agents:
-  a: {instructions: "a", workspace: A, access: write}
-  b: {instructions: "b", workspace: B, access: write}
-start: first
-states:
-  first:
-    holds: [A]
-    turn: {agent: a, prompt: "one"}
-    on: {next: second}
-  second:
-    holds: [B]
-    turn: {agent: b, prompt: "two"}
-    on: {back: first, finish: done}
-  done: {final: done}
-"""
 
 
 def test_holds_are_placed_on_entry_and_torn_down_when_no_longer_held() -> None:

@@ -29,6 +29,7 @@ from jr2_actors.workspace.manifest import WorkspaceSpec
 from jr2_actors.workspace.messages import PlacingLine
 from tests.support.probes import CRASH, Inbox, crashing
 from tests.support.waiting import wait_until
+from tests.support.workflows import TINY_TURN
 
 pytestmark = pytest.mark.slow
 def jr2_threads() -> set[str]:
@@ -89,15 +90,6 @@ def test_an_agent_actor_that_dies_cleans_up_and_says_so() -> None:
 
 
 def test_a_run_actor_that_dies_stops_its_children_and_says_so(cluster: FakeCluster, tmp_path: Path) -> None:
-    text = """
-name: f
-workspaces: {W: {size: {cpu: "100m", memory: "64Mi"}}}
-agents: {a: {instructions: "i", workspace: W, access: write}}
-start: s
-states:
-  s: {holds: [W], turn: {agent: a, prompt: "p"}, on: {go: d}}
-  d: {final: done}
-"""
     cluster.script("a", [Hang()])
     client = cluster.client()
     watch = WatchActor.start(client, stall_bound=10)
@@ -107,10 +99,10 @@ states:
     env = RunEnv(client=client, watch=watch, store=store, feed=FeedHub(), signing_key=cluster.signing_key,
                  kube_pool=pools[0], attach_pool=pools[1], agent_pool=pools[2], timers=timers, clock=SystemClock(),
                  sandbox_image="i")
-    doc = read_document(text)
+    doc = read_document(TINY_TURN)
     assert isinstance(doc, dict)
     before, parent = jr2_threads(), Inbox()
-    ref = crashing(RunActor).start(RunCore("run-crash", load_workflow(text), doc), env, parent)
+    ref = crashing(RunActor).start(RunCore("run-crash", load_workflow(TINY_TURN), doc), env, parent)
     wait_until(lambda: len(cluster.admissions()) == 1, what="its Turn admitted")
     children = [r for r in pykka.ActorRegistry.get_all() if r.actor_class.__name__ in ("WorkspaceActor",
                                                                                        "AgentActor")]
