@@ -172,3 +172,9 @@ def test_the_placing_script_prints_a_git_mv_for_each_flat_file(tmp_path: Path,
     out, err = capsys.readouterr()
     assert out == "git mv tests/test_sim_new.py tests/sim/test_sim_new.py\n"
     assert err.startswith("# test_zzz.py: no prefix names its family")
+
+
+def test_a_documents_mentions_of_flat_test_files_are_rewritten_to_their_folders() -> None:
+    text = "see tests/test_store.py::test_x, tests/test_rbac_log.py and tests/test_unknown.py; tests/real/x.py"
+    assert families.placed_mentions(text) == ("see tests/store/test_store.py::test_x, tests/deploy/test_rbac_log.py "
+                                              "and tests/test_unknown.py; tests/real/x.py")

@@ -3,11 +3,14 @@ layout map), plus the tiers that are not a family (conformance, real, outside).
 
 `family_of("test_store_faults.py")` is `"store"`: the longest prefix of `PREFIXES` that the file's name
 starts with. `python -m tests.support.families` prints a `git mv` line for every test file still flat in
-tests/ (a branch that added one before the folders existed), so placing them after a merge is one paste.
+tests/ (a branch that added one before the folders existed), so placing them after a merge is one paste;
+`python -m tests.support.families --docs FILE...` rewrites each `tests/test_x.py` a document names to the
+file's folder.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -71,8 +74,26 @@ def flat_test_files(tests: Path = TESTS) -> list[Path]:
     return sorted(tests.glob("test_*.py"))
 
 
+FLAT_MENTION = re.compile(r"\btests/(test_\w+\.py)")
+
+
+def placed_mentions(text: str) -> str:
+    """`text` with each `tests/test_x.py` it names rewritten to `tests/<family>/test_x.py` (a name no prefix
+    places is left as it is)."""
+    def placed(match: re.Match[str]) -> str:
+        family = family_of(match.group(1))
+        return match.group(0) if family is None else f"tests/{family}/{match.group(1)}"
+    return FLAT_MENTION.sub(placed, text)
+
+
 def main(argv: list[str]) -> int:
-    """A `git mv` line for each flat test file (or each file named), from the repository's root."""
+    """A `git mv` line for each flat test file (or each file named), from the repository's root; with
+    `--docs`, each file named has its mentions of flat test files rewritten in place."""
+    if argv[:1] == ["--docs"]:
+        for name in argv[1:]:
+            doc = Path(name)
+            doc.write_text(placed_mentions(doc.read_text(encoding="utf-8")), encoding="utf-8")
+        return 0
     paths = [Path(a) for a in argv] or flat_test_files()
     unknown = 0
     for path in paths:
