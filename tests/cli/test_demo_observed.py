@@ -16,7 +16,6 @@ import json
 import os
 import re
 import secrets
-import socket
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.harness.tokens import INSTANCE_HARNESS, harness_token
 from jr2_actors.workspace.manifest import sandbox_token
 from tests.support.metrics_text import samples, value
+from tests.support.serving import free_port
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -45,12 +45,6 @@ class DemoRun:
     scrapes: list[str] = field(default_factory=list)
     drawn: list[str | bytes] = field(default_factory=list)
     sandboxes: set[str] = field(default_factory=set)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(url: str) -> str | None:

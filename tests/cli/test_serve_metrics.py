@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,15 +14,10 @@ import requests
 
 from jr2_actors.fake.cluster import FakeCluster
 from tests.support.metrics_text import samples, value
+from tests.support.serving import free_port
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_serve_answers_metrics_in_the_prometheus_text_format(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -45,3 +46,9 @@ def _tmp(state: Path) -> Path:
     folder = state.parent / f"{state.name}-tmp"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
