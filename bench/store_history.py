@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.store.rows import Row, RunStore
-from tests.workflows import chain
+from tests.support.workflows import chain
 
 BATCH = 500
 

@@ -12,8 +12,8 @@ import re
 from importlib import metadata
 from pathlib import Path
 
+from tests.conformance.checks import CHECKS
 from tests.conformance.clients import CLIENTS, NOT_OFFERED, version_of
-from tests.conformance.test_conformance import CHECKS
 
 SETUP_CFG = Path(__file__).resolve().parents[2] / "setup.cfg"
 OPERATOR_CHECK = "operator: create, field and delete handlers behind its finalizer; its Events"

@@ -22,7 +22,7 @@ from kubernetes.client.rest import ApiException
 
 from jr2_actors.fake.cluster import FakeCluster
 from tests.conformance.clients import GROUP, NS, PLURAL, VERSION
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 WAIT = 30.0  # kopf's own start-up (discovery, the first list) under a loaded machine
 

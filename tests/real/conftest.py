@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from realcluster.cluster import RealCluster
-from tests.conftest import _STARTED
+from tests.support.processes import STARTED
 
 HERE = Path(__file__).resolve().parent
 NO_GO = "go is not on PATH: the real-cluster tier (tests/real/) needs it to build kube-apiserver"
@@ -56,4 +56,4 @@ def _the_session_cluster_outlives_each_test(request: pytest.FixtureRequest) -> I
     if "real_cluster" in request.fixturenames:
         cluster: RealCluster = request.getfixturevalue("real_cluster")
         if cluster.process is not None:
-            _STARTED.discard(cluster.process)
+            STARTED.discard(cluster.process)

@@ -24,26 +24,12 @@ from jr2_actors.values.constants import SERVE_STOP_SECONDS
 from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.identity import sandbox_name
 from realcluster.cluster import ORCHESTRATOR_UIDS, RealCluster
-from tests.serving import KEY, Serve
-from tests.waiting import wait_until
-from tests.workflows import one_state
+from tests.support.serving import KEY, Serve
+from tests.support.waiting import wait_until
+from tests.support.workflows import HOLD_UNTIL_RELEASED, one_state
 
 pytestmark = pytest.mark.slow
 ONE_STATE = one_state("real")
-HOLDER = """
-name: holder
-workspaces:
-  H: {size: {cpu: "1", memory: "1Gi"}}
-agents:
-  holder: {instructions: "You hold.", workspace: H, access: write}
-start: work
-states:
-  work:
-    holds: [H]
-    turn: {agent: holder, prompt: "Hold."}
-    on: {release: done}
-  done: {final: done}
-"""
 GUARD = ("The Sandbox's processes were killed at its memory limit (peak 1.9Gi of 2Gi) during `worker`'s Turn; "
          "/dev/shm was cleared. Anything that was running in the Sandbox at that time is gone.")
 TWO_TURNS = ONE_STATE.replace('memory: "1Gi"', 'memory: "2Gi"').replace(
@@ -145,7 +131,7 @@ def test_a_capacity_wait_in_the_schedulers_words(real_cluster: RealCluster, admi
     try:
         op.harness(lambda core: core.script("holder", [[Say("holding"), Hang()]]))
         op.harness(lambda core: core.script("worker", [[Pick("finish")]]))
-        first = submit(s, HOLDER)
+        first = submit(s, HOLD_UNTIL_RELEASED)
         wait_until(lambda: (status(s, first).get("turn") or {}).get("phase") == "running", timeout=60,
                    what="the holder running")
         second = submit(s, ONE_STATE)

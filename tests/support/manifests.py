@@ -1,0 +1,52 @@
+"""The shipped manifests, read as a test needs them: every document, by file or by kind."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from jr2_actors.fake.rbac import Role, parse_role
+from tests.support.paths import MANIFESTS
+
+UNIT = MANIFESTS / "orchestrator"  # one orchestrator: the unit an overlay repeats per namespace
+Doc = dict[str, Any]
+
+
+def files() -> list[Path]:
+    """Every YAML file under manifests/, kustomizations included."""
+    return sorted(MANIFESTS.rglob("*.yaml"))
+
+
+def docs(*folders: Path) -> list[Doc]:
+    """Every Kubernetes object under `folders` (default: the base's, CRDs and the unit; kustomization files
+    and an overlay's patches are not objects)."""
+    return [copy.deepcopy(d) for folder in folders or (MANIFESTS / "crds", UNIT) for p in sorted(folder.rglob("*.yaml"))
+            if p.name != "kustomization.yaml" for d in _parsed(p)]
+
+
+@functools.cache
+def _parsed(path: Path) -> tuple[Doc, ...]:
+    """A file's documents, parsed once per run (callers get copies, so a test may change what it gets)."""
+    return tuple(d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d)
+
+
+def one(kind: str, name: str | None = None, folder: Path = UNIT) -> Doc:
+    found = [d for d in docs(folder) if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"{len(found)} {kind} {name or ''} in {folder}"
+    return found[0]
+
+
+def unit_namespace() -> str:
+    """The namespace the unit's kustomization puts everything in."""
+    kustomization = yaml.safe_load((UNIT / "kustomization.yaml").read_text(encoding="utf-8"))
+    return str(kustomization["namespace"])
+
+
+def manifest_role() -> Role:
+    """The orchestrator's Role, in the namespace kustomize gives it."""
+    role = one("Role")
+    return parse_role({**role, "metadata": {**role["metadata"], "namespace": unit_namespace()}})
