@@ -18,10 +18,10 @@ from jr2_actors.kube.gate import FifoGate
 from jr2_actors.kube.metrics import KubeMetrics
 from jr2_actors.run import metrics as run_metrics
 from jr2_actors.shell import metrics as shell_metrics
-from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.store import metrics as store_metrics
 from jr2_actors.store.files import Footprint
 from jr2_actors.telemetry import Telemetry
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.watch import metrics as watch_metrics
 from jr2_actors.watch.metrics import WatchState
 from jr2_actors.workspace import metrics as workspace_metrics
