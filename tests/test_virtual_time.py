@@ -1,4 +1,4 @@
-"""The driven VirtualClock (shell/clock.py): timers fire in order at their own times, `upcoming()` says who
+"""The driven VirtualClock (testing/clock.py): timers fire in order at their own times, `upcoming()` says who
 set each, "nothing under way" sees an actor mid-message, a pool job and a request served, and a wait for
 what cannot come fails at once with what every actor waits for."""
 
