@@ -27,6 +27,7 @@ from jr2_actors.commands.common import (
     secret_from,
     until_stopped,
 )
+from jr2_actors.commands.completion import files
 from jr2_actors.run.render import cluster_line, duration, feed_line, local_clock, local_time, status_lines
 from jr2_actors.values.errors import one_line
 from jr2_actors.values.run_ids import FULL_RUN_ID  # anything else is a prefix to resolve
@@ -76,7 +77,7 @@ def add_parsers(sub: Any) -> None:
 
     p = sub.add_parser("submit", help="start a run of a workflow file",
                        description="Start a run. Example: jr2-actors submit fix.yaml --watch")
-    p.add_argument("workflow", metavar="WORKFLOW.yaml", help="a workflow file (docs/workflows.md), YAML or JSON")
+    files(p.add_argument("workflow", metavar="WORKFLOW.yaml", help="a workflow file (docs/workflows.md), YAML or JSON"))
     follow_flags(p)
     common(p)
     p = sub.add_parser("resubmit", help="start a new run of the workflow document a run was submitted with",

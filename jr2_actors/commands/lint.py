@@ -14,6 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from jr2_actors.commands.common import UsageError
+from jr2_actors.commands.completion import files
 
 if TYPE_CHECKING:  # the workflow rules (jsonschema, yaml) load when a file is read, not for every command
     from jr2_actors.values.workflow import Workflow, WorkflowError
@@ -24,11 +25,11 @@ def add_parsers(sub: Any) -> None:
                        description="Check workflow files with the rules POST /runs applies; each error is "
                                    "FILE:LINE: key: problem. Exit 0 when every file is good, else 2. "
                                    "Example: jr2-actors lint fix.yaml review.yaml")
-    p.add_argument("files", metavar="FILE", nargs="+", help="workflow files, YAML or JSON (required)")
+    files(p.add_argument("files", metavar="FILE", nargs="+", help="workflow files, YAML or JSON (required)"))
     p = sub.add_parser("graph", help="print a workflow's state graph (Mermaid, or DOT with -o dot)",
                        description="Print a workflow's states and the picks, events and timeouts between them. "
                                    "Example: jr2-actors graph fix.yaml -o dot | dot -Tsvg > fix.svg")
-    p.add_argument("file", metavar="FILE", help="a workflow file, YAML or JSON (required)")
+    files(p.add_argument("file", metavar="FILE", help="a workflow file, YAML or JSON (required)"))
     p.add_argument("-o", "--output", choices=("mermaid", "dot"), default="mermaid",
                    help="mermaid (a stateDiagram-v2) or dot (Graphviz) (default: mermaid)")
 

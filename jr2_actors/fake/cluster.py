@@ -39,7 +39,8 @@ from jr2_actors.fake.tls import generate as generate_tls
 from jr2_actors.harness.tokens import DIGEST_ENV, INSTANCE_HARNESS, harness_token, token_digest
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.client import KubeClient
-from jr2_actors.shell.clock import Clock, SystemClock, activity
+from jr2_actors.shell.activity import activity
+from jr2_actors.shell.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -51,7 +51,7 @@ from jr2_actors.kube.metrics import OFF, KubeMetrics
 from jr2_actors.kube.watch_stream import WatchStream, transport_error
 from jr2_actors.net.cut import Cut, mount_cuts  # one way to end a request from outside, for both clients
 from jr2_actors.net.http_body import TooLarge, read_capped, retry_after
-from jr2_actors.shell.clock import QUIET, Activity, Quiet
+from jr2_actors.shell.activity import QUIET, Reporter
 from jr2_actors.values.constants import (
     CONNECT_TIMEOUT_SECONDS,
     FIELD_MANAGER,
@@ -108,7 +108,7 @@ class KubeClient:
     def __init__(self, access: ClusterAccess, *, write_cap: int = WRITE_CAP_DEFAULT,
                  connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
                  read_timeout: float = READ_TIMEOUT_SECONDS, max_body_bytes: int = MAX_BODY_BYTES,
-                 activity: Activity | Quiet = QUIET) -> None:
+                 activity: Reporter = QUIET) -> None:
         """`activity`: where each request is reported while it is sent and answered (a driven VirtualClock's,
         so its clock never jumps while a request is in flight)."""
         if not WRITE_CAP_MIN <= write_cap <= WRITE_CAP_MAX:

@@ -109,16 +109,20 @@ def _claim_for_current(conn: Any) -> None:
             cut._claim(conn)
 
 
-class _HTTPConnection(urllib3.connection.HTTPConnection):
+class _Reclaiming:
+    """A connection whose socket, made after its Cut fired, is shut at once; one body for both schemes."""
+
     def connect(self) -> None:
-        super().connect()
+        super().connect()  # type: ignore[misc]
         _reclaim(self)
 
 
-class _HTTPSConnection(urllib3.connection.HTTPSConnection):
-    def connect(self) -> None:
-        super().connect()
-        _reclaim(self)
+class _HTTPConnection(_Reclaiming, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_Reclaiming, urllib3.connection.HTTPSConnection):
+    pass
 
 
 def _reclaim(conn: Any) -> None:
@@ -129,30 +133,27 @@ def _reclaim(conn: Any) -> None:
             _shut(conn)
 
 
-class CutHTTPPool(urllib3.connectionpool.HTTPConnectionPool):
+class CutPool:
+    """The one pool behaviour, for both schemes: a connection taken from the pool belongs to the caller's
+    Cut, one given back to none. urllib3's HTTPS pool differs from its HTTP pool only in its connection
+    class and TLS options, so each scheme's pool below is this class over urllib3's own."""
+
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        conn = super()._get_conn(timeout)  # type: ignore[misc]
+        _claim_for_current(conn)
+        return conn
+
+    def _put_conn(self, conn: Any) -> None:
+        let_go(conn)
+        super()._put_conn(conn)  # type: ignore[misc]
+
+
+class CutHTTPPool(CutPool, urllib3.connectionpool.HTTPConnectionPool):
     ConnectionCls = _HTTPConnection
 
-    def _get_conn(self, timeout: float | None = None) -> Any:
-        conn = super()._get_conn(timeout)
-        _claim_for_current(conn)
-        return conn
 
-    def _put_conn(self, conn: Any) -> None:
-        let_go(conn)
-        super()._put_conn(conn)
-
-
-class CutHTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
+class CutHTTPSPool(CutPool, urllib3.connectionpool.HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
-
-    def _get_conn(self, timeout: float | None = None) -> Any:
-        conn = super()._get_conn(timeout)
-        _claim_for_current(conn)
-        return conn
-
-    def _put_conn(self, conn: Any) -> None:
-        let_go(conn)
-        super()._put_conn(conn)
 
 
 class CutAdapter(HTTPAdapter):

@@ -1,17 +1,18 @@
-"""What is under way that no actor inbox shows, as each part reports it to a driven VirtualClock.
+"""What is under way that no actor inbox shows, as each part reports it: the product's side of the report.
 
-`Activity` holds the jobs (a request served by the fake, one sent by a KubeClient, the watch's I/O thread)
-and the probes (a pool's queue); `QUIETING` is the one Condition a driven clock waits on while something is
-busy, woken by each part that ends some work. On the real clock `activity(clock)` is `QUIET`: no-ops.
-shell/clock.py judges "nothing under way" from these.
+A part reports its jobs (a request served by the fake, one sent by a KubeClient, the watch's I/O thread) and
+its probes (a pool's queue) to `activity(clock)`: a `Reporter`, which on the real clock is `QUIET` (no-ops)
+and on a driven VirtualClock is its `Activity` (jr2_actors/testing/activity.py), from which that clock
+judges "nothing under way". `QUIETING` is the one Condition a driven clock waits on while something is
+busy, woken by each part that ends some work.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import threading
 from collections.abc import Callable, Iterator
+from typing import Protocol, runtime_checkable
 
 
 class _Quieting:
@@ -69,87 +70,26 @@ SERVED = "fake API "  # how the fake's API server names a request it serves (fak
 SENT = "KubeClient "  # how a KubeClient names one it sends (kube/client.py)
 HARNESS_SERVED = "fake Harness "  # the fake Harness's (fake/harness/actor.py)
 HARNESS_SENT = "HarnessClient "  # a HarnessClient's (harness/client.py)
-_PAIRS = ((SENT, SERVED), (HARNESS_SENT, HARNESS_SERVED))  # a request sent, excused by the same one parked
 
 
-class Activity:
-    """The work under way that no actor inbox shows: what each part reports as it starts and ends it."""
+@runtime_checkable
+class Reporter(Protocol):
+    """Where a part reports its work: a driven VirtualClock's `Activity` (jr2_actors.testing), or `QUIET`."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._jobs: dict[int, Job] = {}
-        self._ids = itertools.count(1)
-        self.generation = 0  # bumped on every start and end: a settle sees that something moved
-        self._probes: list[Callable[[], list[str]]] = []
-
-    @contextlib.contextmanager
-    def busy(self, what: str) -> Iterator[Job]:
-        job = Job(what)
-        with self._lock:
-            key = next(self._ids)
-            self._jobs[key] = job
-            self.generation += 1
-        try:
-            yield job
-        finally:
-            with self._lock:
-                self._jobs.pop(key, None)
-                self.generation += 1
-            QUIETING.went_quiet()
+    def busy(self, what: str) -> contextlib.AbstractContextManager[Job]:
+        """A job under way for the span of the `with`."""
 
     def went_quiet(self) -> None:
-        """A part whose work the probes see (a pool job) ended some: the clock looks again."""
-        with self._lock:
-            self.generation += 1
-        QUIETING.went_quiet()
+        """A part whose work the probes see (a pool job) ended some."""
 
     def probe(self, fn: Callable[[], list[str]]) -> None:
         """Add a look at work of another kind (a pool's queue): `fn()` names what is under way, or `[]`."""
-        with self._lock:
-            self._probes.append(fn)
 
     def unprobe(self, fn: Callable[[], list[str]]) -> None:
-        with self._lock, contextlib.suppress(ValueError):
-            self._probes.remove(fn)
-
-    def under_way(self) -> list[str]:
-        """What is at work. A KubeClient's request that the fake has parked (a latency it waits out on the
-        clock, a long poll) is parked too: each parked "fake API GET /p" excuses one "KubeClient GET /p"."""
-        with self._lock:
-            if not self._jobs and not self._probes:
-                return []
-            jobs = list(self._jobs.values())
-            probes = list(self._probes)
-        busy: list[str] = []
-        excused: dict[str, int] = {}  # "KubeClient GET /p" for each parked "fake API GET /p"
-        for job in jobs:
-            if job.busy():
-                busy.append(job.what)
-                continue
-            for sent, served in _PAIRS:
-                if job.what.startswith(served):
-                    request = sent + job.what[len(served):]
-                    excused[request] = excused.get(request, 0) + 1
-        out: list[str] = []
-        for what in busy:
-            if excused.get(what, 0) > 0:
-                excused[what] -= 1
-                continue
-            out.append(what)
-        for fn in probes:
-            out += fn()
-        return out
+        """Take a look `probe` added off again."""
 
     def judged(self, threads: set[int]) -> set[int]:
-        """Those of `threads` doing a job of their own here (a KubeClient request, a pause): a pool counts a
-        running job on one of them as that job judges it — a request the fake parks on the clock is parked,
-        so a pool's job waiting on it does not hold the clock still."""
-        with self._lock:
-            return {job.thread for job in self._jobs.values()} & threads
-
-    def parked(self) -> list[str]:
-        with self._lock:
-            return [job.what for job in self._jobs.values() if job.ready is not None]
+        """Those of `threads` doing a job of their own here, judged by that job (a pool does not count them)."""
 
 
 class Quiet:
@@ -170,11 +110,14 @@ class Quiet:
     def unprobe(self, fn: Callable[[], list[str]]) -> None:
         pass
 
+    def judged(self, threads: set[int]) -> set[int]:
+        return set()
+
 
 QUIET = Quiet()
 
 
-def activity(clock: object) -> Activity | Quiet:
-    """Where a part reports its work: the driven virtual clock's `Activity`, else a no-op."""
+def activity(clock: object) -> Reporter:
+    """Where a part reports its work: its clock's (a driven VirtualClock's `Activity`), else a no-op."""
     found = getattr(clock, "activity", None)
-    return found if isinstance(found, Activity) else QUIET
+    return found if isinstance(found, Reporter) else QUIET

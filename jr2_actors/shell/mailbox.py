@@ -16,7 +16,7 @@ from typing import Any
 PROCESSING_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                       2.5, 5.0, 10.0)
 
-# Set by a driven VirtualClock (shell/clock.py): called when an actor asks for its next message and none waits,
+# Set by a driven VirtualClock (testing/clock.py): called when an actor asks for its next message and none waits,
 # so the clock waiting for quiet looks again then instead of polling. None (one read a take) otherwise.
 went_idle: Callable[[], None] | None = None
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
-from jr2_actors.shell.clock import Activity, activity
+from jr2_actors.shell.activity import activity
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -57,7 +57,7 @@ class CountedPool(ThreadPoolExecutor):
     def _under_way(self) -> list[str]:
         with self._count_lock:
             jobs, running = self._jobs, set(self._running)
-        if jobs and running and isinstance(self._activity, Activity):
+        if jobs and running:
             jobs -= len(self._activity.judged(running))  # each judged by the job it does (kube requests)
         return [f"pool {self._name}: {jobs} job(s) queued or running"] if jobs > 0 else []
 

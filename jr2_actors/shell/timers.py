@@ -53,7 +53,7 @@ class Timers:
         the callback's name. `keepalive`: the timer only keeps a stream alive (the fake's bookmarks and watch
         timeouts) and changes nothing a test waits on; a driven VirtualClock's `run_until` fails at once
         when nothing else is left. `kept`: the timer is one the keepalives push on while the stream lives
-        (a watch's stall bound), so `run_until` may leap over it with them (shell/clock.py)."""
+        (a watch's stall bound), so `run_until` may leap over it with them (testing/clock.py)."""
         with self._cond:
             handle = next(self._ids)
             self._callbacks[handle] = callback

@@ -44,7 +44,8 @@ from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.kube.watch_stream import WatchStream
 from jr2_actors.shell import Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
-from jr2_actors.shell.clock import QUIET, Activity, Clock, Job, Quiet, SystemClock, activity
+from jr2_actors.shell.activity import QUIET, Job, Reporter, activity
+from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.values.constants import (
     STALL_BOUND_SECONDS,
     WATCH_CONTROL_BATCH,
@@ -56,15 +57,7 @@ from jr2_actors.watch import core
 from jr2_actors.watch import metrics as watch_metrics
 from jr2_actors.watch.core import Failure, SandboxGone, SandboxSeen, Termination, WatchFailed
 from jr2_actors.watch.identity import RUN_LABEL, Foreign, SandboxKey
-from jr2_actors.watch.messages import (
-    Health,
-    OwnWrite,
-    Register,
-    Unregister,
-    WatchClosed,
-    WatchHealth,
-    WatchReport,
-)
+from jr2_actors.watch.messages import Health, OwnWrite, Register, Unregister, WatchClosed, WatchHealth, WatchReport
 from jr2_actors.watch.metrics import WatchState, WatchTelemetry, relist_cause
 
 log = logging.getLogger(__name__)
@@ -102,7 +95,7 @@ class _WatchIo:
     """Performs list and watch calls one at a time and tells the actor every result and frame."""
 
     def __init__(self, client: KubeClient, namespace: str, tell: Callable[[core.Input], None],
-                 watch_timeout: int, under_way: Activity | Quiet = QUIET) -> None:
+                 watch_timeout: int, under_way: Reporter = QUIET) -> None:
         self._client = client
         self._under_way = under_way  # a driven VirtualClock's: this thread is at work but while it blocks
         self._counted: contextlib.AbstractContextManager[Job] | None = None
@@ -260,6 +253,7 @@ class WatchActor(Shell):
         self._timers = Timers(self.clock, name="jr2-watch-timers")
         self._deadline: Deadline | None = None
         self._off_leap: Callable[[], None] | None = None
+        self._kept: tuple[int, float] | None = None  # (stream, its stall bound as a clock's leaps moved it on)
         self._budget = shutdown_budget
         self._io = _WatchIo(client, namespace or client.namespace, self._from_io, watch_timeout, activity(self.clock))
 
@@ -301,10 +295,22 @@ class WatchActor(Shell):
             tell_quietly(recipient, WatchClosed(key))
 
     def _leapt(self, seconds: float) -> None:
-        """On the clock's thread, while nothing is under way: the stall bound moves on at once (as a frame's
-        step moves it on the I/O thread)."""
+        """On the clock's thread, while nothing is under way: a watching stream's stall bound moves on by the
+        span leapt over (the keepalives a real clock would have brought), held here, not in the core, whose
+        machine knows the API server only: until the stream's progress passes it, or the stream ends."""
         with self._lock:
-            self._step(core.KeptAlive(seconds))
+            c = self.core
+            if self._deadline is not None and c.deadline_kept and c.deadline is not None:
+                self._kept = (c.keeper.stream, self._bound(c.deadline) + seconds)
+                self._deadline.arm(self._kept[1], kept=True)
+
+    def _bound(self, deadline: float) -> float:
+        """`deadline`, or the stall bound a leap moved past it while the same stream is watched."""
+        kept, c = self._kept, self.core
+        if kept is not None and c.deadline_kept and kept[0] == c.keeper.stream and kept[1] > deadline:
+            return kept[1]
+        self._kept = None
+        return deadline
 
     def _control(self, message: Register | Unregister | OwnWrite | _Tick) -> None:
         """A message that steps the core; the caller holds `_lock`."""
@@ -370,7 +376,8 @@ class WatchActor(Shell):
             elif isinstance(action, core.CloseStream):
                 self._io.close(action.stream)
         if self._deadline is not None:
-            self._deadline.arm(step.deadline, kept=self.core.deadline_kept)
+            deadline = step.deadline if step.deadline is None else self._bound(step.deadline)
+            self._deadline.arm(deadline, kept=self.core.deadline_kept)
         if metrics.on:  # the state built only for a watch that is counted
             c = self.core
             metrics.publish(WatchState(c.phase, c.keeper.degraded, c.failures, len(c.cache.waiters), c.tracked,

@@ -128,16 +128,8 @@ class Shutdown:
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class KeptAlive:
-    """A driven VirtualClock crossed `seconds` in which only the server's keepalives would have come (its
-    bookmarks): a watching stream's stall bound counts from its last progress plus them (`VirtualClock.on_leap`)."""
-
-    seconds: float
-
-
 StreamInput = (Started | Listed | ListFailed | WatchOpened | WatchOpenFailed | FrameReceived | StreamEnded | Tick
-               | Shutdown | KeptAlive)
+               | Shutdown)
 
 
 # -- outputs: signals for the delivery cache, reports, actions -------------------------------------
@@ -361,9 +353,6 @@ class StreamKeeper:
         failure = failure or Failure("transport", "the watch ended at once with nothing on it")
         self._failed(Termination.TRANSPORT, failure, now, out, relist=False)
 
-    def _kept_alive(self, event: KeptAlive, now: float, out: Kept) -> None:
-        self._progress_at += event.seconds
-
     def _tick(self, event: Tick, now: float, out: Kept) -> None:
         if self.phase == "waiting" and self._wake_at is not None and now >= self._wake_at:
             pending, self._pending, self._wake_at = self._pending, None, None
@@ -442,8 +431,6 @@ MACHINE: Machine[Callable[[StreamKeeper, Any, float, Kept], None]] = Machine("th
     (("watching",), FrameReceived, MOVES, K._received),
     (("watching",), StreamEnded, MOVES, K._stream_ended),
     (("listing", "watching", "waiting"), Tick, MOVES, K._tick),
-    (("watching",), KeptAlive, (), K._kept_alive),
-    (("idle", "listing", "waiting", "stopped"), KeptAlive, (), K._late),
     (("watching", "waiting"), (Listed, ListFailed), (), K._late),
     (("listing", "waiting"), ON_A_STREAM, (), K._late),
     (("idle",), Tick, (), K._late),

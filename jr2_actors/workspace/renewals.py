@@ -26,7 +26,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from jr2_actors.shell.clock import Activity, activity
+from jr2_actors.shell.activity import activity
 from jr2_actors.values.constants import RENEWAL_LANE_THREADS
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class RenewalLane:
     def _under_way(self) -> list[str]:
         with self._lock:
             queued, running = len(self._queue), set(self._running)
-        if running and isinstance(self._activity, Activity):
+        if running:
             running -= self._activity.judged(running)  # each judged by the request it sends (parked or not)
         jobs = queued + len(running)
         return [f"{self._name}: {jobs} renewal(s) queued or running"] if jobs else []

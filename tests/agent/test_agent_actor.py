@@ -23,7 +23,7 @@ from jr2_actors.harness.errors import HarnessError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillRead
 from jr2_actors.harness.tokens import INSTANCE_HARNESS
 from jr2_actors.shell import Timers
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.constants import PREVIOUS_SETTLE_SECONDS
 from tests.support.admissions import NAME, body
 from tests.support.probes import Inbox

@@ -19,9 +19,9 @@ from jr2_actors.api.server import ApiServer
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.shell import Shell
-from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.store.actor import StoreActor
 from jr2_actors.telemetry import Telemetry
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.constants import HEALTH_STALL_SECONDS
 from jr2_actors.watch.actor import WatchActor
 from tests.support.waiting import wait_until

@@ -15,8 +15,8 @@ from rich.console import Console
 
 from jr2_actors import cli
 from jr2_actors.commands.topview import Scrape, quantile, render
-from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.telemetry import Telemetry
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.watch.metrics import WatchState
 from jr2_actors.workspace.messages import WaitEntry
 from tests.support.metrics_text import FakeRun, Record

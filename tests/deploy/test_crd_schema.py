@@ -26,7 +26,7 @@ from jr2_actors.fake.apiserver.schema import (
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node, Quota
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.workflow import RepoSlot, WorkspaceDef
 from jr2_actors.workspace.manifest import WorkspaceSpec, sandbox_body
 from tests.support.paths import FIXTURES, MANIFESTS

@@ -18,7 +18,7 @@ from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, WatchEvent
 from jr2_actors.kube.kinds import SANDBOX, SECRET
 from jr2_actors.shell.activity import Job
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.errors import KubeError, KubeTransportError
 
 

@@ -12,7 +12,7 @@ import requests
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.watch.sandbox import view
 from tests.support.harness_http import NAME, T0, admission, auth, poll, url
 from tests.support.sandboxes import ready_sandbox

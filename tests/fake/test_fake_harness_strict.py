@@ -14,7 +14,7 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.faults import Faults, FaultScheduleError
 from jr2_actors.fake.harness.core import Hang, HarnessCore, KernelKill
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.watch.sandbox import view
 from tests.support.cli_process import jr2
 from tests.support.harness_http import NAME, T0, admission, auth, poll, url

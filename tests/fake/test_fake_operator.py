@@ -11,7 +11,7 @@ import pytest
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node, OperatorCore, Quota
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.watch.sandbox import view
 
 T0 = 1_790_000_000.0

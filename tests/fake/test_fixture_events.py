@@ -11,8 +11,8 @@ import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
-from jr2_actors.fake.pytest_plugin import ClusterEvents
 from jr2_actors.orchestrator import Orchestrator
+from jr2_actors.testing.pytest_plugin import ClusterEvents
 from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.identity import sandbox_name
 from tests.support.readme import run_as_a_test_file

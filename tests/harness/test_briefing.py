@@ -10,7 +10,7 @@ import pytest
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.harness import briefing
 from jr2_actors.harness.client import HarnessClient
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from tests.support import paths
 from tests.support.sandboxes import ready_sandbox
 

@@ -21,7 +21,7 @@ from jr2_actors.harness.errors import ConversationNotKept, HarnessError, Harness
 from jr2_actors.harness.memory_kills import MemoryKillListError
 from jr2_actors.net.cut import Cut, mount_cuts
 from jr2_actors.shell import Timers
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.constants import (
     ADMISSION_BUSY_SECONDS,
     ADMISSION_PROBE_MISSES,

@@ -16,7 +16,7 @@ from jr2_actors.harness.client import HarnessClient, shared_session
 from jr2_actors.harness.errors import HarnessUnreachable
 from jr2_actors.harness.pools import HarnessPools, address_of, pools_of
 from jr2_actors.net.cut import Cut
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.constants import HARNESS_POOL_SIZE
 from tests.support.sandboxes import ready_sandbox
 from tests.support.waiting import wait_until

@@ -22,8 +22,8 @@ from jr2_actors.run.feed import FeedHub, Published
 from jr2_actors.run.feedlines import AdmittedLine, FeedEvent, SaidLine
 from jr2_actors.run.notices import Notice
 from jr2_actors.shell import Timers
-from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.telemetry import Telemetry
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.constants import METRICS_STATE_LABELS
 from jr2_actors.workspace.messages import WaitEntry
 from tests.support.admissions import NAME, body

@@ -13,7 +13,7 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.harness.client import HarnessClient, shared_session
 from jr2_actors.harness.errors import HarnessUnreachable
 from jr2_actors.orchestrator import Orchestrator
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.workflow import read_document
 from tests.support.sandboxes import ready_sandbox
 from tests.support.slow_server import SlowServer

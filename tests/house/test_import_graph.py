@@ -3,6 +3,7 @@ package's folders (and its root modules), computed from the code's AST, and the 
 
 - No cycle between folders.
 - The pure values (`values/`) import nothing of the package; the shell (`shell/`) only the values.
+- No module outside `testing/` imports it: the virtual clock is the tests' (as `trio.testing` is).
 - The families import the shell, the values, the HTTP helpers (`net/`) and the two clients, never what
   composes them: `telemetry.py`, `orchestrator.py`, `api/`, `commands/`, the CLI, the sim, the fake.
 - One actor family imports of another only its messages and values (`ALLOWED`); what is left of a
@@ -23,6 +24,7 @@ NET = {"net"}
 CLIENTS = {"kube", "harness"}  # the two HTTP clients: any family may call them; they call no family
 FAMILIES = {"watch", "store", "workspace", "agent", "run"}  # the actor families
 ABOVE = {"telemetry", "orchestrator", "revival", "api", "commands", "cli", "__main__", "sim", "fake"}
+TESTING = {"testing"}  # what tests drive the product with (the virtual clock): the product never imports it
 
 # Of an actor family, what another family may import: its messages and its values.
 MESSAGES = {
@@ -101,7 +103,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_every_folder_and_root_module_has_its_place() -> None:
     units = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
              if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists()}
-    assert units == VALUES | SHELL | NET | CLIENTS | FAMILIES | ABOVE
+    assert units == VALUES | SHELL | NET | CLIENTS | FAMILIES | ABOVE | TESTING
 
 
 def test_no_cycle_between_folders() -> None:
@@ -128,6 +130,12 @@ def test_clients_and_families_never_import_what_composes_them() -> None:
         up = graph.get(family, set()) & ABOVE
         assert not up, f"{family} imports {up}"
         assert graph.get(family, set()) <= VALUES | SHELL | NET | CLIENTS | FAMILIES, family
+
+
+def test_no_product_module_imports_the_testing_package() -> None:
+    users = {rel for rel, modules in _imports().items()
+             if Path(rel).parts[0] not in TESTING and any(m.split(".")[0] in TESTING for m in modules)}
+    assert not users, f"{sorted(users)} import jr2_actors.testing: the product reaches a test's clock by name only"
 
 
 def test_the_composers_import_the_families() -> None:

@@ -43,12 +43,3 @@ def test_the_stores_sqlite_module_is_io_and_not_a_core() -> None:
     """Issue 17: `store/rows.py` writes the disk, so it is not named a core (the list would refuse it)."""
     assert not (PACKAGE / "store" / "core.py").exists()
     assert {"os", "sqlite3", "peewee"} <= {name for name in reach(PACKAGE / "store" / "rows.py") if name in FORBIDDEN}
-
-
-MAX_LINES = 500
-
-
-def test_no_module_is_over_the_bound() -> None:
-    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
-    assert not long, long

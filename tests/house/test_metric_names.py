@@ -12,9 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from jr2_actors.kube.frames import Bookmark
 from jr2_actors.kube.gate import FifoGate
 from jr2_actors.kube.metrics import KubeMetrics
-from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.store.files import Footprint
 from jr2_actors.telemetry import Telemetry
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.watch.metrics import WatchState
 from jr2_actors.workspace.messages import WaitEntry
 from tests.support.metric_names import FAMILIES, NAMES, OPERATIONS, names_of

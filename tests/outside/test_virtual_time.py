@@ -9,7 +9,7 @@ import pytest
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang
 from jr2_actors.orchestrator import Orchestrator
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.workflow import read_document
 
 ONE_STATE = """

@@ -14,9 +14,9 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.shell import ActorFault, Shell
 from jr2_actors.shell import metrics as shell_metrics
-from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.shell.mailbox import Mailbox
 from jr2_actors.telemetry import Telemetry
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.constants import METRICS_BUSIEST_ACTORS
 from tests.support.metrics_text import samples, series, value
 from tests.support.probes import Gated, Inbox

@@ -12,9 +12,9 @@ from typing import cast
 
 import pytest
 
-from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.store.actor import Fetch, Healthy, Persist, Restore, StoreActor, Sweep, WriteFailed
 from jr2_actors.store.rows import APPLICATION_ID, Restored, Row, RunRecord, RunStore, StoreError, StoreUnusable
+from jr2_actors.testing.clock import VirtualClock
 from tests.support.stores import unwritable
 
 DAY = 86400.0

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.store import codec
 from jr2_actors.store.actor import Healthy, Persist, StoreActor, Sweep
 from jr2_actors.store.rows import APPLICATION_ID, RunStore
 from jr2_actors.telemetry import Telemetry
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.run_ids import Keyed
 from tests.support.metrics_text import samples, value
 from tests.support.waiting import wait_until

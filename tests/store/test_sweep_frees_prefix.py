@@ -14,7 +14,7 @@ from jr2_actors.commands.client import Client, resolve
 from jr2_actors.commands.common import UsageError
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.orchestrator import Orchestrator
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.constants import RETENTION_SECONDS, SWEEP_INTERVAL_SECONDS
 from jr2_actors.values.workflow import read_document
 from tests.support.workflows import one_state

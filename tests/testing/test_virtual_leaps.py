@@ -13,10 +13,11 @@ import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.shell import Timers
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.constants import STALL_BOUND_SECONDS, WATCH_TIMEOUT_SECONDS
 from jr2_actors.watch.actor import WatchActor
-from jr2_actors.watch.messages import Health, WatchHealth
+from jr2_actors.watch.identity import SandboxKey
+from jr2_actors.watch.messages import Health, OwnWrite, WatchHealth
 
 HOURS = 3 * 3600.0
 
@@ -81,18 +82,26 @@ def test_advance_still_fires_every_keepalive_on_the_way(
     assert clock.leaps == 0 and health(ref).failures == 0
 
 
-def test_the_keeper_counts_its_stall_bound_from_the_last_progress_plus_the_span_kept_alive() -> None:
+def test_a_leap_moves_the_stall_bound_in_the_shell_and_a_step_that_is_no_progress_keeps_it_there(
+        watched: tuple[VirtualClock, FakeCluster, pykka.ActorRef[Any], Timers]) -> None:
+    """The watch's machine keeps rows about the API server only: the leap's span is held by its shell,
+    through every step after it that is no progress (here an OwnWrite), and a stall is still caught."""
     from jr2_actors.watch import stream
 
-    keeper = stream.StreamKeeper()
-    keeper.step(stream.Started(), 0.0)
-    keeper.step(stream.Listed([], "5"), 0.0)
-    assert keeper.phase == "watching" and keeper.deadline == STALL_BOUND_SECONDS
-    keeper.step(stream.KeptAlive(1000.0), 60.0)
-    assert keeper.deadline == 1000.0 + STALL_BOUND_SECONDS
-    assert keeper.step(stream.Tick(), 1000.0 + STALL_BOUND_SECONDS - 1).actions == []  # not silent yet
-    closed = keeper.step(stream.Tick(), 1000.0 + STALL_BOUND_SECONDS).actions
-    assert any(isinstance(a, stream.CloseStream) for a in closed)  # silent for the whole bound after it
+    assert not hasattr(stream, "KeptAlive")
+    clock, cluster, ref, work = watched
+    came = threading.Event()
+    work.schedule(clock.monotonic() + HOURS, came.set, "three hours on")
+    clock.run_until(came.is_set)
+    assert clock.leaps >= 1
+    opened = cluster.watch_stats()["opened"]
+    ref.tell(OwnWrite(SandboxKey("run-x", "F-1"), "stamp-1"))  # steps the core; its deadline is hours ago
+    clock.wait_idle()  # a stall bound armed back in the past would fire now, and the watch re-list
+    assert cluster.watch_stats()["opened"] == opened and health(ref).failures == 0
+    began = clock.monotonic()
+    cluster.stall_watches()
+    clock.run_until(lambda: cluster.watch_stats()["opened"] > opened)
+    assert 0 < clock.monotonic() - began <= STALL_BOUND_SECONDS  # at the bound the leap moved on
 
 
 def test_a_fake_watchs_timer_moves_at_the_leap_and_its_loop_counts_the_span_with_its_next_reading() -> None:

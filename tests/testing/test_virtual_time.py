@@ -1,4 +1,4 @@
-"""The driven VirtualClock (shell/clock.py): timers fire in order at their own times, `upcoming()` says who
+"""The driven VirtualClock (testing/clock.py): timers fire in order at their own times, `upcoming()` says who
 set each, "nothing under way" sees an actor mid-message, a pool job and a request served, and a wait for
 what cannot come fails at once with what every actor waits for."""
 
@@ -14,13 +14,15 @@ import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang
-from jr2_actors.fake.pytest_plugin import _time_options
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.shell import Deadline, Shell, Timers
-from jr2_actors.shell.activity import HARNESS_SENT, HARNESS_SERVED, SERVED, Activity
-from jr2_actors.shell.clock import NeverIdle, Stalled, VirtualClock, pause
+from jr2_actors.shell.activity import HARNESS_SENT, HARNESS_SERVED, SERVED
+from jr2_actors.shell.clock import pause
 from jr2_actors.shell.pools import CountedPool
+from jr2_actors.testing.activity import Activity
+from jr2_actors.testing.clock import NeverIdle, Stalled, VirtualClock
+from jr2_actors.testing.pytest_plugin import _time_options
 from jr2_actors.values.constants import PROVISION_BUDGET_SECONDS, RETENTION_SECONDS, SWEEP_INTERVAL_SECONDS
 from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.actor import WatchActor

@@ -12,8 +12,8 @@ import pytest
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameError, WatchEvent, decode_line
 from jr2_actors.shell import Timers
-from jr2_actors.shell.clock import VirtualClock
 from jr2_actors.telemetry import Telemetry
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.backoff import Backoff
 from jr2_actors.values.constants import WATCH_WRITTEN_AT_FIELD
 from jr2_actors.values.errors import ApiStatus

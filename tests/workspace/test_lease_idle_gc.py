@@ -11,7 +11,7 @@ import pytest
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.timefmt import parse_rfc3339
 from jr2_actors.values.workflow import WorkspaceDef
 from jr2_actors.watch.actor import WatchActor

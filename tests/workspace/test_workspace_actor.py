@@ -20,7 +20,7 @@ from jr2_actors.fake.operator.core import Node
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX, SECRET
 from jr2_actors.shell import Timers
-from jr2_actors.shell.clock import VirtualClock
+from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.constants import DELETE_RETRY_BACKOFF
 from jr2_actors.values.timefmt import parse_rfc3339
 from jr2_actors.values.workflow import RepoSlot, WorkspaceDef

@@ -62,7 +62,8 @@ from jr2_actors.fake.apiserver.stream_items import END, WAKE, BookmarkAt, Wake, 
 from jr2_actors.fake.http import HttpServer, Request, json_args
 from jr2_actors.fake.messages import Run
 from jr2_actors.shell import Shell
-from jr2_actors.shell.clock import Clock, Job, SystemClock, activity, pause
+from jr2_actors.shell.activity import Job, activity
+from jr2_actors.shell.clock import Clock, SystemClock, pause
 from jr2_actors.shell.timers import Timers
 from jr2_actors.values.constants import WATCH_WRITTEN_AT_FIELD
 from jr2_actors.values.security import constant_time_equal

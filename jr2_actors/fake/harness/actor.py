@@ -35,8 +35,8 @@ from jr2_actors.fake.operator.actor import SandboxChanged, Subscribed, subscribe
 from jr2_actors.fake.operator.core import OperatorCore
 from jr2_actors.harness.tokens import DIGEST_ENV, verify_bearer
 from jr2_actors.shell import Shell, Timers, tell_quietly
-from jr2_actors.shell.activity import HARNESS_SERVED
-from jr2_actors.shell.clock import Clock, Job, SystemClock, activity, pause
+from jr2_actors.shell.activity import HARNESS_SERVED, Job, activity
+from jr2_actors.shell.clock import Clock, SystemClock, pause
 
 log = logging.getLogger(__name__)
 

@@ -145,7 +145,7 @@ def jr2_cluster_events(jr2_fake_cluster: FakeCluster) -> ClusterEvents:
 # -- virtual time (`@pytest.mark.jr2_fake_cluster(time="virtual")`) ------------------------------------------
 # One driven VirtualClock for the fake cluster and the orchestrator on it: it moves only by
 # `jr2_fake_cluster.clock.advance(s)` / `.run_until(predicate)`, jumping to the next timer whenever nothing
-# is under way (shell/clock.py says what that means). docs/fake-cluster.md, "Virtual time".
+# is under way (testing/clock.py says what that means). docs/fake-cluster.md, "Virtual time".
 
 TIMES = ("real", "virtual")
 
@@ -157,7 +157,7 @@ def _configure_time(config: pytest.Config) -> None:
 
 
 def _time_options(request: pytest.FixtureRequest) -> dict[str, Any]:
-    from jr2_actors.shell.clock import VirtualClock
+    from jr2_actors.testing.clock import VirtualClock
 
     marker = request.node.get_closest_marker("jr2_fake_cluster")
     unknown = set(marker.kwargs) - {"time"} if marker is not None else set()
