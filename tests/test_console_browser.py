@@ -1,18 +1,27 @@
 """The Console in a real browser (Debian's chromium, headless, driven by Playwright) against `serve
 --fake-cluster` as a process: the runs list updates as a run is submitted; a run's page lights `placing`
-while its Workspace waits for capacity and moves on once it is placed (ADR-0064); cancel; the feed survives a
-restart of `serve`; resubmit; the token stays in the tab; the orchestrator page shows what `top` shows. Each saves a
-screenshot of its page (`shots`). Without chromium or playwright every test here skips, with one line."""
+while its Workspace waits for capacity and moves on once it is placed (ADR-0064); cancel; resubmit; the feed
+survives a restart of `serve`; the token stays in the tab; every text from a run (a state's, an agent's or a
+workflow's name, the scheduler's words, what an agent said) is shown as text and no script runs; the
+orchestrator page shows what `top` shows. The pages' screenshots are saved (`shots`). Without chromium or
+playwright every test here skips, with one line."""
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from jr2_actors.api.app import Api
+from jr2_actors.api.server import ApiServer
+from jr2_actors.run.feed import FeedRead
+from jr2_actors.run.feedlines import FeedEvent, SaidLine, StartedLine, TurnFaultLine, TurnLine
+from jr2_actors.values.timefmt import rfc3339_ms
 from jr2_actors.values.workflow import read_document
 from tests.api_on_fake import api_on_fake
 from tests.console_browser import CHROMIUM, TOKEN, Serve, browser_missing, open_console
@@ -263,3 +272,113 @@ def test_the_token_stays_in_the_tab_never_in_a_url_or_a_cookie(browser: Any, pag
     wrong.click("form#login button[type=submit]")
     wrong.wait_for_selector("#login-error:has-text('refused')")
     assert wrong.evaluate("sessionStorage.length") == 0
+
+
+# -- hostile strings --------------------------------------------------------------------------------
+
+SCRIPT = "<script>window.__pwned = 'state'</script>"
+IMG = '<img src=x onerror="window.__pwned = 1">'
+AGENT = "<b onmouseover=alert(1)>agent</b>"  # the workflow parser takes each of these as a name
+WORDS = "0/1 nodes: <script>window.__pwned = 'words'</script><iframe src=javascript:alert(1)></iframe>"
+SAID = "</div><img src=x onerror=alert('said')><svg onload=alert(1)>&amp;"
+HOSTILE_DOC = {"name": "hostile", "workspaces": {"W-1": {"size": {"cpu": "1", "memory": "1Gi"}}},
+               "agents": {AGENT: {"instructions": "x", "workspace": "W-1", "access": "write"}}, "start": SCRIPT,
+               "states": {SCRIPT: {"holds": ["W-1"], "turn": {"agent": AGENT, "prompt": "p"}, "on": {"finish": IMG}},
+                          IMG: {"final": "done"}}}
+
+
+class HostileBackend:
+    """An orchestrator whose every text is markup: names, the scheduler's words, what an agent said."""
+
+    RUN = "r-hostile"
+
+    def __init__(self) -> None:
+        self.stopped = threading.Event()
+        now = time.time()
+        self.since = rfc3339_ms(now - 65)
+        self.lines = [FeedEvent(1, now, StartedLine(IMG, SCRIPT)), FeedEvent(2, now, TurnLine(AGENT, 1, SCRIPT)),
+                      FeedEvent(3, now, SaidLine(AGENT, 1, SAID)), FeedEvent(4, now, TurnFaultLine(AGENT, 1, SAID))]
+
+    def status(self) -> dict[str, Any]:
+        return {"runId": self.RUN, "workflow": IMG, "status": "running", "state": SCRIPT, "fault": SAID,
+                "children": [{"child": "W-1", "phase": "placing"}], "path": [SCRIPT], "startedAt": self.since,
+                "waiting": [{"child": "W-1", "on": IMG, "reason": SCRIPT, "message": WORDS, "since": self.since}]}
+
+    def submit(self, document: object, run_input: Any, *, keyed: Any = None) -> str:
+        raise AssertionError("the test submits nothing")
+
+    def made_by(self, key: str) -> None:
+        return None
+
+    def run_status(self, run_id: str) -> dict[str, Any] | None:
+        return self.status() if run_id == self.RUN else None
+
+    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
+        row = {k: v for k, v in self.status().items() if k in ("runId", "workflow", "status", "state", "startedAt")}
+        return [{**row, "placing": [IMG]}]
+
+    def finished_runs(self, prefix: str = "", limit: int = 0) -> list[dict[str, Any]]:
+        return []
+
+    def document(self, run_id: str) -> dict[str, Any] | None:
+        return HOSTILE_DOC if run_id == self.RUN else None
+
+    def cancel(self, run_id: str) -> dict[str, Any] | None:
+        return self.run_status(run_id)
+
+    def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:
+        if run_id != self.RUN:
+            return None
+        events = [e for e in self.lines if e.id > after]
+        if not events:
+            self.stopped.wait(wait)
+        return FeedRead(events, False)
+
+    def health(self) -> tuple[bool, str]:
+        return True, ""
+
+    def metrics(self) -> str:
+        return ""
+
+    def interrupt_feeds(self) -> None:
+        self.stopped.set()
+
+
+NOT_TEXT = "main img, main script, main iframe, main svg svg"  # what the Console never makes itself
+ON_ATTRIBUTES = "[...document.querySelectorAll('*')].filter(e => [...e.attributes].some(a => /^on/i.test(a.name)))"
+
+
+def test_every_text_from_a_run_is_shown_as_text_and_no_script_runs(page: Any, shots: Path) -> None:
+    server = ApiServer(Api(HostileBackend(), TOKEN))
+    server.start()
+    try:
+        open_console(page, server.url)
+        row = f'#runs tr[data-run="{HostileBackend.RUN}"]'
+        page.wait_for_selector(row, timeout=WAIT_MS)
+        assert page.text_content(f"{row} td:nth-child(2)") == IMG
+        assert page.text_content(f"{row} td:nth-child(4)") == SCRIPT
+        assert page.text_content(f"{row} td:nth-child(5)") == f"placing {IMG}"
+        assert page.eval_on_selector_all(NOT_TEXT, "found => found.length") == 0
+        assert page.evaluate(f"{ON_ATTRIBUTES}.length") == 0
+
+        page.click(f"{row} a")
+        page.wait_for_selector("#feed div[data-id='4']", timeout=WAIT_MS)
+        page.wait_for_selector("#graph g.node.placing", timeout=WAIT_MS)
+        assert page.text_content("#run-workflow") == IMG and page.text_content("#run-state") == SCRIPT
+        assert page.text_content("#run-note") == f"fault: {SAID}"
+        names = page.eval_on_selector_all("#graph g.node text", "ts => ts.map(t => t.textContent)")
+        assert sorted(names) == sorted([SCRIPT, IMG])
+        assert page.get_attribute("#graph g.node.placing", "data-state") == SCRIPT
+        waiting = page.text_content('#workspaces tr[data-child="W-1"]') or ""
+        assert WORDS in waiting and IMG in waiting and SCRIPT in waiting
+        said = page.text_content("#feed div[data-id='3']") or ""
+        assert f"{AGENT}: {SAID}" in said
+        assert AGENT in (page.text_content("#turns") or "")
+        assert page.eval_on_selector_all(NOT_TEXT, "found => found.length") == 0
+        assert page.evaluate(f"{ON_ATTRIBUTES}.length") == 0
+        page.hover("#turns")  # an onmouseover, had it been markup
+        assert page.evaluate("window.__pwned") is None
+        assert page.problems == []
+        page.screenshot(path=str(shots / "hostile.png"), full_page=True)
+    finally:
+        server.stop()
