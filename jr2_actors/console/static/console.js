@@ -429,7 +429,7 @@
       const doc = await json('/console/top', { signal });
       box.replaceChildren(...(doc.sections || []).map((s) => {
         const headers = (s.headers || []).map(text);
-        const table = el('table', { 'data-section': text(s.title) });
+        const table = el('table', { 'data-section': text(s.title), class: headers.length ? '' : 'kv' });
         if (headers.length) table.append(el('thead', {}, el('tr', {}, ...headers.map((h, i) => el('th', { class: i ? 'num' : '' }, h)))));
         table.append(el('tbody', {}, ...(s.rows || []).map((r) => {
           const cells = (r.cells || []).map(text);
