@@ -5,6 +5,7 @@ Routes: `GET /healthz` and `GET /metrics` are open; everything under `/runs` nee
 `Content-Length`, are capped at 1 MiB and must be JSON objects; a workflow the parser refuses is a 400 whose
 body names the key at fault (a 413 when it is over its size). Every header the app parses (the token,
 `Content-Length`, `Last-Event-ID`) answers a hostile value with a 4xx, never a 500.
+`GET /` and `GET /console…` are the Console (console/http.py).
 An unknown path is 404, a wrong method 405 with `Allow`. `GET /runs/{id}/events` is a server-sent-event
 stream of the run's feed that resumes after `Last-Event-ID` (a `gap` event first when lines after it are no
 longer kept), sends a comment line as a heartbeat (so a gone client is noticed by a failed write), ends
@@ -32,6 +33,7 @@ from typing import Any, Protocol
 from jr2_actors import __version__
 from jr2_actors.api import sse
 from jr2_actors.api.budget import RETRY_AFTER_SECONDS, Budget
+from jr2_actors.console.http import Console
 from jr2_actors.run.feed import FeedRead
 from jr2_actors.run.table import encode_row  # how every answer's JSON is written
 from jr2_actors.run.wire import feed_doc
@@ -142,6 +144,7 @@ class Route:
 
 
 ROUTES = (
+    Route("GET", re.compile(r"^/(?:console(?:/.*)?)?$"), "console", open=True),  # its data asks the token itself
     Route("GET", re.compile(f"^{HEALTH_PATH}$"), "healthz", open=True),
     Route("GET", re.compile(f"^{METRICS_PATH}$"), "metrics", open=True),
     Route("POST", re.compile(r"^/runs$"), "submit"),
@@ -165,6 +168,7 @@ class Api:
         self._closing = threading.Event()
         self.idempotency = Idempotency()
         self.budget = budget  # admission control (api/budget.py): a run past it is a 503, never an OOM kill
+        self.console = Console(document=backend.document, metrics=backend.metrics)
 
     def close(self) -> None:
         """End every event stream now: the listener can stop without waiting out a follower."""
@@ -218,6 +222,12 @@ class Api:
         """`GET /healthz`'s status and document (the listener's gate answers it itself, off the workers)."""
         ok, reason = self.backend.health()
         return (200, {"ok": True, "version": __version__}) if ok else (503, {"ok": False, "reason": reason})
+
+    def _console(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        answer = self.console.answer(str(environ.get("PATH_INFO", "/")),
+                                     lambda: self._authorize(str(environ.get("HTTP_AUTHORIZATION", ""))))
+        start_response(f"{answer.status} {_phrase(answer.status)}", answer.headers)
+        return [answer.body]
 
     def _healthz(self, environ: Mapping[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         return _json(start_response, *self.probe())

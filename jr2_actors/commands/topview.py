@@ -1,4 +1,5 @@
-"""`jr2-actors top`'s view (commands/top.py has its flags): one `/metrics` scrape read, and rendered with `rich`.
+"""`jr2-actors top`'s view (commands/top.py has its flags): one `/metrics` scrape read, its sections
+(console/top.py, shared with the Console) rendered with `rich`.
 It loads only when `top` runs, with `rich`, requests and prometheus_client (issue 19 item 8)."""
 
 from __future__ import annotations
@@ -7,11 +8,8 @@ import argparse
 import sys
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
@@ -20,67 +18,7 @@ from rich.text import Text
 from jr2_actors.api.app import METRICS_PATH
 from jr2_actors.commands.common import EXIT_INTERRUPTED, UsageError
 from jr2_actors.commands.top import PLAIN_WIDTH, TIMEOUT
-from jr2_actors.harness import metrics as harness_m
-from jr2_actors.kube import metrics as kube_m
-from jr2_actors.run import metrics as run_m
-from jr2_actors.run.render import duration
-from jr2_actors.shell import metrics as shell_m
-from jr2_actors.store import metrics as store_m
-from jr2_actors.watch import metrics as watch_m
-from jr2_actors.workspace import metrics as workspace_m
-
-Labels = tuple[tuple[str, str], ...]
-
-
-# -- one scrape --------------------------------------------------------------------------------------
-
-@dataclass
-class Scrape:
-    """Every sample of one `/metrics` answer, by name and labels."""
-
-    at: float
-    samples: dict[str, dict[Labels, float]] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, text: str, at: float) -> Scrape:
-        scrape = cls(at)
-        try:
-            for family in text_string_to_metric_families(text):
-                for s in family.samples:
-                    scrape.samples.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
-        except (ValueError, TypeError, IndexError) as e:
-            raise UsageError(f"the answer is not Prometheus text ({e})") from None
-        if not any(name.startswith("jr2_") for name in scrape.samples):
-            raise UsageError("the answer holds no jr2 metrics: is this a jr2 orchestrator?")
-        return scrape
-
-    def value(self, metric: str, /, **labels: str) -> float | None:
-        return self.samples.get(metric, {}).get(tuple(sorted(labels.items())))
-
-    def by(self, metric: str, label: str, /, **fixed: str) -> dict[str, float]:
-        """`{label value: sample}` of one family, the other labels fixed."""
-        out: dict[str, float] = {}
-        for labels, v in self.samples.get(metric, {}).items():
-            d = dict(labels)
-            if label in d and all(d.get(k) == want for k, want in fixed.items()) and len(d) == len(fixed) + 1:
-                out[d[label]] = v
-        return out
-
-    def histogram(self, metric: str, /, **labels: str) -> tuple[list[tuple[float, float]], float, float]:
-        """(cumulative buckets by upper bound, count, sum) of one histogram series."""
-        buckets = sorted((float(le), v) for le, v in self.by(f"{metric}_bucket", "le", **labels).items())
-        return (buckets, self.value(f"{metric}_count", **labels) or 0.0,
-                self.value(f"{metric}_sum", **labels) or 0.0)
-
-
-def quantile(buckets: list[tuple[float, float]], count: float, q: float) -> float | None:
-    """The upper bound of the bucket the q-quantile falls in (what a histogram can say), None when empty."""
-    if count <= 0:
-        return None
-    for bound, cumulative in buckets:
-        if cumulative >= q * count:
-            return bound
-    return float("inf")
+from jr2_actors.console.top import NotMetrics, Scrape, Section, sections
 
 
 def fetch(session: requests.Session, url: str) -> Scrape:
@@ -90,24 +28,13 @@ def fetch(session: requests.Session, url: str) -> Scrape:
         raise UsageError(f"cannot reach {url}: {_why(e)}") from None
     if resp.status_code != 200:
         raise UsageError(f"{url} answered {resp.status_code}")
-    return Scrape.parse(resp.text, time.monotonic())
+    try:
+        return Scrape.parse(resp.text, time.monotonic())
+    except NotMetrics as e:
+        raise UsageError(str(e)) from None
 
 
-# -- the view ----------------------------------------------------------------------------------------
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "–"
-    if value == float("inf"):
-        return "> 10 s"
-    if value < 1.0:
-        return f"{value * 1000:.3g} ms"
-    return duration(value) if value >= 60 else f"{value:.1f} s"
-
-
-def count(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.0f}"
-
+# -- the view: the sections console/top.py reads off the scrapes, as rich tables -----------------------
 
 def render(now: Scrape, before: Scrape | None = None, *, server: str = "", problem: str = "") -> Group:
     parts: list[Table | Text] = []
@@ -115,137 +42,21 @@ def render(now: Scrape, before: Scrape | None = None, *, server: str = "", probl
     parts.append(Text(title, style="bold"))
     if problem:
         parts.append(Text(f"last refresh failed: {problem} (showing the one before)", style="red"))
-    parts.append(_actors(now, before))
-    busiest = _busiest(now)
-    if busiest is not None:
-        parts.append(busiest)
-    parts.append(_watch(now))
-    parts.append(_runs(now))
-    parts.append(_store_and_cluster(now))
+    parts.extend(_table(section) for section in sections(now, before))
     return Group(*parts)
 
 
-def _rate(now: Scrape, before: Scrape | None, metric: str, /, **labels: str) -> str:
-    if before is None or now.at <= before.at:
-        return ""
-    a, b = before.value(metric, **labels), now.value(metric, **labels)
-    if a is None or b is None or b < a:
-        return ""
-    return f"{(b - a) / (now.at - before.at):,.1f}/s"
-
-
-def _actors(now: Scrape, before: Scrape | None) -> Table:
-    table = Table(title="Actors, by mailbox depth", title_justify="left", expand=False)
-    headers = ["kind", "live", "depth", "max", "high water", "oldest message", "processed", "rate", "failures",
-               "mean", "p99"]
-    if before is None:
-        headers.remove("rate")  # a rate needs two scrapes
-    for header in headers:
-        table.add_column(header, justify="left" if header == "kind" else "right")
-    kinds = now.by(shell_m.ACTOR_INSTANCES, "kind")
-    rows = []
-    for kind in kinds:
-        buckets, n, total = now.histogram(shell_m.ACTOR_PROCESSING_SECONDS, kind=kind)
-        rows.append((now.value(shell_m.ACTOR_MAILBOX_DEPTH, kind=kind) or 0.0,
-                     now.value(shell_m.ACTOR_OLDEST_MESSAGE_AGE, kind=kind) or 0.0, kind, buckets, n, total))
-    processed = shell_m.ACTOR_MESSAGES_PROCESSED
-    for depth, oldest, kind, buckets, n, total in sorted(rows, key=lambda r: (-r[0], -r[1], r[2])):
-        cells = [kind, count(kinds[kind]), count(depth), count(now.value(shell_m.ACTOR_MAILBOX_DEPTH_MAX, kind=kind)),
-                 count(now.value(shell_m.ACTOR_MAILBOX_HIGH_WATER, kind=kind)), seconds(oldest) if depth else "–",
-                 count(now.value(processed, kind=kind)), _rate(now, before, processed, kind=kind),
-                 count(now.value(shell_m.ACTOR_MESSAGE_FAILURES, kind=kind)),
-                 seconds(total / n) if n else "–", seconds(quantile(buckets, n, 0.99))]
-        if before is None:
-            del cells[7]
-        table.add_row(*cells, style="bold red" if depth else None)
-    if not rows:
-        table.add_row("(no actors yet)", *[""] * (len(headers) - 1))
+def _table(section: Section) -> Table:
+    table = Table(title=section.title, title_justify="left", show_header=bool(section.headers))
+    for i, header in enumerate(section.headers or ("what", "value")):
+        table.add_column(header, justify="right" if section.headers and i and header != "name" else "left")
+    for row in section.rows:
+        if section.headers:
+            table.add_row(*row.cells, style="bold red" if row.alert else None)
+        else:  # `what: value`: the value alone is coloured, as a state
+            style = "red bold" if row.alert else "green" if row.good else ""
+            table.add_row(row.cells[0], Text(row.cells[1], style=style))
     return table
-
-
-def _busiest(now: Scrape) -> Table | None:
-    depths = now.samples.get(shell_m.ACTOR_BUSIEST_DEPTH, {})
-    if not depths:
-        return None
-    table = Table(title="Busiest actors", title_justify="left")
-    for header in ("kind", "name", "depth", "oldest message"):
-        table.add_column(header, justify="right" if header in ("depth", "oldest message") else "left")
-    for labels, depth in sorted(depths.items(), key=lambda kv: -kv[1]):
-        d = dict(labels)
-        table.add_row(d.get("kind", ""), d.get("name", ""), count(depth),
-                      seconds(now.value(shell_m.ACTOR_BUSIEST_AGE, **d)))
-    return table
-
-
-def _watch(now: Scrape) -> Table:
-    table = Table(title="Sandbox watch", title_justify="left", show_header=False)
-    table.add_column("what")
-    table.add_column("value")
-    phases = now.by(watch_m.WATCH_PHASE, "phase")
-    phase = next((p for p, v in phases.items() if v == 1), None)
-    if phase is None:
-        table.add_row("state", "not started")
-        return table
-    degraded = now.value(watch_m.WATCH_DEGRADED) == 1
-    table.add_row("state", Text(f"{phase}, DEGRADED (blind, re-listing)" if degraded else f"{phase}, up",
-                                style="red bold" if degraded else "green"))
-    table.add_row("failures in a row", count(now.value(watch_m.WATCH_FAILURES)))
-    table.add_row("last frame", f"{seconds(now.value(watch_m.WATCH_LAST_FRAME_AGE))} ago")
-    table.add_row("resume version age", seconds(now.value(watch_m.WATCH_VERSION_AGE)))
-    table.add_row("Sandboxes", f"{count(now.value(watch_m.WATCH_TRACKED))} followed, "
-                               f"{count(now.value(watch_m.WATCH_WAITERS))} with a recipient")
-    table.add_row("reconnects", count(now.value(watch_m.WATCH_RECONNECTS)))
-    table.add_row("re-lists", _nonzero(now.by(watch_m.WATCH_RELISTS, "cause")) or "none")
-    table.add_row("events", _nonzero(now.by(watch_m.WATCH_EVENTS, "type")) or "none")
-    buckets, n, _ = now.histogram(workspace_m.WATCH_DELIVERY_LATENCY)
-    table.add_row("delivery latency", f"p50 {seconds(quantile(buckets, n, 0.5))}, "
-                                      f"p99 {seconds(quantile(buckets, n, 0.99))} ({count(n)} measured)"
-                  if n else "– (the server stamps no writes)")
-    return table
-
-
-def _runs(now: Scrape) -> Table:
-    table = Table(title="Runs and their waits", title_justify="left", show_header=False)
-    table.add_column("what")
-    table.add_column("value")
-    states = now.by(run_m.RUNS_LIVE, "state")
-    table.add_row("live runs", f"{count(sum(states.values()))}" + (f" — {_nonzero(states)}" if states else ""))
-    table.add_row("Workspaces", _nonzero(now.by(run_m.WORKSPACES, "phase")) or "none")
-    waits: dict[str, dict[str, float]] = {}  # on → reason → open waits
-    for labels, n in now.samples.get(run_m.RUN_WAITS_OPEN, {}).items():
-        d = dict(labels)
-        if n and "on" in d:
-            waits.setdefault(d["on"], {})[d.get("reason", "")] = n
-    open_waits = [f"{int(sum(by.values()))} waiting on {on}: {_nonzero(by)} (the oldest for "
-                  f"{seconds(now.value(run_m.RUN_WAIT_OLDEST, on=on))})" for on, by in sorted(waits.items())]
-    table.add_row("open waits", "; ".join(open_waits) or "none")
-    return table
-
-
-def _store_and_cluster(now: Scrape) -> Table:
-    table = Table(title="Store, cluster, Harness", title_justify="left", show_header=False)
-    table.add_column("what")
-    table.add_column("value")
-    buckets, n, _ = now.histogram(store_m.STORE_PERSIST_SECONDS)
-    table.add_row("persists", f"{count(n)}, p99 {seconds(quantile(buckets, n, 0.99))}, "
-                              f"failed {count(now.value(store_m.STORE_PERSIST_FAILURES))}")
-    table.add_row("rows", _nonzero(now.by(store_m.STORE_ROWS, "status")) or "none")
-    table.add_row("writes in flight", f"{count(now.value(kube_m.KUBE_WRITES_IN_FLIGHT))} of "
-                                      f"{count(now.value(kube_m.KUBE_WRITE_CAP))}, "
-                                      f"{count(now.value(kube_m.KUBE_WRITES_WAITING))} waiting")
-    codes: dict[str, float] = {}
-    for labels, v in now.samples.get(kube_m.KUBE_REQUESTS, {}).items():
-        code = dict(labels).get("code", "")
-        codes[code] = codes.get(code, 0.0) + v
-    table.add_row("API requests", _nonzero(codes) or "none")
-    table.add_row("admissions", _nonzero(now.by(harness_m.HARNESS_ADMISSIONS, "outcome")) or "none")
-    table.add_row("memory-kill reads", _nonzero(now.by(harness_m.HARNESS_MEMORY_KILL_READS, "outcome")) or "none")
-    table.add_row("notices told", _nonzero(now.by(run_m.HARNESS_NOTICES, "kind")) or "none")
-    return table
-
-
-def _nonzero(values: Mapping[str, float]) -> str:
-    return ", ".join(f"{k} {v:,.0f}" for k, v in sorted(values.items(), key=lambda kv: (-kv[1], kv[0])) if v)
 
 
 # -- the command -------------------------------------------------------------------------------------

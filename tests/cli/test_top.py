@@ -14,7 +14,8 @@ import pytest
 from rich.console import Console
 
 from jr2_actors import cli
-from jr2_actors.commands.topview import Scrape, quantile, render
+from jr2_actors.commands.topview import render
+from jr2_actors.console.top import Scrape, quantile
 from jr2_actors.telemetry import Telemetry
 from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.watch.metrics import WatchState

@@ -23,7 +23,7 @@ SHELL = {"shell"}
 NET = {"net"}
 CLIENTS = {"kube", "harness"}  # the two HTTP clients: any family may call them; they call no family
 FAMILIES = {"watch", "store", "workspace", "agent", "run"}  # the actor families
-ABOVE = {"telemetry", "orchestrator", "revival", "api", "commands", "cli", "__main__", "sim", "fake"}
+ABOVE = {"telemetry", "orchestrator", "revival", "api", "console", "commands", "cli", "__main__", "sim", "fake"}
 TESTING = {"testing"}  # what tests drive the product with (the virtual clock): the product never imports it
 
 # Of an actor family, what another family may import: its messages and its values.

@@ -22,8 +22,8 @@ TESTS = Path(__file__).resolve().parent.parent
 # repository: layout, imports, machines, metric names, this suite's own shape), `testing` (the virtual clock
 # other teams' suites use).
 FAMILIES = frozenset({
-    "agent", "api", "cli", "deploy", "fake", "fuzz", "harness", "house", "kube", "net", "orchestrator", "run",
-    "shell", "sim", "store", "testing", "values", "watch", "workspace",
+    "agent", "api", "cli", "console", "deploy", "fake", "fuzz", "harness", "house", "kube", "net", "orchestrator",
+    "run", "shell", "sim", "store", "testing", "values", "watch", "workspace",
 })
 # Folders that are not families and keep their own rules: the client conformance matrix, the real-cluster
 # tier, the outside suite (written from README.md and docs alone, so it imports nothing of tests/).
@@ -42,6 +42,7 @@ PREFIXES: dict[str, str] = {
     "test_memory_kills": "harness", "test_tokens": "harness", "test_restart": "harness",
     "test_layout": "house", "test_import_graph": "house", "test_machines": "house",
     "test_metric_names": "house", "test_bench": "house", "test_suite": "house", "test_contributing": "house",
+    "test_console": "console",
     "test_import_contracts": "house", "test_library_guards": "house", "test_size_budget": "house",
     "test_client": "kube", "test_access": "kube", "test_frames": "kube", "test_chunk": "kube",
     "test_kube": "kube",

@@ -1,0 +1,1 @@
+"""The Console, served by `serve` on the API's port: the runs, each run's graph lit where it stands."""
