@@ -38,7 +38,8 @@ MAX_WORKFLOW_STATES = 256
 EVENTS = frozenset({"workspace.lost", "agent.fault"})
 FINALS = ("done", "failed")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-_PICK = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+_PICK = re.compile(r"^[a-z][a-z0-9_]{0,62}$")  # an identifier in the Menu an Agent names its pick from
+PICK_RULE = "a lower-case letter, then lower-case letters, digits or '_', at most 63 characters"
 
 Access = Literal["write", "read", "none"]
 
@@ -396,7 +397,7 @@ def _state(name: str, m: Mapping[str, Any], names: set[str], workspaces: Mapping
     briefings: dict[str, str] = {}
     for pick, way in m.get("on", {}).items():
         if not isinstance(pick, str) or (pick not in EVENTS and not _PICK.match(pick)):
-            raise WorkflowError(f"{key}.on", f"{pick!r} is neither a pick name nor {' or '.join(sorted(EVENTS))}")
+            raise WorkflowError(f"{key}.on", _not_a_pick(pick))
         target, where = way, f"{key}.on.{pick}"
         if isinstance(way, Mapping):
             target, text = _way(where, pick, way)
@@ -415,6 +416,13 @@ def _state(name: str, m: Mapping[str, Any], names: set[str], workspaces: Mapping
             raise WorkflowError(f"{key}.after.to", f"names no state ({after_to!r})")
         after_seconds = float(m["after"]["seconds"])
     return StateDef(name, None, tuple(holds), turn, on, after_seconds, after_to, briefings)
+
+
+def _not_a_pick(pick: object) -> str:
+    """The rule, and the name it would take, for an `on` key that is neither a pick nor an event."""
+    fixed = re.sub(r"[^a-z0-9_]", "_", pick.lower()) if isinstance(pick, str) else ""
+    say = f"; {fixed} is one" if _PICK.match(fixed) else ""
+    return f"{pick!r} is not a pick name ({PICK_RULE}{say}) nor an event ({' or '.join(sorted(EVENTS))})"
 
 
 def _way(key: str, pick: str, way: Mapping[Any, Any]) -> tuple[object, str | None]:
