@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from jr2_actors import __version__
-from jr2_actors.commands import client, completion, demo, lint, serve, sim, top
+from jr2_actors.commands import client, completion, demo, examples, lint, serve, sim, top
 from jr2_actors.commands.common import (
     EXIT_INTERRUPTED,
     Interrupted,
@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_parser(sub)
     client.add_parsers(sub)
     lint.add_parsers(sub)
+    examples.add_parser(sub)
     completion.add_parser(sub)
 
     fake = sub.add_parser("fake-cluster", help="the fake cluster alone, on loopback, until interrupted",
@@ -165,6 +166,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, stop: t
         return 0
     if args.command in ("lint", "graph"):
         return lint.run(args)
+    if args.command == "examples":
+        return examples.run(args)
     if args.command in CLIENT_COMMANDS:
         return client.run(args, stop)
     parser.error(f"unknown command {args.command}")
