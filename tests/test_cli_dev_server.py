@@ -119,8 +119,8 @@ def test_a_kept_state_folder_is_told_what_a_start_on_it_does(tmp_path: Path) -> 
     assert dev.proc.wait(30) == 0
     err = dev.stderr.whole(30)
     assert "Traceback" not in err and "restores every live run" not in err, err
-    assert (f"the embedded fake cluster went with it, so a start on {state} keeps the finished runs but ends each "
-            "live one failed (its Sandbox is gone)") in err, err
+    assert (f"the embedded fake cluster went with it, so a start on {state} keeps the finished runs, but a live "
+            "run whose Workspace was placed ends failed (its Sandbox is gone)") in err, err
     assert "jr2-actors fake-cluster --pick-first --kubeconfig-out F, then serve --kubeconfig F" in err, err
     assert not (state / "token").exists() and not (state / "env").exists()  # this start's secret and port
     assert (state / "state.db").exists()  # the folder itself is the user's: kept
