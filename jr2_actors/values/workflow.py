@@ -310,6 +310,30 @@ def _checked(doc: object) -> dict[str, Any]:
     if error is None:
         assert isinstance(doc, dict)
         return doc
+    raise _named(error)
+
+
+def shape_errors(doc: object) -> list[WorkflowError]:
+    """Every fault of the document's shape (`lint` reports them all), each as `_checked` names the first, in
+    the document's order (a mapping's keys as written)."""
+    def order(path: Iterable[str | int]) -> list[int]:
+        at: object = doc
+        out: list[int] = []
+        for step in path:
+            if isinstance(at, dict) and step in at:
+                out.append(list(at).index(step))
+                at = at[step]
+            elif isinstance(at, list) and isinstance(step, int) and 0 <= step < len(at):
+                out.append(step)
+                at = at[step]
+            else:
+                break
+        return out
+
+    return [_named(e) for e in sorted(_validator().iter_errors(doc), key=lambda e: order(e.absolute_path))]
+
+
+def _named(error: Any) -> WorkflowError:  # a jsonschema.ValidationError, whose fields its stubs type loosely
     path = list(error.absolute_path)
     if error.schema is _HELD:
         path = path[:-1]
@@ -317,18 +341,18 @@ def _checked(doc: object) -> dict[str, Any]:
     where = f"{key}." if key else ""
     if error.validator == "additionalProperties":
         unknown = sorted(str(k) for k in error.instance if k not in error.schema["properties"])
-        raise WorkflowError(where + unknown[0], f"unknown key{'s' if len(unknown) > 1 else ''}: "
-                                                f"{', '.join(where + u for u in unknown)}")
+        return WorkflowError(where + unknown[0], f"unknown key{'s' if len(unknown) > 1 else ''}: "
+                                                 f"{', '.join(where + u for u in unknown)}")
     if error.validator == "required":
         missing = sorted(set(error.schema["required"]) - set(error.instance))
-        raise WorkflowError(where + missing[0], "is required")
+        return WorkflowError(where + missing[0], "is required")
     if error.schema is _NAMES:  # propertyNames: the name itself failed
-        raise WorkflowError(key, f"{error.instance!r} is not a name")
+        return WorkflowError(key, f"{error.instance!r} is not a name")
     if error.validator == "minProperties":
-        raise WorkflowError(key, "a workflow needs at least one state")
+        return WorkflowError(key, "a workflow needs at least one state")
     if error.validator == "maxLength" and error.schema is _TEXT:
-        raise WorkflowError(key, "is too long")
-    raise WorkflowError(key, str(error.schema.get("x-message", error.message)))
+        return WorkflowError(key, "is too long")
+    return WorkflowError(key, str(error.schema.get("x-message", error.message)))
 
 
 def _dotted(path: Iterable[str | int]) -> str:
