@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from jr2_actors import __version__
-from jr2_actors.commands import client, completion, demo, lint, serve, sim, top
+from jr2_actors.commands import client, completion, demo, examples, lint, serve, sim, top
 from jr2_actors.commands.common import (
     EXIT_INTERRUPTED,
     Interrupted,
@@ -34,6 +34,9 @@ log = logging.getLogger("jr2_actors")
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 FIRST_LIST_POLL_SECONDS = 0.2  # `watch` asks its actor this often until the first list has answered
+# A closed pipe ends a command as SIGPIPE ends kubectl, head or grep: silently, with 128 + SIGPIPE as the shell
+# shows it, so `set -o pipefail` still tells a truncated listing from a whole one (0 would hide it).
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 CLIENT_COMMANDS = ("submit", "resubmit", "wait", "runs", "status", "events", "cancel")
 
 
@@ -65,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_parser(sub)
     client.add_parsers(sub)
     lint.add_parsers(sub)
+    examples.add_parser(sub)
     completion.add_parser(sub)
 
     fake = sub.add_parser("fake-cluster", help="the fake cluster alone, on loopback, until interrupted",
@@ -129,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED if code == 0 and signal.SIGINT in caught else code
     except Interrupted:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `jr2-actors events RUN | head -1`: the reader left, and so do we, quietly
+        _stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
     except (UsageError, Jr2Error) as e:
         print(f"jr2-actors: {e}", file=sys.stderr)
         return 2
@@ -159,9 +166,22 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, stop: t
         return 0
     if args.command in ("lint", "graph"):
         return lint.run(args)
+    if args.command == "examples":
+        return examples.run(args)
     if args.command in CLIENT_COMMANDS:
         return client.run(args, stop)
     parser.error(f"unknown command {args.command}")
+
+
+def _stdout_to_devnull() -> None:
+    """What is still buffered for a closed pipe goes nowhere: the interpreter's flush at exit would otherwise
+    fail again and print 'Exception ignored … BrokenPipeError' (Python's own recipe, docs: signal, SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a stdout with no file descriptor (captured): nothing buffered
+        pass
 
 
 def _quiet(name: str, level: int) -> int:

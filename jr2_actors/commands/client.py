@@ -25,6 +25,7 @@ from jr2_actors.commands.common import (
     positive_seconds,
     read_file,
     secret_from,
+    timeout_duration,
     until_stopped,
 )
 from jr2_actors.commands.completion import files
@@ -42,10 +43,11 @@ TIMEOUT = (5.0, 30.0)
 # is documented in docs/operations.md); 2 stays the usage error and 130 Ctrl-C.
 EXIT_BY_STATUS = {"done": 0, "failed": 3, "error": 4, "cancelled": 5, "lost": 6}
 EXIT_OTHER_END = 1  # an ending this client does not know
+EXIT_TIMED_OUT = 1  # `wait --timeout` ran out, as kubectl wait's does
 WAIT_POLL_SECONDS = 1.0
 
 
-OUTPUTS = ("table", "wide", "json", "yaml")
+OUTPUTS = ("table", "wide", "json", "yaml", "name")  # name: the bare run id, one a line (kubectl's and Argo's -o name)
 RESUME_SECONDS = 60.0  # a follow whose feed broke off tries to resume (Last-Event-ID) for this long
 RESUME_PAUSE_SECONDS = 1.0
 SUBMIT_TRIES = 3  # a submit whose connection fails, or that is refused for now, is sent again with the same key
@@ -53,13 +55,14 @@ MAX_RETRY_AFTER_SECONDS = 60  # a server's longer Retry-After is waited this lon
 
 
 def add_parsers(sub: Any) -> None:
-    def common(p: argparse.ArgumentParser) -> None:
+    def common(p: argparse.ArgumentParser, outputs: tuple[str, ...] = OUTPUTS) -> None:
         p.add_argument("--server", default=os.environ.get("JR2_SERVER", DEFAULT_SERVER),
                        help=f"the orchestrator's API (default: $JR2_SERVER, else {DEFAULT_SERVER})")
         p.add_argument("--token-file", help="a file holding the Instance token (default: $JR2_INSTANCE_TOKEN)")
-        p.add_argument("-o", "--output", choices=OUTPUTS, default="table",
+        p.add_argument("-o", "--output", choices=outputs, default="table",
                        help="table for people, wide for more columns, json (one document per line) or yaml for "
-                            "scripts (default: table)")
+                            "scripts" + (", name for the bare run id" if "name" in outputs else "")
+                            + " (default: table)")
         p.add_argument("--json", dest="output", action="store_const", const="json",
                        help="as -o json (default: off)")
 
@@ -89,8 +92,11 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("wait", help="wait for runs to end; exit by how they ended",
                        description="Wait until every run named has ended. Exit 0 when all ended done, else the "
                                    "code of the first that did not: 3 failed, 4 error, 5 cancelled, 6 lost. "
-                                   "Example: jr2-actors wait r-1a2b3c r-4d5e6f")
+                                   "Example: jr2-actors wait r-1a2b3c r-4d5e6f --timeout 10m")
     run_arg(p, "+")
+    p.add_argument("--timeout", type=timeout_duration, default=None, metavar="DURATION",
+                   help="give up after this long, with exit 1, as kubectl wait does (30s, 5m, 1h; 0: look once; "
+                        "default: no limit)")
     common(p)
     p = sub.add_parser("runs", help="the runs, newest start first (a run waiting for capacity is marked)",
                        description="The live runs, newest start first; --all adds the finished runs the store "
@@ -112,7 +118,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--resume-for", type=positive_seconds, default=RESUME_SECONDS, metavar="SECONDS",
                    help="how long to keep resuming a feed that broke off before exit 2 "
                         f"(default: {RESUME_SECONDS:g})")
-    common(p)
+    common(p, tuple(o for o in OUTPUTS if o != "name"))  # a feed's lines are not runs
     p = sub.add_parser("cancel", help="cancel runs (what never ran is deleted; what ran is kept)",
                        description="Cancel each run named. Example: jr2-actors cancel r-1a2b r-3c4d")
     run_arg(p, "+")
@@ -181,7 +187,8 @@ class Client:
         try:
             return resp.json()
         except ValueError:
-            raise UsageError(f"{self.server} answered something that is not JSON") from None
+            kind = resp.headers.get("Content-Type", "").split(";")[0].strip() or "no content type"
+            raise UsageError(f"{self.server} answered {kind}, not JSON: is --server a jr2 orchestrator?") from None
 
     def events(self, run: str, after: int = 0) -> Iterator[dict[str, Any]]:
         """The run's feed after line `after` (Last-Event-ID). A connection that breaks is `FeedBroke`."""
@@ -216,7 +223,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
         if args.wait:
             return _wait(client, [run_id], stop, fmt=fmt)
     elif args.command == "wait":
-        return _wait(client, [resolve(client, r) for r in args.runs], stop, fmt=fmt)
+        return _wait(client, [resolve(client, r) for r in args.runs], stop, fmt=fmt, timeout=args.timeout)
     elif args.command == "runs":
         doc = client.json("GET", "/runs?all=true" if args.all else "/runs")
         runs = doc.get("runs") if isinstance(doc, dict) else None
@@ -224,6 +231,9 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
                         reverse=True)
         if fmt in ("json", "yaml"):
             emit(fmt, listed, [])
+        elif fmt == "name":
+            for r in listed:
+                emit(fmt, r, [])
         elif listed:
             problem = next((r["cluster"] for r in listed if isinstance(r.get("cluster"), dict)), None)
             if problem is not None:  # said before the table: its `placing` marks are waits on no cluster
@@ -272,6 +282,9 @@ def emit(fmt: str, doc: Any, lines: list[str]) -> None:
     out = sys.stdout
     if fmt == "json":
         print(json.dumps(doc), file=out, flush=True)
+    elif fmt == "name":
+        if isinstance(doc, dict) and doc.get("runId") is not None:
+            print(doc["runId"], file=out, flush=True)
     elif fmt == "yaml":
         import yaml
 
@@ -379,16 +392,24 @@ def _events(client: Client, run_id: str, stop: threading.Event, *, fmt: str, aft
             raise Interrupted()
 
 
-def _wait(client: Client, run_ids: list[str], stop: threading.Event, *, fmt: str) -> int:
-    """Each run's end, in the order named (a poll a second, so a serve restart in between is only a pause)."""
+def _wait(client: Client, run_ids: list[str], stop: threading.Event, *, fmt: str,
+          timeout: float | None = None) -> int:
+    """Each run's end, in the order named (a poll a second, so a serve restart in between is only a pause).
+    `timeout` bounds the whole wait, as kubectl's `wait --timeout` does: past it, one line and exit 1."""
     code = 0
+    deadline = None if timeout is None else time.monotonic() + timeout
     for run_id in run_ids:
         while True:
             doc = client.json("GET", f"/runs/{_segment(run_id)}")
             status = doc.get("status") if isinstance(doc, dict) else None
             if status not in (None, "running"):
                 break
-            if stop.wait(WAIT_POLL_SECONDS):
+            left = WAIT_POLL_SECONDS if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                print(f"jr2-actors: timed out waiting for {run_id} (still {status or 'not ended'} after "
+                      f"{timeout:g}s)", file=sys.stderr, flush=True)
+                return EXIT_TIMED_OUT
+            if stop.wait(min(left, WAIT_POLL_SECONDS)):
                 raise Interrupted()
         fault = doc.get("fault") if isinstance(doc, dict) else None
         emit(fmt, doc, [f"{run_id} {status}" + (f": {fault}" if fault else "")])
@@ -421,11 +442,14 @@ def _workflow(path: str) -> object:
 
 
 def _error(resp: requests.Response) -> str:
+    """The server's reason in one line; a page that is not jr2's JSON (another server's HTML) is named, not shown."""
     try:
         doc = resp.json()
     except ValueError:
-        return resp.text[:200].strip() or resp.reason
-    return str(doc.get("error", doc)) if isinstance(doc, dict) else str(doc)
+        kind = resp.headers.get("Content-Type", "").split(";")[0].strip() or "no content type"
+        reason = one_line(resp.reason or "an error", 80)
+        return f"{reason} ({kind}), not a jr2 orchestrator's answer: is --server right?"
+    return one_line(doc.get("error", doc) if isinstance(doc, dict) else doc)
 
 
 def _retry_after(resp: requests.Response) -> float | None:

@@ -108,6 +108,25 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ms|s|m|h)")
+_DURATION_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def timeout_duration(text: str) -> float:
+    """A timeout as kubectl's `--timeout` takes it (Go's durations: `30s`, `5m`, `1h30m`, `500ms`), or bare
+    seconds; 0 means look once and do not wait. A negative one is refused rather than read as a week."""
+    t = text.strip()
+    if re.fullmatch(r"[0-9]+(?:\.[0-9]*)?", t):
+        seconds = float(t)
+    elif t and len(t) <= 64 and _DURATION_PART.sub("", t) == "":
+        seconds = sum(float(n) * _DURATION_UNIT[unit] for n, unit in _DURATION_PART.findall(t))
+    else:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (like 30s, 5m, 1h30m or 90; 0: look once)")
+    if not math.isfinite(seconds):
+        raise argparse.ArgumentTypeError(f"{text!r} is too long a duration")
+    return seconds
+
+
 def port_number(text: str) -> int:
     try:
         value = int(text)

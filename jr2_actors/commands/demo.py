@@ -9,7 +9,8 @@ The feed is printed as it happens, with a progress line while a wait is open, th
 `--workflow FILE` runs your own workflow on the fake instead (its agents pick the first Allowed pick of
 every Turn); `--keep` leaves the fake cluster up afterwards, its kubeconfig printed, until Ctrl-C;
 `--metrics-port N` serves the API's open routes (`/metrics`, `/healthz`) on 127.0.0.1:N while it runs.
-Exit 0 when the run ends `done`, 1 when it ends otherwise, 2 on a usage error.
+It exits by how the run ended, as `submit --wait` does (0 done, 3 failed, 4 error, 5 cancelled, 6 lost; 1 when
+it did not end in time), 2 on a usage error, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def add_parser(sub: Any) -> None:
     demo = sub.add_parser("demo", help="the fake cluster and the orchestrator in one process: a run end to end",
                           description="The bundled example run end to end on an embedded fake cluster, its feed "
                                       "printed as it happens. Examples: jr2-actors demo; jr2-actors demo "
-                                      "--workflow my.yaml --keep")
+                                      "--workflow my.yaml --keep. Exits by how the run ended, as submit --wait does.")
     demo.add_argument("--workflow", help="run this workflow file on the fake instead of the bundled example "
                                          "(default: the bundled fix-and-review)")
     demo.add_argument("--keep", action="store_true",
@@ -53,6 +54,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace, stop: threading.Event) -> int:
     from jr2_actors.api.app import METRICS_PATH
+    from jr2_actors.commands.client import exit_code
     from jr2_actors.orchestrator import Orchestrator
 
     own = _load(args.workflow) if args.workflow else None
@@ -84,7 +86,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
                 print(f"the fake cluster stays up: KUBECONFIG={path} kubectl get sandboxes.core.jr2.dev "
                       f"(Ctrl-C ends it)", file=out, flush=True)
                 until_signalled(stop)
-            return 0 if status.get("status") == "done" else 1
+            return exit_code(status.get("status"))
         finally:
             if server is not None:
                 server.stop()

@@ -38,11 +38,12 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "lint":
         bad = 0
         for path in args.files:
-            errors = lint_file(path)
-            for line in errors:
+            errors, warnings = check_file(path)
+            for line in errors + warnings:
                 print(line, file=sys.stderr, flush=True)
             if not errors:
-                print(f"{path}: ok", flush=True)
+                said = f" ({len(warnings)} warning{'s' if len(warnings) > 1 else ''})" if warnings else ""
+                print(f"{path}: ok{said}", flush=True)
             bad += bool(errors)
         return 2 if bad else 0
     try:
@@ -55,15 +56,49 @@ def run(args: argparse.Namespace) -> int:
 
 def lint_file(path: str) -> list[str]:
     """Every error in the file, each `FILE:LINE: key: problem` (LINE when the key is found in the text)."""
-    from jr2_actors.values.workflow import graph_problems
+    return check_file(path)[0]
+
+
+def check_file(path: str) -> tuple[list[str], list[str]]:
+    """Every error in the file, each `FILE:LINE: key: problem` (LINE when the key is found in the text), and,
+    for a file with none, its warnings, each `FILE:LINE: warning: key: problem`."""
+    from jr2_actors.values.workflow import MAX_WORKFLOW_BYTES, WorkflowError, parse_workflow, read_document
+    from jr2_actors.values.workflow_lint import every_error, loop_warnings
 
     try:
-        workflow, text = _load(path, check_graph=False)
+        raw, text = _read(path)
     except UsageError as e:
-        return [f"jr2-actors: {e}"]
-    except _Refused as e:
-        return [f"{path}:{e.line}: {e.error}" if e.line else f"{path}: {e.error}"]
-    return [f"{path}:{line_of(text, e.key) or 1}: {e}" for e in graph_problems(workflow.states, workflow.start)]
+        return [f"jr2-actors: {e}"], []
+    try:
+        doc = read_document(raw)
+    except WorkflowError as e:
+        return [_at(path, text, e)], []
+    errors = every_error(doc)
+    if errors:  # in the file's order, as a reader goes through it; what names no key (a count) last
+        placed = sorted(((_line(text, e), e) for e in errors), key=lambda p: p[0] or MAX_WORKFLOW_BYTES)
+        return [f"{path}:{line or 1}: {e}" for line, e in placed], []
+    workflow = parse_workflow(doc, check_graph=False)
+    return [], [f"{path}:{_line(text, w) or 1}: warning: {w}" for w in loop_warnings(workflow.states)]
+
+
+def _at(path: str, text: str, error: WorkflowError) -> str:
+    return f"{path}:{_line(text, error) or 1}: {error}"
+
+
+def _line(text: str, error: WorkflowError) -> int | None:
+    mark = getattr(error.__cause__, "problem_mark", None)
+    return mark.line + 1 if mark is not None else line_of(text, error.key) if error.key else None
+
+
+def _read(path: str) -> tuple[bytes, str]:
+    from jr2_actors.values.workflow import MAX_WORKFLOW_BYTES
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_WORKFLOW_BYTES + 1)
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror or e}") from None
+    return raw, raw.decode("utf-8", "replace")
 
 
 class _Refused(Exception):
@@ -74,14 +109,9 @@ class _Refused(Exception):
 
 
 def _load(path: str, *, check_graph: bool = True) -> tuple[Workflow, str]:
-    from jr2_actors.values.workflow import MAX_WORKFLOW_BYTES, WorkflowError, parse_workflow, read_document
+    from jr2_actors.values.workflow import WorkflowError, parse_workflow, read_document
 
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_WORKFLOW_BYTES + 1)
-    except OSError as e:
-        raise UsageError(f"{path}: {e.strerror or e}") from None
-    text = raw.decode("utf-8", "replace")
+    raw, text = _read(path)
     try:
         return parse_workflow(read_document(raw), check_graph=check_graph), text
     except WorkflowError as e:

@@ -14,7 +14,10 @@ the same state directory restores every live run.
 cluster whose agents pick the first Allowed pick, a free port on loopback, a generated token and key unless
 given, and every file in a fresh temp folder (removed at the stop) unless `--state-dir` names one. It prints
 the URL and where the token is, and writes `env` in the state folder once it serves — `JR2_SERVER` and
-`JR2_INSTANCE_TOKEN` for the client commands — removed again at its stop, so a script waits for that file.
+`JR2_INSTANCE_TOKEN` for the client commands — removed again at its stop (with the token's file), so a script
+waits for that file. Its cluster ends with it: a start on a kept `--state-dir` keeps the finished runs, and a
+live run whose Workspace was placed restores to fail (its Sandbox is gone), which the stop says;
+`fake-cluster` started apart and `serve --kubeconfig` keep them across a restart of serve.
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ def add_parser(sub: Any) -> None:
                             "--fake-cluster)")
     serve.add_argument("--state-dir", default=None,
                        help="where state.db lives; a start on the same folder restores every live run (required, "
-                            "but a fresh temp folder with --fake-cluster)")
+                            "but a fresh temp folder with --fake-cluster, whose cluster ends with it: a live run "
+                            "placed on it then restores to fail)")
     serve.add_argument("--kubeconfig", help="the kubeconfig file (default: --kubeconfig > $KUBECONFIG > in "
                                             "cluster > ~/.kube/config)")
     serve.add_argument("--kubeconfig-wait", type=positive_seconds, default=SERVE_KUBECONFIG_WAIT_SECONDS,
@@ -206,11 +210,18 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
         stopping = time.monotonic()
     finally:
         try:
-            if dev:
+            if dev:  # both name this start's port and generated token: no later reader may take them as live
                 _remove(env_file)
+                if not args.token_file or os.path.abspath(args.token_file) != os.path.join(state_dir, TOKEN_FILE):
+                    _remove(os.path.join(state_dir, TOKEN_FILE))
         finally:
             _stop_together(server, orchestrator)
-    if state_kept:
+    if state_kept and dev:  # the cluster's Sandboxes lived in this process: the runs on them cannot come back
+        log.info("stopped in %.1fs; the embedded fake cluster went with it, so a start on %s keeps the finished "
+                 "runs, but a live run whose Workspace was placed ends failed (its Sandbox is gone); to restart "
+                 "serve and keep its runs, run the cluster apart: jr2-actors fake-cluster --pick-first "
+                 "--kubeconfig-out F, then serve --kubeconfig F", time.monotonic() - stopping, state_dir)
+    elif state_kept:
         log.info("stopped in %.1fs; a start on %s restores every live run", time.monotonic() - stopping, state_dir)
     else:  # the dev server's own temp folder: it goes now, and the embedded cluster with it
         log.info("stopped in %.1fs; its temp folder %s goes with it", time.monotonic() - stopping, state_dir)

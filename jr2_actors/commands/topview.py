@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jr2_actors.api.app import METRICS_PATH
-from jr2_actors.commands.common import EXIT_INTERRUPTED, UsageError
+from jr2_actors.commands.common import EXIT_INTERRUPTED, UsageError, interruptible
 from jr2_actors.commands.top import PLAIN_WIDTH, TIMEOUT
 from jr2_actors.console.top import NotMetrics, Scrape, Section, sections
 
@@ -71,8 +71,11 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
     url = metrics_url(args.server)
     session = requests.Session()
     session.trust_env = False
+    def scrape_now() -> Scrape:  # on a thread of its own: a server that never answers never holds Ctrl-C
+        return interruptible(lambda: fetch(session, url), stop)
+
     try:
-        scrape = fetch(session, url)
+        scrape = scrape_now()
         if args.once:
             console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else PLAIN_WIDTH)
             console.print(render(scrape, server=args.server))
@@ -81,7 +84,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
         with Live(render(scrape, server=args.server), console=Console(), auto_refresh=False) as live:
             while not stop.wait(args.interval):
                 try:
-                    before, scrape = scrape, fetch(session, url)
+                    before, scrape = scrape, scrape_now()
                     live.update(render(scrape, before, server=args.server), refresh=True)
                 except UsageError as e:
                     live.update(render(scrape, before, server=args.server, problem=str(e)), refresh=True)

@@ -70,7 +70,21 @@ class NotOurs(Exception):
 
 def check_ours(path: str, columns: frozenset[str], older: frozenset[str]) -> bool:
     """Whether the file at `path` carries our stamp; raises `NotOurs` when it is not a store of ours (its
-    runs table has `columns`, or the `older` schema's). Read on a read-only connection of its own."""
+    runs table has `columns`, or the `older` schema's). Read on a read-only connection of its own; what that
+    reading made beside a refused file (sqlite makes a WAL database's `-wal` and `-shm` to read it even
+    read-only) is removed with the refusal, so the file is left exactly as it was found."""
+    made = [path + suffix for suffix in SUFFIXES[1:] if not os.path.lexists(path + suffix)]
+    try:
+        return _check_ours(path, columns, older)
+    except NotOurs:
+        for extra in made:  # a -wal this connection made holds no frame: it could write none
+            with contextlib.suppress(OSError):
+                if os.path.isfile(extra) and (extra.endswith("-shm") or os.path.getsize(extra) == 0):
+                    os.remove(extra)
+        raise
+
+
+def _check_ours(path: str, columns: frozenset[str], older: frozenset[str]) -> bool:
     try:
         conn = sqlite3.connect(f"{pathlib.Path(path).as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as e:

@@ -38,7 +38,8 @@ MAX_WORKFLOW_STATES = 256
 EVENTS = frozenset({"workspace.lost", "agent.fault"})
 FINALS = ("done", "failed")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-_PICK = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+_PICK = re.compile(r"^[a-z][a-z0-9_]{0,62}$")  # an identifier in the Menu an Agent names its pick from
+PICK_RULE = "a lower-case letter, then lower-case letters, digits or '_', at most 63 characters"
 
 Access = Literal["write", "read", "none"]
 
@@ -309,6 +310,30 @@ def _checked(doc: object) -> dict[str, Any]:
     if error is None:
         assert isinstance(doc, dict)
         return doc
+    raise _named(error)
+
+
+def shape_errors(doc: object) -> list[WorkflowError]:
+    """Every fault of the document's shape (`lint` reports them all), each as `_checked` names the first, in
+    the document's order (a mapping's keys as written)."""
+    def order(path: Iterable[str | int]) -> list[int]:
+        at: object = doc
+        out: list[int] = []
+        for step in path:
+            if isinstance(at, dict) and step in at:
+                out.append(list(at).index(step))
+                at = at[step]
+            elif isinstance(at, list) and isinstance(step, int) and 0 <= step < len(at):
+                out.append(step)
+                at = at[step]
+            else:
+                break
+        return out
+
+    return [_named(e) for e in sorted(_validator().iter_errors(doc), key=lambda e: order(e.absolute_path))]
+
+
+def _named(error: Any) -> WorkflowError:  # a jsonschema.ValidationError, whose fields its stubs type loosely
     path = list(error.absolute_path)
     if error.schema is _HELD:
         path = path[:-1]
@@ -316,18 +341,18 @@ def _checked(doc: object) -> dict[str, Any]:
     where = f"{key}." if key else ""
     if error.validator == "additionalProperties":
         unknown = sorted(str(k) for k in error.instance if k not in error.schema["properties"])
-        raise WorkflowError(where + unknown[0], f"unknown key{'s' if len(unknown) > 1 else ''}: "
-                                                f"{', '.join(where + u for u in unknown)}")
+        return WorkflowError(where + unknown[0], f"unknown key{'s' if len(unknown) > 1 else ''}: "
+                                                 f"{', '.join(where + u for u in unknown)}")
     if error.validator == "required":
         missing = sorted(set(error.schema["required"]) - set(error.instance))
-        raise WorkflowError(where + missing[0], "is required")
+        return WorkflowError(where + missing[0], "is required")
     if error.schema is _NAMES:  # propertyNames: the name itself failed
-        raise WorkflowError(key, f"{error.instance!r} is not a name")
+        return WorkflowError(key, f"{error.instance!r} is not a name")
     if error.validator == "minProperties":
-        raise WorkflowError(key, "a workflow needs at least one state")
+        return WorkflowError(key, "a workflow needs at least one state")
     if error.validator == "maxLength" and error.schema is _TEXT:
-        raise WorkflowError(key, "is too long")
-    raise WorkflowError(key, str(error.schema.get("x-message", error.message)))
+        return WorkflowError(key, "is too long")
+    return WorkflowError(key, str(error.schema.get("x-message", error.message)))
 
 
 def _dotted(path: Iterable[str | int]) -> str:
@@ -396,7 +421,7 @@ def _state(name: str, m: Mapping[str, Any], names: set[str], workspaces: Mapping
     briefings: dict[str, str] = {}
     for pick, way in m.get("on", {}).items():
         if not isinstance(pick, str) or (pick not in EVENTS and not _PICK.match(pick)):
-            raise WorkflowError(f"{key}.on", f"{pick!r} is neither a pick name nor {' or '.join(sorted(EVENTS))}")
+            raise WorkflowError(f"{key}.on", _not_a_pick(pick))
         target, where = way, f"{key}.on.{pick}"
         if isinstance(way, Mapping):
             target, text = _way(where, pick, way)
@@ -415,6 +440,13 @@ def _state(name: str, m: Mapping[str, Any], names: set[str], workspaces: Mapping
             raise WorkflowError(f"{key}.after.to", f"names no state ({after_to!r})")
         after_seconds = float(m["after"]["seconds"])
     return StateDef(name, None, tuple(holds), turn, on, after_seconds, after_to, briefings)
+
+
+def _not_a_pick(pick: object) -> str:
+    """The rule, and the name it would take, for an `on` key that is neither a pick nor an event."""
+    fixed = re.sub(r"[^a-z0-9_]", "_", pick.lower()) if isinstance(pick, str) else ""
+    say = f"; {fixed} is one" if _PICK.match(fixed) else ""
+    return f"{pick!r} is not a pick name ({PICK_RULE}{say}) nor an event ({' or '.join(sorted(EVENTS))})"
 
 
 def _way(key: str, pick: str, way: Mapping[Any, Any]) -> tuple[object, str | None]:

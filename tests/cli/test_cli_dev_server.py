@@ -15,7 +15,6 @@ import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.sim.serve_process import LogTail
-from tests.support.paths import ROOT
 from tests.support.readme import clean_env, readme_block
 from tests.support.serving import KEY, jr2, serve_env
 
@@ -23,15 +22,19 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_readme_dev_server_recipe_runs_as_written(tmp_path: Path) -> None:
+    """From a folder outside the repository (the example comes from the package), leaving nothing behind."""
     script = readme_block("dev-server-recipe")
     assert "serve --fake-cluster" in script
-    out = subprocess.run(["bash", "-e", "-c", script], cwd=ROOT, env=clean_env(tmp_path), capture_output=True,
+    temp, cwd = tmp_path / "tmp", tmp_path / "elsewhere"
+    temp.mkdir()
+    cwd.mkdir()
+    out = subprocess.run(["bash", "-e", "-c", script], cwd=cwd, env=clean_env(temp), capture_output=True,
                          text=True, timeout=240, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     assert re.search(r"^r-\S+ done$", out.stdout, re.M), out.stdout
     assert re.search(r"^RUN +WORKFLOW .*\nr-\S+ +fix-and-review +done +done ", out.stdout, re.M), out.stdout
     assert "Traceback" not in out.stderr, out.stderr
-    assert [p.name for p in tmp_path.rglob("env")] == []  # the stop removed it: no script reads a dead port
+    assert list(temp.iterdir()) == [] and list(cwd.iterdir()) == []  # no state folder, no token left behind
 
 
 class DevServer:
@@ -81,6 +84,24 @@ def test_serve_leaves_with_130_on_ctrl_c_and_0_on_sigterm_having_stopped_cleanly
     assert "Traceback" not in err and " INFO jr2_actors.serve: stopped" in err, err
     assert "restores every live run" not in err and "its temp folder" in err, err  # the folder goes: no restart
     assert not Path(state).exists()
+
+
+def test_a_kept_state_folder_is_told_what_a_start_on_it_does(tmp_path: Path) -> None:
+    """The embedded cluster ends with serve: its stop says a start on the folder keeps the finished runs and
+    fails the live ones (not that it restores them), names the way that keeps them, and takes its token."""
+    state = tmp_path / "state"
+    dev = DevServer(tmp_path, "--state-dir", str(state))
+    assert dev.stdout.ready(60), dev.out
+    assert (state / "token").exists() and (state / "env").exists()
+    dev.proc.send_signal(signal.SIGTERM)
+    assert dev.proc.wait(30) == 0
+    err = dev.stderr.whole(30)
+    assert "Traceback" not in err and "restores every live run" not in err, err
+    assert (f"the embedded fake cluster went with it, so a start on {state} keeps the finished runs, but a live "
+            "run whose Workspace was placed ends failed (its Sandbox is gone)") in err, err
+    assert "jr2-actors fake-cluster --pick-first --kubeconfig-out F, then serve --kubeconfig F" in err, err
+    assert not (state / "token").exists() and not (state / "env").exists()  # this start's secret and port
+    assert (state / "state.db").exists()  # the folder itself is the user's: kept
 
 
 @pytest.mark.parametrize(("args", "says"), [

@@ -44,11 +44,11 @@ def test_lint_names_file_and_line_of_every_graph_error_and_exits_2(tmp_path: Pat
     out = jr2("lint", str(dead), str(loop))
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.splitlines() == [
+        f"{dead}:4: states.a: can never end: no path from it reaches a final state",  # in each file's order
         f"{dead}:6: states.b: can never end: it is not final and has no `turn` or `after` to leave it",
         f"{dead}:7: states.c: is unreachable: no path from start (a) leads to it",
-        f"{dead}:4: states.a: can never end: no path from it reaches a final state",
-        f"{loop}:8: states.done: is unreachable: no path from start (a) leads to it",
         f"{loop}:5: states.a: can never end: no path from it reaches a final state",
+        f"{loop}:8: states.done: is unreachable: no path from start (a) leads to it",
     ]
 
 

@@ -67,9 +67,17 @@ def _another_schema(path: Path) -> None:
         db.execute("INSERT INTO runs (name) VALUES ('not a jr2 run')")
 
 
+def _another_schema_in_wal_mode(path: Path) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT)")
+    db.close()  # the last connection's close checkpoints and removes its -wal and -shm
+
+
 @pytest.mark.parametrize(("make", "says"), [
     (_random_bytes, "not a jr2 run store (file is not a database)"),
     (_another_schema, "not a jr2 run store (its runs table has the columns id, name)"),
+    (_another_schema_in_wal_mode, "not a jr2 run store (its runs table has the columns id, name)"),
 ])
 def test_a_state_db_that_is_not_ours_is_one_line_and_exit_2(cluster: FakeCluster, tmp_path: Path, make: object,
                                                             says: str) -> None:
@@ -84,3 +92,5 @@ def test_a_state_db_that_is_not_ours_is_one_line_and_exit_2(cluster: FakeCluster
     assert out.stderr.strip().count("\n") == 0 and "Traceback" not in out.stderr, out.stderr
     assert f"{state / 'state.db'}: {says}" in out.stderr, out.stderr
     assert (state / "state.db").read_bytes() == before  # left as it is
+    # nothing made beside it but the state folder's lock (kept by design: store/lock.py)
+    assert sorted(p.name for p in state.iterdir()) == ["lock", "state.db"]

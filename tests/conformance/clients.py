@@ -343,6 +343,28 @@ class Lightkube:
 
 # -- kr8s --------------------------------------------------------------------------------------------------
 
+def _ca_in_a_file(kubeconfig: str) -> str:
+    """The kubeconfig, rewritten beside it with each cluster's CA in a file of the test's own folder: kr8s
+    copies `certificate-authority-data` into a temp file (TMPDIR) it never removes, one per client made."""
+    import base64
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(kubeconfig)
+    doc = yaml.safe_load(path.read_text())
+    for i, entry in enumerate(doc.get("clusters", [])):
+        data = entry["cluster"].pop("certificate-authority-data", None)
+        if data:
+            ca = path.with_name(f"{path.name}-ca-{i}.pem")
+            ca.write_bytes(base64.b64decode(data))
+            entry["cluster"]["certificate-authority"] = str(ca)
+    out = path.with_name(f"{path.name}-kr8s")
+    out.write_text(yaml.safe_dump(doc))
+    out.chmod(0o600)
+    return str(out)
+
+
 class Kr8s:
     name: ClassVar[str] = "kr8s"
     package: ClassVar[str] = "kr8s"
@@ -351,7 +373,7 @@ class Kr8s:
         import kr8s
         from kr8s.objects import new_class
 
-        self._api = kr8s.api(kubeconfig=kubeconfig, namespace=NS)
+        self._api = kr8s.api(kubeconfig=_ca_in_a_file(kubeconfig), namespace=NS)
         self._sandbox = new_class(kind="Sandbox", version=API_VERSION, namespaced=True, asyncio=False,
                                   plural=PLURAL)
 

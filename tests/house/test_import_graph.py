@@ -23,6 +23,7 @@ SHELL = {"shell"}
 NET = {"net"}
 CLIENTS = {"kube", "harness"}  # the two HTTP clients: any family may call them; they call no family
 FAMILIES = {"watch", "store", "workspace", "agent", "run"}  # the actor families
+DATA = {"examples"}  # the packaged example workflows and their one way in: they import nothing of the package
 ABOVE = {"telemetry", "orchestrator", "revival", "api", "console", "commands", "cli", "__main__", "sim", "fake"}
 TESTING = {"testing"}  # what tests drive the product with (the virtual clock): the product never imports it
 
@@ -103,7 +104,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_every_folder_and_root_module_has_its_place() -> None:
     units = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
              if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists()}
-    assert units == VALUES | SHELL | NET | CLIENTS | FAMILIES | ABOVE | TESTING
+    assert units == VALUES | SHELL | NET | CLIENTS | FAMILIES | ABOVE | TESTING | DATA
 
 
 def test_no_cycle_between_folders() -> None:
@@ -118,6 +119,7 @@ def test_the_cycle_check_finds_one() -> None:
 def test_values_import_nothing_of_the_package_and_the_shell_only_values() -> None:
     graph = _graph()
     assert graph.get("values", set()) == set()
+    assert graph.get("examples", set()) == set()
     assert graph.get("shell", set()) <= VALUES
     assert graph.get("net", set()) <= VALUES | SHELL
 

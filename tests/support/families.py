@@ -42,6 +42,7 @@ PREFIXES: dict[str, str] = {
     "test_memory_kills": "harness", "test_tokens": "harness", "test_restart": "harness",
     "test_layout": "house", "test_import_graph": "house", "test_machines": "house",
     "test_metric_names": "house", "test_bench": "house", "test_suite": "house", "test_contributing": "house",
+    "test_docs": "house",
     "test_console": "console",
     "test_import_contracts": "house", "test_library_guards": "house", "test_size_budget": "house",
     "test_client": "kube", "test_access": "kube", "test_frames": "kube", "test_chunk": "kube",

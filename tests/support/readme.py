@@ -46,4 +46,4 @@ def run_as_a_test_file(tmp_path: Path, source: str) -> subprocess.CompletedProce
     env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")} | {"TMPDIR": str(tmp_path)}
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir",
                            str(tmp_path), "-c", os.devnull, "--basetemp", str(tmp_path / "base"), str(path)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False)

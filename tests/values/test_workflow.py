@@ -116,3 +116,20 @@ def test_each_shape_fault_names_its_key_in_our_words(change: Any, key: str, word
         parse_workflow(doc)
     assert err.value.key == key
     assert words in str(err.value)
+
+
+@pytest.mark.parametrize(("pick", "says"), [
+    ("give-up", "give_up is one"), ("Ship It", "ship_it is one"), ("2nd", "nor an event"), ("é", "nor an event"),
+])
+def test_a_bad_pick_name_is_refused_with_the_rule_and_a_name_that_would_do(pick: str, says: str) -> None:
+    doc = json.loads(json.dumps(read_document(EXAMPLE)))
+    doc["states"]["code"]["on"] = {pick: "review"}
+    with pytest.raises(WorkflowError) as refused:
+        parse_workflow(doc)
+    text = str(refused.value)
+    assert "states.code.on" in text and f"{pick!r} is not a pick name" in text and says in text, text
+    assert "a lower-case letter, then lower-case letters, digits or '_', at most 63 characters" in text
+    assert "nor an event (agent.fault or workspace.lost)" in text
+    if "is one" in says:
+        parse_workflow({**doc, "states": {**doc["states"], "code": {**doc["states"]["code"],
+                                                                   "on": {says.split()[0]: "review"}}}})
