@@ -204,6 +204,6 @@ def test_the_page_has_nothing_inline_and_nothing_from_elsewhere() -> None:
 def test_a_non_editable_install_has_the_pages() -> None:
     setup = configparser.ConfigParser()
     setup.read(ROOT / "setup.cfg")
-    data = setup["options.package_data"]["jr2_actors"]
-    assert "console/static/*" in [p.strip() for p in data.split(",")]
+    data = setup["options.package_data"]["jr2_actors.console"]
+    assert "static/*" in [p.strip() for p in data.split(",")]
     assert sorted(p.name for p in STATIC.iterdir()) == ["console.css", "console.js", "index.html"]
