@@ -91,7 +91,7 @@ from jr2_actors.agent.messages import (
 from jr2_actors.harness import briefing
 from jr2_actors.harness.memory_kills import MAX_ID, guard_sizes
 from jr2_actors.values.constants import STREAM_READ_ATTEMPTS, STREAM_READ_PAUSE_SECONDS
-from jr2_actors.values.step import Machine, Step
+from jr2_actors.values.step import Machine, Step, Walk
 
 # The vocabulary is `messages.py`'s, importable from here too (the run and the seat's shell speak it).
 __all__ = [
@@ -125,7 +125,7 @@ class TurnCore:
         self._actions: list[Action] = []
         self._reports: list[Report] = []
         self._note = ""
-        self._edge: tuple[str, type] | None = None
+        self._walk = Walk(MACHINE, f"Turn {turn_id}")
 
     @property
     def ended(self) -> bool:
@@ -143,17 +143,13 @@ class TurnCore:
         return self.state in ("admitting", "reading", "stopping")
 
     def step(self, event: Input) -> TurnStep:
-        edge = MACHINE.edge(f"Turn {self.turn_id}", self.state, event)
         self._actions, self._reports, self._note = [], [], ""
-        self._edge = (self.state, type(event))
-        try:
-            edge.handler(self, event)
-        finally:
-            self._edge = None
+        with self._walk.take(self.state, event) as handler:
+            handler(self, event)
         return Step(tuple(self._actions), tuple(self._reports), note=self._note)
 
     def _go(self, state: State) -> None:
-        MACHINE.move(f"Turn {self.turn_id}", self._edge, state)
+        self._walk.move(state)
         self.state = state
 
     # -- handlers (see MACHINE) ------------------------------------------------------------------------

@@ -67,7 +67,7 @@ from jr2_actors.agent.messages import (
     TurnAborted,
     TurnId,
 )
-from jr2_actors.values.step import Machine, Step
+from jr2_actors.values.step import Machine, Step, Walk
 
 SeatPhase = Literal["empty", "open", "held"]
 MAX_ALLOWED = 256
@@ -106,6 +106,7 @@ class SeatCore:
         self._jobs: list[SeatJob] = []
         self._reports: list[ToRun] = []
         self._notes: list[str] = []
+        self._walk = Walk(MACHINE, f"seat {agent}")
 
     @property
     def phase(self) -> SeatPhase:
@@ -118,13 +119,12 @@ class SeatCore:
         return tuple(t for t in (self.turn, self.previous) if t is not None)
 
     def step(self, event: object) -> SeatStep:
-        who = f"seat {self.agent}"
-        edge = MACHINE.edge(who, self.phase, event)
-        at = (self.phase, type(event))
         self._jobs, self._reports, self._notes = [], [], []
-        edge.handler(self, event)
-        if self.phase != at[0]:
-            MACHINE.move(who, at, self.phase)
+        with self._walk.take(self.phase, event) as handler:
+            was = self.phase
+            handler(self, event)
+            if self.phase != was:
+                self._walk.move(self.phase)
         return Step(tuple(self._jobs), tuple(self._reports), note="; ".join(self._notes))
 
     # -- the run's messages --------------------------------------------------------------------------

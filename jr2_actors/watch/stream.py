@@ -53,7 +53,7 @@ from jr2_actors.values.constants import (
     WATCH_MIN_FREE_RESUME_SECONDS,
 )
 from jr2_actors.values.errors import ApiStatus
-from jr2_actors.values.step import Machine
+from jr2_actors.values.step import Machine, Walk
 
 # Far enough along any schedule that it waits its cap (Backoff caps the exponent at 64 too).
 _AT_THE_CAP = 64
@@ -240,20 +240,16 @@ class StreamKeeper:
         self._stream_progressed = False
         self._pending: Action | None = None
         self._wake_at: float | None = None
-        self._edge: tuple[str, type] | None = None
+        self._walk = Walk(MACHINE, "the Sandbox watch")
 
     def step(self, event: StreamInput, now: float) -> Kept:
-        edge = MACHINE.edge("the Sandbox watch", self.phase, event)
         out = Kept()
-        self._edge = (self.phase, type(event))
-        try:
-            edge.handler(self, event, now, out)
-        finally:
-            self._edge = None
+        with self._walk.take(self.phase, event) as handler:
+            handler(self, event, now, out)
         return out
 
     def _go(self, phase: Phase) -> None:
-        MACHINE.move("the Sandbox watch", self._edge, phase)
+        self._walk.move(phase)
         self.phase = phase
 
     @property

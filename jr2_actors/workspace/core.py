@@ -62,7 +62,7 @@ from jr2_actors.values.constants import (
     PROVISION_BUDGET_SECONDS,
     WRITE_RETRY_BACKOFF,
 )
-from jr2_actors.values.step import Edge, Machine, Step
+from jr2_actors.values.step import Edge, Machine, Step, Walk
 from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import SandboxKey
 from jr2_actors.watch.sandbox import SandboxView
@@ -109,7 +109,7 @@ class WorkspaceCore:
         self._restart_count: int | None = None
         self._last_end: tuple[str, int | None, str] | None = None
         self._out: list[m.Action | m.Report] = []
-        self._edge: tuple[State, type] | None = None
+        self._walk = Walk(MACHINE, f"Workspace {path}")
         self._now = 0.0
         self._wall = 0.0
 
@@ -118,12 +118,8 @@ class WorkspaceCore:
     def step(self, event: m.Input, now: float, wall: float) -> m.WorkspaceStep:
         self._out = []
         self._now, self._wall = now, wall
-        entry = MACHINE.edge(f"Workspace {self.path}", self.state, event)
-        self._edge = (self.state, type(event))
-        try:
-            entry.handler(self, event, now, wall)
-        finally:
-            self._edge = None
+        with self._walk.take(self.state, event) as handler:
+            handler(self, event, now, wall)
         out, self._out = self._out, []
         actions = tuple(x for x in out if isinstance(x, ACTION_TYPES))
         reports = tuple(x for x in out if not isinstance(x, ACTION_TYPES))
@@ -398,7 +394,7 @@ class WorkspaceCore:
         return self.state in LIVE and bool(self.uid)
 
     def _go(self, state: State) -> None:
-        MACHINE.move(f"Workspace {self.path}", self._edge, state)
+        self._walk.move(state)
         if state != self.state:
             self.state = state
             self._out.append(m.Phase(self.path, state))
