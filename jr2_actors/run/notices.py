@@ -319,3 +319,12 @@ def _size(limit: str) -> str | None:
         return format_size(memory_bytes(limit))
     except QuantityError:
         return None
+
+
+def said_once(notices: list[Notice]) -> tuple[Notice, ...]:
+    """ADR-0062: two notices with the same words are said once."""
+    seen: list[Notice] = []
+    for n in notices:
+        if n not in seen:
+            seen.append(n)
+    return tuple(seen)

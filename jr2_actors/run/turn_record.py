@@ -1,10 +1,12 @@
 """The run's Turn as the run keeps it: its record (saved in the run's blob), its phases, and the run's own
-inputs to it — the vocabulary `turn.py`'s handlers and table work on. Pure."""
+inputs to it, and what crosses between the engine and its Turns — the vocabulary `turn.py`'s handlers and
+table work on. Pure. Next stage: `turn.py`, the Turn's handlers and table."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from jr2_actors.agent.messages import (
     Accepted,
@@ -18,6 +20,8 @@ from jr2_actors.agent.messages import (
     Settled,
     TurnFault,
 )
+from jr2_actors.run.feedlines import FeedLine
+from jr2_actors.run.messages import ToAgent, WorkspaceRecord
 from jr2_actors.run.notices import Entry, Mark
 
 TurnPhase = Literal["waiting", "reading", "admitting", "running", "answered", "ended"]
@@ -83,3 +87,38 @@ class TurnRecord:
     lost_until: float = 0.0
     restart: HarnessGone | None = None  # a restart the seat is judging against this Turn (memory alone)
     unsure: int = 0  # admissions whose fate was unknown, resolved and sent again (memory alone)
+
+
+# -- what crosses between the engine and its Turns ------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunAt:
+    """What the engine tells its Turn with each call: the time, whether the run still runs, its Workspaces."""
+
+    now: float
+    wall: float
+    running: bool
+    workspaces: Mapping[str, WorkspaceRecord]
+
+
+@dataclass(frozen=True)
+class AnsweredPick:
+    """A pick answered `over: true`, kept (memory alone) in case the answer never reaches its call."""
+
+    agent: str
+    conversation: str
+    call_id: str
+    pick: str
+    answer: dict[str, Any]
+
+
+@dataclass
+class TurnOut:
+    """What one call asked of the run: the lines to feed and the messages to tell, in order; whether a
+    restore needs a save; and the run's move it ends with — an event and its reason, or the state a pick
+    names — which the engine performs."""
+
+    out: list[ToAgent | FeedLine] = field(default_factory=list)
+    persist: bool = False
+    event: tuple[str, str] | None = None
+    enter: str | None = None
