@@ -70,7 +70,7 @@ log = logging.getLogger(__name__)
 DEFAULT_SANDBOX_IMAGE = "ghcr.io/jr2/sandbox:latest"
 
 
-class Orchestrator(Revival):
+class Orchestrator:
     def __init__(self, client: KubeClient, *, state_dir: str, signing_key: bytes, namespace: str | None = None,
                  clock: Clock | None = None, sandbox_image: str = DEFAULT_SANDBOX_IMAGE, instance_harness: str = "",
                  stall_bound: float | None = None, workspace_options: Mapping[str, Any] | None = None,
@@ -103,15 +103,12 @@ class Orchestrator(Revival):
         self._harness_session: requests.Session | None = None
         self._timers: Timers | None = None
         self._stopping = False
-        self._stopped = threading.Event()  # wakes a revival's wait for the store
+        self._revival: Revival | None = None  # supervision, handed the store once it runs
         self._state_lock = StateLock(state_dir)
         self._broken = ""  # a singleton died: for good, until the process restarts
-        self._deaths: dict[str, int] = {}  # run id → how often its actor died in this process
         self._cancels: set[str] = set()  # runs cancelled while their actor was being restored
         self._submitting: set[str] = set()  # ids whose first row is being written
-        self._unrevived: dict[str, str] = {}  # run id → why its revival waits for the store (now)
         self._set_aside: set[str] = set()  # live rows that could not be restored, left as they are
-        self._revivers: list[threading.Thread] = []
         self._starting = 0  # actors and revivals being started outside the lock: `stop()` waits for them
         self._stops = Stops()
         self.telemetry = telemetry or Telemetry()
@@ -134,6 +131,8 @@ class Orchestrator(Revival):
         self._store = store.StoreActor.start(self.state_dir, clock=self.clock, parent=self, telemetry=self.telemetry)
         restored = self._store.ask(store.Restore(), timeout=ORCHESTRATOR_ASK_SECONDS)  # StoreUnusable: not ours
         assert isinstance(restored, store.Restored)
+        self._revival = Revival(client=self.client, clock=self.clock, feed_hub=self.feed_hub, store_ref=self._store,
+                                restore=self._restore, forget=self._forget)
         options: dict[str, Any] = {"namespace": self.namespace, "clock": self.clock, "parent": self,
                                    "telemetry": self.telemetry}
         if self._stall_bound is not None:
@@ -168,16 +167,16 @@ class Orchestrator(Revival):
         self._stops.open()  # the runs hand their seats' and Workspaces' stops to it as they stop
         with self._finished:
             self._stopping = True  # nothing new starts; what began to is entered in a moment
-            self._stopped.set()
             self._finished.wait_for(lambda: self._starting == 0, _left(deadline))
+        if self._revival is not None:
+            self._revival.stop(deadline)
+        with self._lock:
             refs = list(self._runs.values())
         # Every run at once, each its children at once: a stop is no cancel (Sandboxes stay, Leases stop).
         self._stops.ask(refs)
         self._stops.wait(deadline)
-        with self._lock:
-            revivers = list(self._revivers)
-        for thread in revivers:
-            thread.join(_left(deadline))
+        if self._revival is not None:
+            self._revival.join(deadline)
         # The store's poison pill follows every persist asked before it; the watch stops beside it.
         self._stops.ask(ref for ref in (self._store, self._watch) if ref is not None)
         self._stops.wait(max(deadline, time.monotonic() + STORE_STOP_FLOOR_SECONDS))
@@ -349,12 +348,6 @@ class Orchestrator(Revival):
 
     # -- the API's Backend ---------------------------------------------------------------------------
 
-    def live_runs(self, prefix: str = "") -> list[bytes]:
-        return self.runs_encoded(prefix)
-
-    def run_status(self, run_id: str) -> dict[str, Any] | None:
-        return self.status(run_id)
-
     def interrupt_feeds(self) -> None:
         self.feed_hub.interrupt()
 
@@ -365,8 +358,7 @@ class Orchestrator(Revival):
             return False, "not started"
         if self._broken:
             return False, self._broken
-        with self._lock:
-            waiting = next(iter(sorted(self._unrevived.items())), None)
+        waiting = None if self._revival is None else self._revival.waiting()
         if waiting is not None:
             return False, f"run {waiting[0]} died and waits for the store to restore it: {waiting[1]}"
         watch, stored, checked = self.telemetry.watch.state, self.telemetry.store, self.telemetry.store.checked_at
@@ -402,8 +394,8 @@ class Orchestrator(Revival):
             # Our bug killed one of the process's singletons: /healthz says so, so the pod is restarted.
             self._broken = f"the {message.kind} died: {message.error}"
             log.error("%s", self._broken)
-        elif isinstance(message, ActorFault):
-            self._run_died(message)
+        elif isinstance(message, ActorFault) and self._revival is not None:
+            self._revival.run_died(message)
 
     # -- internals -----------------------------------------------------------------------------------
 
@@ -415,6 +407,14 @@ class Orchestrator(Revival):
     def _live(self, run_id: str) -> pykka.ActorRef[Any] | None:
         with self._lock:
             return self._runs.get(run_id)
+
+    def _forget(self, run_id: str) -> None:
+        """The run is over here (a revival gave it up): unlisted before a waiter wakes."""
+        with self._finished:
+            self._runs.pop(run_id, None)
+            self._cancels.discard(run_id)
+            self.run_table.forget(run_id)
+            self._finished.notify_all()
 
     def _fetch(self, run_id: str) -> store.RunRecord | None:
         if self._store is None:

@@ -50,10 +50,10 @@ class _Live(QuietBackend):
         parse_workflow(document)  # as the Orchestrator does: the workflow's bounds are the parser's
         return "r-2"
 
-    def run_status(self, run_id: str) -> dict[str, Any] | None:
+    def status(self, run_id: str) -> dict[str, Any] | None:
         return {"runId": run_id} if run_id == "r-1" else None
 
-    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
+    def runs_encoded(self, prefix: str = "") -> list[dict[str, Any]]:
         return [{"runId": "r-1"}]
 
     def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:

@@ -150,11 +150,11 @@ class _Backend(QuietBackend):
         parse_workflow(document)
         return "r-1"
 
-    def run_status(self, run_id: str) -> dict[str, Any] | None:
+    def status(self, run_id: str) -> dict[str, Any] | None:
         return {"runId": run_id, "status": "done"} if run_id == "r-1" else None
 
     def cancel(self, run_id: str) -> dict[str, Any] | None:
-        return self.run_status(run_id)
+        return self.status(run_id)
 
     def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:
         return FeedRead([], True) if run_id == "r-1" else None

@@ -127,7 +127,7 @@ class _TableBackend(QuietBackend):
     def __init__(self, table: RunTable) -> None:
         self.table = table
 
-    def live_runs(self, prefix: str = "") -> list[bytes]:
+    def runs_encoded(self, prefix: str = "") -> list[bytes]:
         return self.table.encoded(prefix)
 
     def finished_runs(self, prefix: str = "", limit: int = 500) -> list[dict[str, Any]]:
