@@ -34,9 +34,9 @@ from jr2_actors.kube.client import KubeClient
 from jr2_actors.revival import Revival
 from jr2_actors.run.actor import RunActor, RunEnv, RunFinished, Status, row_status
 from jr2_actors.run.core import Cancel, Persist, RunCore, RunStep, Start
-from jr2_actors.run.feed import FeedHub, FeedRead
-from jr2_actors.run.table import RunRow, RunTable, with_member
-from jr2_actors.run.wire import listing_doc, status_doc, stored_listing_doc
+from jr2_actors.run.feed.hub import FeedHub, FeedRead
+from jr2_actors.run.listing.table import RunRow, RunTable, with_member
+from jr2_actors.run.listing.wire import listing_doc, status_doc, stored_listing_doc
 from jr2_actors.shell import ActorFault, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.shell.last_answer import LastAnswer

@@ -21,7 +21,7 @@ from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.run import supervision
 from jr2_actors.run.core import RunCore
-from jr2_actors.run.feed import FeedHub
+from jr2_actors.run.feed.hub import FeedHub
 from jr2_actors.shell import ActorFault
 from jr2_actors.shell.clock import Clock, pause
 from jr2_actors.store import actor as store

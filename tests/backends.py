@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jr2_actors.run.feed import FeedRead
+from jr2_actors.run.feed.hub import FeedRead
 from jr2_actors.values.run_ids import Keyed
 
 

@@ -18,7 +18,7 @@ from jr2_actors.fake.harness.core import Hang
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.run.actor import RunActor, RunEnv
 from jr2_actors.run.core import RunCore
-from jr2_actors.run.feed import FeedHub
+from jr2_actors.run.feed.hub import FeedHub
 from jr2_actors.shell import ActorFault, Timers
 from jr2_actors.shell.clock import SystemClock
 from jr2_actors.store.actor import StoreActor

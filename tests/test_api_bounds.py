@@ -24,7 +24,7 @@ import requests
 
 from jr2_actors.api.app import Api
 from jr2_actors.api.server import ApiLimits, ApiServer
-from jr2_actors.run.feed import FeedRead
+from jr2_actors.run.feed.hub import FeedRead
 from jr2_actors.values.constants import API_MAX_BODY_BYTES, API_MAX_HEADER_BYTES
 from jr2_actors.values.run_ids import Keyed
 from jr2_actors.values.workflow import MAX_WORKFLOW_STATES, parse_workflow

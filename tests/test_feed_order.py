@@ -20,8 +20,8 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run import core as run
-from jr2_actors.run.feed import FeedHub
-from jr2_actors.run.feedlines import FeedEvent
+from jr2_actors.run.feed.hub import FeedHub
+from jr2_actors.run.feed.lines import FeedEvent
 from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.identity import sandbox_name
 from tests.waiting import wait_until

@@ -18,7 +18,7 @@ from jr2_actors.api.app import Api
 from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead, parse_memory_kills
 from jr2_actors.kube.access import load_kubeconfig, parse_kubeconfig
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameDecoder, FrameError, WatchEvent
-from jr2_actors.run.feed import FeedRead
+from jr2_actors.run.feed.hub import FeedRead
 from jr2_actors.values.errors import KubeconfigError
 from jr2_actors.values.run_ids import Keyed
 from jr2_actors.values.workflow import Workflow, WorkflowError, load_workflow, parse_workflow

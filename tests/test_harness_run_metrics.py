@@ -18,8 +18,8 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Say
 from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillListError
-from jr2_actors.run.feed import FeedHub, Published
-from jr2_actors.run.feedlines import AdmittedLine, FeedEvent, SaidLine
+from jr2_actors.run.feed.hub import FeedHub, Published
+from jr2_actors.run.feed.lines import AdmittedLine, FeedEvent, SaidLine
 from jr2_actors.run.notices import Notice
 from jr2_actors.shell import Timers
 from jr2_actors.shell.clock import VirtualClock

@@ -23,6 +23,8 @@ NET = {"net"}
 CLIENTS = {"kube", "harness"}  # the two HTTP clients: any family may call them; they call no family
 FAMILIES = {"watch", "store", "workspace", "agent", "run"}  # the actor families
 ABOVE = {"telemetry", "orchestrator", "revival", "api", "commands", "cli", "__main__", "sim", "fake"}
+# A family's rooms beside its engine: the run's feed and what is shown of the runs (docs/architecture.md).
+ROOMS = {"run": {"feed", "listing"}}
 
 # Of an actor family, what another family may import: its messages and its values.
 MESSAGES = {
@@ -102,6 +104,9 @@ def test_every_folder_and_root_module_has_its_place() -> None:
     units = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
              if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists()}
     assert units == VALUES | SHELL | NET | CLIENTS | FAMILIES | ABOVE
+    rooms = {family: {p.name for p in (PACKAGE / family).iterdir() if (p / "__init__.py").exists()}
+             for family in FAMILIES}
+    assert {family: found for family, found in rooms.items() if found} == ROOMS
 
 
 def test_no_cycle_between_folders() -> None:

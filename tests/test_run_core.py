@@ -15,7 +15,7 @@ from jr2_actors.agent import core as seat
 from jr2_actors.harness import briefing
 from jr2_actors.run import core as run
 from jr2_actors.run.core import RunCore
-from jr2_actors.run.feedlines import FeedEvent, PickLine, StateLine
+from jr2_actors.run.feed.lines import FeedEvent, PickLine, StateLine
 from jr2_actors.values.step import OffTable
 from jr2_actors.values.workflow import load_workflow, read_document
 from jr2_actors.workspace import messages as ws

@@ -32,9 +32,9 @@ from typing import Any, Protocol
 from jr2_actors import __version__
 from jr2_actors.api import sse
 from jr2_actors.api.budget import RETRY_AFTER_SECONDS, Budget
-from jr2_actors.run.feed import FeedRead
-from jr2_actors.run.table import encode_row  # how every answer's JSON is written
-from jr2_actors.run.wire import feed_doc
+from jr2_actors.run.feed.hub import FeedRead
+from jr2_actors.run.feed.wire import feed_doc
+from jr2_actors.run.listing.table import encode_row  # how every answer's JSON is written
 from jr2_actors.telemetry import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from jr2_actors.values.constants import (
     API_HEARTBEAT_SECONDS,

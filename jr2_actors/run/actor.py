@@ -18,6 +18,7 @@ meanwhile leaves the last row written, which a restart restores (ADR-0065).
 
 A child that dies of our bug (an `ActorFault`) is an event the run can act on: a Workspace's actor is a
 faulted Workspace, an Agent's a Turn fault.
+Next stage: the feed (`feed/hub.py`), the listing (`listing/table.py`) and the store it saves to.
 """
 
 from __future__ import annotations
@@ -38,12 +39,13 @@ from jr2_actors.kube.client import KubeClient
 from jr2_actors.run import core as run
 from jr2_actors.run import metrics as run_metrics
 from jr2_actors.run.core import Cancel, RunCore
-from jr2_actors.run.feed import Published
-from jr2_actors.run.feedlines import FeedEvent
+from jr2_actors.run.feed.hub import Published
+from jr2_actors.run.feed.lines import FeedEvent
+from jr2_actors.run.feed.wire import feed_doc
+from jr2_actors.run.listing.table import RunRow
+from jr2_actors.run.listing.wire import listing_doc, status_doc
 from jr2_actors.run.metrics import RunTelemetry, RunView
 from jr2_actors.run.readlog import ReadLog
-from jr2_actors.run.table import RunRow
-from jr2_actors.run.wire import feed_doc, listing_doc, status_doc
 from jr2_actors.shell import ActorFault, Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.shell.clock import Clock
 from jr2_actors.shell.stopping import Stops

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jr2_actors.run.feedlines import FeedEvent, line_fields, line_from
+from jr2_actors.run.feed.lines import FeedEvent, line_fields, line_from
 from jr2_actors.run.messages import RunStatusName, WorkspaceRecord
 from jr2_actors.run.notices import Ledger, entry_from, entry_json, mark_from
 from jr2_actors.run.turn_record import TurnRecord

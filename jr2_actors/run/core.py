@@ -26,6 +26,7 @@ saves the blob before it performs any other action of that step. `snapshot()` is
 (`Restored`), and the watch's first list reconciles them.
 
 Time: monotonic `now` for deadlines, wall `wall` for what is shown and stored. The core reads no clock.
+Next stage: `actor.py`, the RunActor that performs its steps.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 
 from jr2_actors.run import blob
 from jr2_actors.run.blob import BLOB_VERSION, FEED_KEEP
-from jr2_actors.run.feedlines import (
+from jr2_actors.run.feed.lines import (
     AfterLine,
     EndedLine,
     EventLine,

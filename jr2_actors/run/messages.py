@@ -1,5 +1,6 @@
 """The run's vocabulary: the inputs `RunCore` takes, the actions it asks its shell to perform, and its
 records of the Workspaces it holds. Pure values; `core.py` holds the engine, `turn.py` the run's Turn.
+Next stage: `core.py`, which takes them.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from jr2_actors.agent import messages as seat
-from jr2_actors.run.feedlines import FeedEvent
+from jr2_actors.run.feed.lines import FeedEvent
 from jr2_actors.values.step import Step
 from jr2_actors.workspace import messages as ws
 

@@ -44,7 +44,7 @@ from jr2_actors.agent.messages import (
     TurnFault,
 )
 from jr2_actors.run.admission import admission_body
-from jr2_actors.run.feedlines import (
+from jr2_actors.run.feed.lines import (
     AdmittedLine,
     FeedLine,
     MemoryKillLine,

@@ -20,7 +20,7 @@ from jr2_actors.agent.messages import (
     Settled,
     TurnFault,
 )
-from jr2_actors.run.feedlines import FeedLine
+from jr2_actors.run.feed.lines import FeedLine
 from jr2_actors.run.messages import ToAgent, WorkspaceRecord
 from jr2_actors.run.notices import Entry, Mark
 
