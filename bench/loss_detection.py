@@ -120,7 +120,7 @@ class Hops:
         from jr2_actors.run.actor import RunActor
         from jr2_actors.run.feed.hub import FeedHub
         from jr2_actors.shell.mailbox import Mailbox
-        from jr2_actors.store import actor as store_actor
+        from jr2_actors.store import messages as store_actor
         from jr2_actors.store.rows import RunStore
         from jr2_actors.watch.deliveries import SandboxSeen
         from jr2_actors.workspace import messages as ws

@@ -33,18 +33,19 @@ from jr2_actors.harness.client import shared_session
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.revival import Revival
 from jr2_actors.run.actor import RunActor, RunEnv, RunFinished, Status, row_status
-from jr2_actors.run.core import Cancel, Persist, RunCore, RunStep, Start
+from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed.hub import FeedHub, FeedRead
 from jr2_actors.run.listing.table import RunRow, RunTable, with_member
 from jr2_actors.run.listing.wire import listing_doc, status_doc, stored_listing_doc
+from jr2_actors.run.messages import Cancel, Persist, RunStep, Start
 from jr2_actors.shell import ActorFault, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.shell.last_answer import LastAnswer
 from jr2_actors.shell.pools import CountedPool  # a driven VirtualClock sees its jobs
 from jr2_actors.shell.stopping import Stops
-from jr2_actors.store import actor as store
+from jr2_actors.store import messages as store
+from jr2_actors.store.actor import STORE_DOWN, StoreActor
 from jr2_actors.store.lock import StateLock
-from jr2_actors.store.rows import StoreError
 from jr2_actors.telemetry import Telemetry
 from jr2_actors.values.constants import (
     ACTOR_STOP_SECONDS,
@@ -61,8 +62,9 @@ from jr2_actors.values.errors import Unavailable
 from jr2_actors.values.run_ids import Keyed, new_run_id
 from jr2_actors.values.timefmt import rfc3339_ms
 from jr2_actors.values.workflow import Workflow, WorkflowError, parse_workflow
-from jr2_actors.watch.actor import Health as WatchHealthAsk
-from jr2_actors.watch.actor import WatchActor, WatchHealth
+from jr2_actors.watch.actor import WatchActor
+from jr2_actors.watch.messages import Health as WatchHealthAsk
+from jr2_actors.watch.messages import WatchHealth
 from jr2_actors.workspace.renewals import RenewalLane
 
 log = logging.getLogger(__name__)
@@ -128,7 +130,7 @@ class Orchestrator:
         return self
 
     def _start(self) -> None:
-        self._store = store.StoreActor.start(self.state_dir, clock=self.clock, parent=self, telemetry=self.telemetry)
+        self._store = StoreActor.start(self.state_dir, clock=self.clock, parent=self, telemetry=self.telemetry)
         restored = self._store.ask(store.Restore(), timeout=ORCHESTRATOR_ASK_SECONDS)  # StoreUnusable: not ours
         assert isinstance(restored, store.Restored)
         self._revival = Revival(client=self.client, clock=self.clock, feed_hub=self.feed_hub, store_ref=self._store,
@@ -245,9 +247,9 @@ class Orchestrator:
         try:
             self._store.ask(store.Persist(core.run_id, row_status(action.status), core.snapshot(), action.reason,
                                           create=True, keyed=keyed), timeout=PERSIST_ASK_SECONDS)
-        except StoreError as e:  # the id is taken (a row set aside at boot keeps it)
+        except store.StoreError as e:  # the id is taken (a row set aside at boot keeps it)
             raise ValueError(str(e)) from None
-        except store.STORE_DOWN as e:
+        except STORE_DOWN as e:
             log.warning("a run of %s was refused: the store cannot write (%s: %s)", core.workflow.name,
                         type(e).__name__, e)
             if isinstance(e, pykka.Timeout):  # the create may still land: what follows it in order takes it back
@@ -383,13 +385,7 @@ class Orchestrator:
 
     def tell(self, message: Any) -> None:
         if isinstance(message, RunFinished):
-            with self._finished:
-                self._runs.pop(message.run_id, None)
-                if message.run_id in self._entering:
-                    self._entering[message.run_id] = True  # ended before `_started` entered it
-                self._cancels.discard(message.run_id)
-                self.run_table.forget(message.run_id)  # before a waiter wakes: finished means unlisted
-                self._finished.notify_all()
+            self._forget(message.run_id)
         elif isinstance(message, ActorFault) and message.kind in ("WatchActor", "StoreActor"):
             # Our bug killed one of the process's singletons: /healthz says so, so the pod is restarted.
             self._broken = f"the {message.kind} died: {message.error}"
@@ -409,11 +405,13 @@ class Orchestrator:
             return self._runs.get(run_id)
 
     def _forget(self, run_id: str) -> None:
-        """The run is over here (a revival gave it up): unlisted before a waiter wakes."""
+        """The run is over here (it finished, or a revival gave it up)."""
         with self._finished:
             self._runs.pop(run_id, None)
+            if run_id in self._entering:
+                self._entering[run_id] = True  # ended before `_started` entered it
             self._cancels.discard(run_id)
-            self.run_table.forget(run_id)
+            self.run_table.forget(run_id)  # before a waiter wakes: finished means unlisted
             self._finished.notify_all()
 
     def _fetch(self, run_id: str) -> store.RunRecord | None:

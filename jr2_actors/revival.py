@@ -24,7 +24,7 @@ from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed.hub import FeedHub
 from jr2_actors.shell import ActorFault
 from jr2_actors.shell.clock import Clock, pause
-from jr2_actors.store import actor as store
+from jr2_actors.store import messages as store
 from jr2_actors.values.constants import ORCHESTRATOR_ASK_SECONDS, REVIVE_RETRY_BACKOFF
 from jr2_actors.values.errors import KUBE_ERRORS
 from jr2_actors.watch.identity import sandbox_name

@@ -137,8 +137,8 @@ def test_a_timer_callback_that_raises_never_ends_the_shared_timer_thread() -> No
 
 
 def test_a_store_whose_sweep_fails_keeps_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jr2_actors.store import actor as store
-    from jr2_actors.store.rows import RunRecord
+    from jr2_actors.store import messages as store
+    from jr2_actors.store.messages import RunRecord
 
     ref = StoreActor.start(str(tmp_path))
     try:

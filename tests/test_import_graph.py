@@ -31,7 +31,7 @@ MESSAGES = {
     "watch": {"watch.deliveries", "watch.messages", "watch.identity", "watch.sandbox"},
     "workspace": {"workspace.core", "workspace.messages", "workspace.manifest", "workspace.metrics"},  # reports
     "agent": {"agent.messages"},  # the seat's messages and reports (the run takes them as they are)
-    "store": {"store.actor"},  # Persist, Restore, ...: the StoreActor's messages (re-exported by store/)
+    "store": {"store.messages", "store.actor"},  # Persist, Restore, ...; `save` and `STORE_DOWN` of the actor
 }
 # Crossings still left beyond the messages: the RunActor starts its Workspaces' and seats' actors itself
 # (a factory the orchestrator hands it would end both).

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.agent import core as seat
+from jr2_actors.agent import messages as seat
 from jr2_actors.harness import briefing
 from jr2_actors.harness.memory_kills import MemoryKill
-from jr2_actors.run import core as run
+from jr2_actors.run import messages as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.notices import nudge_eligible
 from jr2_actors.run.turn_record import UNSURE_LIMIT

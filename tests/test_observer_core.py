@@ -11,33 +11,26 @@ import pytest
 
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameError, WatchEvent
 from jr2_actors.values.errors import ApiStatus
-from jr2_actors.watch.core import (
+from jr2_actors.watch.core import Input, ObserverCore, Registered, Unregistered, WatchStep, deliveries
+from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.watch.identity import Foreign, SandboxKey
+from jr2_actors.watch.stream import (
     CloseStream,
     Failure,
     FrameReceived,
-    Input,
     Listed,
     ListFailed,
     ListNow,
-    ObserverCore,
-    Registered,
-    SandboxGone,
-    SandboxSeen,
     Started,
     StreamEnded,
     Terminated,
     Termination,
     Tick,
-    Unregistered,
     UnusableFrame,
-    WatchFailed,
     WatchFrom,
     WatchOpened,
     WatchOpenFailed,
-    WatchStep,
-    deliveries,
 )
-from jr2_actors.watch.identity import Foreign, SandboxKey
 from tests.sandboxes import sandbox, with_rv
 
 A = SandboxKey("run-a", "F-1")

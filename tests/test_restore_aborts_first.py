@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jr2_actors.agent import core as seat
-from jr2_actors.run import core as run
+from jr2_actors.agent import messages as seat
+from jr2_actors.run import messages as run
 from jr2_actors.run.core import RunCore
 from tests.test_run_core import WALL0, Drive, World
 

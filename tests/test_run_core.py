@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.agent import core as seat
+from jr2_actors.agent import messages as seat
 from jr2_actors.harness import briefing
-from jr2_actors.run import core as run
-from jr2_actors.run.core import RunCore
+from jr2_actors.run import messages as run
+from jr2_actors.run.core import RunCore, events_markdown
 from jr2_actors.run.feed.lines import FeedEvent, PickLine, StateLine
 from jr2_actors.values.step import OffTable
 from jr2_actors.values.workflow import load_workflow, read_document
@@ -362,7 +362,7 @@ def test_the_architecture_doc_carries_the_engines_event_table() -> None:
     from pathlib import Path
 
     doc = (Path(__file__).parent.parent / "docs" / "architecture.md").read_text()
-    assert run.events_markdown() in doc
+    assert events_markdown() in doc
 
 
 def test_the_row_stays_live_until_every_teardown_is_over_and_a_crash_between_finishes_them() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.agent import core as turn
+from jr2_actors.agent import messages as turn
 from jr2_actors.agent.messages import (
     AbortDone,
     AbortJob,

@@ -18,9 +18,11 @@ from jr2_actors.values.backoff import Backoff
 from jr2_actors.values.constants import WATCH_WRITTEN_AT_FIELD
 from jr2_actors.values.errors import ApiStatus
 from jr2_actors.values.workflow import WorkspaceDef
-from jr2_actors.watch import core
-from jr2_actors.watch.actor import Register, SandboxSeen, WatchActor
+from jr2_actors.watch import stream as core
+from jr2_actors.watch.actor import WatchActor
+from jr2_actors.watch.deliveries import SandboxSeen
 from jr2_actors.watch.identity import SandboxKey
+from jr2_actors.watch.messages import Register
 from jr2_actors.watch.metrics import frame_type, relist_cause
 from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec

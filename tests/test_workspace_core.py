@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from jr2_actors.values.constants import ATTACH_ATTEMPTS, FORBIDDEN_GRACE_SECONDS
-from jr2_actors.watch.core import SandboxGone, Termination, WatchFailed
+from jr2_actors.watch.deliveries import SandboxGone, WatchFailed
 from jr2_actors.watch.identity import Foreign, SandboxKey
+from jr2_actors.watch.stream import Termination
 from jr2_actors.workspace.messages import (
     Applied,
     ApplySandbox,

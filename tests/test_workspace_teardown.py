@@ -8,7 +8,7 @@ import pytest
 
 from jr2_actors.values.constants import DELETE_RETRY_BACKOFF, FORBIDDEN_GRACE_SECONDS
 from jr2_actors.values.step import OffTable
-from jr2_actors.watch.core import SandboxGone, SandboxSeen
+from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen
 from jr2_actors.workspace.core import TRANSITIONS
 from jr2_actors.workspace.messages import (
     Applied,
@@ -163,11 +163,12 @@ def test_a_shell_input_off_the_table_is_our_bug_and_a_world_input_is_ignored() -
 def test_every_edge_leads_only_where_the_table_says(monkeypatch: pytest.MonkeyPatch) -> None:
     """A handler that moves off its edge is our bug, caught as it happens: narrow one edge of the table
     and the very move the handler makes on it raises."""
+    from jr2_actors.values.step import Edge
     from jr2_actors.workspace import core as workspace_core
 
     edge = TRANSITIONS[("placing", SandboxSeen)]
     monkeypatch.setitem(workspace_core.MACHINE.edges, ("placing", SandboxSeen),
-                        workspace_core.Edge(frozenset({"lost", "faulted"}), edge.handler))
+                        Edge(frozenset({"lost", "faulted"}), edge.handler))
     d = Drive()
     d.written()
     with pytest.raises(OffTable, match="SandboxSeen in placing cannot lead to provisioning"):

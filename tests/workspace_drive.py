@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from jr2_actors.watch.core import SandboxSeen
+from jr2_actors.watch.deliveries import SandboxSeen
 from jr2_actors.watch.identity import SandboxKey
 from jr2_actors.watch.sandbox import view
 from jr2_actors.workspace.core import WorkspaceCore

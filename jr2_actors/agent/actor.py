@@ -23,8 +23,8 @@ from typing import Any
 
 import requests
 
-from jr2_actors.agent import core as turn
 from jr2_actors.agent import jobs
+from jr2_actors.agent import messages as turn
 from jr2_actors.agent.messages import (
     AbortDone,
     AbortJob,

@@ -47,11 +47,8 @@ from typing import Any
 from jr2_actors.agent.messages import (
     AbortAnswered,
     AbortSubmission,
-    AbortTurn,
     Accepted,
     Action,
-    AdmissionUnsure,
-    Admit,
     AdmitNotKept,
     AdmitRefused,
     Admitted,
@@ -60,30 +57,23 @@ from jr2_actors.agent.messages import (
     Answered,
     AnswerFailed,
     Answering,
-    AnswerPick,
     AnswerUndelivered,
-    CheckHarness,
-    EndTurn,
     Events,
     FaultCause,
     GuardKill,
-    HarnessJudged,
     Input,
     NotKept,
     Picked,
     PostAnswer,
-    ReadKills,
     ReadUpdates,
     Report,
     Restarted,
     Said,
     Settled,
-    StartTurn,
     State,
     Stop,
     StreamFailed,
     StreamLost,
-    ToSeat,
     TurnFault,
     TurnId,
     TurnStep,
@@ -93,19 +83,8 @@ from jr2_actors.harness.memory_kills import MAX_ID, guard_sizes
 from jr2_actors.values.constants import STREAM_READ_ATTEMPTS, STREAM_READ_PAUSE_SECONDS
 from jr2_actors.values.step import Machine, Step, Walk
 
-# The vocabulary is `messages.py`'s, importable from here too (the run and the seat's shell speak it).
-__all__ = [
-    "MACHINE", "PROVIDER_LIMIT", "AbortAnswered", "AbortSubmission", "AbortTurn", "Accepted", "Action",
-    "AdmissionUnsure", "Admit", "AdmitNotKept", "AdmitRefused", "AdmitUnsure", "Admitted", "Admitting",
-    "AnswerFailed", "AnswerPick", "AnswerUndelivered", "Answered", "Answering", "CheckHarness", "EndTurn", "Events",
-    "FaultCause", "GuardKill", "HarnessJudged", "Input", "NotKept", "Picked", "PostAnswer", "ReadKills",
-    "ReadUpdates", "Report", "Restarted", "Said", "Settled", "StartTurn", "State", "Stop", "StreamFailed",
-    "StreamLost", "ToSeat", "TurnCore", "TurnFault", "TurnStep",
-]
-
 PROVIDER_LIMIT = "provider limit"
 MAX_TEXT = 4096  # the Harness's error words kept in a fault
-
 
 
 class TurnCore:

@@ -10,7 +10,7 @@ the store's thread, not after this actor's wake-up from the ask; the row is stil
 lines of a step that saves nothing are published here; `Status` is answered for the
 API; the run's end is told to the orchestrator (`RunFinished`) once every teardown is over.
 
-A persist the store cannot write now (`store.STORE_DOWN`: a read-only or full disk, a store that does not
+A persist the store cannot write now (`STORE_DOWN`: a read-only or full disk, a store that does not
 answer) does not end the run: the step is held — none of its other actions leaves, its feed lines are not
 published, and every message that arrives meanwhile waits in order — while the same save is tried again on
 `PERSIST_RETRY_BACKOFF`. Once it lands the step goes on and the waiting messages are taken in order; a stop
@@ -36,9 +36,9 @@ from jr2_actors.agent import actor as agent_actor
 from jr2_actors.agent import messages as seat
 from jr2_actors.harness.tokens import INSTANCE_HARNESS, harness_token
 from jr2_actors.kube.client import KubeClient
-from jr2_actors.run import core as run
+from jr2_actors.run import messages as run
 from jr2_actors.run import metrics as run_metrics
-from jr2_actors.run.core import Cancel, RunCore
+from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed.hub import Published
 from jr2_actors.run.feed.lines import FeedEvent
 from jr2_actors.run.feed.wire import feed_doc
@@ -49,11 +49,12 @@ from jr2_actors.run.readlog import ReadLog
 from jr2_actors.shell import ActorFault, Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.shell.clock import Clock
 from jr2_actors.shell.stopping import Stops
-from jr2_actors.store import actor as store
+from jr2_actors.store import messages as store
+from jr2_actors.store.actor import STORE_DOWN, save
 from jr2_actors.values.constants import PERSIST_ASK_SECONDS, PERSIST_RETRY_BACKOFF
 from jr2_actors.watch.identity import sandbox_name
 from jr2_actors.workspace import messages as ws
-from jr2_actors.workspace.actor import RenewalLane, WorkspaceActor  # the lane: the one crossing already owed
+from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,8 @@ class RunEnv:
     workspace_options: dict[str, Any] = field(default_factory=dict)
     telemetry: RunTelemetry | None = field(default=None, repr=False)  # the orchestrator's metrics (issue 11)
     table: Recipient | None = None  # issue 18: the orchestrator's RunTable, told the run's row after each step
-    renewals: RenewalLane | None = None  # issue 18: the lane every Workspace's Lease renewal leaves from
+    # the lane every Workspace's Lease renewal leaves from (`workspace/renewals.py`), handed on as it is
+    renewals: object = None
     harness_session: requests.Session | None = field(default=None, repr=False)  # issue 18: every Harness call's
     stops: Stops = field(default_factory=Stops, repr=False)  # the orchestrator's stop waits for the children too
 
@@ -176,7 +178,7 @@ class RunActor(Shell):
             if self._deadline is not None:
                 self._deadline.fired()
             self._step(run.Tick())
-        elif isinstance(message, Cancel):
+        elif isinstance(message, run.Cancel):
             self._step(message)  # the core's input as it is
         elif isinstance(message, ws.Report):
             if isinstance(message, ws.Released):
@@ -210,9 +212,9 @@ class RunActor(Shell):
         # Issue 18: the step's feed lines are the store's to publish, once its row is committed (ADR-0065).
         lines = (self.env.feed, Published(self.core.run_id, step.reports)) if step.reports else None
         try:
-            store.save(self.env.store, store.Persist(self.core.run_id, row_status(action.status), self.core.snapshot(),
+            save(self.env.store, store.Persist(self.core.run_id, row_status(action.status), self.core.snapshot(),
                                                      action.reason, then=lines), PERSIST_ASK_SECONDS)
-        except store.STORE_DOWN as e:
+        except STORE_DOWN as e:
             self._save_failures += 1
             if self._save_failures == 1:
                 log.warning("run %s: its row could not be written (%s: %s); it holds before its next step and "

@@ -37,7 +37,7 @@ from dataclasses import replace
 from typing import Any
 
 from jr2_actors.run import blob
-from jr2_actors.run.blob import BLOB_VERSION, FEED_KEEP
+from jr2_actors.run.blob import FEED_KEEP
 from jr2_actors.run.feed.lines import (
     AfterLine,
     EndedLine,
@@ -54,7 +54,6 @@ from jr2_actors.run.messages import (
     Action,
     Cancel,
     Finished,
-    FromSeat,
     FromWorkspace,
     Input,
     Persist,
@@ -68,40 +67,13 @@ from jr2_actors.run.messages import (
     ToAgent,
     WorkspaceRecord,
 )
-from jr2_actors.run.notices import Ledger, said_once
+from jr2_actors.run.notices import Ledger
 from jr2_actors.run.turn import NUDGE_LIMIT, TurnKeeper
 from jr2_actors.run.turn_record import HarnessGone, RunAt, TurnOut, TurnRecord
 from jr2_actors.values.constants import FEED_IDS_RESERVED, RUN_PATH_KEEP
 from jr2_actors.values.step import OffTable, Step
 from jr2_actors.values.workflow import Workflow
 from jr2_actors.workspace import messages as ws
-
-# The run's vocabulary is `messages.py`'s and its Turn is `turn.py`'s, importable from here too.
-__all__ = [
-    "BLOB_VERSION",
-    "FEED_KEEP",
-    "NUDGE_LIMIT",
-    "Action",
-    "Cancel",
-    "Finished",
-    "FromSeat",
-    "FromWorkspace",
-    "Input",
-    "Persist",
-    "PlaceWorkspace",
-    "ReleaseWhy",
-    "ReleaseWorkspace",
-    "RunCore",
-    "RunStatusName",
-    "RunStep",
-    "Start",
-    "Tick",
-    "ToAgent",
-    "TurnRecord",
-    "WorkspaceRecord",
-    "events_markdown",
-    "said_once",
-]
 
 
 class RunCore:

@@ -28,8 +28,8 @@ from jr2_actors.run.notices import NoticeKind
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.shell.recipient import Recipient
 from jr2_actors.values.constants import METRICS_STATE_LABELS
-from jr2_actors.workspace.core import State as WorkspaceState
-from jr2_actors.workspace.core import WaitOn
+from jr2_actors.workspace.messages import State as WorkspaceState
+from jr2_actors.workspace.messages import WaitOn
 from jr2_actors.workspace.metrics import WorkspaceTelemetry
 
 RUNS_LIVE = "jr2_runs_live"

@@ -358,7 +358,6 @@ def _write_failed(what: Literal["sandbox", "secret"], e: Exception) -> ws.WriteF
     return ws.WriteFailed(what, str(e))  # no answer (or not Kubernetes): transient
 
 
-__all__ = ["Release", "RenewalLane", "WorkspaceActor"]
 
 
 def _unavailable(e: Exception) -> bool:

@@ -69,12 +69,8 @@ from jr2_actors.watch.sandbox import SandboxView
 from jr2_actors.workspace import messages as m
 from jr2_actors.workspace import reading
 from jr2_actors.workspace.manifest import written_by
-from jr2_actors.workspace.messages import ENDED, LIVE, State, WaitOn
+from jr2_actors.workspace.messages import ENDED, LIVE, State
 from jr2_actors.workspace.wait import PlacingWait
-
-# The vocabulary is `messages.py`'s; `State` and `WaitOn` stay importable from here for the metrics.
-__all__ = ["MACHINE", "TRANSITIONS", "Edge", "State", "WaitOn", "WorkspaceCore", "transitions_markdown"]
-
 
 # -- the core ----------------------------------------------------------------------------------------
 
