@@ -37,7 +37,7 @@ from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed.hub import FeedHub, FeedRead
 from jr2_actors.run.listing.table import RunRow, RunTable, with_member
 from jr2_actors.run.listing.wire import listing_doc, status_doc, stored_listing_doc
-from jr2_actors.run.messages import Cancel, Persist, RunStep, Start
+from jr2_actors.run.messages import Cancel, RunStep, Save, Start
 from jr2_actors.shell import ActorFault, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.shell.last_answer import LastAnswer
@@ -242,7 +242,7 @@ class Orchestrator:
 
     def _save_first(self, core: RunCore, first: RunStep, keyed: Keyed | None) -> None:
         assert self._store is not None
-        action = next((a for a in first.actions if isinstance(a, Persist)), None)
+        action = next((a for a in first.actions if isinstance(a, Save)), None)
         assert action is not None, "a run's Start step saves its row"
         try:
             self._store.ask(store.Persist(core.run_id, row_status(action.status), core.snapshot(), action.reason,

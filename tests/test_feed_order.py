@@ -55,7 +55,7 @@ class Order:
 
         def step_noted(core: RunCore, event: run.Input, now: float, wall: float) -> run.RunStep:
             out = step(core, event, now, wall)
-            if any(isinstance(a, run.Persist) for a in out.actions):
+            if any(isinstance(a, run.Save) for a in out.actions):
                 with self.lock:
                     self.must_be_saved.setdefault(core.run_id, set()).update(e.id for e in out.reports)
             return out

@@ -53,8 +53,8 @@ def test_the_stream_keeper_raises_on_a_second_start_and_ignores_a_late_answer() 
 def test_the_runs_turn_takes_its_own_inputs_only_where_its_table_says() -> None:
     with pytest.raises(OffTable, match="Ready in running"):
         run_turn.TURN.edge("run r turn 1", "running", turn_record.Ready())  # a Turn started twice
-    with pytest.raises(OffTable, match="Stop in answered"):
-        run_turn.TURN.edge("run r turn 1", "answered", turn_record.Stop())  # answered: it left with its state
+    with pytest.raises(OffTable, match="StateLeft in answered"):
+        run_turn.TURN.edge("run r turn 1", "answered", turn_record.StateLeft())  # answered: it left with its state
     assert run_turn.TURN.edge("t", "waiting", turn_record.HarnessGone("F-1", "x")).to == frozenset()
 
 

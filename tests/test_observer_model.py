@@ -32,7 +32,7 @@ from jr2_actors.watch.stream import (
     ListNow,
     Started,
     StreamEnded,
-    Tick,
+    StreamTick,
     WatchFrom,
     WatchOpened,
 )
@@ -214,7 +214,7 @@ class WatchModel(RuleBasedStateMachine):
         deadline = self.core.deadline
         if deadline is not None:
             self.now = max(self.now, deadline)
-            self.feed(Tick())
+            self.feed(StreamTick())
 
     # -- properties ------------------------------------------------------------------------------------
 

@@ -110,7 +110,7 @@ class Drive:
         self.now = 0.0
         self.feed: list[FeedEvent] = []
         self.saved: list[dict[str, Any]] = []  # every blob persisted, in order
-        self.persists: list[run.Persist] = []
+        self.persists: list[run.Save] = []
         self.finished: run.Finished | None = None
         self.queue: deque[run.Input] = deque()
 
@@ -122,7 +122,7 @@ class Drive:
     def _take(self, step: run.RunStep) -> None:
         self.feed.extend(step.reports)
         for action in step.actions:
-            if isinstance(action, run.Persist):
+            if isinstance(action, run.Save):
                 self.persists.append(action)
                 self.saved.append(json.loads(json.dumps(self.core.snapshot())))
             elif isinstance(action, run.Finished):
@@ -141,7 +141,7 @@ class Drive:
 
     def at(self, seconds: float) -> None:
         self.now = seconds
-        self.queue.append(run.Tick())
+        self.queue.append(run.RunTick())
         self.run(None)
 
     def kinds(self) -> list[str]:

@@ -90,8 +90,8 @@ def test_the_keeper_counts_its_stall_bound_from_the_last_progress_plus_the_span_
     assert keeper.phase == "watching" and keeper.deadline == STALL_BOUND_SECONDS
     keeper.step(stream.KeptAlive(1000.0), 60.0)
     assert keeper.deadline == 1000.0 + STALL_BOUND_SECONDS
-    assert keeper.step(stream.Tick(), 1000.0 + STALL_BOUND_SECONDS - 1).actions == []  # not silent yet
-    closed = keeper.step(stream.Tick(), 1000.0 + STALL_BOUND_SECONDS).actions
+    assert keeper.step(stream.StreamTick(), 1000.0 + STALL_BOUND_SECONDS - 1).actions == []  # not silent yet
+    closed = keeper.step(stream.StreamTick(), 1000.0 + STALL_BOUND_SECONDS).actions
     assert any(isinstance(a, stream.CloseStream) for a in closed)  # silent for the whole bound after it
 
 

@@ -22,7 +22,7 @@ from jr2_actors.workspace.messages import (
     Release,
     Released,
     Restored,
-    Tick,
+    WorkspaceTick,
     WriteFailed,
 )
 from tests.workspace_drive import KEY, READY, SCHEDULED, UID, UNSCHEDULABLE, Drive, recorded, seen
@@ -83,7 +83,7 @@ def test_a_delete_owed_is_retried_capped_until_it_lands(status: int | None, retr
         assert deadline is not None and d.now < deadline <= d.now + cap
         if retry_after is not None:
             assert deadline - d.now >= retry_after
-        step = d(Tick(), at=deadline)
+        step = d(WorkspaceTick(), at=deadline)
         assert step.actions == (DeleteSandbox(UID, "7"),)
         retries += 1
     assert not d.of(Released) and retries >= (5 if status == 403 else 50)
@@ -117,7 +117,7 @@ def test_a_sandbox_absent_from_the_list_ends_a_restored_teardowns_retry() -> Non
         d(DeleteFailed("no answer"), at=d.now)
         deadline = d.core.deadline
         assert deadline is not None
-        d(Tick(), at=deadline)
+        d(WorkspaceTick(), at=deadline)
     assert len(d.of(DeleteSandbox)) == 11 and not d.of(Released)
     d(SandboxGone(KEY, "", "", "absent"), at=d.now)
     assert d.of(Released) == [Released("F-1", deleted=True)] and d.deadline() is None

@@ -11,7 +11,7 @@ from jr2_actors.workspace.core import WorkspaceCore
 from jr2_actors.workspace.messages import (
     Applied,
     Begin,
-    Tick,
+    WorkspaceTick,
 )
 from tests.sandboxes import fixture
 
@@ -89,7 +89,7 @@ class Drive:
     def until(self, at: float) -> None:
         """Run every timer due up to `at` (as the shell's Deadline would)."""
         while (deadline := self.core.deadline) is not None and deadline <= at:
-            self(Tick(), at=max(deadline, self.now))
+            self(WorkspaceTick(), at=max(deadline, self.now))
         self.now = at
 
 

@@ -2,7 +2,7 @@
 
 It is the parent of its run's WorkspaceActors (one per Workspace path held) and AgentActors (one per Agent
 seat that takes a Turn). It feeds the core what they report, and performs what the core decides — in
-order, with the one rule ADR-0065 keeps the store synchronous for: when a step asks to `Persist`, the
+order, with the one rule ADR-0065 keeps the store synchronous for: when a step asks to `Save`, the
 blob is saved (an ask of the StoreActor: the row is in the OS's hands on return) before any other action
 of that step leaves the actor. Feed lines go to the `FeedHub` (and the log): a saved step's lines ride
 with its persist and the StoreActor publishes them right after its commit (issue 18: a reader is woken by
@@ -177,7 +177,7 @@ class RunActor(Shell):
         if isinstance(message, _Tick):
             if self._deadline is not None:
                 self._deadline.fired()
-            self._step(run.Tick())
+            self._step(run.RunTick())
         elif isinstance(message, run.Cancel):
             self._step(message)  # the core's input as it is
         elif isinstance(message, ws.Report):
@@ -206,7 +206,7 @@ class RunActor(Shell):
     def _save(self, step: run.RunStep) -> bool:
         """Write the step's row if it asks for one; False when the store cannot write now (our bug —
         `StoreError` — still raises: the supervisor restores the run from its last row)."""
-        action = next((a for a in step.actions if isinstance(a, run.Persist)), None)
+        action = next((a for a in step.actions if isinstance(a, run.Save)), None)
         if action is None:
             return True
         # Issue 18: the step's feed lines are the store's to publish, once its row is committed (ADR-0065).
@@ -264,7 +264,7 @@ class RunActor(Shell):
         self.metrics.update(RunView.of(self.core))  # the run's state, Workspaces and waits, for the scrape
 
     def _act(self, action: run.Action) -> None:
-        if isinstance(action, run.Persist):
+        if isinstance(action, run.Save):
             return
         if isinstance(action, run.PlaceWorkspace):
             self._place(action)
@@ -346,7 +346,7 @@ class RunActor(Shell):
 
 
 def _persists(step: run.RunStep) -> bool:
-    return any(isinstance(a, run.Persist) for a in step.actions)
+    return any(isinstance(a, run.Save) for a in step.actions)
 
 
 def _line(event: FeedEvent) -> str:

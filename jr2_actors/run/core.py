@@ -20,7 +20,7 @@ What moves the run (`EVENTS` below is the table docs/architecture.md prints):
 A run that ends stops its Turn, tears its Workspaces down (done: deleted; stopped or failed: what ran is
 kept for inspection, what never ran is deleted) and is over when every teardown is.
 
-Persistence (ADR-0065): every step that changed what a restore needs asks for `Persist` first — the shell
+Persistence (ADR-0065): every step that changed what a restore needs asks for `Save` first — the shell
 saves the blob before it performs any other action of that step. `snapshot()` is plain JSON and
 `RunCore.restore(blob, …)` continues where the run was: its Workspaces come back with what they knew
 (`Restored`), and the watch's first list reconciles them.
@@ -56,14 +56,14 @@ from jr2_actors.run.messages import (
     Finished,
     FromWorkspace,
     Input,
-    Persist,
     PlaceWorkspace,
     ReleaseWhy,
     ReleaseWorkspace,
     RunStatusName,
     RunStep,
+    RunTick,
+    Save,
     Start,
-    Tick,
     ToAgent,
     WorkspaceRecord,
 )
@@ -120,7 +120,7 @@ class RunCore:
         elif isinstance(event, Cancel):
             if self.status == "running":
                 self._end("cancelled", event.reason)
-        elif isinstance(event, Tick):
+        elif isinstance(event, RunTick):
             self._tick()
         elif isinstance(event, FromWorkspace):
             self._workspace(event.report)
@@ -133,7 +133,7 @@ class RunCore:
             self._feed_saved = self.feed_next + FEED_IDS_RESERVED  # what the snapshot saved now reserves
             # The row stays live until every teardown is over: a crash in between restores the run and
             # finishes its deletes (ADR-0064) — a finished row is never restored (ADR-0065).
-            actions.insert(0, Persist(self.status if self._finished else "running", self.fault))
+            actions.insert(0, Save(self.status if self._finished else "running", self.fault))
         return Step(tuple(actions), tuple(x for x in out if isinstance(x, FeedEvent)), self.deadline)
 
     @property

@@ -30,7 +30,7 @@ class Cancel:
 
 
 @dataclass(frozen=True)
-class Tick:
+class RunTick:
     pass
 
 
@@ -49,13 +49,13 @@ class FromSeat:
     report: seat.ToRun
 
 
-Input = Start | Cancel | Tick | FromWorkspace | FromSeat
+Input = Start | Cancel | RunTick | FromWorkspace | FromSeat
 
 
 # -- actions -----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Persist:
+class Save:
     """Save the blob now, before any other action of this step (ADR-0065)."""
 
     status: RunStatusName
@@ -91,7 +91,7 @@ class Finished:
     fault: str | None
 
 
-Action = Persist | PlaceWorkspace | ReleaseWorkspace | ToAgent | Finished
+Action = Save | PlaceWorkspace | ReleaseWorkspace | ToAgent | Finished
 
 
 # -- reports: the feed -------------------------------------------------------------------------------

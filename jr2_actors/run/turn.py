@@ -6,7 +6,7 @@ A Turn is one workflow state's `turn` for one Agent seat, in the seat's one conv
     waiting ──Ready──▶ reading ──KillsRead──▶ admitting ──Accepted──▶ running ──Picked──▶ answered
                                                  ▲ NotKept, HarnessJudged(cut), AdmissionUnsure │ Settled:
                                                  └──────── KillsRead ◀── (a read first) ────────┘ nudged
-    any live phase ── TurnFault, a kernel kill's cut, Settled past the nudge ──▶ ended;  Stop ──▶ ended
+    any live phase ── TurnFault, a kernel kill's cut, Settled past the nudge ──▶ ended;  StateLeft ──▶ ended
 
 - `waiting` for its Workspace (a Menu-only agent starts at once); `Ready` tells the seat `StartTurn`, which
   reads the kill list (ADR-0062) and answers `KillsRead`. Each read raises notices into the ledger; the
@@ -63,7 +63,7 @@ from jr2_actors.run.turn_record import (
     ReadFor,
     Ready,
     RunAt,
-    Stop,
+    StateLeft,
     TurnInput,
     TurnOut,
     TurnPhase,
@@ -242,10 +242,10 @@ class TurnKeeper:
 
     def _stop_turn(self) -> None:
         if self.turn is not None:
-            self._step(self.turn, Stop())
+            self._step(self.turn, StateLeft())
         self.turn = None
 
-    def _stop(self, turn: TurnRecord, event: Stop) -> None:
+    def _stop(self, turn: TurnRecord, event: StateLeft) -> None:
         if turn.phase not in ("waiting", "ended"):
             self._tell(turn, seat.AbortTurn(turn.id))
         self._unheard(turn)
@@ -470,7 +470,7 @@ LIVE: tuple[TurnPhase, ...] = ("waiting", "reading", "admitting", "running")
 # One table holds the run's Turn (`step.Machine`). The seat's reports come from another actor, in any order
 # a fault or a restart may leave (a test feeds them so): each is a row in every live phase, and where it
 # may lead is the table's; a late report of a Turn the run has left never reaches it (its id is not the
-# Turn's). The run's own inputs (`Ready`, `HarnessGone`, `Stop`) off their rows are our bug.
+# Turn's). The run's own inputs (`Ready`, `HarnessGone`, `StateLeft`) off their rows are our bug.
 # docs/architecture.md prints the table; a test keeps the copy true.
 TURN: Machine[Any] = Machine("the run's Turn", (
     (("waiting",), Ready, ("reading",), S._ready),
@@ -488,7 +488,7 @@ TURN: Machine[Any] = Machine("the run's Turn", (
     (("reading", "admitting", "running"), HarnessGone, (), S._harness_gone),
     (LIVE, HarnessJudged, ("ended", "admitting"), S._judged),
     (LIVE, AdmissionUnsure, ("ended", "admitting"), S._admission_unsure),
-    ((*LIVE, "ended"), Stop, ("ended",), S._stop),
+    ((*LIVE, "ended"), StateLeft, ("ended",), S._stop),
 ))
 
 

@@ -50,13 +50,13 @@ class HarnessGone:
 
 
 @dataclass(frozen=True)
-class Stop:
+class StateLeft:
     """The run leaves the state that asked for the Turn, or ends."""
 
 
 # The seat's reports (`agent/messages.py`) are the Turn's inputs as they are; the run adds its own three.
 TurnInput = KillsRead | Accepted | NotKept | Picked | GuardKill | Said | Settled | TurnFault | HarnessJudged \
-    | AdmissionUnsure | Ready | HarnessGone | Stop
+    | AdmissionUnsure | Ready | HarnessGone | StateLeft
 UNSURE_LIMIT = 3  # admissions of one Turn whose fate was unknown, each resolved and sent again; then a fault
 
 

@@ -314,7 +314,7 @@ class WatchActor(Shell):
         elif isinstance(message, _Tick):
             if self._deadline is not None:
                 self._deadline.fired()
-            self._step(watch_stream.Tick())
+            self._step(watch_stream.StreamTick())
         elif isinstance(message, Register):
             self._recipients[message.key] = message.recipient
             self._step(core.Registered(message.key, message.restored))

@@ -66,7 +66,7 @@ def relist_cause(event: watch_core.Input, report: stream.Terminated, degraded: b
             return "error_frame"
         if isinstance(event.frame, FrameError):
             return "unusable_frame"
-    if isinstance(event, stream.ListFailed | stream.Tick):  # a failed list, or one out of time
+    if isinstance(event, stream.ListFailed | stream.StreamTick):  # a failed list, or one out of time
         return "list_failed"
     return "other"
 

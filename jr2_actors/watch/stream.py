@@ -119,7 +119,7 @@ class StreamEnded:
 
 
 @dataclass(frozen=True, slots=True)
-class Tick:
+class StreamTick:
     pass
 
 
@@ -136,7 +136,7 @@ class KeptAlive:
     seconds: float
 
 
-StreamInput = (Started | Listed | ListFailed | WatchOpened | WatchOpenFailed | FrameReceived | StreamEnded | Tick
+StreamInput = (Started | Listed | ListFailed | WatchOpened | WatchOpenFailed | FrameReceived | StreamEnded | StreamTick
                | Shutdown | KeptAlive)
 
 
@@ -360,7 +360,7 @@ class StreamKeeper:
     def _kept_alive(self, event: KeptAlive, now: float, out: Kept) -> None:
         self._progress_at += event.seconds
 
-    def _tick(self, event: Tick, now: float, out: Kept) -> None:
+    def _tick(self, event: StreamTick, now: float, out: Kept) -> None:
         if self.phase == "waiting" and self._wake_at is not None and now >= self._wake_at:
             pending, self._pending, self._wake_at = self._pending, None, None
             if isinstance(pending, WatchFrom):
@@ -437,13 +437,13 @@ MACHINE: Machine[Callable[[StreamKeeper, Any, float, Kept], None]] = Machine("th
     (("watching",), WatchOpenFailed, MOVES, K._open_failed),
     (("watching",), FrameReceived, MOVES, K._received),
     (("watching",), StreamEnded, MOVES, K._stream_ended),
-    (("listing", "watching", "waiting"), Tick, MOVES, K._tick),
+    (("listing", "watching", "waiting"), StreamTick, MOVES, K._tick),
     (("watching",), KeptAlive, (), K._kept_alive),
     (("idle", "listing", "waiting", "stopped"), KeptAlive, (), K._late),
     (("watching", "waiting"), (Listed, ListFailed), (), K._late),
     (("listing", "waiting"), ON_A_STREAM, (), K._late),
-    (("idle",), Tick, (), K._late),
-    (("stopped",), (Started, Shutdown, Listed, ListFailed, *ON_A_STREAM, Tick), (), K._late),
+    (("idle",), StreamTick, (), K._late),
+    (("stopped",), (Started, Shutdown, Listed, ListFailed, *ON_A_STREAM, StreamTick), (), K._late),
 ))
 
 

@@ -207,7 +207,7 @@ class WorkspaceCore:
         if self.state == "reconciling" or (self.uid and event.uid in (self.uid, "")):
             self._lose(f"the Sandbox was deleted ({event.reason})")
 
-    def _unknown(self, event: WatchFailed | m.WatchClosed, now: float, wall: float) -> None:
+    def _unknown(self, event: WatchFailed | m.WatchStopped, now: float, wall: float) -> None:
         message = event.message if isinstance(event, WatchFailed) else "the Sandbox watch stopped"
         self._out.append(m.Unknown(self.path, message))  # a dropped watch is never loss (ADR-0063)
 
@@ -353,7 +353,7 @@ class WorkspaceCore:
 
     # -- time ------------------------------------------------------------------------------------------
 
-    def _tick(self, event: m.Tick, now: float, wall: float) -> None:
+    def _tick(self, event: m.WorkspaceTick, now: float, wall: float) -> None:
         if self._retry_at is not None and now >= self._retry_at:
             action, self._retry, self._retry_at = self._retry, None, None
             if action is not None:
@@ -461,9 +461,9 @@ MACHINE: Machine[Handler] = Machine("Workspace", (
     (("attaching", "running"), SandboxSeen, ("lost",), W._seen_handler),
     (LIVE, SandboxGone, ("lost",), W._gone),
     (LIVE, WatchFailed, (), W._unknown),
-    (LIVE, m.WatchClosed, (), W._unknown),
-    (("provisioning",), m.Tick, ("faulted",), W._tick),
-    (("placing", "reconciling", "attaching", "running"), m.Tick, (), W._tick),
+    (LIVE, m.WatchStopped, (), W._unknown),
+    (("provisioning",), m.WorkspaceTick, ("faulted",), W._tick),
+    (("placing", "reconciling", "attaching", "running"), m.WorkspaceTick, (), W._tick),
     (("attaching",), m.Attached, ("running",), W._attached),
     (("attaching",), m.AttachFailed, ("attaching", "faulted"), W._attach_failed),
     (ENDED, m.Attached, (), _ignore),
@@ -474,13 +474,13 @@ MACHINE: Machine[Handler] = Machine("Workspace", (
     (("released",), m.DeleteFailed, (), W._delete_failed),
     (("released",), m.DeleteConflict, (), W._delete_conflict),
     (("released",), SandboxGone, (), W._gone_released),
-    (("released",), m.Tick, (), W._tick),
+    (("released",), m.WorkspaceTick, (), W._tick),
     # The world (the watch, a timer) talks to a Workspace that has not begun or has ended: nothing to do.
     ((*NOT_LIVE, "released"), SandboxSeen, (), _ignore),
     (NOT_LIVE, SandboxGone, (), _ignore),
     ((*NOT_LIVE, "released"), WatchFailed, (), _ignore),
-    ((*NOT_LIVE, "released"), m.WatchClosed, (), _ignore),
-    (NOT_LIVE, m.Tick, (), _ignore),
+    ((*NOT_LIVE, "released"), m.WatchStopped, (), _ignore),
+    (NOT_LIVE, m.WorkspaceTick, (), _ignore),
 ))
 TABLE = MACHINE.rows
 TRANSITIONS: dict[tuple[str, type], Edge[Handler]] = MACHINE.edges

@@ -130,12 +130,12 @@ class DeleteConflict:
 
 
 @dataclass(frozen=True)
-class WatchClosed:
+class WatchStopped:
     """The WatchActor stopped: what the cluster does is unknown from now on."""
 
 
 @dataclass(frozen=True)
-class Tick:
+class WorkspaceTick:
     pass
 
 
@@ -145,7 +145,7 @@ class Release:
 
 
 # The watch's deliveries are inputs as they are (SandboxSeen, SandboxGone, WatchFailed).
-WorldInput = SandboxSeen | SandboxGone | WatchFailed | WatchClosed | Tick
+WorldInput = SandboxSeen | SandboxGone | WatchFailed | WatchStopped | WorkspaceTick
 ShellInput = (Begin | Applied | LeaseRenewed | WriteFailed | NameTaken | SecretWritten | Attached | AttachFailed
               | Deleted | DeleteFailed | DeleteConflict | Release)
 Input = WorldInput | ShellInput
