@@ -32,7 +32,7 @@ def test_a_disallowed_pick_is_answered_at_once_in_the_briefings_words_and_change
     step = core.step(seat.Events([ev("pick", callId="k1", pick="explode", args={})], "1"))
     answer = briefing.not_allowed("explode", ("finish", "dispute"))
     assert step.actions == (seat.PostAnswer("k1", False, answer), seat.ReadUpdates("1"))
-    assert step.reports == () and core.state == "reading" and core.outstanding == {}
+    assert step.reports == () and core.state == "following" and core.outstanding == {}
 
 
 def test_a_guard_kill_is_a_notice_and_a_later_failure_keeps_its_own_words() -> None:
@@ -144,8 +144,8 @@ def test_a_nudge_is_another_admission_of_the_same_turn_and_not_kept_is_its_own_o
 def test_an_admission_while_one_runs_is_dropped_with_a_note() -> None:
     core = reading()
     step = core.step(seat.Admitting(("finish",)))
-    assert step == seat.TurnStep(note="an admission while reading: dropped")
-    assert core.state == "reading"
+    assert step == seat.TurnStep(note="an admission while following: dropped")
+    assert core.state == "following"
 
 
 def test_a_refused_admission_and_a_lost_conversation_fault_by_cause() -> None:

@@ -2,12 +2,12 @@
 
 Theory of operation. A Turn has an id the run gives it and one conversation. Its states:
 
-    idle ──Admitting──▶ admitting ──Admitted──▶ reading ──settle completed/aborted──▶ idle
+    idle ──Admitting──▶ admitting ──Admitted──▶ following ──settle completed/aborted──▶ idle
       ▲                     │ not kept (404, kept: false) ─▶ idle, `NotKept`
       └─────────────────────┘ (a nudge, a wake, a re-admission: another `Admitting` of the same Turn)
     any state ──refused / failed settle / lost stream / Stop──▶ ended
 
-- `reading`: the core asks for updates from the admission's offset and reads each event:
+- `following`: the core asks for updates from the admission's offset and reads each event:
   - `pick`: an Allowed pick goes to the run (`Picked`), and every outstanding pick of a batch is kept
     until its answer is posted; a pick the Turn does not allow is answered at once, `over: false`,
     in the Briefing's words, and changes nothing.
@@ -22,7 +22,7 @@ Theory of operation. A Turn has an id the run gives it and one conversation. Its
   could not be read, three tries a second apart), `ended` (the run ended the Turn with its own reason —
   a kernel kill's `memory limit (OOMKilled, limit …)`, which the Workspace's core words).
 - `Stop` (the run's abort or end) ends the Turn at once: nothing the stream says after it is reported.
-  An abort of a Turn whose Submission may still run (`admitting`, `reading`) leaves it `stopping`: once
+  An abort of a Turn whose Submission may still run (`admitting`, `following`) leaves it `stopping`: once
   the seat has posted the abort (`AbortAnswered`), the core reads the stream only for the Submission's
   settle, reports nothing, and is `ended` when it settled (or the stream is lost or unreadable).
 - A Turn is `busy` while its Submission may still run — its admission in flight, a Submission not yet
@@ -114,12 +114,12 @@ class TurnCore:
     @property
     def open_submission(self) -> bool:
         """A Submission was accepted and not seen to settle: a restart of the process holding it cut it."""
-        return bool(self.submission) and (self.state == "reading" or (self.state == "ended" and self.stream_gone))
+        return bool(self.submission) and (self.state == "following" or (self.state == "ended" and self.stream_gone))
 
     @property
     def busy(self) -> bool:
         """Its Submission may still run: the next admission of its conversation waits (CONTRACTS.md §3)."""
-        return self.state in ("admitting", "reading", "stopping")
+        return self.state in ("admitting", "following", "stopping")
 
     def step(self, event: Input) -> TurnStep:
         self._actions, self._reports, self._note = [], [], ""
@@ -151,7 +151,7 @@ class TurnCore:
 
     def _admitted(self, event: Admitted) -> None:
         self.submission, self.offset = event.submission_id, event.offset
-        self._go("reading")
+        self._go("following")
         self._read_failures = 0
         self._reports.append(Accepted(self.agent, self.turn_id, event.submission_id))
         self._actions.append(ReadUpdates(self.offset))
@@ -192,9 +192,9 @@ class TurnCore:
         self.offset = event.next_offset
         for i, e in enumerate(event.events):
             self._event(e, start, i, self._actions, self._reports)
-            if not self._reading():
+            if not self._following():
                 break
-        if self._reading():
+        if self._following():
             self._actions.append(ReadUpdates(self.offset))  # a pick's answer arrives on the stream too
 
     def _answering(self, event: Answering) -> None:
@@ -213,7 +213,7 @@ class TurnCore:
         """Issue 16: the run hears it (a pick-answer notice), even from a `stopping` Turn."""
         self.outstanding.pop(event.call_id, None)
         self._reports.append(AnswerFailed(self.agent, self.turn_id, event.call_id, event.message))
-        if self.state == "reading":
+        if self.state == "following":
             self._actions.append(AbortSubmission())  # its call waits for a result that will not come
 
     # `stopping`: stopped by the run, its Submission perhaps still running. Nothing is reported but an answer
@@ -279,8 +279,8 @@ class TurnCore:
             else:
                 reports.append(self._end("settled", f"the Submission settled {_short(outcome)}"))
 
-    def _reading(self) -> bool:  # read afresh: an event can end the Submission mid-batch
-        return self.state == "reading"
+    def _following(self) -> bool:  # read afresh: an event can end the Submission mid-batch
+        return self.state == "following"
 
     def _guard_kill(self, e: Mapping[str, Any], start: str, i: int) -> GuardKill:
         problems: list[str] = []
@@ -315,19 +315,19 @@ ANSWERS = (Answered, AnswerUndelivered)
 # that drops it with a note. docs/architecture.md prints it; a test keeps the copy true.
 MACHINE: Machine[Callable[[TurnCore, Any], None]] = Machine("Turn", (
     (("idle",), Admitting, ("admitting",), T._admitting),
-    (("admitting", "reading"), Admitting, (), T._admission_dropped),
-    (("admitting",), Admitted, ("reading",), T._admitted),
+    (("admitting", "following"), Admitting, (), T._admission_dropped),
+    (("admitting",), Admitted, ("following",), T._admitted),
     (("admitting",), AdmitRefused, ("ended",), T._refused),
     (("admitting",), AdmitNotKept, ("idle",), T._not_kept),
     (("admitting",), AdmitUnsure, ("idle",), T._unsure),
-    (("idle", "reading", "ended"), Restarted, ("idle",), T._restarted),
-    (("reading",), Events, ("idle", "ended"), T._events),
-    (("reading",), StreamLost, ("ended",), T._lost),
-    (("reading",), StreamFailed, ("ended",), T._read_failed),
-    (("idle", "admitting", "reading"), Answering, (), T._answering),
-    (("idle", "admitting", "reading", "stopping"), Answered, (), T._answered),
-    (("idle", "admitting", "reading", "stopping"), AnswerUndelivered, (), T._undelivered),
-    (("idle", "admitting", "reading"), Stop, ("stopping", "ended"), T._stop),
+    (("idle", "following", "ended"), Restarted, ("idle",), T._restarted),
+    (("following",), Events, ("idle", "ended"), T._events),
+    (("following",), StreamLost, ("ended",), T._lost),
+    (("following",), StreamFailed, ("ended",), T._read_failed),
+    (("idle", "admitting", "following"), Answering, (), T._answering),
+    (("idle", "admitting", "following", "stopping"), Answered, (), T._answered),
+    (("idle", "admitting", "following", "stopping"), AnswerUndelivered, (), T._undelivered),
+    (("idle", "admitting", "following"), Stop, ("stopping", "ended"), T._stop),
     (("stopping",), Admitted, (), T._admitted_stopping),
     (("stopping",), (AdmitRefused, AdmitUnsure, AdmitNotKept, StreamLost, Restarted), ("ended",), T._nothing_runs),
     (("stopping",), AbortAnswered, ("ended",), T._abort_answered),

@@ -263,7 +263,7 @@ class SeatCore:
             self._apply(t, t.core.step(m.result))
 
     def _read_due(self, t: SeatTurn, m: ReadDue) -> None:
-        if m.seq == t.read_seq and t.core.state in ("reading", "stopping"):
+        if m.seq == t.read_seq and t.core.state in ("following", "stopping"):
             self._read(t, m.offset)
 
     def _answer_done(self, t: SeatTurn, m: AnswerDone) -> None:
@@ -322,7 +322,7 @@ class SeatCore:
         if prev is None or not prev.boot or not boot or boot == prev.boot or prev.endpoint != endpoint:
             return
         self._stop_reading(prev)
-        if prev.core.state in ("idle", "reading", "stopping") or prev.core.open_submission:
+        if prev.core.state in ("idle", "following", "stopping") or prev.core.open_submission:
             prev.core.step(seat.Restarted())
         self.previous = None
         self._release_held()

@@ -152,7 +152,7 @@ class TurnKeeper:
         restart ended (CONTRACTS §3)."""
         if self.workflow.agents[turn.agent].workspace != event.path:
             return
-        if turn.phase in ("admitting", "running") and turn.reading is None:
+        if turn.phase in ("admitting", "running") and turn.read_for is None:
             turn.restart = event
         self._tell(turn, seat.CheckHarness(turn.id))
 
@@ -225,7 +225,7 @@ class TurnKeeper:
                 return  # its Workspace is not running yet: the Turn starts when it is
             endpoint = record.endpoint
         self._go(turn, "reading")
-        turn.reading = "resume" if turn.resumed else "turn"
+        turn.read_for = "resume" if turn.resumed else "turn"
         turn.started_wall = turn.started_wall or self._at.wall
         # A restored run does not know what its conversations hold: a Submission of an earlier Turn whose answer
         # never landed (or whose admission's answer was lost with the process) may still run, and would refuse
@@ -352,16 +352,16 @@ class TurnKeeper:
     def _read_for(self, turn: TurnRecord, purpose: ReadFor) -> None:
         """Every admission into a Workspace is preceded by a read of its Harness's list (ADR-0062); a
         Menu-only agent's answers at once with nothing asked."""
-        turn.reading = purpose
+        turn.read_for = purpose
         path = self.workflow.agents[turn.agent].workspace
         if path is None:
-            turn.reading = None
+            turn.read_for = None
             self._admit(turn, purpose)
             return
         self._tell(turn, seat.ReadKills(turn.id))
 
     def _kills_read(self, turn: TurnRecord, read: KillsRead) -> None:
-        purpose, turn.reading = turn.reading or "turn", None
+        purpose, turn.read_for = turn.read_for or "turn", None
         if read.found_running:
             # CONTRACTS §3: after a restore, judged by what the Harness holds — a Submission ran, so the
             # admission whose answer the crash lost had been taken: its notices were heard, and the

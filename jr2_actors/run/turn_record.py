@@ -73,7 +73,7 @@ class TurnRecord:
     resumed: bool = False  # restored after an Orchestrator restart
     started_wall: float = 0.0
     mark: Mark | None = None  # ADR-0062: the newest kill its first read saw ("none"), or its start less 1 s
-    reading: ReadFor | None = None  # what the pending read of the kill list is for (None: no read pending)
+    read_for: ReadFor | None = None  # what the pending read of the kill list is for (None: no read pending)
     admitted_as: Purpose | None = None  # what the newest admission was (memory alone)
     # What the newest admission carried, and whether the Harness read its surface (the Submission spoke): in
     # the blob as `turn.carried` / `turn.heard`, so a restored Turn whose newest admission the Harness never
