@@ -32,7 +32,7 @@ def test_a_disallowed_pick_is_answered_at_once_in_the_briefings_words_and_change
     step = core.step(seat.Events([ev("pick", callId="k1", pick="explode", args={})], "1"))
     answer = briefing.not_allowed("explode", ("finish", "dispute"))
     assert step.actions == (seat.PostAnswer("k1", False, answer), seat.ReadUpdates("1"))
-    assert step.reports == () and core.state == "following" and core.outstanding == {}
+    assert step.reports == () and core.phase == "following" and core.outstanding == {}
 
 
 def test_a_guard_kill_is_a_notice_and_a_later_failure_keeps_its_own_words() -> None:
@@ -130,11 +130,11 @@ def test_a_nudge_is_another_admission_of_the_same_turn_and_not_kept_is_its_own_o
     core = reading()
     step = core.step(seat.Events([ev("pick", callId="a", pick="finish", args={}), settled()], "2"))
     assert step.reports[-1] == seat.Settled("coder", 1, "completed", True)
-    assert step.actions == () and core.state == "idle"  # no read after the settle
+    assert step.actions == () and core.phase == "idle"  # no read after the settle
     core.step(seat.Admitting(("finish",)))
     refused = core.step(seat.AdmitNotKept("conversation c-1 is not held here"))
     assert refused.reports == (seat.NotKept("coder", 1, "c-1", "conversation c-1 is not held here"),)
-    assert core.state == "idle" and not core.ended
+    assert core.phase == "idle" and not core.ended
     core.step(seat.Admitting(()))
     assert core.step(seat.Admitted("s-2", "2")).actions == (seat.ReadUpdates("2"),)
     done = core.step(seat.Events([settled("completed", "s-1"), settled("aborted", "s-2")], "4"))
@@ -145,7 +145,7 @@ def test_an_admission_while_one_runs_is_dropped_with_a_note() -> None:
     core = reading()
     step = core.step(seat.Admitting(("finish",)))
     assert step == seat.TurnStep(note="an admission while following: dropped")
-    assert core.state == "following"
+    assert core.phase == "following"
 
 
 def test_a_refused_admission_and_a_lost_conversation_fault_by_cause() -> None:
@@ -178,12 +178,12 @@ def test_the_runs_end_faults_with_its_words_and_an_abort_reports_nothing() -> No
     ended = reading()
     step = ended.step(seat.Stop("memory limit (OOMKilled, limit 2Gi): Killed"))
     assert step.reports == (seat.TurnFault("coder", 1, "ended", "memory limit (OOMKilled, limit 2Gi): Killed"),)
-    assert ended.state == "ended" and not ended.busy  # the Harness ended: nothing runs to wait for
+    assert ended.phase == "ended" and not ended.busy  # the Harness ended: nothing runs to wait for
     aborted = reading()
     assert aborted.step(seat.Stop()) == seat.TurnStep()
     assert aborted.ended and aborted.busy  # stopping: its Submission may run until the abort settles
     late = aborted.step(seat.Events([ev("memory-limit", id="k-9"), settled("aborted")], "2"))
-    assert late.reports == () and late.actions == () and aborted.state == "ended"
+    assert late.reports == () and late.actions == () and aborted.phase == "ended"
     assert "after the Turn ended" in aborted.step(seat.Events([ev("memory-limit", id="k-10")], "3")).note
 
 
@@ -202,7 +202,7 @@ def test_an_abort_that_found_nothing_running_or_a_lost_stream_leaves_nothing_to_
     core = reading()
     core.step(seat.Stop())
     core.step(event)
-    assert not core.busy and core.state == "ended"
+    assert not core.busy and core.phase == "ended"
 
 
 def test_an_abort_while_admitting_takes_the_submissions_id_when_it_lands() -> None:

@@ -76,7 +76,7 @@ class Drive:
     @property
     def state(self) -> str:
         """The core's state, read afresh (mypy would otherwise narrow it across steps)."""
-        return str(self.core.state)
+        return str(self.core.phase)
 
     def of(self, kind: type) -> list[Any]:
         return [x for x in self.out if isinstance(x, kind)]

@@ -63,6 +63,7 @@ from jr2_actors.agent.messages import (
     GuardKill,
     Input,
     NotKept,
+    Phase,
     Picked,
     PostAnswer,
     ReadUpdates,
@@ -70,7 +71,6 @@ from jr2_actors.agent.messages import (
     Restarted,
     Said,
     Settled,
-    State,
     Stop,
     StreamFailed,
     StreamLost,
@@ -93,7 +93,7 @@ class TurnCore:
         self.turn_id = turn_id
         self.conversation_id = conversation_id
         self.allowed: tuple[str, ...] = ()
-        self.state: State = "idle"
+        self.phase: Phase = "idle"
         self.submission = ""
         self.offset = "0"
         self.outstanding: dict[str, bool] = {}  # call id → its answer is being posted
@@ -109,27 +109,27 @@ class TurnCore:
     @property
     def ended(self) -> bool:
         """The run is done with the Turn: it reports nothing more (a `stopping` one may still read)."""
-        return self.state in ("stopping", "ended")
+        return self.phase in ("stopping", "ended")
 
     @property
     def open_submission(self) -> bool:
         """A Submission was accepted and not seen to settle: a restart of the process holding it cut it."""
-        return bool(self.submission) and (self.state == "following" or (self.state == "ended" and self.stream_gone))
+        return bool(self.submission) and (self.phase == "following" or (self.phase == "ended" and self.stream_gone))
 
     @property
     def busy(self) -> bool:
         """Its Submission may still run: the next admission of its conversation waits (CONTRACTS.md §3)."""
-        return self.state in ("admitting", "following", "stopping")
+        return self.phase in ("admitting", "following", "stopping")
 
     def step(self, event: Input) -> TurnStep:
         self._actions, self._reports, self._note = [], [], ""
-        with self._walk.take(self.state, event) as handler:
+        with self._walk.take(self.phase, event) as handler:
             handler(self, event)
         return Step(tuple(self._actions), tuple(self._reports), note=self._note)
 
-    def _go(self, state: State) -> None:
-        self._walk.move(state)
-        self.state = state
+    def _go(self, phase: Phase) -> None:
+        self._walk.move(phase)
+        self.phase = phase
 
     # -- handlers (see MACHINE) ------------------------------------------------------------------------
 
@@ -147,7 +147,7 @@ class TurnCore:
         self._picked = False
 
     def _admission_dropped(self, event: Admitting) -> None:
-        self._note = f"an admission while {self.state}: dropped"
+        self._note = f"an admission while {self.phase}: dropped"
 
     def _admitted(self, event: Admitted) -> None:
         self.submission, self.offset = event.submission_id, event.offset
@@ -180,7 +180,7 @@ class TurnCore:
         self._read_failures += 1
         if self._read_failures < STREAM_READ_ATTEMPTS:
             self._actions.append(ReadUpdates(self.offset, after=STREAM_READ_PAUSE_SECONDS))
-        elif self.state == "stopping":
+        elif self.phase == "stopping":
             self._go("ended")  # cannot tell: the next admission's 409 is "not yet", bounded
         else:
             self.stream_gone = True
@@ -213,7 +213,7 @@ class TurnCore:
         """Issue 16: the run hears it (a pick-answer notice), even from a `stopping` Turn."""
         self.outstanding.pop(event.call_id, None)
         self._reports.append(AnswerFailed(self.agent, self.turn_id, event.call_id, event.message))
-        if self.state == "following":
+        if self.phase == "following":
             self._actions.append(AbortSubmission())  # its call waits for a result that will not come
 
     # `stopping`: stopped by the run, its Submission perhaps still running. Nothing is reported but an answer
@@ -245,7 +245,7 @@ class TurnCore:
             self._actions.append(ReadUpdates(self.offset))
 
     def _dropped(self, event: Input) -> None:
-        self._note = f"{type(event).__name__} while {self.state}: dropped"
+        self._note = f"{type(event).__name__} while {self.phase}: dropped"
 
     def _after_end(self, event: Input) -> None:
         self._note = f"{type(event).__name__} after the Turn ended: dropped"
@@ -280,7 +280,7 @@ class TurnCore:
                 reports.append(self._end("settled", f"the Submission settled {_short(outcome)}"))
 
     def _following(self) -> bool:  # read afresh: an event can end the Submission mid-batch
-        return self.state == "following"
+        return self.phase == "following"
 
     def _guard_kill(self, e: Mapping[str, Any], start: str, i: int) -> GuardKill:
         problems: list[str] = []

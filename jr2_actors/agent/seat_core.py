@@ -136,7 +136,7 @@ class SeatCore:
         old, conversation = self.turn, m.conversation_id
         if old is not None and old.core.busy and old is not self.previous:
             if old.core.conversation_id == conversation:
-                if old.core.state != "stopping" and not old.core.closing:
+                if old.core.phase != "stopping" and not old.core.closing:
                     self._notes.append(f"turn {m.turn_id} starts while turn {old.turn_id} is open; the open one "
                                        "is aborted first")
                     self._abort_quietly(old)
@@ -201,7 +201,7 @@ class SeatCore:
         t.core.step(seat.Stop())
         if t.admitting:
             t.abort_when_admitted = True  # posted once the admission's answer is in
-        elif t.core.state == "stopping":
+        elif t.core.phase == "stopping":
             self._jobs.append(AbortJob(t.turn_id, asked=True, unsure=False))
         else:
             self._reports.append(TurnAborted(self.agent, t.turn_id, False))
@@ -263,7 +263,7 @@ class SeatCore:
             self._apply(t, t.core.step(m.result))
 
     def _read_due(self, t: SeatTurn, m: ReadDue) -> None:
-        if m.seq == t.read_seq and t.core.state in ("following", "stopping"):
+        if m.seq == t.read_seq and t.core.phase in ("following", "stopping"):
             self._read(t, m.offset)
 
     def _answer_done(self, t: SeatTurn, m: AnswerDone) -> None:
@@ -274,7 +274,7 @@ class SeatCore:
             self._reports.append(AdmissionUnsure(self.agent, t.turn_id, m.aborted, m.problem))
         if m.asked:
             self._reports.append(TurnAborted(self.agent, t.turn_id, m.aborted, m.problem))
-        if t.core.state == "stopping":
+        if t.core.phase == "stopping":
             self._apply(t, t.core.step(seat.AbortAnswered(m.aborted)))
 
     def _settle_due(self, t: SeatTurn, m: SettleDue) -> None:
@@ -286,7 +286,7 @@ class SeatCore:
             t.settle_aborted = True
             self._notes.append(f"turn {t.turn_id}'s Submission has not settled in time; it is aborted before "
                                f"turn {self.turn.turn_id if self.turn else '-'}")
-            if t.core.state != "stopping":
+            if t.core.phase != "stopping":
                 self._abort_quietly(t)
             self._jobs.append(ArmSettle(t.turn_id))
             return
@@ -310,11 +310,11 @@ class SeatCore:
     def _judge(self, t: SeatTurn, boot: str | None) -> None:
         """ADR-0062: a restart cuts the Turn only if the process that ended held its open Submission."""
         core = t.core
-        cut = (core.open_submission or core.state == "stopping") and (not boot or not t.boot or t.boot != boot)
+        cut = (core.open_submission or core.phase == "stopping") and (not boot or not t.boot or t.boot != boot)
         if cut:
             self._stop_reading(t)
             self._apply(t, core.step(seat.Restarted()))
-        self._reports.append(HarnessJudged(self.agent, t.turn_id, cut and core.state == "idle"))
+        self._reports.append(HarnessJudged(self.agent, t.turn_id, cut and core.phase == "idle"))
 
     def _previous_gone(self, endpoint: str, boot: str | None) -> None:
         """CONTRACTS §3: a restart settled the old process's Submissions — the held Turn waits no longer."""
@@ -322,7 +322,7 @@ class SeatCore:
         if prev is None or not prev.boot or not boot or boot == prev.boot or prev.endpoint != endpoint:
             return
         self._stop_reading(prev)
-        if prev.core.state in ("idle", "following", "stopping") or prev.core.open_submission:
+        if prev.core.phase in ("idle", "following", "stopping") or prev.core.open_submission:
             prev.core.step(seat.Restarted())
         self.previous = None
         self._release_held()
@@ -342,7 +342,7 @@ class SeatCore:
         t.core.step(seat.Stop())
         if t.admitting:
             t.abort_when_admitted = True
-        elif t.core.state == "stopping":
+        elif t.core.phase == "stopping":
             self._jobs.append(AbortJob(t.turn_id, asked=False, unsure=False))
 
     def _apply(self, t: SeatTurn, step: seat.TurnStep) -> None:
@@ -356,7 +356,7 @@ class SeatCore:
                 self._jobs.append(AnswerJob(t.turn_id, action.call_id, action.over, action.answer))
             elif isinstance(action, seat.AbortSubmission):
                 self._jobs.append(AbortJob(t.turn_id, asked=False, unsure=False))
-        if t.core.state == "ended":
+        if t.core.phase == "ended":
             self._stop_reading(t)  # nothing the stream says after the Turn's end is read
         if t is self.previous and not t.core.busy:
             self.previous = None  # its Submission settled: the held Turn may start

@@ -302,10 +302,10 @@ class RunCore:
             elif isinstance(report, (ws.PlacingLine, ws.PlacedLine, ws.WaitEndedLine)):
                 self._feed(report)  # the Workspace's own lines pass through as they are
             elif isinstance(report, ws.Phase):
-                record.phase = report.state
+                record.phase = report.phase
             return
         if isinstance(report, ws.Phase):
-            record.phase = report.state
+            record.phase = report.phase
         elif isinstance(report, ws.Waiting):
             record.waiting = report.entry  # a changed reason updates `waiting`, adds no feed line
         elif isinstance(report, (ws.PlacingLine, ws.PlacedLine, ws.WaitEndedLine)):

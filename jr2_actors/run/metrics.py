@@ -2,7 +2,7 @@
 and the oldest on each `on` (published by each RunActor after its step, read at scrape time); and the
 notices told to Agents by kind, read off the runs' feed on its way to the hub.
 
-Labels are bounded: Workspace phases are `workspace.core.State` and `releasing`, waits are
+Labels are bounded: Workspace phases are `workspace.messages.WorkspacePhase` and `releasing`, waits are
 `workspace.core.WaitOn` by `run.listing.wire.WAIT_REASONS`, notice kinds `run.notices.NoticeKind`; a workflow's state
 names are its own, so only the most common `METRICS_STATE_LABELS` are named and the rest are `other`.
 Next stage: `telemetry.py`, which composes it into the registry.
@@ -28,8 +28,7 @@ from jr2_actors.run.notices import NoticeKind
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.shell.recipient import Recipient
 from jr2_actors.values.constants import METRICS_STATE_LABELS
-from jr2_actors.workspace.messages import State as WorkspaceState
-from jr2_actors.workspace.messages import WaitOn
+from jr2_actors.workspace.messages import WaitOn, WorkspacePhase
 from jr2_actors.workspace.metrics import WorkspaceTelemetry
 
 RUNS_LIVE = "jr2_runs_live"
@@ -38,7 +37,7 @@ RUN_WAITS_OPEN = "jr2_run_waits_open"
 RUN_WAIT_OLDEST = "jr2_run_wait_oldest_seconds"
 HARNESS_NOTICES = "jr2_harness_notices_total"  # the Harness's name: the notices are told in its admissions
 
-WORKSPACE_PHASES: tuple[str, ...] = (*typing.get_args(WorkspaceState), "releasing")
+WORKSPACE_PHASES: tuple[str, ...] = (*typing.get_args(WorkspacePhase), "releasing")
 WAIT_ONS: tuple[WaitOn, ...] = typing.get_args(WaitOn)
 NOTICE_KINDS: tuple[NoticeKind, ...] = typing.get_args(NoticeKind)
 # Issue 19 item 6: the open waits by `on` and the wait's reason (run.listing.wire.WAIT_REASONS), each pair a scheduler

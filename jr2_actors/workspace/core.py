@@ -69,7 +69,7 @@ from jr2_actors.watch.sandbox import SandboxView
 from jr2_actors.workspace import messages as m
 from jr2_actors.workspace import reading
 from jr2_actors.workspace.manifest import written_by
-from jr2_actors.workspace.messages import ENDED, LIVE, State
+from jr2_actors.workspace.messages import ENDED, LIVE, WorkspacePhase
 from jr2_actors.workspace.wait import PlacingWait
 
 # -- the core ----------------------------------------------------------------------------------------
@@ -80,7 +80,7 @@ class WorkspaceCore:
                  secret_name: str = "", run_id: str = "") -> None:
         self.path = path
         self.key = SandboxKey(run_id, path)  # whose Workspace a Sandbox must name to be ours
-        self.state: State = "new"
+        self.phase: WorkspacePhase = "new"
         self.uid = ""
         self.rv = ""  # the newest resourceVersion of its Sandbox this Workspace wrote or saw
         self._memory_limit = memory_limit
@@ -114,7 +114,7 @@ class WorkspaceCore:
     def step(self, event: m.Input, now: float, wall: float) -> m.WorkspaceStep:
         self._out = []
         self._now, self._wall = now, wall
-        with self._walk.take(self.state, event) as handler:
+        with self._walk.take(self.phase, event) as handler:
             handler(self, event, now, wall)
         out, self._out = self._out, []
         actions = tuple(x for x in out if isinstance(x, ACTION_TYPES))
@@ -124,7 +124,7 @@ class WorkspaceCore:
     @property
     def deadline(self) -> float | None:
         due = [self._lease_due if self._leased() else None,
-               self._budget_ends if self.state == "provisioning" else None,
+               self._budget_ends if self.phase == "provisioning" else None,
                self._retry_at]
         return min((t for t in due if t is not None), default=None)
 
@@ -198,13 +198,13 @@ class WorkspaceCore:
             self._pending_seen = event  # our write's answer is not back: hold the newest observation
             return
         if event.sandbox.uid != self.uid:
-            if self.state == "reconciling":
+            if self.phase == "reconciling":
                 self._lose("another Sandbox holds its name now (it was deleted and created again)")
             return  # another incarnation under this key: not ours
         self._seen(event, now, wall)
 
     def _gone(self, event: SandboxGone, now: float, wall: float) -> None:
-        if self.state == "reconciling" or (self.uid and event.uid in (self.uid, "")):
+        if self.phase == "reconciling" or (self.uid and event.uid in (self.uid, "")):
             self._lose(f"the Sandbox was deleted ({event.reason})")
 
     def _unknown(self, event: WatchFailed | m.WatchStopped, now: float, wall: float) -> None:
@@ -229,7 +229,7 @@ class WorkspaceCore:
         self._fault(f"attach: {event.message}")
 
     def _release(self, event: m.Release, now: float, wall: float) -> None:
-        state = self.state
+        state = self.phase
         self._end_wait("released")
         self._go("released")
         self._retry_at = self._retry = None
@@ -297,13 +297,13 @@ class WorkspaceCore:
         if sandbox.terminal:
             self._lose(reading.lost_reason(sandbox))
             return
-        if self.state == "reconciling":
+        if self.phase == "reconciling":
             self._reconcile(sandbox, now, wall)
-        elif self.state == "placing":
+        elif self.phase == "placing":
             self._placing(sandbox, now, wall)
-        elif self.state == "provisioning":
+        elif self.phase == "provisioning":
             self._provisioning(sandbox, now, wall)
-        elif self.state in ("attaching", "running"):
+        elif self.phase in ("attaching", "running"):
             self._harness_restarts(sandbox)
 
     def _reconcile(self, sandbox: SandboxView, now: float, wall: float) -> None:
@@ -358,7 +358,7 @@ class WorkspaceCore:
             action, self._retry, self._retry_at = self._retry, None, None
             if action is not None:
                 self._out.append(action)
-        if self.state == "provisioning" and self._budget_ends is not None and now >= self._budget_ends:
+        if self.phase == "provisioning" and self._budget_ends is not None and now >= self._budget_ends:
             self._fault(f"provisioning: the Sandbox was not Ready {self._budget:.0f}s after it was scheduled")
             return
         if self._leased() and self._lease_due is not None and now >= self._lease_due:
@@ -387,13 +387,13 @@ class WorkspaceCore:
         """ADR-0064: the Lease is renewed from the write to the teardown, in every live state — a restored
         Workspace waiting for the first list too: each renewal carries the uid it wrote, so it renews only
         that Sandbox."""
-        return self.state in LIVE and bool(self.uid)
+        return self.phase in LIVE and bool(self.uid)
 
-    def _go(self, state: State) -> None:
-        self._walk.move(state)
-        if state != self.state:
-            self.state = state
-            self._out.append(m.Phase(self.path, state))
+    def _go(self, phase: WorkspacePhase) -> None:
+        self._walk.move(phase)
+        if phase != self.phase:
+            self.phase = phase
+            self._out.append(m.Phase(self.path, phase))
 
     def _placed_now(self, now: float, wall: float) -> None:
         self._placed = True
@@ -441,7 +441,7 @@ def _ignore(core: WorkspaceCore, event: Any, now: float, wall: float) -> None:
 
 
 W = WorkspaceCore
-NOT_LIVE: tuple[State, ...] = ("new", "lost", "faulted")
+NOT_LIVE: tuple[WorkspacePhase, ...] = ("new", "lost", "faulted")
 # One table holds the machine: (from states, input, where the edge may lead, who takes it). Every edge
 # not listed is off the table (`OffTable`). docs/architecture.md prints it (`transitions_markdown`); a test
 # keeps the copy true.
