@@ -467,27 +467,29 @@ class TurnKeeper:
 
 S = TurnKeeper
 LIVE: tuple[TurnPhase, ...] = ("waiting", "reading", "admitting", "running")
-# One table holds the run's Turn (`step.Machine`). The seat's reports come from another actor, in any order
-# a fault or a restart may leave (a test feeds them so): each is a row in every live phase, and where it
-# may lead is the table's; a late report of a Turn the run has left never reaches it (its id is not the
-# Turn's). The run's own inputs (`Ready`, `HarnessGone`, `StateLeft`) off their rows are our bug.
-# docs/architecture.md prints the table; a test keeps the copy true.
+TOLD: tuple[TurnPhase, ...] = ("reading", "admitting", "running")  # the seat has been told of the Turn
+# One table holds the run's Turn (`step.Machine`). The seat reports on a Turn only once it was told of it
+# (`StartTurn` leaves `waiting`), in any order a fault or a restart may leave (a test feeds them so): each
+# report is a row in every phase from `reading` on, and where it may lead is the table's; a late report of
+# a Turn the run has left never reaches it (its id is not the Turn's). A `TurnFault` may come in `waiting`
+# too: the run's shell says so when the seat's actor dies. The run's own inputs (`Ready`, `HarnessGone`,
+# `StateLeft`) off their rows are our bug. docs/architecture.md prints the table; a test keeps the copy true.
 TURN: Machine[Any] = Machine("the run's Turn", (
     (("waiting",), Ready, ("reading",), S._ready),
-    (LIVE, KillsRead, ("admitting",), S._kills_read),
-    (LIVE, Accepted, ("running",), S._admitted),
-    (LIVE, NotKept, ("admitting",), S._not_kept),
-    (LIVE, Picked, ("answered",), S._picked),
-    (LIVE, GuardKill, (), S._guard_kill),
-    (LIVE, Said, (), S._said),
-    (LIVE, Settled, ("ended", "admitting"), S._turn_ended),
+    (TOLD, KillsRead, ("admitting",), S._kills_read),
+    (TOLD, Accepted, ("running",), S._admitted),
+    (TOLD, NotKept, ("admitting",), S._not_kept),
+    (TOLD, Picked, ("answered",), S._picked),
+    (TOLD, GuardKill, (), S._guard_kill),
+    (TOLD, Said, (), S._said),
+    (TOLD, Settled, ("ended", "admitting"), S._turn_ended),
     (LIVE, TurnFault, ("ended",), S._turn_fault),
     # ADR-0062: a Harness that ends while no Turn runs faults nothing; under a Turn, the seat judges whether
     # the process that ended held its Submission: a cut Turn is re-admitted, or faulted by a kernel kill.
     (("waiting",), HarnessGone, (), S._not_running),
-    (("reading", "admitting", "running"), HarnessGone, (), S._harness_gone),
-    (LIVE, HarnessJudged, ("ended", "admitting"), S._judged),
-    (LIVE, AdmissionUnsure, ("ended", "admitting"), S._admission_unsure),
+    (TOLD, HarnessGone, (), S._harness_gone),
+    (TOLD, HarnessJudged, ("ended", "admitting"), S._judged),
+    (TOLD, AdmissionUnsure, ("ended", "admitting"), S._admission_unsure),
     ((*LIVE, "ended"), StateLeft, ("ended",), S._stop),
 ))
 
