@@ -29,7 +29,7 @@ from typing import Any, cast
 import pykka
 import requests
 
-from jr2_actors.harness.client import shared_session
+from jr2_actors.harness.pools import shared_session
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.revival import Revival
 from jr2_actors.run.actor import RunActor, RunEnv, RunFinished, Status, row_status

@@ -30,7 +30,8 @@ ROOMS = {"run": {"feed", "listing"}}
 MESSAGES = {
     "watch": {"watch.deliveries", "watch.messages", "watch.identity", "watch.sandbox"},
     "workspace": {"workspace.core", "workspace.messages", "workspace.manifest", "workspace.metrics"},  # reports
-    "agent": {"agent.messages"},  # the seat's messages and reports (the run takes them as they are)
+    "agent": {"agent.messages", "agent.metrics"},  # the seat's messages and reports (the run takes them as they
+    # are), and what its actors are counted in (the run's telemetry carries it)
     "store": {"store.messages", "store.actor"},  # Persist, Restore, ...; `save` and `STORE_DOWN` of the actor
 }
 # Crossings still left beyond the messages: the RunActor starts its Workspaces' and seats' actors itself

@@ -11,7 +11,7 @@ from types import ModuleType
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from jr2_actors.harness import metrics as harness_metrics
+from jr2_actors.agent import metrics as harness_metrics
 from jr2_actors.kube import metrics as kube_metrics
 from jr2_actors.kube.frames import Bookmark
 from jr2_actors.kube.gate import FifoGate

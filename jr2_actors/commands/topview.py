@@ -17,10 +17,10 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from jr2_actors.agent import metrics as harness_m
 from jr2_actors.api.app import METRICS_PATH
 from jr2_actors.commands.common import EXIT_INTERRUPTED, UsageError
 from jr2_actors.commands.top import PLAIN_WIDTH, TIMEOUT
-from jr2_actors.harness import metrics as harness_m
 from jr2_actors.kube import metrics as kube_m
 from jr2_actors.run import metrics as run_m
 from jr2_actors.run.listing.render import duration

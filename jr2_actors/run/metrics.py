@@ -19,7 +19,7 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from jr2_actors.harness.metrics import HarnessTelemetry
+from jr2_actors.agent.metrics import HarnessTelemetry
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed.hub import FeedHub, Published
 from jr2_actors.run.feed.lines import AdmittedLine
