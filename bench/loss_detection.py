@@ -43,7 +43,7 @@ from jr2_actors.fake.harness.core import Action as HarnessAction
 from jr2_actors.fake.harness.core import Hang, Say
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.orchestrator import Orchestrator
-from jr2_actors.run.feedlines import EventLine
+from jr2_actors.run.feed.lines import EventLine
 from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.identity import sandbox_name
 
@@ -118,9 +118,9 @@ class Hops:
 
     def install(self) -> None:
         from jr2_actors.run.actor import RunActor
-        from jr2_actors.run.feed import FeedHub
+        from jr2_actors.run.feed.hub import FeedHub
         from jr2_actors.shell.mailbox import Mailbox
-        from jr2_actors.store import actor as store_actor
+        from jr2_actors.store import messages as store_actor
         from jr2_actors.store.rows import RunStore
         from jr2_actors.watch.deliveries import SandboxSeen
         from jr2_actors.workspace import messages as ws

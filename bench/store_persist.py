@@ -36,7 +36,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jr2_actors.store import actor as store_actor
-from jr2_actors.store.actor import Persist, StoreActor
+from jr2_actors.store.actor import StoreActor
+from jr2_actors.store.messages import Persist
 from jr2_actors.store.rows import Row, RunStore
 
 RAW_UPSERT = ("INSERT INTO runs (run_id, status, blob, reason, updated_at) VALUES (?, ?, ?, ?, ?) "
@@ -90,12 +91,13 @@ def ours_at_once(runs: int, each: int, *, group: bool = True, asked: bool = Fals
     """Rows/s and rows per CPU-second: `runs` threads saving `each` persists apiece through the StoreActor
     (`store.save`, as a RunActor does). `group=False`: one row a transaction, as before issue 18 (the group's
     cap set to one); `asked`: each a pykka ask (a Future per ask, as before the `Answer`)."""
-    saved = store_actor.STORE_GROUP_COMMIT_ROWS
-    store_actor.STORE_GROUP_COMMIT_ROWS = saved if group else 1
+    cap = vars(store_actor)  # the actor reads its own binding of the cap (imported from values.constants)
+    saved = cap["STORE_GROUP_COMMIT_ROWS"]
+    cap["STORE_GROUP_COMMIT_ROWS"] = saved if group else 1
     try:
         return _at_once(runs, each, asked)
     finally:
-        store_actor.STORE_GROUP_COMMIT_ROWS = saved
+        cap["STORE_GROUP_COMMIT_ROWS"] = saved
 
 
 def _at_once(runs: int, each: int, asked: bool) -> tuple[float, float]:

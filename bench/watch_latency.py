@@ -28,8 +28,10 @@ from kubernetes import config, watch
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.watch.actor import Register, SandboxSeen, WatchActor
+from jr2_actors.watch.actor import WatchActor
+from jr2_actors.watch.deliveries import SandboxSeen
 from jr2_actors.watch.identity import SandboxKey, annotations_for, labels_for, sandbox_name
+from jr2_actors.watch.messages import Register
 
 STAMP = "bench.jr2.dev/t0"
 

@@ -203,8 +203,9 @@ class JsonLines:
     only for `watch`), not on every call (issue 18: the imports were a sixth of the tap's cost per event)."""
 
     def __init__(self, out: TextIO) -> None:
-        from jr2_actors.watch.actor import SandboxGone, SandboxSeen, WatchFailed, WatchReport
-        from jr2_actors.watch.core import Terminated
+        from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
+        from jr2_actors.watch.messages import WatchReport
+        from jr2_actors.watch.stream import Terminated
 
         self._out = out
         self._lock = threading.Lock()
@@ -265,7 +266,7 @@ def run_watch(args: argparse.Namespace, stop: threading.Event) -> int:
 
 def _announce_first_list(ref: Any, stop: threading.Event) -> None:
     """One line when the first list answers (a wrong token or no route shows as the watch's warnings)."""
-    from jr2_actors.watch.actor import Health, WatchHealth
+    from jr2_actors.watch.messages import Health, WatchHealth
 
     while not stop.wait(FIRST_LIST_POLL_SECONDS):
         health = ref.ask(Health(), timeout=10)

@@ -29,22 +29,23 @@ from typing import Any, cast
 import pykka
 import requests
 
-from jr2_actors.harness.client import shared_session
+from jr2_actors.harness.pools import shared_session
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.revival import Revival
 from jr2_actors.run.actor import RunActor, RunEnv, RunFinished, Status, row_status
-from jr2_actors.run.core import Cancel, Persist, RunCore, RunStep, Start
-from jr2_actors.run.feed import FeedHub, FeedRead
-from jr2_actors.run.table import RunRow, RunTable, with_member
-from jr2_actors.run.wire import listing_doc, status_doc, stored_listing_doc
+from jr2_actors.run.core import RunCore
+from jr2_actors.run.feed.hub import FeedHub, FeedRead
+from jr2_actors.run.listing.table import RunRow, RunTable, with_member
+from jr2_actors.run.listing.wire import listing_doc, status_doc, stored_listing_doc
+from jr2_actors.run.messages import Cancel, RunStep, Save, Start
 from jr2_actors.shell import ActorFault, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.shell.last_answer import LastAnswer
 from jr2_actors.shell.pools import CountedPool  # a driven VirtualClock sees its jobs
 from jr2_actors.shell.stopping import Stops
-from jr2_actors.store import actor as store
+from jr2_actors.store import messages as store
+from jr2_actors.store.actor import STORE_DOWN, StoreActor
 from jr2_actors.store.lock import StateLock
-from jr2_actors.store.rows import StoreError
 from jr2_actors.telemetry import Telemetry
 from jr2_actors.values.constants import (
     ACTOR_STOP_SECONDS,
@@ -61,8 +62,9 @@ from jr2_actors.values.errors import Unavailable
 from jr2_actors.values.run_ids import Keyed, new_run_id
 from jr2_actors.values.timefmt import rfc3339_ms
 from jr2_actors.values.workflow import Workflow, WorkflowError, parse_workflow
-from jr2_actors.watch.actor import Health as WatchHealthAsk
-from jr2_actors.watch.actor import WatchActor, WatchHealth
+from jr2_actors.watch.actor import WatchActor
+from jr2_actors.watch.messages import Health as WatchHealthAsk
+from jr2_actors.watch.messages import WatchHealth
 from jr2_actors.workspace.renewals import RenewalLane
 
 log = logging.getLogger(__name__)
@@ -70,7 +72,7 @@ log = logging.getLogger(__name__)
 DEFAULT_SANDBOX_IMAGE = "ghcr.io/jr2/sandbox:latest"
 
 
-class Orchestrator(Revival):
+class Orchestrator:
     def __init__(self, client: KubeClient, *, state_dir: str, signing_key: bytes, namespace: str | None = None,
                  clock: Clock | None = None, sandbox_image: str = DEFAULT_SANDBOX_IMAGE, instance_harness: str = "",
                  stall_bound: float | None = None, workspace_options: Mapping[str, Any] | None = None,
@@ -103,15 +105,12 @@ class Orchestrator(Revival):
         self._harness_session: requests.Session | None = None
         self._timers: Timers | None = None
         self._stopping = False
-        self._stopped = threading.Event()  # wakes a revival's wait for the store
+        self._revival: Revival | None = None  # supervision, handed the store once it runs
         self._state_lock = StateLock(state_dir)
         self._broken = ""  # a singleton died: for good, until the process restarts
-        self._deaths: dict[str, int] = {}  # run id → how often its actor died in this process
         self._cancels: set[str] = set()  # runs cancelled while their actor was being restored
         self._submitting: set[str] = set()  # ids whose first row is being written
-        self._unrevived: dict[str, str] = {}  # run id → why its revival waits for the store (now)
         self._set_aside: set[str] = set()  # live rows that could not be restored, left as they are
-        self._revivers: list[threading.Thread] = []
         self._starting = 0  # actors and revivals being started outside the lock: `stop()` waits for them
         self._stops = Stops()
         self.telemetry = telemetry or Telemetry()
@@ -131,9 +130,11 @@ class Orchestrator(Revival):
         return self
 
     def _start(self) -> None:
-        self._store = store.StoreActor.start(self.state_dir, clock=self.clock, parent=self, telemetry=self.telemetry)
+        self._store = StoreActor.start(self.state_dir, clock=self.clock, parent=self, telemetry=self.telemetry)
         restored = self._store.ask(store.Restore(), timeout=ORCHESTRATOR_ASK_SECONDS)  # StoreUnusable: not ours
         assert isinstance(restored, store.Restored)
+        self._revival = Revival(client=self.client, clock=self.clock, feed_hub=self.feed_hub, store_ref=self._store,
+                                restore=self._restore, forget=self._forget)
         options: dict[str, Any] = {"namespace": self.namespace, "clock": self.clock, "parent": self,
                                    "telemetry": self.telemetry}
         if self._stall_bound is not None:
@@ -168,16 +169,16 @@ class Orchestrator(Revival):
         self._stops.open()  # the runs hand their seats' and Workspaces' stops to it as they stop
         with self._finished:
             self._stopping = True  # nothing new starts; what began to is entered in a moment
-            self._stopped.set()
             self._finished.wait_for(lambda: self._starting == 0, _left(deadline))
+        if self._revival is not None:
+            self._revival.stop(deadline)
+        with self._lock:
             refs = list(self._runs.values())
         # Every run at once, each its children at once: a stop is no cancel (Sandboxes stay, Leases stop).
         self._stops.ask(refs)
         self._stops.wait(deadline)
-        with self._lock:
-            revivers = list(self._revivers)
-        for thread in revivers:
-            thread.join(_left(deadline))
+        if self._revival is not None:
+            self._revival.join(deadline)
         # The store's poison pill follows every persist asked before it; the watch stops beside it.
         self._stops.ask(ref for ref in (self._store, self._watch) if ref is not None)
         self._stops.wait(max(deadline, time.monotonic() + STORE_STOP_FLOOR_SECONDS))
@@ -241,14 +242,14 @@ class Orchestrator(Revival):
 
     def _save_first(self, core: RunCore, first: RunStep, keyed: Keyed | None) -> None:
         assert self._store is not None
-        action = next((a for a in first.actions if isinstance(a, Persist)), None)
+        action = next((a for a in first.actions if isinstance(a, Save)), None)
         assert action is not None, "a run's Start step saves its row"
         try:
             self._store.ask(store.Persist(core.run_id, row_status(action.status), core.snapshot(), action.reason,
                                           create=True, keyed=keyed), timeout=PERSIST_ASK_SECONDS)
-        except StoreError as e:  # the id is taken (a row set aside at boot keeps it)
+        except store.StoreError as e:  # the id is taken (a row set aside at boot keeps it)
             raise ValueError(str(e)) from None
-        except store.STORE_DOWN as e:
+        except STORE_DOWN as e:
             log.warning("a run of %s was refused: the store cannot write (%s: %s)", core.workflow.name,
                         type(e).__name__, e)
             if isinstance(e, pykka.Timeout):  # the create may still land: what follows it in order takes it back
@@ -349,12 +350,6 @@ class Orchestrator(Revival):
 
     # -- the API's Backend ---------------------------------------------------------------------------
 
-    def live_runs(self, prefix: str = "") -> list[bytes]:
-        return self.runs_encoded(prefix)
-
-    def run_status(self, run_id: str) -> dict[str, Any] | None:
-        return self.status(run_id)
-
     def interrupt_feeds(self) -> None:
         self.feed_hub.interrupt()
 
@@ -365,8 +360,7 @@ class Orchestrator(Revival):
             return False, "not started"
         if self._broken:
             return False, self._broken
-        with self._lock:
-            waiting = next(iter(sorted(self._unrevived.items())), None)
+        waiting = None if self._revival is None else self._revival.waiting()
         if waiting is not None:
             return False, f"run {waiting[0]} died and waits for the store to restore it: {waiting[1]}"
         watch, stored, checked = self.telemetry.watch.state, self.telemetry.store, self.telemetry.store.checked_at
@@ -391,19 +385,13 @@ class Orchestrator(Revival):
 
     def tell(self, message: Any) -> None:
         if isinstance(message, RunFinished):
-            with self._finished:
-                self._runs.pop(message.run_id, None)
-                if message.run_id in self._entering:
-                    self._entering[message.run_id] = True  # ended before `_started` entered it
-                self._cancels.discard(message.run_id)
-                self.run_table.forget(message.run_id)  # before a waiter wakes: finished means unlisted
-                self._finished.notify_all()
+            self._forget(message.run_id)
         elif isinstance(message, ActorFault) and message.kind in ("WatchActor", "StoreActor"):
             # Our bug killed one of the process's singletons: /healthz says so, so the pod is restarted.
             self._broken = f"the {message.kind} died: {message.error}"
             log.error("%s", self._broken)
-        elif isinstance(message, ActorFault):
-            self._run_died(message)
+        elif isinstance(message, ActorFault) and self._revival is not None:
+            self._revival.run_died(message)
 
     # -- internals -----------------------------------------------------------------------------------
 
@@ -415,6 +403,16 @@ class Orchestrator(Revival):
     def _live(self, run_id: str) -> pykka.ActorRef[Any] | None:
         with self._lock:
             return self._runs.get(run_id)
+
+    def _forget(self, run_id: str) -> None:
+        """The run is over here (it finished, or a revival gave it up)."""
+        with self._finished:
+            self._runs.pop(run_id, None)
+            if run_id in self._entering:
+                self._entering[run_id] = True  # ended before `_started` entered it
+            self._cancels.discard(run_id)
+            self.run_table.forget(run_id)  # before a waiter wakes: finished means unlisted
+            self._finished.notify_all()
 
     def _fetch(self, run_id: str) -> store.RunRecord | None:
         if self._store is None:

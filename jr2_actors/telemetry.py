@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from jr2_actors.harness.metrics import HarnessMetrics
+from jr2_actors.agent.metrics import HarnessMetrics
 from jr2_actors.kube.metrics import KubeMetrics
 from jr2_actors.run.metrics import RunMetrics
 from jr2_actors.shell.clock import Clock, SystemClock

@@ -23,8 +23,9 @@ from typing import Any
 
 import requests
 
-from jr2_actors.agent import core as turn
 from jr2_actors.agent import jobs
+from jr2_actors.agent import messages as turn
+from jr2_actors.agent import metrics as harness_metrics
 from jr2_actors.agent.messages import (
     AbortDone,
     AbortJob,
@@ -46,10 +47,9 @@ from jr2_actors.agent.messages import (
     StartTurn,
     TurnId,
 )
+from jr2_actors.agent.metrics import HarnessTelemetry
 from jr2_actors.agent.seat_core import SEAT_INPUTS, SeatCore
-from jr2_actors.harness import metrics as harness_metrics
 from jr2_actors.harness.client import HarnessClient, HarnessClients
-from jr2_actors.harness.metrics import HarnessTelemetry
 from jr2_actors.net.cut import Cut
 from jr2_actors.shell import Recipient, Shell, Timers, logs, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock

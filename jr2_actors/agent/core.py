@@ -2,12 +2,12 @@
 
 Theory of operation. A Turn has an id the run gives it and one conversation. Its states:
 
-    idle ──Admitting──▶ admitting ──Admitted──▶ reading ──settle completed/aborted──▶ idle
+    idle ──Admitting──▶ admitting ──Admitted──▶ following ──settle completed/aborted──▶ idle
       ▲                     │ not kept (404, kept: false) ─▶ idle, `NotKept`
       └─────────────────────┘ (a nudge, a wake, a re-admission: another `Admitting` of the same Turn)
     any state ──refused / failed settle / lost stream / Stop──▶ ended
 
-- `reading`: the core asks for updates from the admission's offset and reads each event:
+- `following`: the core asks for updates from the admission's offset and reads each event:
   - `pick`: an Allowed pick goes to the run (`Picked`), and every outstanding pick of a batch is kept
     until its answer is posted; a pick the Turn does not allow is answered at once, `over: false`,
     in the Briefing's words, and changes nothing.
@@ -22,7 +22,7 @@ Theory of operation. A Turn has an id the run gives it and one conversation. Its
   could not be read, three tries a second apart), `ended` (the run ended the Turn with its own reason —
   a kernel kill's `memory limit (OOMKilled, limit …)`, which the Workspace's core words).
 - `Stop` (the run's abort or end) ends the Turn at once: nothing the stream says after it is reported.
-  An abort of a Turn whose Submission may still run (`admitting`, `reading`) leaves it `stopping`: once
+  An abort of a Turn whose Submission may still run (`admitting`, `following`) leaves it `stopping`: once
   the seat has posted the abort (`AbortAnswered`), the core reads the stream only for the Submission's
   settle, reports nothing, and is `ended` when it settled (or the stream is lost or unreadable).
 - A Turn is `busy` while its Submission may still run — its admission in flight, a Submission not yet
@@ -47,11 +47,8 @@ from typing import Any
 from jr2_actors.agent.messages import (
     AbortAnswered,
     AbortSubmission,
-    AbortTurn,
     Accepted,
     Action,
-    AdmissionUnsure,
-    Admit,
     AdmitNotKept,
     AdmitRefused,
     Admitted,
@@ -60,30 +57,23 @@ from jr2_actors.agent.messages import (
     Answered,
     AnswerFailed,
     Answering,
-    AnswerPick,
     AnswerUndelivered,
-    CheckHarness,
-    EndTurn,
     Events,
     FaultCause,
     GuardKill,
-    HarnessJudged,
     Input,
     NotKept,
+    Phase,
     Picked,
     PostAnswer,
-    ReadKills,
     ReadUpdates,
     Report,
     Restarted,
     Said,
     Settled,
-    StartTurn,
-    State,
     Stop,
     StreamFailed,
     StreamLost,
-    ToSeat,
     TurnFault,
     TurnId,
     TurnStep,
@@ -91,21 +81,10 @@ from jr2_actors.agent.messages import (
 from jr2_actors.harness import briefing
 from jr2_actors.harness.memory_kills import MAX_ID, guard_sizes
 from jr2_actors.values.constants import STREAM_READ_ATTEMPTS, STREAM_READ_PAUSE_SECONDS
-from jr2_actors.values.step import Machine, Step
-
-# The vocabulary is `messages.py`'s, importable from here too (the run and the seat's shell speak it).
-__all__ = [
-    "MACHINE", "PROVIDER_LIMIT", "AbortAnswered", "AbortSubmission", "AbortTurn", "Accepted", "Action",
-    "AdmissionUnsure", "Admit", "AdmitNotKept", "AdmitRefused", "AdmitUnsure", "Admitted", "Admitting",
-    "AnswerFailed", "AnswerPick", "AnswerUndelivered", "Answered", "Answering", "CheckHarness", "EndTurn", "Events",
-    "FaultCause", "GuardKill", "HarnessJudged", "Input", "NotKept", "Picked", "PostAnswer", "ReadKills",
-    "ReadUpdates", "Report", "Restarted", "Said", "Settled", "StartTurn", "State", "Stop", "StreamFailed",
-    "StreamLost", "ToSeat", "TurnCore", "TurnFault", "TurnStep",
-]
+from jr2_actors.values.step import Machine, Step, Walk
 
 PROVIDER_LIMIT = "provider limit"
 MAX_TEXT = 4096  # the Harness's error words kept in a fault
-
 
 
 class TurnCore:
@@ -114,7 +93,7 @@ class TurnCore:
         self.turn_id = turn_id
         self.conversation_id = conversation_id
         self.allowed: tuple[str, ...] = ()
-        self.state: State = "idle"
+        self.phase: Phase = "idle"
         self.submission = ""
         self.offset = "0"
         self.outstanding: dict[str, bool] = {}  # call id → its answer is being posted
@@ -125,36 +104,32 @@ class TurnCore:
         self._actions: list[Action] = []
         self._reports: list[Report] = []
         self._note = ""
-        self._edge: tuple[str, type] | None = None
+        self._walk = Walk(MACHINE, f"Turn {turn_id}")
 
     @property
     def ended(self) -> bool:
         """The run is done with the Turn: it reports nothing more (a `stopping` one may still read)."""
-        return self.state in ("stopping", "ended")
+        return self.phase in ("stopping", "ended")
 
     @property
     def open_submission(self) -> bool:
         """A Submission was accepted and not seen to settle: a restart of the process holding it cut it."""
-        return bool(self.submission) and (self.state == "reading" or (self.state == "ended" and self.stream_gone))
+        return bool(self.submission) and (self.phase == "following" or (self.phase == "ended" and self.stream_gone))
 
     @property
     def busy(self) -> bool:
         """Its Submission may still run: the next admission of its conversation waits (CONTRACTS.md §3)."""
-        return self.state in ("admitting", "reading", "stopping")
+        return self.phase in ("admitting", "following", "stopping")
 
     def step(self, event: Input) -> TurnStep:
-        edge = MACHINE.edge(f"Turn {self.turn_id}", self.state, event)
         self._actions, self._reports, self._note = [], [], ""
-        self._edge = (self.state, type(event))
-        try:
-            edge.handler(self, event)
-        finally:
-            self._edge = None
+        with self._walk.take(self.phase, event) as handler:
+            handler(self, event)
         return Step(tuple(self._actions), tuple(self._reports), note=self._note)
 
-    def _go(self, state: State) -> None:
-        MACHINE.move(f"Turn {self.turn_id}", self._edge, state)
-        self.state = state
+    def _go(self, phase: Phase) -> None:
+        self._walk.move(phase)
+        self.phase = phase
 
     # -- handlers (see MACHINE) ------------------------------------------------------------------------
 
@@ -172,11 +147,11 @@ class TurnCore:
         self._picked = False
 
     def _admission_dropped(self, event: Admitting) -> None:
-        self._note = f"an admission while {self.state}: dropped"
+        self._note = f"an admission while {self.phase}: dropped"
 
     def _admitted(self, event: Admitted) -> None:
         self.submission, self.offset = event.submission_id, event.offset
-        self._go("reading")
+        self._go("following")
         self._read_failures = 0
         self._reports.append(Accepted(self.agent, self.turn_id, event.submission_id))
         self._actions.append(ReadUpdates(self.offset))
@@ -205,7 +180,7 @@ class TurnCore:
         self._read_failures += 1
         if self._read_failures < STREAM_READ_ATTEMPTS:
             self._actions.append(ReadUpdates(self.offset, after=STREAM_READ_PAUSE_SECONDS))
-        elif self.state == "stopping":
+        elif self.phase == "stopping":
             self._go("ended")  # cannot tell: the next admission's 409 is "not yet", bounded
         else:
             self.stream_gone = True
@@ -217,9 +192,9 @@ class TurnCore:
         self.offset = event.next_offset
         for i, e in enumerate(event.events):
             self._event(e, start, i, self._actions, self._reports)
-            if not self._reading():
+            if not self._following():
                 break
-        if self._reading():
+        if self._following():
             self._actions.append(ReadUpdates(self.offset))  # a pick's answer arrives on the stream too
 
     def _answering(self, event: Answering) -> None:
@@ -238,7 +213,7 @@ class TurnCore:
         """Issue 16: the run hears it (a pick-answer notice), even from a `stopping` Turn."""
         self.outstanding.pop(event.call_id, None)
         self._reports.append(AnswerFailed(self.agent, self.turn_id, event.call_id, event.message))
-        if self.state == "reading":
+        if self.phase == "following":
             self._actions.append(AbortSubmission())  # its call waits for a result that will not come
 
     # `stopping`: stopped by the run, its Submission perhaps still running. Nothing is reported but an answer
@@ -270,7 +245,7 @@ class TurnCore:
             self._actions.append(ReadUpdates(self.offset))
 
     def _dropped(self, event: Input) -> None:
-        self._note = f"{type(event).__name__} while {self.state}: dropped"
+        self._note = f"{type(event).__name__} while {self.phase}: dropped"
 
     def _after_end(self, event: Input) -> None:
         self._note = f"{type(event).__name__} after the Turn ended: dropped"
@@ -304,8 +279,8 @@ class TurnCore:
             else:
                 reports.append(self._end("settled", f"the Submission settled {_short(outcome)}"))
 
-    def _reading(self) -> bool:  # read afresh: an event can end the Submission mid-batch
-        return self.state == "reading"
+    def _following(self) -> bool:  # read afresh: an event can end the Submission mid-batch
+        return self.phase == "following"
 
     def _guard_kill(self, e: Mapping[str, Any], start: str, i: int) -> GuardKill:
         problems: list[str] = []
@@ -340,19 +315,19 @@ ANSWERS = (Answered, AnswerUndelivered)
 # that drops it with a note. docs/architecture.md prints it; a test keeps the copy true.
 MACHINE: Machine[Callable[[TurnCore, Any], None]] = Machine("Turn", (
     (("idle",), Admitting, ("admitting",), T._admitting),
-    (("admitting", "reading"), Admitting, (), T._admission_dropped),
-    (("admitting",), Admitted, ("reading",), T._admitted),
+    (("admitting", "following"), Admitting, (), T._admission_dropped),
+    (("admitting",), Admitted, ("following",), T._admitted),
     (("admitting",), AdmitRefused, ("ended",), T._refused),
     (("admitting",), AdmitNotKept, ("idle",), T._not_kept),
     (("admitting",), AdmitUnsure, ("idle",), T._unsure),
-    (("idle", "reading", "ended"), Restarted, ("idle",), T._restarted),
-    (("reading",), Events, ("idle", "ended"), T._events),
-    (("reading",), StreamLost, ("ended",), T._lost),
-    (("reading",), StreamFailed, ("ended",), T._read_failed),
-    (("idle", "admitting", "reading"), Answering, (), T._answering),
-    (("idle", "admitting", "reading", "stopping"), Answered, (), T._answered),
-    (("idle", "admitting", "reading", "stopping"), AnswerUndelivered, (), T._undelivered),
-    (("idle", "admitting", "reading"), Stop, ("stopping", "ended"), T._stop),
+    (("idle", "following", "ended"), Restarted, ("idle",), T._restarted),
+    (("following",), Events, ("idle", "ended"), T._events),
+    (("following",), StreamLost, ("ended",), T._lost),
+    (("following",), StreamFailed, ("ended",), T._read_failed),
+    (("idle", "admitting", "following"), Answering, (), T._answering),
+    (("idle", "admitting", "following", "stopping"), Answered, (), T._answered),
+    (("idle", "admitting", "following", "stopping"), AnswerUndelivered, (), T._undelivered),
+    (("idle", "admitting", "following"), Stop, ("stopping", "ended"), T._stop),
     (("stopping",), Admitted, (), T._admitted_stopping),
     (("stopping",), (AdmitRefused, AdmitUnsure, AdmitNotKept, StreamLost, Restarted), ("ended",), T._nothing_runs),
     (("stopping",), AbortAnswered, ("ended",), T._abort_answered),

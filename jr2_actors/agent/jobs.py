@@ -15,7 +15,7 @@ from typing import Any
 
 import pykka
 
-from jr2_actors.agent import core as turn
+from jr2_actors.agent import messages as turn
 from jr2_actors.agent.messages import (
     AbortDone,
     AbortJob,

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from jr2_actors.harness.memory_kills import MemoryKillRead
 from jr2_actors.values.step import Step
 
-State = Literal["idle", "admitting", "reading", "stopping", "ended"]
+Phase = Literal["idle", "admitting", "following", "stopping", "ended"]
 # Why a Turn faulted: the seat's causes, or (`actor`, said by the run's shell) the seat's actor died.
 FaultCause = Literal["settled", "refused", "lost", "stream", "ended", "actor"]
 TurnId = int  # the run's number for the Turn (its `turn.id`): one type on both sides of the seat

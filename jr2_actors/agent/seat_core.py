@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from jr2_actors.agent import core as turn
+from jr2_actors.agent import messages as seat
 from jr2_actors.agent.messages import (
     AbortDone,
     AbortJob,
@@ -67,7 +68,7 @@ from jr2_actors.agent.messages import (
     TurnAborted,
     TurnId,
 )
-from jr2_actors.values.step import Machine, Step
+from jr2_actors.values.step import Machine, Step, Walk
 
 SeatPhase = Literal["empty", "open", "held"]
 MAX_ALLOWED = 256
@@ -106,6 +107,7 @@ class SeatCore:
         self._jobs: list[SeatJob] = []
         self._reports: list[ToRun] = []
         self._notes: list[str] = []
+        self._walk = Walk(MACHINE, f"seat {agent}")
 
     @property
     def phase(self) -> SeatPhase:
@@ -118,13 +120,12 @@ class SeatCore:
         return tuple(t for t in (self.turn, self.previous) if t is not None)
 
     def step(self, event: object) -> SeatStep:
-        who = f"seat {self.agent}"
-        edge = MACHINE.edge(who, self.phase, event)
-        at = (self.phase, type(event))
         self._jobs, self._reports, self._notes = [], [], []
-        edge.handler(self, event)
-        if self.phase != at[0]:
-            MACHINE.move(who, at, self.phase)
+        with self._walk.take(self.phase, event) as handler:
+            was = self.phase
+            handler(self, event)
+            if self.phase != was:
+                self._walk.move(self.phase)
         return Step(tuple(self._jobs), tuple(self._reports), note="; ".join(self._notes))
 
     # -- the run's messages --------------------------------------------------------------------------
@@ -135,7 +136,7 @@ class SeatCore:
         old, conversation = self.turn, m.conversation_id
         if old is not None and old.core.busy and old is not self.previous:
             if old.core.conversation_id == conversation:
-                if old.core.state != "stopping" and not old.core.closing:
+                if old.core.phase != "stopping" and not old.core.closing:
                     self._notes.append(f"turn {m.turn_id} starts while turn {old.turn_id} is open; the open one "
                                        "is aborted first")
                     self._abort_quietly(old)
@@ -179,7 +180,7 @@ class SeatCore:
         if t.held is not None:
             self._notes.append(f"an admission of turn {t.turn_id} before its start: dropped")
             return
-        step = t.core.step(turn.Admitting(_allowed(m.body)))
+        step = t.core.step(seat.Admitting(_allowed(m.body)))
         self._apply(t, step)
         if step.note:
             return
@@ -190,17 +191,17 @@ class SeatCore:
     def _answer_pick(self, m: AnswerPick) -> None:
         t = self._current(m.turn_id, m)
         if t is not None:
-            self._apply(t, t.core.step(turn.Answering(m.call_id, m.over, m.answer)))
+            self._apply(t, t.core.step(seat.Answering(m.call_id, m.over, m.answer)))
 
     def _abort(self, m: AbortTurn) -> None:
         t = self._current(m.turn_id, m)
         if t is None:
             return
         self._stop_reading(t)  # before the abort leaves: nothing the stream says later is reported
-        t.core.step(turn.Stop())
+        t.core.step(seat.Stop())
         if t.admitting:
             t.abort_when_admitted = True  # posted once the admission's answer is in
-        elif t.core.state == "stopping":
+        elif t.core.phase == "stopping":
             self._jobs.append(AbortJob(t.turn_id, asked=True, unsure=False))
         else:
             self._reports.append(TurnAborted(self.agent, t.turn_id, False))
@@ -209,7 +210,7 @@ class SeatCore:
         t = self._current(m.turn_id, m)
         if t is not None:
             self._stop_reading(t)
-            self._apply(t, t.core.step(turn.Stop(m.fault)))
+            self._apply(t, t.core.step(seat.Stop(m.fault)))
 
     def _check(self, m: CheckHarness) -> None:
         t = self._current(m.turn_id, m)
@@ -233,22 +234,22 @@ class SeatCore:
 
     def _admit_done(self, t: SeatTurn, m: AdmitDone) -> None:
         t.admitting = False
-        if isinstance(m.result, turn.Admitted):
+        if isinstance(m.result, seat.Admitted):
             t.stream_url, t.boot = m.stream_url, m.boot_id
         if t.abort_when_admitted:
             t.abort_when_admitted = False
             self._apply(t, t.core.step(m.result))  # stopping: it takes the Submission's id, or ends
             asked = t is self.turn and not t.settle_aborted  # the run's AbortTurn, not the seat's own
-            if isinstance(m.result, turn.Admitted) or m.reached:
+            if isinstance(m.result, seat.Admitted) or m.reached:
                 self._jobs.append(AbortJob(t.turn_id, asked=asked, unsure=False))
             elif asked:
                 self._reports.append(TurnAborted(self.agent, t.turn_id, False))
             return
-        if isinstance(m.result, turn.AdmitRefused) and m.reached:
+        if isinstance(m.result, seat.AdmitRefused) and m.reached:
             # It may have reached the Harness and started a Submission: an abort finds out, and the run admits
             # the Turn again. Its conversation's next Turn aborts first too (a Harness slow to seat it may
             # start it after this abort).
-            self._apply(t, t.core.step(turn.AdmitUnsure(m.result.message)))
+            self._apply(t, t.core.step(seat.AdmitUnsure(m.result.message)))
             self._jobs.append(AbortJob(t.turn_id, asked=False, unsure=True))
             self.unsure.add(t.core.conversation_id)
         else:
@@ -262,7 +263,7 @@ class SeatCore:
             self._apply(t, t.core.step(m.result))
 
     def _read_due(self, t: SeatTurn, m: ReadDue) -> None:
-        if m.seq == t.read_seq and t.core.state in ("reading", "stopping"):
+        if m.seq == t.read_seq and t.core.phase in ("following", "stopping"):
             self._read(t, m.offset)
 
     def _answer_done(self, t: SeatTurn, m: AnswerDone) -> None:
@@ -273,8 +274,8 @@ class SeatCore:
             self._reports.append(AdmissionUnsure(self.agent, t.turn_id, m.aborted, m.problem))
         if m.asked:
             self._reports.append(TurnAborted(self.agent, t.turn_id, m.aborted, m.problem))
-        if t.core.state == "stopping":
-            self._apply(t, t.core.step(turn.AbortAnswered(m.aborted)))
+        if t.core.phase == "stopping":
+            self._apply(t, t.core.step(seat.AbortAnswered(m.aborted)))
 
     def _settle_due(self, t: SeatTurn, m: SettleDue) -> None:
         if t is not self.previous or not t.core.busy:
@@ -285,7 +286,7 @@ class SeatCore:
             t.settle_aborted = True
             self._notes.append(f"turn {t.turn_id}'s Submission has not settled in time; it is aborted before "
                                f"turn {self.turn.turn_id if self.turn else '-'}")
-            if t.core.state != "stopping":
+            if t.core.phase != "stopping":
                 self._abort_quietly(t)
             self._jobs.append(ArmSettle(t.turn_id))
             return
@@ -309,11 +310,11 @@ class SeatCore:
     def _judge(self, t: SeatTurn, boot: str | None) -> None:
         """ADR-0062: a restart cuts the Turn only if the process that ended held its open Submission."""
         core = t.core
-        cut = (core.open_submission or core.state == "stopping") and (not boot or not t.boot or t.boot != boot)
+        cut = (core.open_submission or core.phase == "stopping") and (not boot or not t.boot or t.boot != boot)
         if cut:
             self._stop_reading(t)
-            self._apply(t, core.step(turn.Restarted()))
-        self._reports.append(HarnessJudged(self.agent, t.turn_id, cut and core.state == "idle"))
+            self._apply(t, core.step(seat.Restarted()))
+        self._reports.append(HarnessJudged(self.agent, t.turn_id, cut and core.phase == "idle"))
 
     def _previous_gone(self, endpoint: str, boot: str | None) -> None:
         """CONTRACTS §3: a restart settled the old process's Submissions — the held Turn waits no longer."""
@@ -321,8 +322,8 @@ class SeatCore:
         if prev is None or not prev.boot or not boot or boot == prev.boot or prev.endpoint != endpoint:
             return
         self._stop_reading(prev)
-        if prev.core.state in ("idle", "reading", "stopping") or prev.core.open_submission:
-            prev.core.step(turn.Restarted())
+        if prev.core.phase in ("idle", "following", "stopping") or prev.core.open_submission:
+            prev.core.step(seat.Restarted())
         self.previous = None
         self._release_held()
 
@@ -338,24 +339,24 @@ class SeatCore:
     def _abort_quietly(self, t: SeatTurn) -> None:
         """The seat's own abort of a Turn's Submission (the run did not ask: it hears no TurnAborted)."""
         self._stop_reading(t)
-        t.core.step(turn.Stop())
+        t.core.step(seat.Stop())
         if t.admitting:
             t.abort_when_admitted = True
-        elif t.core.state == "stopping":
+        elif t.core.phase == "stopping":
             self._jobs.append(AbortJob(t.turn_id, asked=False, unsure=False))
 
-    def _apply(self, t: SeatTurn, step: turn.TurnStep) -> None:
+    def _apply(self, t: SeatTurn, step: seat.TurnStep) -> None:
         if step.note:
             self._notes.append(f"turn {t.turn_id}: {step.note}")
         self._reports.extend(step.reports)
         for action in step.actions:
-            if isinstance(action, turn.ReadUpdates):
+            if isinstance(action, seat.ReadUpdates):
                 self._read(t, action.offset, action.after)
-            elif isinstance(action, turn.PostAnswer):
+            elif isinstance(action, seat.PostAnswer):
                 self._jobs.append(AnswerJob(t.turn_id, action.call_id, action.over, action.answer))
-            elif isinstance(action, turn.AbortSubmission):
+            elif isinstance(action, seat.AbortSubmission):
                 self._jobs.append(AbortJob(t.turn_id, asked=False, unsure=False))
-        if t.core.state == "ended":
+        if t.core.phase == "ended":
             self._stop_reading(t)  # nothing the stream says after the Turn's end is read
         if t is self.previous and not t.core.busy:
             self.previous = None  # its Submission settled: the held Turn may start

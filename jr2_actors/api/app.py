@@ -34,9 +34,9 @@ from jr2_actors import __version__
 from jr2_actors.api import sse
 from jr2_actors.api.budget import RETRY_AFTER_SECONDS, Budget
 from jr2_actors.console.http import Console
-from jr2_actors.run.feed import FeedRead
-from jr2_actors.run.table import encode_row  # how every answer's JSON is written
-from jr2_actors.run.wire import feed_doc
+from jr2_actors.run.feed.hub import FeedRead
+from jr2_actors.run.feed.wire import feed_doc
+from jr2_actors.run.listing.table import encode_row  # how every answer's JSON is written
 from jr2_actors.telemetry import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from jr2_actors.values.constants import (
     API_HEARTBEAT_SECONDS,
@@ -74,9 +74,9 @@ class Backend(Protocol):
         """The run a request with this `Idempotency-Key` made and what it kept, while its row is kept;
         `Unavailable` when the store cannot answer."""
 
-    def run_status(self, run_id: str) -> dict[str, Any] | None: ...
+    def status(self, run_id: str) -> dict[str, Any] | None: ...
 
-    def live_runs(self, prefix: str = "") -> Sequence[Mapping[str, Any] | bytes]:
+    def runs_encoded(self, prefix: str = "") -> Sequence[Mapping[str, Any] | bytes]:
         """`GET /runs`'s live lines: each a document, or its JSON already encoded (the run table's, issue 18)."""
 
     def finished_runs(self, prefix: str = "", limit: int = RUNS_FINISHED_LISTED) -> list[dict[str, Any]]:
@@ -290,7 +290,7 @@ class Api:
         """Live runs; with `all=true` the finished ones still in the store after them; `prefix=P` keeps the
         runs whose id starts with P (the CLI names a run by a unique prefix)."""
         every, prefix = _runs_query(environ)
-        lines = [line if isinstance(line, bytes) else encode_row(line) for line in self.backend.live_runs(prefix)]
+        lines = [line if isinstance(line, bytes) else encode_row(line) for line in self.backend.runs_encoded(prefix)]
         if every:
             lines.extend(encode_row(line) for line in self.backend.finished_runs(prefix))
         # Issue 18: the lines are joined, not encoded again, and the answer is one body written at once.
@@ -305,7 +305,7 @@ class Api:
         return _json(start_response, 200, {"workflow": document})
 
     def _status(self, environ: Mapping[str, Any], start_response: StartResponse, run: str) -> Iterable[bytes]:
-        status = self.backend.run_status(run)
+        status = self.backend.status(run)
         if status is None:
             raise HttpError(404, f"no run {run}")
         return _json(start_response, 200, status)

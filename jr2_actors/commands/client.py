@@ -29,7 +29,8 @@ from jr2_actors.commands.common import (
     until_stopped,
 )
 from jr2_actors.commands.completion import files
-from jr2_actors.run.render import cluster_line, duration, feed_line, local_clock, local_time, status_lines
+from jr2_actors.run.feed.render import feed_line
+from jr2_actors.run.listing.render import cluster_line, duration, local_clock, local_time, status_lines
 from jr2_actors.values.errors import one_line
 from jr2_actors.values.run_ids import FULL_RUN_ID  # anything else is a prefix to resolve
 from jr2_actors.values.timefmt import parse_rfc3339

@@ -27,7 +27,8 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, TextIO
 
 from jr2_actors.commands.common import UsageError, port_number, read_file, until_signalled
-from jr2_actors.run.render import duration, feed_line, local_clock, status_lines
+from jr2_actors.run.feed.render import feed_line
+from jr2_actors.run.listing.render import duration, local_clock, status_lines
 from jr2_actors.values.constants import DEMO_SECONDS
 from jr2_actors.values.timefmt import parse_rfc3339
 
@@ -134,7 +135,7 @@ def _neighbour_first(cluster: FakeCluster, orchestrator: Orchestrator, out: Text
                      stop: threading.Event, story: Story) -> tuple[str, int]:
     """The scripted model's Turns, and the neighbour run holding the node: its id and the feed line read."""
     from jr2_actors.fake.harness.core import GuardKill, Pick, Say
-    from jr2_actors.run.wire import feed_doc
+    from jr2_actors.run.feed.wire import feed_doc
 
     cluster.script("builder", [Say("Building the neighbour's service."), Pick("built")])
     cluster.script("coder",
@@ -164,7 +165,7 @@ def _neighbour_first(cluster: FakeCluster, orchestrator: Orchestrator, out: Text
 def _follow(orchestrator: Orchestrator, main: str, others: Mapping[str, int], out: TextIO,
             stop: threading.Event, story: Story) -> dict[str, Any] | None:
     """Print the runs' feeds as they come (the others named), a progress line while the example waits."""
-    from jr2_actors.run.wire import feed_doc
+    from jr2_actors.run.feed.wire import feed_doc
     from jr2_actors.workspace.messages import PlacedLine, PlacingLine, WaitEndedLine
 
     readers = {main: 0, **others}

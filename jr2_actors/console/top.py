@@ -14,10 +14,10 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from jr2_actors.harness import metrics as harness_m
+from jr2_actors.agent import metrics as harness_m
 from jr2_actors.kube import metrics as kube_m
 from jr2_actors.run import metrics as run_m
-from jr2_actors.run.render import duration
+from jr2_actors.run.listing.render import duration
 from jr2_actors.shell import metrics as shell_m
 from jr2_actors.store import metrics as store_m
 from jr2_actors.watch import metrics as watch_m

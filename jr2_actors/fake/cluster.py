@@ -24,6 +24,7 @@ import pykka
 import yaml
 
 from jr2_actors.fake.apiserver import actor as api
+from jr2_actors.fake.apiserver import knobs
 from jr2_actors.fake.apiserver.state import DEFAULT_HISTORY, ClusterState
 from jr2_actors.fake.apiserver.validation import is_namespace_name
 from jr2_actors.fake.faults import Faults
@@ -317,43 +318,43 @@ class FakeCluster:
 
     # -- faults (each a Knob of the API server actor: docs/fake-cluster.md "Fault knobs") ----------------
 
-    def fault(self, knob: api.Knob) -> Any:
+    def fault(self, knob: knobs.Knob) -> Any:
         """Turn any knob: what each method below does, and what `/_fake/` routes do over HTTP."""
         return self._ref().ask(knob, timeout=ASK_TIMEOUT)
 
     def end_watches(self) -> None:
-        self.fault(api.EndWatches())
+        self.fault(knobs.EndWatches())
 
     def stall_watches(self, on: bool = True) -> None:
-        self.fault(api.StallWatches(on))
+        self.fault(knobs.StallWatches(on))
 
     def stream_error(self, status: int = 500, *, reason: str = "InternalError",
                      message: str = "an in-stream error") -> None:
         """Every open watch gets an in-stream ERROR frame with this Status, then ends."""
-        self.fault(api.StreamError(status, reason, message))
+        self.fault(knobs.StreamError(status, reason, message))
 
     def compact(self) -> None:
-        self.fault(api.Compact())
+        self.fault(knobs.Compact())
 
     def fail_next(self, count: int, status: int, *, retry_after: int | None = None, watch_only: bool = False) -> None:
-        self.fault(api.FailNext(status, count, retry_after, watch_only))
+        self.fault(knobs.FailNext(status, count, retry_after, watch_only))
 
     def away(self, on: bool = True, *, status: int = 503) -> None:
         """The control plane away (every request answered `status`, watches ended) until `away(False)`."""
-        self.fault(api.Away(on, status))
+        self.fault(knobs.Away(on, status))
 
     def set_latency(self, seconds: float) -> None:
-        self.fault(api.SetLatency(seconds))
+        self.fault(knobs.SetLatency(seconds))
 
     def restart(self) -> None:
-        self.fault(api.Restart())
+        self.fault(knobs.Restart())
 
     def rotate_token(self) -> str:
-        self._token = cast(str, self.fault(api.RotateToken()))
+        self._token = cast(str, self.fault(knobs.RotateToken()))
         return self._token
 
     def requests(self, *, clear: bool = False) -> list[dict[str, Any]]:
-        return cast(list[dict[str, Any]], self.fault(api.RequestLog(clear))["requests"])
+        return cast(list[dict[str, Any]], self.fault(knobs.RequestLog(clear))["requests"])
 
     def connections(self, *, reset_peak: bool = False) -> dict[str, tuple[int, int]]:
         """Clients' TCP connections to the API server and to the Harness: (open now, the most open at once
@@ -374,7 +375,7 @@ class FakeCluster:
         return out
 
     def watch_stats(self) -> dict[str, int]:
-        return cast(dict[str, int], self.fault(api.WatchStats()))
+        return cast(dict[str, int], self.fault(knobs.WatchStats()))
 
     def _ref(self) -> pykka.ActorRef[Any]:
         assert self._actor is not None, "the fake cluster is not started"

@@ -41,7 +41,6 @@ from jr2_actors.harness.answers import Admission, Updates, boot_id_of, retry_aft
 from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillListError, MemoryKillRead, parse_memory_kills
 from jr2_actors.harness.pools import hold_address
-from jr2_actors.harness.pools import shared_session as shared_session  # where callers have found it
 from jr2_actors.net.cut import Cut, mount_cuts
 from jr2_actors.net.http_body import TooLarge, caused_by, read_capped
 from jr2_actors.shell import Timers, logs

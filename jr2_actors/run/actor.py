@@ -2,7 +2,7 @@
 
 It is the parent of its run's WorkspaceActors (one per Workspace path held) and AgentActors (one per Agent
 seat that takes a Turn). It feeds the core what they report, and performs what the core decides — in
-order, with the one rule ADR-0065 keeps the store synchronous for: when a step asks to `Persist`, the
+order, with the one rule ADR-0065 keeps the store synchronous for: when a step asks to `Save`, the
 blob is saved (an ask of the StoreActor: the row is in the OS's hands on return) before any other action
 of that step leaves the actor. Feed lines go to the `FeedHub` (and the log): a saved step's lines ride
 with its persist and the StoreActor publishes them right after its commit (issue 18: a reader is woken by
@@ -10,7 +10,7 @@ the store's thread, not after this actor's wake-up from the ask; the row is stil
 lines of a step that saves nothing are published here; `Status` is answered for the
 API; the run's end is told to the orchestrator (`RunFinished`) once every teardown is over.
 
-A persist the store cannot write now (`store.STORE_DOWN`: a read-only or full disk, a store that does not
+A persist the store cannot write now (`STORE_DOWN`: a read-only or full disk, a store that does not
 answer) does not end the run: the step is held — none of its other actions leaves, its feed lines are not
 published, and every message that arrives meanwhile waits in order — while the same save is tried again on
 `PERSIST_RETRY_BACKOFF`. Once it lands the step goes on and the waiting messages are taken in order; a stop
@@ -18,6 +18,7 @@ meanwhile leaves the last row written, which a restart restores (ADR-0065).
 
 A child that dies of our bug (an `ActorFault`) is an event the run can act on: a Workspace's actor is a
 faulted Workspace, an Agent's a Turn fault.
+Next stage: the feed (`feed/hub.py`), the listing (`listing/table.py`) and the store it saves to.
 """
 
 from __future__ import annotations
@@ -35,23 +36,25 @@ from jr2_actors.agent import actor as agent_actor
 from jr2_actors.agent import messages as seat
 from jr2_actors.harness.tokens import INSTANCE_HARNESS, harness_token
 from jr2_actors.kube.client import KubeClient
-from jr2_actors.run import core as run
+from jr2_actors.run import messages as run
 from jr2_actors.run import metrics as run_metrics
-from jr2_actors.run.core import Cancel, RunCore
-from jr2_actors.run.feed import Published
-from jr2_actors.run.feedlines import FeedEvent
+from jr2_actors.run.core import RunCore
+from jr2_actors.run.feed.hub import Published
+from jr2_actors.run.feed.lines import FeedEvent
+from jr2_actors.run.feed.wire import feed_doc
+from jr2_actors.run.listing.table import RunRow
+from jr2_actors.run.listing.wire import listing_doc, status_doc
 from jr2_actors.run.metrics import RunTelemetry, RunView
 from jr2_actors.run.readlog import ReadLog
-from jr2_actors.run.table import RunRow
-from jr2_actors.run.wire import feed_doc, listing_doc, status_doc
 from jr2_actors.shell import ActorFault, Deadline, Recipient, Shell, Timers, jitter_source, tell_quietly
 from jr2_actors.shell.clock import Clock
 from jr2_actors.shell.stopping import Stops
-from jr2_actors.store import actor as store
+from jr2_actors.store import messages as store
+from jr2_actors.store.actor import STORE_DOWN, save
 from jr2_actors.values.constants import PERSIST_ASK_SECONDS, PERSIST_RETRY_BACKOFF
 from jr2_actors.watch.identity import sandbox_name
 from jr2_actors.workspace import messages as ws
-from jr2_actors.workspace.actor import RenewalLane, WorkspaceActor  # the lane: the one crossing already owed
+from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec
 
 log = logging.getLogger(__name__)
@@ -77,7 +80,8 @@ class RunEnv:
     workspace_options: dict[str, Any] = field(default_factory=dict)
     telemetry: RunTelemetry | None = field(default=None, repr=False)  # the orchestrator's metrics (issue 11)
     table: Recipient | None = None  # issue 18: the orchestrator's RunTable, told the run's row after each step
-    renewals: RenewalLane | None = None  # issue 18: the lane every Workspace's Lease renewal leaves from
+    # the lane every Workspace's Lease renewal leaves from (`workspace/renewals.py`), handed on as it is
+    renewals: object = None
     harness_session: requests.Session | None = field(default=None, repr=False)  # issue 18: every Harness call's
     stops: Stops = field(default_factory=Stops, repr=False)  # the orchestrator's stop waits for the children too
 
@@ -173,8 +177,8 @@ class RunActor(Shell):
         if isinstance(message, _Tick):
             if self._deadline is not None:
                 self._deadline.fired()
-            self._step(run.Tick())
-        elif isinstance(message, Cancel):
+            self._step(run.RunTick())
+        elif isinstance(message, run.Cancel):
             self._step(message)  # the core's input as it is
         elif isinstance(message, ws.Report):
             if isinstance(message, ws.Released):
@@ -202,15 +206,15 @@ class RunActor(Shell):
     def _save(self, step: run.RunStep) -> bool:
         """Write the step's row if it asks for one; False when the store cannot write now (our bug —
         `StoreError` — still raises: the supervisor restores the run from its last row)."""
-        action = next((a for a in step.actions if isinstance(a, run.Persist)), None)
+        action = next((a for a in step.actions if isinstance(a, run.Save)), None)
         if action is None:
             return True
         # Issue 18: the step's feed lines are the store's to publish, once its row is committed (ADR-0065).
         lines = (self.env.feed, Published(self.core.run_id, step.reports)) if step.reports else None
         try:
-            store.save(self.env.store, store.Persist(self.core.run_id, row_status(action.status), self.core.snapshot(),
+            save(self.env.store, store.Persist(self.core.run_id, row_status(action.status), self.core.snapshot(),
                                                      action.reason, then=lines), PERSIST_ASK_SECONDS)
-        except store.STORE_DOWN as e:
+        except STORE_DOWN as e:
             self._save_failures += 1
             if self._save_failures == 1:
                 log.warning("run %s: its row could not be written (%s: %s); it holds before its next step and "
@@ -260,7 +264,7 @@ class RunActor(Shell):
         self.metrics.update(RunView.of(self.core))  # the run's state, Workspaces and waits, for the scrape
 
     def _act(self, action: run.Action) -> None:
-        if isinstance(action, run.Persist):
+        if isinstance(action, run.Save):
             return
         if isinstance(action, run.PlaceWorkspace):
             self._place(action)
@@ -342,7 +346,7 @@ class RunActor(Shell):
 
 
 def _persists(step: run.RunStep) -> bool:
-    return any(isinstance(a, run.Persist) for a in step.actions)
+    return any(isinstance(a, run.Save) for a in step.actions)
 
 
 def _line(event: FeedEvent) -> str:

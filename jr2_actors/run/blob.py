@@ -1,5 +1,5 @@
-"""A run's blob (ADR-0065: one per run, plain JSON): what `RunCore.snapshot()` saves and what
-`RunCore.restore()` continues from. Pure.
+"""A run's blob (ADR-0065: one per run, plain JSON): what `RunCore.snapshot()` saves, and the values (`Kept`)
+`RunCore.restore()` adopts to continue from it. Pure. Next stage: the store (`store/`) writes it.
 
 The blob holds the §5 document as submitted, the state, each Workspace's `Restored`, the Turn with its
 mark and what its admissions carried, the ledger, the feed's last `FEED_KEEP` lines and its id
@@ -9,16 +9,15 @@ reservation (issue 16 item 5: ids below it may have reached readers before the n
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jr2_actors.run.feedlines import FeedEvent, line_fields, line_from
-from jr2_actors.run.messages import PlaceWorkspace, ReleaseWhy, ReleaseWorkspace, RunStep, WorkspaceRecord
+from jr2_actors.run.feed.lines import FeedEvent, line_fields, line_from
+from jr2_actors.run.messages import RunStatusName, WorkspaceRecord
 from jr2_actors.run.notices import Ledger, entry_from, entry_json, mark_from
 from jr2_actors.run.turn_record import TurnRecord
 from jr2_actors.values.constants import FEED_IDS_RESERVED
-from jr2_actors.values.step import Step
-from jr2_actors.values.workflow import parse_workflow
+from jr2_actors.values.workflow import Workflow, parse_workflow
 from jr2_actors.workspace import messages as ws
 
 if TYPE_CHECKING:
@@ -43,8 +42,8 @@ def snapshot(core: RunCore) -> dict[str, Any]:
         "startedWall": core.started_wall,
         "endedWall": core.ended_wall,
         "afterWall": core.after_wall,
-        "turns": core.turns,
-        "conversations": dict(core.conversations),
+        "turns": core.turns.count,
+        "conversations": dict(core.turns.conversations),
         "turn": None if turn is None else {"id": turn.id, "agent": turn.agent, "conversation": turn.conversation,
                                            "state": turn.state, "nudges": turn.nudges,
                                            "mark": None if turn.mark is None else turn.mark.json(),
@@ -65,75 +64,85 @@ def snapshot(core: RunCore) -> dict[str, Any]:
     }
 
 
-def restore(cls: type[RunCore], blob: Mapping[str, Any], now: float, wall: float, *,
-            instance_harness: str = "", feed_after: int = 0) -> tuple[RunCore, RunStep]:
-    """The run as its blob left it, and the step that re-creates its children (the watch's first list
-    reconciles each: lost, still placing, or running again). New feed lines are numbered from what the
-    blob reserved (issue 16 item 5: lines of steps that saved nothing reached readers; an older blob, which
-    reserved nothing, skips `FEED_IDS_RESERVED`) and after `feed_after`, the newest id readers may
-    already hold (a run revived in the same process), never reusing an id."""
+@dataclass
+class Kept:
+    """What a blob keeps, read back: the values `RunCore.restore` adopts."""
+
+    run_id: str
+    document: dict[str, Any]
+    workflow: Workflow
+    status: RunStatusName
+    state: str
+    path: list[str]
+    path_dropped: int
+    fault: str | None
+    started_wall: float | None
+    ended_wall: float | None
+    after_wall: float | None  # a running run's `after`, as a wall time
+    turns: int
+    conversations: dict[str, int]
+    ledger: Ledger
+    ended_workspaces: dict[str, str]
+    feed: list[FeedEvent]
+    feed_next: int  # the id its next line takes
+    feed_dropped: int
+    workspaces: dict[str, WorkspaceRecord]
+    turn: TurnRecord | None  # a running run's Turn, restored (`resumed`)
+
+
+def restore(blob: Mapping[str, Any], *, feed_after: int = 0) -> Kept:
+    """The run as its blob left it. New feed lines are numbered from what the blob reserved (issue 16 item
+    5: lines of steps that saved nothing reached readers; an older blob, which reserved nothing, skips
+    `FEED_IDS_RESERVED`) and after `feed_after`, the newest id readers may already hold (a run revived in the
+    same process), never reusing an id."""
     if blob.get("version") != BLOB_VERSION:
         raise ValueError(f"run blob version {blob.get('version')!r} is not {BLOB_VERSION}")
     document = blob["document"]
-    core = cls(str(blob["runId"]), parse_workflow(document), document, instance_harness=instance_harness)
-    core.status = blob["status"]
-    core.state = blob["state"]
+    status = blob["status"]
+    state = blob["state"]
     path = blob.get("path")  # an older blob: only the state it is in is known
-    core.path = [str(s) for s in path] if isinstance(path, list) and path else [core.state]
-    core.path_dropped = int(blob.get("pathDropped") or 0)
-    core.fault = blob.get("fault")
-    core.turns = int(blob.get("turns", 0))
-    core.conversations = {str(k): int(v) for k, v in dict(blob.get("conversations") or {}).items()}
-    core.started_wall, core.ended_wall = (float(v) if isinstance(v, int | float) else None  # an older blob: None
-                                          for v in (blob.get("startedWall"), blob.get("endedWall")))
-    core.ledger = Ledger.restore(blob.get("ledger") or {})
-    core._abort_before = set(core.workflow.agents)  # what their conversations hold is not known here
-    core.ended_workspaces = {str(k): str(v) for k, v in dict(blob.get("endedWorkspaces") or {}).items()}
     feed_next = int(blob.get("feedNext", 1))
     reserved = blob.get("feedReserved")
-    core.feed_next = max(int(reserved) if reserved is not None else feed_next + FEED_IDS_RESERVED,
-                         feed_next, feed_after + 1)
-    core._feed_saved = core.feed_next  # the first new line saves a new reservation before it leaves
-    for e in blob.get("feed") or []:
-        core.feed.append(FeedEvent(int(e["id"]), float(e["at"]), line_from(str(e["kind"]), e["fields"])))
+    feed = [FeedEvent(int(e["id"]), float(e["at"]), line_from(str(e["kind"]), e["fields"]))
+            for e in blob.get("feed") or []]
     dropped = blob.get("feedDropped")  # an older blob: a full window lost what came before its first line
-    core.feed_dropped = int(dropped) if dropped is not None else \
-        (core.feed[0].id - 1 if len(core.feed) == FEED_KEEP else 0)
-    core._now, core._wall = now, wall
-    core._out, core._persist = [], False
     after_wall = blob.get("afterWall")
-    if after_wall is not None and core.status == "running":
-        core.after_wall = float(after_wall)
-        core._after_mono = now + max(core.after_wall - wall, 0.0)
-    for path, w in dict(blob.get("workspaces") or {}).items():
+    workspaces: dict[str, WorkspaceRecord] = {}
+    for name, w in dict(blob.get("workspaces") or {}).items():
         restored = _restored_from(w.get("restored") or {})
-        record = WorkspaceRecord(path, "reconciling" if restored.placed else "placing", restored=restored,
-                                 releasing=bool(w.get("releasing")),
-                                 held_again=bool(w.get("heldAgain")), waiting=_wait_from(w.get("waiting")))
-        core.workspaces[path] = record
-        if record.releasing:  # ADR-0064: a teardown under way writes nothing but its delete
-            restored = replace(restored, releasing=True)
-        core._out.append(PlaceWorkspace(path, restored))
-        if record.releasing:  # its teardown was under way: finish it
-            why: ReleaseWhy = "teardown" if core.status in ("running", "done") else "run-faulted"
-            core._out.append(ReleaseWorkspace(path, why))
+        workspaces[name] = WorkspaceRecord(name, "reconciling" if restored.placed else "placing",
+                                           restored=restored, releasing=bool(w.get("releasing")),
+                                           held_again=bool(w.get("heldAgain")), waiting=_wait_from(w.get("waiting")))
     turn = blob.get("turn")
-    if turn is not None and core.status == "running":
+    record = None
+    if turn is not None and status == "running":
         mark = turn.get("mark")
         # ADR-0062: delivered is not yet heard. The newest admission's notices come back with the Turn when
         # the Harness never read its surface (the Submission said nothing before the process ended).
         unread = not turn.get("heard")
-        core.turn = TurnRecord(int(turn["id"]), str(turn["agent"]), str(turn["conversation"]),
-                               str(turn["state"]), nudges=int(turn.get("nudges", 0)), resumed=True,
-                               mark=mark_from(mark) if mark is not None else None,
-                               started_wall=float(turn.get("startedWall") or 0.0),
-                               carried=[entry_from(e) for e in turn.get("carried") or []] if unread else [],
-                               took=[entry_from(e) for e in turn.get("took") or []])
-        core._start_waiting_turn()
-    core._maybe_finished()
-    out, core._out = core._out, []
-    return core, Step(tuple(x for x in out if not isinstance(x, FeedEvent)),
-                      tuple(x for x in out if isinstance(x, FeedEvent)), core.deadline)
+        record = TurnRecord(int(turn["id"]), str(turn["agent"]), str(turn["conversation"]),
+                            str(turn["state"]), nudges=int(turn.get("nudges", 0)), resumed=True,
+                            mark=mark_from(mark) if mark is not None else None,
+                            started_wall=float(turn.get("startedWall") or 0.0),
+                            carried=[entry_from(e) for e in turn.get("carried") or []] if unread else [],
+                            took=[entry_from(e) for e in turn.get("took") or []])
+    started_wall, ended_wall = (float(v) if isinstance(v, int | float) else None  # an older blob: None
+                                for v in (blob.get("startedWall"), blob.get("endedWall")))
+    return Kept(
+        run_id=str(blob["runId"]), document=document, workflow=parse_workflow(document), status=status,
+        state=state, path=[str(s) for s in path] if isinstance(path, list) and path else [state],
+        path_dropped=int(blob.get("pathDropped") or 0), fault=blob.get("fault"),
+        started_wall=started_wall, ended_wall=ended_wall,
+        after_wall=float(after_wall) if after_wall is not None and status == "running" else None,
+        turns=int(blob.get("turns", 0)),
+        conversations={str(k): int(v) for k, v in dict(blob.get("conversations") or {}).items()},
+        ledger=Ledger.restore(blob.get("ledger") or {}),
+        ended_workspaces={str(k): str(v) for k, v in dict(blob.get("endedWorkspaces") or {}).items()},
+        feed=feed,
+        feed_next=max(int(reserved) if reserved is not None else feed_next + FEED_IDS_RESERVED, feed_next,
+                      feed_after + 1),
+        feed_dropped=int(dropped) if dropped is not None else (feed[0].id - 1 if len(feed) == FEED_KEEP else 0),
+        workspaces=workspaces, turn=record)
 
 
 def _restored_json(r: ws.Restored) -> dict[str, Any]:

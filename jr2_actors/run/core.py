@@ -20,24 +20,25 @@ What moves the run (`EVENTS` below is the table docs/architecture.md prints):
 A run that ends stops its Turn, tears its Workspaces down (done: deleted; stopped or failed: what ran is
 kept for inspection, what never ran is deleted) and is over when every teardown is.
 
-Persistence (ADR-0065): every step that changed what a restore needs asks for `Persist` first — the shell
+Persistence (ADR-0065): every step that changed what a restore needs asks for `Save` first — the shell
 saves the blob before it performs any other action of that step. `snapshot()` is plain JSON and
 `RunCore.restore(blob, …)` continues where the run was: its Workspaces come back with what they knew
 (`Restored`), and the watch's first list reconciles them.
 
 Time: monotonic `now` for deadlines, wall `wall` for what is shown and stored. The core reads no clock.
+Next stage: `actor.py`, the RunActor that performs its steps.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from jr2_actors.agent.messages import TurnFault
 from jr2_actors.run import blob
-from jr2_actors.run.blob import BLOB_VERSION, FEED_KEEP
-from jr2_actors.run.feedlines import (
+from jr2_actors.run.blob import FEED_KEEP
+from jr2_actors.run.feed.lines import (
     AfterLine,
     EndedLine,
     EventLine,
@@ -53,57 +54,29 @@ from jr2_actors.run.messages import (
     Action,
     Cancel,
     Finished,
-    FromSeat,
     FromWorkspace,
     Input,
-    Persist,
     PlaceWorkspace,
     ReleaseWhy,
     ReleaseWorkspace,
     RunStatusName,
     RunStep,
+    RunTick,
+    Save,
     Start,
-    Tick,
     ToAgent,
     WorkspaceRecord,
 )
 from jr2_actors.run.notices import Ledger
-from jr2_actors.run.turn import NUDGE_LIMIT, TurnSide, said_once
-from jr2_actors.run.turn_record import HarnessGone, TurnRecord
+from jr2_actors.run.turn import NUDGE_LIMIT, TurnKeeper
+from jr2_actors.run.turn_record import HarnessGone, RunAt, TurnOut, TurnRecord
 from jr2_actors.values.constants import FEED_IDS_RESERVED, RUN_PATH_KEEP
 from jr2_actors.values.step import OffTable, Step
 from jr2_actors.values.workflow import Workflow
 from jr2_actors.workspace import messages as ws
 
-# The run's vocabulary is `messages.py`'s and its Turn is `turn.py`'s, importable from here too.
-__all__ = [
-    "BLOB_VERSION",
-    "FEED_KEEP",
-    "NUDGE_LIMIT",
-    "Action",
-    "Cancel",
-    "Finished",
-    "FromSeat",
-    "FromWorkspace",
-    "Input",
-    "Persist",
-    "PlaceWorkspace",
-    "ReleaseWhy",
-    "ReleaseWorkspace",
-    "RunCore",
-    "RunStatusName",
-    "RunStep",
-    "Start",
-    "Tick",
-    "ToAgent",
-    "TurnRecord",
-    "WorkspaceRecord",
-    "events_markdown",
-    "said_once",
-]
 
-
-class RunCore(TurnSide):
+class RunCore:
     def __init__(self, run_id: str, workflow: Workflow, document: Mapping[str, Any], *,
                  instance_harness: str = "") -> None:
         self.run_id = run_id
@@ -119,12 +92,8 @@ class RunCore(TurnSide):
         self.ended_wall: float | None = None
         self.workspaces: dict[str, WorkspaceRecord] = {}
         self.ended_workspaces: dict[str, str] = {}  # path → deleted | kept: what a teardown left
-        self.turn: TurnRecord | None = None
-        self.turns = 0
-        self.conversations: dict[str, int] = {}  # agent → Turns its conversation has had
-        # The newest answered picks (memory alone): an answer that did not reach its call becomes a notice.
-        self.answers: dict[int, tuple[str, str, str, str, dict[str, Any]]] = {}
         self.ledger = Ledger()
+        self.turns = TurnKeeper(run_id, workflow, self.ledger, instance_harness=instance_harness)
         self.feed: deque[FeedEvent] = deque(maxlen=FEED_KEEP)
         self.feed_next = 1
         self.feed_dropped = 0  # the newest id that left the kept lines (0: none): a reader before it missed lines
@@ -132,7 +101,6 @@ class RunCore(TurnSide):
         self.after_wall: float | None = None
         self._after_mono: float | None = None
         self._finished = False
-        self._abort_before: set[str] = set()  # seats whose first Turn in this process aborts first (a restore)
         self._out: list[Action | FeedEvent] = []
         self._persist = False
         self._now = 0.0
@@ -144,7 +112,7 @@ class RunCore(TurnSide):
         self._out, self._persist = [], False
         self._now, self._wall = now, wall
         if isinstance(event, Start):
-            if self.turns or self.workspaces:
+            if self.turns.count or self.workspaces:
                 raise OffTable(f"run {self.run_id}: started twice")
             self.started_wall = wall
             self._feed(StartedLine(self.workflow.name, self.state))
@@ -152,12 +120,12 @@ class RunCore(TurnSide):
         elif isinstance(event, Cancel):
             if self.status == "running":
                 self._end("cancelled", event.reason)
-        elif isinstance(event, Tick):
+        elif isinstance(event, RunTick):
             self._tick()
         elif isinstance(event, FromWorkspace):
             self._workspace(event.report)
         else:
-            self._seat(event.report)
+            self._adopt(self.turns.from_seat(event.report, self._at()))
         self._maybe_finished()
         out, self._out = self._out, []
         actions = [x for x in out if not isinstance(x, FeedEvent)]
@@ -165,7 +133,7 @@ class RunCore(TurnSide):
             self._feed_saved = self.feed_next + FEED_IDS_RESERVED  # what the snapshot saved now reserves
             # The row stays live until every teardown is over: a crash in between restores the run and
             # finishes its deletes (ADR-0064) — a finished row is never restored (ADR-0065).
-            actions.insert(0, Persist(self.status if self._finished else "running", self.fault))
+            actions.insert(0, Save(self.status if self._finished else "running", self.fault))
         return Step(tuple(actions), tuple(x for x in out if isinstance(x, FeedEvent)), self.deadline)
 
     @property
@@ -180,6 +148,35 @@ class RunCore(TurnSide):
     @property
     def finished(self) -> bool:
         return self._finished
+
+    @property
+    def turn(self) -> TurnRecord | None:
+        """The Turn under way (its keeper's)."""
+        return self.turns.turn
+
+    # -- the Turn ------------------------------------------------------------------------------------
+
+    def _at(self) -> RunAt:
+        return RunAt(self._now, self._wall, self.status == "running", self.workspaces)
+
+    def _adopt(self, out: TurnOut) -> None:
+        """What a call of the Turn asked: its lines and messages, a save, then its move of the run."""
+        for x in out.out:
+            if isinstance(x, ToAgent):
+                self._out.append(x)
+            else:
+                self._feed(x)
+        self._persist = self._persist or out.persist
+        if out.enter is not None:
+            self._enter(out.enter)
+        elif out.event is not None:
+            self._event(*out.event)
+
+    def _stop_turn(self) -> None:
+        self._adopt(self.turns.stop(self._at()))
+
+    def _start_waiting_turn(self) -> None:
+        self._adopt(self.turns.start_waiting(self._at()))
 
     # -- states ----------------------------------------------------------------------------------------
 
@@ -210,7 +207,7 @@ class RunCore(TurnSide):
         else:
             self._after_mono = self.after_wall = None
         if state.turn is not None:
-            self._new_turn(state)
+            self._adopt(self.turns.new_turn(state, self._at()))
 
     def _hold(self, path: str) -> None:
         record = self.workspaces.get(path)
@@ -258,11 +255,7 @@ class RunCore(TurnSide):
             self._out.append(Finished(self.status, self.fault))
 
     def _tick(self) -> None:
-        turn = self.turn
-        if (self.status == "running" and turn is not None and turn.lost_reason and self._now >= turn.lost_until
-                and turn.phase != "ended" and turn.restart is None):
-            reason, turn.lost_reason = turn.lost_reason, ""
-            self._turn_step(turn, TurnFault(turn.agent, turn.id, "ended", reason))
+        self._adopt(self.turns.tick(self._at()))
         if self.status == "running" and self._after_mono is not None and self._now >= self._after_mono:
             state = self.workflow.states[self.state]
             assert state.after_to is not None
@@ -309,10 +302,10 @@ class RunCore(TurnSide):
             elif isinstance(report, (ws.PlacingLine, ws.PlacedLine, ws.WaitEndedLine)):
                 self._feed(report)  # the Workspace's own lines pass through as they are
             elif isinstance(report, ws.Phase):
-                record.phase = report.state
+                record.phase = report.phase
             return
         if isinstance(report, ws.Phase):
-            record.phase = report.state
+            record.phase = report.phase
         elif isinstance(report, ws.Waiting):
             record.waiting = report.entry  # a changed reason updates `waiting`, adds no feed line
         elif isinstance(report, (ws.PlacingLine, ws.PlacedLine, ws.WaitEndedLine)):
@@ -338,8 +331,8 @@ class RunCore(TurnSide):
             if self.turn is not None:
                 reason = report.memory_fault or f"the Harness ended ({report.reason}, exit {report.exit_code}): " \
                                                 f"{report.message}".rstrip(": ")
-                self._turn_step(self.turn, HarnessGone(record.path, reason, report.memory_fault is not None,
-                                                       report.moment))
+                self._adopt(self.turns.harness_gone(HarnessGone(record.path, reason, report.memory_fault is not None,
+                                                                report.moment), self._at()))
         elif isinstance(report, ws.Unknown):
             self._feed(UnknownLine(report.path, report.message))
 
@@ -365,7 +358,7 @@ class RunCore(TurnSide):
         """The run's actor died too often to go on (the orchestrator's supervision): the run ends `error`
         with `reason`, here, with no actor of it left to tear anything down. Answers its new feed lines."""
         self._out = []
-        self.status, self.fault, self.turn = "error", reason, None
+        self.status, self.fault, self.turns.turn = "error", reason, None
         self._feed(EndedLine("error", reason))
         out, self._out = self._out, []
         return [e for e in out if isinstance(e, FeedEvent)]
@@ -389,8 +382,42 @@ class RunCore(TurnSide):
     @classmethod
     def restore(cls, doc: Mapping[str, Any], now: float, wall: float, *,
                 instance_harness: str = "", feed_after: int = 0) -> tuple[RunCore, RunStep]:
-        """The run as its blob left it, and the step that re-creates its children (`blob.py`)."""
-        return blob.restore(cls, doc, now, wall, instance_harness=instance_harness, feed_after=feed_after)
+        """The run as its blob left it (`blob.py`), and the step that re-creates its children (the watch's
+        first list reconciles each: lost, still placing, or running again)."""
+        kept = blob.restore(doc, feed_after=feed_after)
+        core = cls(kept.run_id, kept.workflow, kept.document, instance_harness=instance_harness)
+        return core, core._adopt_kept(kept, now, wall)
+
+    def _adopt_kept(self, kept: blob.Kept, now: float, wall: float) -> RunStep:
+        self.status, self.state, self.path, self.path_dropped = kept.status, kept.state, kept.path, kept.path_dropped
+        self.fault, self.started_wall, self.ended_wall = kept.fault, kept.started_wall, kept.ended_wall
+        self.ledger = self.turns.ledger = kept.ledger
+        self.turns.count, self.turns.conversations = kept.turns, kept.conversations
+        self.turns.abort_before = set(self.workflow.agents)  # what their conversations hold is not known here
+        self.ended_workspaces = kept.ended_workspaces
+        self.feed.extend(kept.feed)
+        self.feed_next, self.feed_dropped = kept.feed_next, kept.feed_dropped
+        self._feed_saved = self.feed_next  # the first new line saves a new reservation before it leaves
+        self._now, self._wall = now, wall
+        self._out, self._persist = [], False
+        if kept.after_wall is not None:
+            self.after_wall = kept.after_wall
+            self._after_mono = now + max(kept.after_wall - wall, 0.0)
+        for path, record in kept.workspaces.items():
+            self.workspaces[path] = record
+            # ADR-0064: a teardown under way writes nothing but its delete; then it is finished
+            self._out.append(PlaceWorkspace(path, replace(record.restored, releasing=True) if record.releasing
+                                            else record.restored))
+            if record.releasing:
+                self._out.append(ReleaseWorkspace(path, "teardown" if self.status in ("running", "done")
+                                                  else "run-faulted"))
+        if kept.turn is not None:
+            self.turns.turn = kept.turn
+            self._start_waiting_turn()
+        self._maybe_finished()
+        out, self._out = self._out, []
+        return Step(tuple(x for x in out if not isinstance(x, FeedEvent)),
+                    tuple(x for x in out if isinstance(x, FeedEvent)), self.deadline)
 
 
 # The engine's table: what each event does, in a state that handles it and in one that does not.

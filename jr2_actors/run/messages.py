@@ -1,5 +1,6 @@
 """The run's vocabulary: the inputs `RunCore` takes, the actions it asks its shell to perform, and its
 records of the Workspaces it holds. Pure values; `core.py` holds the engine, `turn.py` the run's Turn.
+Next stage: `core.py`, which takes them.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from jr2_actors.agent import messages as seat
-from jr2_actors.run.feedlines import FeedEvent
+from jr2_actors.run.feed.lines import FeedEvent
 from jr2_actors.values.step import Step
 from jr2_actors.workspace import messages as ws
 
@@ -29,7 +30,7 @@ class Cancel:
 
 
 @dataclass(frozen=True)
-class Tick:
+class RunTick:
     pass
 
 
@@ -48,13 +49,13 @@ class FromSeat:
     report: seat.ToRun
 
 
-Input = Start | Cancel | Tick | FromWorkspace | FromSeat
+Input = Start | Cancel | RunTick | FromWorkspace | FromSeat
 
 
 # -- actions -----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Persist:
+class Save:
     """Save the blob now, before any other action of this step (ADR-0065)."""
 
     status: RunStatusName
@@ -90,7 +91,7 @@ class Finished:
     fault: str | None
 
 
-Action = Persist | PlaceWorkspace | ReleaseWorkspace | ToAgent | Finished
+Action = Save | PlaceWorkspace | ReleaseWorkspace | ToAgent | Finished
 
 
 # -- reports: the feed -------------------------------------------------------------------------------

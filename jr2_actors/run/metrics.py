@@ -2,9 +2,10 @@
 and the oldest on each `on` (published by each RunActor after its step, read at scrape time); and the
 notices told to Agents by kind, read off the runs' feed on its way to the hub.
 
-Labels are bounded: Workspace phases are `workspace.core.State` and `releasing`, waits are
-`workspace.core.WaitOn` by `run.wire.WAIT_REASONS`, notice kinds `run.notices.NoticeKind`; a workflow's state
+Labels are bounded: Workspace phases are `workspace.messages.WorkspacePhase` and `releasing`, waits are
+`workspace.core.WaitOn` by `run.listing.wire.WAIT_REASONS`, notice kinds `run.notices.NoticeKind`; a workflow's state
 names are its own, so only the most common `METRICS_STATE_LABELS` are named and the rest are `other`.
+Next stage: `telemetry.py`, which composes it into the registry.
 """
 
 from __future__ import annotations
@@ -18,17 +19,16 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from jr2_actors.harness.metrics import HarnessTelemetry
+from jr2_actors.agent.metrics import HarnessTelemetry
 from jr2_actors.run.core import RunCore
-from jr2_actors.run.feed import FeedHub, Published
-from jr2_actors.run.feedlines import AdmittedLine
+from jr2_actors.run.feed.hub import FeedHub, Published
+from jr2_actors.run.feed.lines import AdmittedLine
+from jr2_actors.run.listing.wire import WAIT_REASONS, wait_reason
 from jr2_actors.run.notices import NoticeKind
-from jr2_actors.run.wire import WAIT_REASONS, wait_reason
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.shell.recipient import Recipient
 from jr2_actors.values.constants import METRICS_STATE_LABELS
-from jr2_actors.workspace.core import State as WorkspaceState
-from jr2_actors.workspace.core import WaitOn
+from jr2_actors.workspace.messages import WaitOn, WorkspacePhase
 from jr2_actors.workspace.metrics import WorkspaceTelemetry
 
 RUNS_LIVE = "jr2_runs_live"
@@ -37,10 +37,10 @@ RUN_WAITS_OPEN = "jr2_run_waits_open"
 RUN_WAIT_OLDEST = "jr2_run_wait_oldest_seconds"
 HARNESS_NOTICES = "jr2_harness_notices_total"  # the Harness's name: the notices are told in its admissions
 
-WORKSPACE_PHASES: tuple[str, ...] = (*typing.get_args(WorkspaceState), "releasing")
+WORKSPACE_PHASES: tuple[str, ...] = (*typing.get_args(WorkspacePhase), "releasing")
 WAIT_ONS: tuple[WaitOn, ...] = typing.get_args(WaitOn)
 NOTICE_KINDS: tuple[NoticeKind, ...] = typing.get_args(NoticeKind)
-# Issue 19 item 6: the open waits by `on` and the wait's reason (run.wire.WAIT_REASONS), each pair a scheduler
+# Issue 19 item 6: the open waits by `on` and the wait's reason (run.listing.wire.WAIT_REASONS), each pair a scheduler
 # gives shown from the start (at 0), so a rate or an alert has its series before the first wait: a quota
 # wait is `quota`, a node wait any of the others (or `quota`, for a node wait whose words name a quota).
 WAIT_SERIES: tuple[tuple[str, str], ...] = (*(("node", r) for r in WAIT_REASONS if r != "quota"), ("quota", "quota"))

@@ -28,6 +28,7 @@ start less a second when that read failed) and after the newest kill whose `told
 own read could not tell. What it does not take stays pending for the next Turn. The mark keeps its kind
 (a kill, none, a time) apart from its value: a kill id is the Agent's text and is only ever an id, and a mark
 a blob cannot give back is "could not tell".
+Next stage: `turn.py`, whose admissions carry them.
 """
 
 from __future__ import annotations
@@ -319,3 +320,12 @@ def _size(limit: str) -> str | None:
         return format_size(memory_bytes(limit))
     except QuantityError:
         return None
+
+
+def said_once(notices: list[Notice]) -> tuple[Notice, ...]:
+    """ADR-0062: two notices with the same words are said once."""
+    seen: list[Notice] = []
+    for n in notices:
+        if n not in seen:
+            seen.append(n)
+    return tuple(seen)

@@ -4,6 +4,7 @@ One line when a Harness's reads start to fail — per Harness, not per seat (two
 together) — none while they keep failing or when they work again, and again only after a read that
 worked. Each problem of a list is said once per Harness; a hostile list cannot grow the memory of what was
 said past `MAX_SAID_PROBLEMS`.
+Next stage: `actor.py`, which logs what it says.
 """
 
 from __future__ import annotations

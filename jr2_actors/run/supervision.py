@@ -4,6 +4,7 @@ A run is restored from its last row, as a restart would restore it (its Workspac
 watch, its Turn is admitted again, ADR-0063), up to `RUN_REVIVALS` deaths in this process; past that the
 run is abandoned: its row ends `error` naming the deaths and the last error. A row that is not live any
 more (the run finished, or it is gone) has nothing to restore.
+Next stage: `revival.py`, the supervisor that performs it.
 """
 
 from __future__ import annotations

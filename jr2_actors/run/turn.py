@@ -6,7 +6,7 @@ A Turn is one workflow state's `turn` for one Agent seat, in the seat's one conv
     waiting ──Ready──▶ reading ──KillsRead──▶ admitting ──Accepted──▶ running ──Picked──▶ answered
                                                  ▲ NotKept, HarnessJudged(cut), AdmissionUnsure │ Settled:
                                                  └──────── KillsRead ◀── (a read first) ────────┘ nudged
-    any live phase ── TurnFault, a kernel kill's cut, Settled past the nudge ──▶ ended;  Stop ──▶ ended
+    any live phase ── TurnFault, a kernel kill's cut, Settled past the nudge ──▶ ended;  StateLeft ──▶ ended
 
 - `waiting` for its Workspace (a Menu-only agent starts at once); `Ready` tells the seat `StartTurn`, which
   reads the kill list (ADR-0062) and answers `KillsRead`. Each read raises notices into the ledger; the
@@ -18,11 +18,14 @@ A Turn is one workflow state's `turn` for one Agent seat, in the seat's one conv
   kernel kill. A lost conversation waits `LOST_GRACE_SECONDS` (and for a judgment under way) in case a
   restart explains it. What an admission never answered carried is pending again.
 
-The handlers are `RunCore`'s (this class is its Turn half): they feed, tell the seat and move the run.
+`TurnKeeper` is an object `RunCore` owns: each call answers a `TurnOut` — the lines to feed and the messages
+to tell the seat, in order, whether a restore needs a save, and the run's move (an event, or a pick's state),
+which the engine performs. Next stage: `core.py`, the engine that adopts it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from jr2_actors.agent import messages as seat
@@ -40,10 +43,9 @@ from jr2_actors.agent.messages import (
     TurnAborted,
     TurnFault,
 )
-from jr2_actors.harness import briefing
-from jr2_actors.run.feedlines import (
+from jr2_actors.run.admission import admission_body
+from jr2_actors.run.feed.lines import (
     AdmittedLine,
-    FeedEvent,
     FeedLine,
     MemoryKillLine,
     PickLine,
@@ -51,22 +53,24 @@ from jr2_actors.run.feedlines import (
     TurnFaultLine,
     TurnLine,
 )
-from jr2_actors.run.messages import Action, RunStatusName, ToAgent, WorkspaceRecord
-from jr2_actors.run.notices import Entry, Ledger, Notice, mark_of, nudge_eligible
+from jr2_actors.run.messages import ToAgent
+from jr2_actors.run.notices import Entry, Ledger, Notice, mark_of, nudge_eligible, said_once
 from jr2_actors.run.notices import conversation_new as conversation_new_notice
 from jr2_actors.run.turn_record import (
     UNSURE_LIMIT,
+    AnsweredPick,
     HarnessGone,
-    Purpose,
     ReadFor,
     Ready,
-    Stop,
+    RunAt,
+    StateLeft,
     TurnInput,
+    TurnOut,
     TurnPhase,
     TurnRecord,
 )
 from jr2_actors.values.constants import LOST_GRACE_SECONDS
-from jr2_actors.values.step import Machine
+from jr2_actors.values.step import Machine, Walk
 from jr2_actors.values.workflow import EVENTS, StateDef, Workflow
 
 SAID_CHARS = 500  # of an Agent's words, said in the feed
@@ -74,35 +78,69 @@ NUDGE_LIMIT = 1  # a Turn that ends without a pick is prompted again this often,
 ANSWERS_KEPT = 8  # answered picks remembered for an answer that turns out not to have reached its call
 
 
-class TurnSide:
-    """`RunCore`'s Turn half: the state it shares with the engine, and the Turn's handlers."""
+class TurnKeeper:
+    """The run's Turns: the one under way, their count, each seat's conversation and what it was answered."""
 
-    run_id: str
-    workflow: Workflow
-    status: RunStatusName
-    instance_harness: str
-    workspaces: dict[str, WorkspaceRecord]
-    turn: TurnRecord | None
-    turns: int
-    conversations: dict[str, int]
-    answers: dict[int, tuple[str, str, str, str, dict[str, Any]]]
-    ledger: Ledger
-    _abort_before: set[str]  # seats whose first Turn in this process aborts first (a restore)
-    _out: list[Action | FeedEvent]
-    _persist: bool
-    _now: float
-    _wall: float
-    _turn_edge: tuple[str, type] | None = None
+    def __init__(self, run_id: str, workflow: Workflow, ledger: Ledger, *, instance_harness: str = "") -> None:
+        self.run_id = run_id
+        self.workflow = workflow
+        self.ledger = ledger
+        self.instance_harness = instance_harness
+        self.turn: TurnRecord | None = None
+        self.count = 0  # Turns the run has started
+        self.conversations: dict[str, int] = {}  # agent → Turns its conversation has had
+        # The newest answered picks (memory alone): an answer that did not reach its call becomes a notice.
+        self.answers: dict[int, AnsweredPick] = {}
+        self.abort_before: set[str] = set()  # seats whose first Turn in this process aborts first (a restore)
+        self._walk: Walk[Any] = Walk(TURN)
+        self._at = RunAt(0.0, 0.0, False, {})
+        self._o = TurnOut()
 
-    # The engine's, for the Turn's handlers.
+    # -- what the engine calls -----------------------------------------------------------------------
+
+    def new_turn(self, state: StateDef, at: RunAt) -> TurnOut:
+        return self._call(at, lambda: self._new_turn(state))
+
+    def start_waiting(self, at: RunAt) -> TurnOut:
+        return self._call(at, self._start_waiting_turn)
+
+    def stop(self, at: RunAt) -> TurnOut:
+        return self._call(at, self._stop_turn)
+
+    def from_seat(self, event: seat.ToRun, at: RunAt) -> TurnOut:
+        return self._call(at, lambda: self._seat(event))
+
+    def harness_gone(self, event: HarnessGone, at: RunAt) -> TurnOut:
+        turn = self.turn
+        return self._call(at, lambda: None if turn is None else self._step(turn, event))
+
+    def tick(self, at: RunAt) -> TurnOut:
+        """A lost stream no restart explained within its grace faults the Turn."""
+        def lost() -> None:
+            turn = self.turn
+            if (at.running and turn is not None and turn.lost_reason and at.now >= turn.lost_until
+                    and turn.phase != "ended" and turn.restart is None):
+                reason, turn.lost_reason = turn.lost_reason, ""
+                self._step(turn, TurnFault(turn.agent, turn.id, "ended", reason))
+        return self._call(at, lost)
+
+    def _call(self, at: RunAt, do: Callable[[], None]) -> TurnOut:
+        self._at, self._o = at, TurnOut()
+        do()
+        out, self._o = self._o, TurnOut()
+        return out
+
+    # -- what the handlers ask of the run ------------------------------------------------------------
+
     def _feed(self, line: FeedLine) -> None:
-        raise NotImplementedError
+        self._o.out.append(line)
 
     def _event(self, event: str, reason: str) -> None:
-        raise NotImplementedError
+        """The run takes `event` (`agent.fault`) once the handler is done: it is each handler's last word."""
+        self._o.event = (event, reason)
 
-    def _enter(self, name: str) -> None:
-        raise NotImplementedError
+    def _save(self) -> None:
+        self._o.persist = True
 
     def _not_running(self, turn: TurnRecord, event: HarnessGone) -> None:
         """Nothing runs on the Harness for this Turn yet: its admission follows, and takes the notice."""
@@ -114,7 +152,7 @@ class TurnSide:
         restart ended (CONTRACTS §3)."""
         if self.workflow.agents[turn.agent].workspace != event.path:
             return
-        if turn.phase in ("admitting", "running") and turn.reading is None:
+        if turn.phase in ("admitting", "running") and turn.read_for is None:
             turn.restart = event
         self._tell(turn, seat.CheckHarness(turn.id))
 
@@ -128,9 +166,9 @@ class TurnSide:
         turn.lost_reason = ""  # the restart explains a lost stream
         if gone.oom:
             if self.ledger.name_kernel_kill(gone.path, gone.moment, turn.agent):
-                self._persist = True
+                self._save()
             self._tell(turn, seat.AbortTurn(turn.id))
-            self._turn_go(turn, "ended")
+            self._go(turn, "ended")
             self._feed(TurnFaultLine(turn.agent, turn.id, gone.reason))
             self._event("agent.fault", gone.reason)
             return
@@ -147,7 +185,7 @@ class TurnSide:
         turn.unsure += 1
         if turn.unsure > UNSURE_LIMIT:
             self._unheard(turn)
-            self._turn_go(turn, "ended")
+            self._go(turn, "ended")
             reason = f"admission refused: {event.problem or 'no answer'} ({turn.unsure} admissions unanswered)"
             self._feed(TurnFaultLine(turn.agent, turn.id, reason))
             self._event("agent.fault", reason)
@@ -158,14 +196,14 @@ class TurnSide:
         # ADR-0062: `kept` is computed from this count, so it is saved: a restore that lost it would re-admit
         # a held conversation without `kept: true`.
         self.conversations[agent] = self.conversations.get(agent, 0) + 1
-        self._persist = True
+        self._save()
 
     def _new_turn(self, state: StateDef) -> None:
         assert state.turn is not None
-        self.turns += 1
+        self.count += 1
         agent = state.turn.agent
-        self.turn = TurnRecord(self.turns, agent, self._conversation(agent), state.name)
-        self._persist = True
+        self.turn = TurnRecord(self.count, agent, self._conversation(agent), state.name)
+        self._save()
         self._start_waiting_turn()
 
     def _conversation(self, agent: str) -> str:
@@ -174,44 +212,44 @@ class TurnSide:
 
     def _start_waiting_turn(self) -> None:
         turn = self.turn
-        if turn is not None and turn.phase == "waiting" and self.status == "running":
-            self._turn_step(turn, Ready())
+        if turn is not None and turn.phase == "waiting" and self._at.running:
+            self._step(turn, Ready())
 
     def _ready(self, turn: TurnRecord, event: Ready) -> None:
         path = self.workflow.agents[turn.agent].workspace
         if path is None:
             endpoint = self.instance_harness
         else:
-            record = self.workspaces.get(path)
+            record = self._at.workspaces.get(path)
             if record is None or record.phase != "running" or record.releasing:
                 return  # its Workspace is not running yet: the Turn starts when it is
             endpoint = record.endpoint
-        self._turn_go(turn, "reading")
-        turn.reading = "resume" if turn.resumed else "turn"
-        turn.started_wall = turn.started_wall or self._wall
+        self._go(turn, "reading")
+        turn.read_for = "resume" if turn.resumed else "turn"
+        turn.started_wall = turn.started_wall or self._at.wall
         # A restored run does not know what its conversations hold: a Submission of an earlier Turn whose answer
         # never landed (or whose admission's answer was lost with the process) may still run, and would refuse
         # every admission 409. Each seat's first Turn after a restore aborts first, as the restored Turn does
         # (CONTRACTS §3: a seat admits only after the previous Submission, or its abort, settled; sim seed 28).
-        abort_first = turn.resumed or turn.agent in self._abort_before
-        self._abort_before.discard(turn.agent)
+        abort_first = turn.resumed or turn.agent in self.abort_before
+        self.abort_before.discard(turn.agent)
         self._tell(turn, seat.StartTurn(turn.id, turn.conversation, endpoint, in_workspace=path is not None,
                                         abort_first=abort_first))
         self._feed(TurnLine(turn.agent, turn.id, turn.state))
 
     def _tell(self, turn: TurnRecord, message: seat.ToSeat) -> None:
-        self._out.append(ToAgent(turn.agent, message))
+        self._o.out.append(ToAgent(turn.agent, message))
 
     def _stop_turn(self) -> None:
         if self.turn is not None:
-            self._turn_step(self.turn, Stop())
+            self._step(self.turn, StateLeft())
         self.turn = None
 
-    def _stop(self, turn: TurnRecord, event: Stop) -> None:
+    def _stop(self, turn: TurnRecord, event: StateLeft) -> None:
         if turn.phase not in ("waiting", "ended"):
             self._tell(turn, seat.AbortTurn(turn.id))
         self._unheard(turn)
-        self._turn_go(turn, "ended")
+        self._go(turn, "ended")
 
     def _seat(self, event: seat.ToRun) -> None:
         if isinstance(event, TurnAborted):
@@ -220,25 +258,21 @@ class TurnSide:
             self._answer_lost(event)
             return
         turn = self.turn
-        if turn is None or event.turn_id != turn.id or self.status != "running":
+        if turn is None or event.turn_id != turn.id or not self._at.running:
             if isinstance(event, Accepted) or (isinstance(event, AdmissionUnsure) and event.accepted):
                 # Kept means accepted: a conversation the Harness took is held, whether or not the run still
                 # wants that Turn, so its next admission says `kept: true`.
                 self._count_conversation(event.agent)
             return  # a late report of a Turn that is over
-        self._turn_step(turn, event)
+        self._step(turn, event)
 
-    def _turn_step(self, turn: TurnRecord, event: TurnInput) -> None:
+    def _step(self, turn: TurnRecord, event: TurnInput) -> None:
         """The Turn takes `event` along its edge in `TURN` (an edge taken inside another is checked too)."""
-        edge = TURN.edge(f"run {self.run_id} turn {turn.id}", turn.phase, event)
-        outer, self._turn_edge = self._turn_edge, (turn.phase, type(event))
-        try:
-            edge.handler(self, turn, event)
-        finally:
-            self._turn_edge = outer
+        with self._walk.take(turn.phase, event, f"run {self.run_id} turn {turn.id}") as handler:
+            handler(self, turn, event)
 
-    def _turn_go(self, turn: TurnRecord, phase: TurnPhase) -> None:
-        TURN.move(f"run {self.run_id} turn {turn.id}", self._turn_edge, phase)
+    def _go(self, turn: TurnRecord, phase: TurnPhase) -> None:
+        self._walk.move(phase)
         turn.phase = phase
 
     def _heard(self, turn: TurnRecord) -> None:
@@ -246,10 +280,10 @@ class TurnSide:
         turn.heard = True
         if turn.carried:
             turn.carried.clear()
-            self._persist = True  # a restore must not carry them again
+            self._save()  # a restore must not carry them again
 
     def _admitted(self, turn: TurnRecord, event: Accepted) -> None:
-        self._turn_go(turn, "running")
+        self._go(turn, "running")
         self._count_conversation(turn.agent)
         # CONTRACTS §3: an admission answered 200 has been read — the Harness rendered its Briefing, notices
         # included, when it accepted it. Its notices are never raised again.
@@ -268,7 +302,7 @@ class TurnSide:
         path = self.workflow.agents[turn.agent].workspace
         kill = event.kill_id or f"stream@{turn.conversation}:{event.place}"
         if path is not None and self.ledger.stream_kill(path, kill, turn.agent, event.peak, event.limit):
-            self._persist = True
+            self._save()
         self._feed(MemoryKillLine(turn.agent, turn.id, event.peak, event.limit))
 
     def _said(self, turn: TurnRecord, event: Said) -> None:
@@ -278,11 +312,11 @@ class TurnSide:
     def _turn_ended(self, turn: TurnRecord, event: Settled) -> None:
         self._heard(turn)
         if event.picked or turn.nudges >= NUDGE_LIMIT:
-            self._turn_go(turn, "ended")
+            self._go(turn, "ended")
             self._event("agent.fault", f"{turn.agent} ended its Turn without a pick")
         else:
             turn.nudges += 1
-            self._persist = True
+            self._save()
             self._read_for(turn, "nudge")
 
     def _answer_lost(self, event: AnswerFailed) -> None:
@@ -291,12 +325,12 @@ class TurnSide:
         answered = self.answers.pop(event.turn_id, None)
         if answered is None:
             return
-        _agent, conversation, call_id, pick, answer = answered
-        if call_id != event.call_id:
+        if answered.call_id != event.call_id:
             return
-        notice = Notice("pick-answer", {"pick": pick, "cut": True, "answer": answer})
-        if self.ledger.conversation(conversation, notice, source=f"{conversation}|answer|{call_id}"):
-            self._persist = True
+        notice = Notice("pick-answer", {"pick": answered.pick, "cut": True, "answer": answered.answer})
+        conversation = answered.conversation
+        if self.ledger.conversation(conversation, notice, source=f"{conversation}|answer|{answered.call_id}"):
+            self._save()
 
     def _turn_fault(self, turn: TurnRecord, event: TurnFault) -> None:
         if event.cause == "settled":
@@ -307,27 +341,27 @@ class TurnSide:
             # then faults the Turn as `memory limit (OOMKilled, …)`, never "lost" (ADR-0062). Wait for the
             # Workspace's report a moment; with none, the loss stands.
             turn.lost_reason = event.reason
-            turn.lost_until = self._now + LOST_GRACE_SECONDS
+            turn.lost_until = self._at.now + LOST_GRACE_SECONDS
             return
         if event.cause == "refused":
             self._unheard(turn)
-        self._turn_go(turn, "ended")
+        self._go(turn, "ended")
         self._feed(TurnFaultLine(turn.agent, turn.id, event.reason))
         self._event("agent.fault", event.reason)
 
     def _read_for(self, turn: TurnRecord, purpose: ReadFor) -> None:
         """Every admission into a Workspace is preceded by a read of its Harness's list (ADR-0062); a
         Menu-only agent's answers at once with nothing asked."""
-        turn.reading = purpose
+        turn.read_for = purpose
         path = self.workflow.agents[turn.agent].workspace
         if path is None:
-            turn.reading = None
+            turn.read_for = None
             self._admit(turn, purpose)
             return
         self._tell(turn, seat.ReadKills(turn.id))
 
     def _kills_read(self, turn: TurnRecord, read: KillsRead) -> None:
-        purpose, turn.reading = turn.reading or "turn", None
+        purpose, turn.read_for = turn.read_for or "turn", None
         if read.found_running:
             # CONTRACTS §3: after a restore, judged by what the Harness holds — a Submission ran, so the
             # admission whose answer the crash lost had been taken: its notices were heard, and the
@@ -338,10 +372,10 @@ class TurnSide:
         path = self.workflow.agents[turn.agent].workspace
         kills = None if read.read is None else read.read.kills  # None: the read could not tell
         if path is not None and self.ledger.list_read(path, kills):
-            self._persist = True
+            self._save()
         if turn.mark is None:  # the Turn's first read sets its mark, ledgered with its admissions
             turn.mark = mark_of(kills, turn.started_wall)
-            self._persist = True
+            self._save()
         eligible = nudge_eligible(kills, turn.mark, turn.conversation)
         self._admit(turn, purpose, eligible=eligible)
 
@@ -381,28 +415,20 @@ class TurnSide:
             else:
                 entries = self.ledger.take(path, turn.conversation)
         if entries or conversation_new:
-            self._persist = True  # ledgered before it is sent: a notice counts delivered from here
+            self._save()  # ledgered before it is sent: a notice counts delivered from here
         notices = said_once([e.notice for e in entries])
-        body: dict[str, Any] = {
-            "definition": {"agent": agent.name, "instructions": agent.instructions, "access": agent.access,
-                           "menu": self.workflow.menu_body(agent.name)},
-            "message": self._message(turn, purpose, readmit=readmit),
-            "allowed": list(self.workflow.states[turn.state].allowed),
-        }
+        cwd = None
         if path is not None:
-            record = self.workspaces.get(path)
-            repos = record.repos if record is not None else {}
-            body["cwd"] = next(iter(repos.values()), "/work")
-        if notices:
-            body["notices"] = [n.wire() for n in notices]
-        if kept:
-            body["kept"] = True
+            record = self._at.workspaces.get(path)
+            cwd = next(iter((record.repos if record is not None else {}).values()), "/work")
+        body = admission_body(self.workflow, turn.state, agent.name, purpose, readmit=readmit, cwd=cwd,
+                              notices=notices, kept=kept)
         turn.kept = kept
         turn.admitted_as = purpose if not readmit else "resume"
         turn.heard = False
         turn.carried = list(entries)
         turn.took.extend(e for e in entries if e not in turn.took)
-        self._turn_go(turn, "admitting")
+        self._go(turn, "admitting")
         self._feed(AdmittedLine(turn.agent, turn.id, kept, purpose == "nudge", notices))
         self._tell(turn, seat.Admit(turn.id, body))
 
@@ -415,75 +441,56 @@ class TurnSide:
         back = [e for e in back if e not in self.ledger.pending]
         if back:
             self.ledger.raise_again(back)
-            self._persist = True
+            self._save()
         turn.carried = []
         if every:
             turn.took = []
-
-    def _message(self, turn: TurnRecord, purpose: Purpose, *, readmit: bool = False) -> str:
-        """ADR-0062: the re-admit text goes before the task only where something was cut (a restored
-        Turn, or its refused re-admission); a Turn, a continued Turn, and a refused nudge or wake send the
-        task alone, because nothing was cut."""
-        state = self.workflow.states[turn.state]
-        assert state.turn is not None
-        if purpose == "nudge":
-            return briefing.NUDGE
-        if purpose == "resume" or readmit:
-            return briefing.readmit(state.turn.prompt)
-        return state.turn.prompt
 
     def _picked(self, turn: TurnRecord, event: Picked) -> None:
         self._heard(turn)
         target = self.workflow.states[turn.state].on.get(event.pick)
         if target is None or event.pick in EVENTS:
             return  # TurnCore answers a pick the Turn does not allow; nothing moves
-        self._turn_go(turn, "answered")
+        self._go(turn, "answered")
         turn.picked = event.pick
         answer = {"reply": f"moved to {target}"}
-        self.answers[turn.id] = (turn.agent, turn.conversation, event.call_id, event.pick, answer)
+        self.answers[turn.id] = AnsweredPick(turn.agent, turn.conversation, event.call_id, event.pick, answer)
         while len(self.answers) > ANSWERS_KEPT:
             del self.answers[min(self.answers)]
         self._tell(turn, seat.AnswerPick(turn.id, event.call_id, True, answer))
         self._feed(PickLine(turn.agent, turn.id, event.pick, target))
         self.turn = None  # answered: the Turn ends with the state that asked for it (ADR-0024)
-        self._enter(target)
-
-
-def said_once(notices: list[Notice]) -> tuple[Notice, ...]:
-    """ADR-0062: two notices with the same words are said once."""
-    seen: list[Notice] = []
-    for n in notices:
-        if n not in seen:
-            seen.append(n)
-    return tuple(seen)
+        self._o.enter = target
 
 
 # -- the machine -------------------------------------------------------------------------------------
 
-S = TurnSide
+S = TurnKeeper
 LIVE: tuple[TurnPhase, ...] = ("waiting", "reading", "admitting", "running")
-# One table holds the run's Turn (`step.Machine`). The seat's reports come from another actor, in any order
-# a fault or a restart may leave (a test feeds them so): each is a row in every live phase, and where it
-# may lead is the table's; a late report of a Turn the run has left never reaches it (its id is not the
-# Turn's). The run's own inputs (`Ready`, `HarnessGone`, `Stop`) off their rows are our bug.
-# docs/architecture.md prints the table; a test keeps the copy true.
+TOLD: tuple[TurnPhase, ...] = ("reading", "admitting", "running")  # the seat has been told of the Turn
+# One table holds the run's Turn (`step.Machine`). The seat reports on a Turn only once it was told of it
+# (`StartTurn` leaves `waiting`), in any order a fault or a restart may leave (a test feeds them so): each
+# report is a row in every phase from `reading` on, and where it may lead is the table's; a late report of
+# a Turn the run has left never reaches it (its id is not the Turn's). A `TurnFault` may come in `waiting`
+# too: the run's shell says so when the seat's actor dies. The run's own inputs (`Ready`, `HarnessGone`,
+# `StateLeft`) off their rows are our bug. docs/architecture.md prints the table; a test keeps the copy true.
 TURN: Machine[Any] = Machine("the run's Turn", (
     (("waiting",), Ready, ("reading",), S._ready),
-    (LIVE, KillsRead, ("admitting",), S._kills_read),
-    (LIVE, Accepted, ("running",), S._admitted),
-    (LIVE, NotKept, ("admitting",), S._not_kept),
-    (LIVE, Picked, ("answered",), S._picked),
-    (LIVE, GuardKill, (), S._guard_kill),
-    (LIVE, Said, (), S._said),
-    (LIVE, Settled, ("ended", "admitting"), S._turn_ended),
+    (TOLD, KillsRead, ("admitting",), S._kills_read),
+    (TOLD, Accepted, ("running",), S._admitted),
+    (TOLD, NotKept, ("admitting",), S._not_kept),
+    (TOLD, Picked, ("answered",), S._picked),
+    (TOLD, GuardKill, (), S._guard_kill),
+    (TOLD, Said, (), S._said),
+    (TOLD, Settled, ("ended", "admitting"), S._turn_ended),
     (LIVE, TurnFault, ("ended",), S._turn_fault),
     # ADR-0062: a Harness that ends while no Turn runs faults nothing; under a Turn, the seat judges whether
     # the process that ended held its Submission: a cut Turn is re-admitted, or faulted by a kernel kill.
     (("waiting",), HarnessGone, (), S._not_running),
-    (("reading", "admitting", "running"), HarnessGone, (), S._harness_gone),
-    (LIVE, HarnessJudged, ("ended", "admitting"), S._judged),
-    (LIVE, AdmissionUnsure, ("ended", "admitting"), S._admission_unsure),
-    ((*LIVE, "ended"), Stop, ("ended",), S._stop),
+    (TOLD, HarnessGone, (), S._harness_gone),
+    (TOLD, HarnessJudged, ("ended", "admitting"), S._judged),
+    (TOLD, AdmissionUnsure, ("ended", "admitting"), S._admission_unsure),
+    ((*LIVE, "ended"), StateLeft, ("ended",), S._stop),
 ))
 
 

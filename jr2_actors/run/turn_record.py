@@ -1,10 +1,12 @@
 """The run's Turn as the run keeps it: its record (saved in the run's blob), its phases, and the run's own
-inputs to it — the vocabulary `turn.py`'s handlers and table work on. Pure."""
+inputs to it, and what crosses between the engine and its Turns — the vocabulary `turn.py`'s handlers and
+table work on. Pure. Next stage: `turn.py`, the Turn's handlers and table."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from jr2_actors.agent.messages import (
     Accepted,
@@ -18,6 +20,8 @@ from jr2_actors.agent.messages import (
     Settled,
     TurnFault,
 )
+from jr2_actors.run.feed.lines import FeedLine
+from jr2_actors.run.messages import ToAgent, WorkspaceRecord
 from jr2_actors.run.notices import Entry, Mark
 
 TurnPhase = Literal["waiting", "reading", "admitting", "running", "answered", "ended"]
@@ -46,13 +50,13 @@ class HarnessGone:
 
 
 @dataclass(frozen=True)
-class Stop:
+class StateLeft:
     """The run leaves the state that asked for the Turn, or ends."""
 
 
 # The seat's reports (`agent/messages.py`) are the Turn's inputs as they are; the run adds its own three.
 TurnInput = KillsRead | Accepted | NotKept | Picked | GuardKill | Said | Settled | TurnFault | HarnessJudged \
-    | AdmissionUnsure | Ready | HarnessGone | Stop
+    | AdmissionUnsure | Ready | HarnessGone | StateLeft
 UNSURE_LIMIT = 3  # admissions of one Turn whose fate was unknown, each resolved and sent again; then a fault
 
 
@@ -69,7 +73,7 @@ class TurnRecord:
     resumed: bool = False  # restored after an Orchestrator restart
     started_wall: float = 0.0
     mark: Mark | None = None  # ADR-0062: the newest kill its first read saw ("none"), or its start less 1 s
-    reading: ReadFor | None = None  # what the pending read of the kill list is for (None: no read pending)
+    read_for: ReadFor | None = None  # what the pending read of the kill list is for (None: no read pending)
     admitted_as: Purpose | None = None  # what the newest admission was (memory alone)
     # What the newest admission carried, and whether the Harness read its surface (the Submission spoke): in
     # the blob as `turn.carried` / `turn.heard`, so a restored Turn whose newest admission the Harness never
@@ -83,3 +87,38 @@ class TurnRecord:
     lost_until: float = 0.0
     restart: HarnessGone | None = None  # a restart the seat is judging against this Turn (memory alone)
     unsure: int = 0  # admissions whose fate was unknown, resolved and sent again (memory alone)
+
+
+# -- what crosses between the engine and its Turns ------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunAt:
+    """What the engine tells its Turn with each call: the time, whether the run still runs, its Workspaces."""
+
+    now: float
+    wall: float
+    running: bool
+    workspaces: Mapping[str, WorkspaceRecord]
+
+
+@dataclass(frozen=True)
+class AnsweredPick:
+    """A pick answered `over: true`, kept (memory alone) in case the answer never reaches its call."""
+
+    agent: str
+    conversation: str
+    call_id: str
+    pick: str
+    answer: dict[str, Any]
+
+
+@dataclass
+class TurnOut:
+    """What one call asked of the run: the lines to feed and the messages to tell, in order; whether a
+    restore needs a save; and the run's move it ends with — an event and its reason, or the state a pick
+    names — which the engine performs."""
+
+    out: list[ToAgent | FeedLine] = field(default_factory=list)
+    persist: bool = False
+    event: tuple[str, str] | None = None
+    enter: str | None = None

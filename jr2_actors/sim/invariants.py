@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jr2_actors.run.feedlines import FeedEvent, line_fields
+from jr2_actors.run.feed.lines import FeedEvent, line_fields
 from jr2_actors.sim.schedule import RunPlan
 from jr2_actors.values.constants import PREVIOUS_SETTLE_SECONDS
 from jr2_actors.watch.identity import sandbox_name

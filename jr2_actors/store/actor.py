@@ -25,8 +25,7 @@ import logging
 import sqlite3
 import sys
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
 
@@ -36,30 +35,24 @@ from pykka._envelope import Envelope  # private: `save` puts what `ask` puts (te
 from jr2_actors.shell import Recipient, Shell, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.store import metrics as store_metrics
+from jr2_actors.store.messages import (
+    Fetch,
+    FindKey,
+    Healthy,
+    ListFinished,
+    Persist,
+    Restore,
+    StoreError,
+    StoreUnusable,
+    Sweep,
+    Withdraw,
+    WriteFailed,
+)
 from jr2_actors.store.metrics import StoreTelemetry
-from jr2_actors.store.rows import Restored, Row, RunRecord, RunStore, StoreError, StoreUnusable, Unreadable
+from jr2_actors.store.rows import Row, RunStore
 from jr2_actors.values.constants import STORE_GROUP_COMMIT_ROWS, STORE_ROWS_RECOUNT_SECONDS, SWEEP_INTERVAL_SECONDS
-from jr2_actors.values.run_ids import Keyed
 
 log = logging.getLogger(__name__)
-
-
-class WriteFailed(Exception):
-    """The disk refused a persist (read-only, full, I/O error): nothing is wrong with the row; try again."""
-
-
-@dataclass(frozen=True)
-class Persist:
-    run_id: str
-    status: str
-    blob: Mapping[str, Any] = field(repr=False)
-    reason: str | None = None
-    create: bool = False  # the run's first row: refused (`StoreError`) when the id is taken
-    keyed: Keyed | None = None  # the request's Idempotency-Key, kept with the first row
-    # Told to its recipient once the row is committed, before any ask of the batch is answered (issue 18: a
-    # run's feed lines, published by the store's thread — one thread wake-up fewer on the way to a reader,
-    # and still never before the row is on disk, ADR-0065). Not told when the row does not land.
-    then: tuple[Recipient, object] | None = field(default=None, repr=False, compare=False)
 
 
 # What a persist's asker may meet when the store cannot write now: hold, retry, and say so.
@@ -105,47 +98,6 @@ def save(store: pykka.ActorRef[Any], message: Persist, timeout: float) -> None:
     answer = Answer()
     store.actor_inbox.put(Envelope(message, reply_to=cast("pykka.Future[Any]", answer)))
     answer.get(timeout)
-
-
-@dataclass(frozen=True)
-class Withdraw:
-    """Told after a run's create whose ask timed out: the client was answered 503, so the row, if the create
-    landed after all, is deleted — a run nobody was told of must not start at the next restore (ADR-0065)."""
-    run_id: str
-
-
-@dataclass(frozen=True)
-class Restore:
-    """Answered with `Restored`: the live runs, and the live rows set aside as unreadable (the boot's
-    restore reads nothing else)."""
-
-
-@dataclass(frozen=True)
-class Fetch:
-    run_id: str
-
-
-@dataclass(frozen=True)
-class FindKey:
-    """Answered with the run an `Idempotency-Key` made and what its row kept (`Keyed`), or None."""
-    key: str
-
-
-@dataclass(frozen=True)
-class ListFinished:
-    """Answered with the finished rows whose id starts with `prefix`, newest first, at most `limit`."""
-    prefix: str
-    limit: int
-
-
-@dataclass(frozen=True)
-class Sweep:
-    pass
-
-
-@dataclass(frozen=True)
-class Healthy:
-    """Ask: True when the store can write, else why not (`/healthz` reports it)."""
 
 
 @dataclass(frozen=True)
@@ -349,7 +301,3 @@ class StoreActor(Shell):
                 log.exception("counting the store's rows failed (only the metrics miss it)")
 
 
-__all__ = ["STORE_DOWN", "STORE_GROUP_COMMIT_ROWS", "Answer", "Fetch", "FindKey", "Healthy", "Keyed", "ListFinished",
-           "Persist", "Restore",
-           "Restored", "RunRecord", "StoreActor", "StoreUnusable", "Sweep", "Unreadable", "Withdraw", "WriteFailed",
-           "save"]

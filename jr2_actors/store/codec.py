@@ -20,7 +20,7 @@ CODEC_ZLIB_1 = 1
 LEVEL = 9  # a finished row is written once and read rarely: the smallest form is worth the CPU (bench/store_history.py)
 MAX_INFLATED_BYTES = 64 * 1024 * 1024  # far over any run's snapshot (a Pool of 40 is about 100 KB, ADR-0065)
 
-# The keys and values a run's snapshot repeats (run/blob.py, run/feedlines.py): zlib finds them here, so a
+# The keys and values a run's snapshot repeats (run/blob.py, run/feed/lines.py): zlib finds them here, so a
 # 2 KB blob's first use of each costs a back-reference, not its letters. Fixed forever for CODEC_ZLIB_1.
 DICTIONARY_1 = (
     b'{"version":1,"runId":"r-","document":{"name":"","workspaces":{"size":{"cpu":"memory":"Gi"}},'

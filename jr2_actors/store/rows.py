@@ -40,8 +40,8 @@ import peewee
 
 from jr2_actors.store import codec, files
 from jr2_actors.store.files import APPLICATION_ID as APPLICATION_ID  # the stamp, read by tests
+from jr2_actors.store.messages import Restored, RunRecord, StoreError, StoreUnusable, Unreadable
 from jr2_actors.values.constants import RETENTION_SECONDS
-from jr2_actors.values.errors import Jr2Error
 from jr2_actors.values.run_ids import Keyed
 
 log = logging.getLogger(__name__)
@@ -55,33 +55,6 @@ COLUMNS = frozenset({"run_id", "status", "blob", "reason", "updated_at", "idempo
 COLUMNS_2 = COLUMNS - {"idempotency_key", "request_digest"}  # schema 1 and 2: the key columns are added
 
 
-class StoreError(Exception):
-    """A persist the store refuses: our bug (a bad status, a blob that is not JSON, a taken id), never the
-    disk's."""
-
-
-class StoreUnusable(Jr2Error):
-    """`state.db` is not a run store of ours (not sqlite, damaged, another program's or another schema's):
-    the process cannot start on it. One line, naming the file."""
-
-
-@dataclass(frozen=True)
-class Unreadable:
-    """A live row `restore` set aside: it stays on disk as it is."""
-
-    run_id: str
-    problem: str
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    run_id: str
-    status: str
-    blob: dict[str, Any]
-    reason: str | None
-    updated_at: float
-
-
 @dataclass(frozen=True)
 class Row:
     """One persist of a run's row: what `persist_many` writes."""
@@ -92,12 +65,6 @@ class Row:
     reason: str | None = None
     create: bool = False  # the run's first row: refused when the id is taken
     keyed: Keyed | None = None  # written with the first row only
-
-
-@dataclass(frozen=True)
-class Restored:
-    runs: list[RunRecord]
-    unreadable: list[Unreadable]
 
 
 _TABLE = ("CREATE TABLE IF NOT EXISTS {schema}.runs (run_id VARCHAR(255) NOT NULL PRIMARY KEY, "

@@ -7,12 +7,14 @@ A core's machine is one `Machine`: rows of (from states, input type, the states 
 the handler that takes it). One misuse policy holds for all of them: an input with no row in the current
 state is our bug and raises `OffTable` in the core (an input the world may send late is a row of its own,
 whose handler ignores it and says why); a handler that moves off its edge raises `OffTable` as it moves.
-`markdown()` prints the table for docs/architecture.md, and a test keeps each copy true.
+`markdown()` prints the table for docs/architecture.md, and a test keeps each copy true. A core walks its
+table with one `Walk`: it takes an input's edge and checks every move its handler makes against it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -80,3 +82,30 @@ class Machine(Generic[H]):
             names = ", ".join(e.__name__ for e in (events if isinstance(events, tuple) else (events,)))
             rows.append(f"| {', '.join(states)} | {names} | {', '.join(to) if to else '(stays)'} |")
         return "\n".join(rows)
+
+
+class Walk(Generic[H]):
+    """One core's walk on a `Machine`: the edge it is taking, so a handler that moves off it raises (an edge
+    taken inside another is checked too, and the outer one holds again after it)."""
+
+    def __init__(self, machine: Machine[H], who: str = "") -> None:
+        self.machine = machine
+        self.who = who
+        self._at: tuple[str, type] | None = None
+
+    @contextmanager
+    def take(self, phase: str, event: object, who: str | None = None) -> Iterator[H]:
+        """The handler of the edge `event` takes in `phase` (none is our bug: `OffTable`), while it runs."""
+        outer = (self.who, self._at)
+        if who is not None:
+            self.who = who
+        handler = self.machine.edge(self.who, phase, event).handler
+        self._at = (phase, type(event))
+        try:
+            yield handler
+        finally:
+            self.who, self._at = outer
+
+    def move(self, to: str) -> None:
+        """The handler moves to `to`: only where its edge may lead (no edge being taken: any move)."""
+        self.machine.move(self.who, self._at, to)

@@ -55,10 +55,11 @@ from jr2_actors.values.constants import (
 from jr2_actors.values.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 from jr2_actors.watch import core
 from jr2_actors.watch import metrics as watch_metrics
-from jr2_actors.watch.core import Failure, SandboxGone, SandboxSeen, Termination, WatchFailed
+from jr2_actors.watch import stream as watch_stream
 from jr2_actors.watch.identity import RUN_LABEL, Foreign, SandboxKey
 from jr2_actors.watch.messages import Health, OwnWrite, Register, Unregister, WatchClosed, WatchHealth, WatchReport
 from jr2_actors.watch.metrics import WatchState, WatchTelemetry, relist_cause
+from jr2_actors.watch.stream import Failure, Termination
 
 log = logging.getLogger(__name__)
 
@@ -172,9 +173,9 @@ class _WatchIo:
         try:
             result = self._client.list(SANDBOX, self._namespace, label_selector=RUN_LABEL)
         except Exception as e:
-            self._tell(core.ListFailed(failure_of(e)))
+            self._tell(watch_stream.ListFailed(failure_of(e)))
             return
-        self._tell(core.Listed(result.items, result.resource_version))
+        self._tell(watch_stream.Listed(result.items, result.resource_version))
 
     def _watch(self, cmd: _WatchCmd) -> None:
         with self._lock:
@@ -185,14 +186,14 @@ class _WatchIo:
             stream = self._client.watch(SANDBOX, self._namespace, resource_version=cmd.resource_version,
                                         label_selector=RUN_LABEL, timeout_seconds=self._watch_timeout)
         except Exception as e:
-            self._tell(core.WatchOpenFailed(cmd.stream, failure_of(e)))
+            self._tell(watch_stream.WatchOpenFailed(cmd.stream, failure_of(e)))
             return
         with self._lock:
             self._stream, self._stream_id = stream, cmd.stream
             closed = cmd.stream in self._closed_ids or self._stopping.is_set()
         if closed:
             stream.close()
-        self._tell(core.WatchOpened(cmd.stream))
+        self._tell(watch_stream.WatchOpened(cmd.stream))
         failure: Failure | None = None
         told, bytes_waiting = self._told, stream.ready
 
@@ -205,14 +206,14 @@ class _WatchIo:
                     frame = next(frames, None)
                 if frame is None:
                     break
-                self._tell(core.FrameReceived(cmd.stream, frame))
+                self._tell(watch_stream.FrameReceived(cmd.stream, frame))
         except Exception as e:
             failure = failure_of(e)
         finally:
             with self._lock:
                 self._stream = None
                 self._closed_ids.discard(cmd.stream)
-        self._tell(core.StreamEnded(cmd.stream, failure))
+        self._tell(watch_stream.StreamEnded(cmd.stream, failure))
 
 
 _NOT_COUNTED = contextlib.nullcontext()
@@ -264,7 +265,7 @@ class WatchActor(Shell):
             self._off_leap = on_leap(self._leapt)
         self._io.start()
         with self._lock:
-            self._step(core.Started())
+            self._step(watch_stream.Started())
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, _CONTROL):
@@ -285,7 +286,7 @@ class WatchActor(Shell):
         if self._off_leap is not None:
             self._off_leap()
         with self._lock:
-            self._step(core.Shutdown())
+            self._step(watch_stream.Shutdown())
         self._timers.stop(self._budget)
         if not self._io.stop(self._budget):
             log.error("the watch I/O thread did not end within %.1fs", self._budget)
@@ -319,7 +320,7 @@ class WatchActor(Shell):
         elif isinstance(message, _Tick):
             if self._deadline is not None:
                 self._deadline.fired()
-            self._step(core.Tick())
+            self._step(watch_stream.StreamTick())
         elif isinstance(message, Register):
             self._recipients[message.key] = message.recipient
             self._step(core.Registered(message.key, message.restored))
@@ -353,7 +354,7 @@ class WatchActor(Shell):
         """One step of the core and what follows from it; the caller holds `_lock`."""
         step = self.core.step(event, self.clock.monotonic())
         metrics = self.metrics
-        if isinstance(event, core.FrameReceived):
+        if isinstance(event, watch_stream.FrameReceived):
             metrics.frame(event.frame)
         for report in step.reports:
             if isinstance(report, core.DELIVERIES):  # the core's deliveries are the messages themselves
@@ -364,16 +365,16 @@ class WatchActor(Shell):
                     tell_quietly(self._tap, report)
             else:
                 _log(report)
-                if isinstance(report, core.Terminated) and report.action != "resume":
+                if isinstance(report, watch_stream.Terminated) and report.action != "resume":
                     metrics.relist(relist_cause(event, report, self.core.keeper.degraded))
                 tell_quietly(self._tap, WatchReport(report))
         for action in step.actions:
-            if isinstance(action, core.ListNow):
+            if isinstance(action, watch_stream.ListNow):
                 self._io.list()
-            elif isinstance(action, core.WatchFrom):
+            elif isinstance(action, watch_stream.WatchFrom):
                 metrics.watch_opened()
                 self._io.watch(action.resource_version, action.stream)
-            elif isinstance(action, core.CloseStream):
+            elif isinstance(action, watch_stream.CloseStream):
                 self._io.close(action.stream)
         if self._deadline is not None:
             deadline = step.deadline if step.deadline is None else self._bound(step.deadline)
@@ -398,7 +399,7 @@ def _same(a: Recipient, b: Recipient) -> bool:
 
 
 def _log(report: core.Report) -> None:
-    if isinstance(report, core.Terminated):
+    if isinstance(report, watch_stream.Terminated):
         # A failed call (no answer, a refusal, a 5xx) is a warning an operator must see at the default level:
         # a wrong token or an unreachable API server says so at once. An expiry or a silence is routine.
         failed = report.termination in (Termination.TRANSPORT, Termination.TRANSIENT)
@@ -412,18 +413,3 @@ def _log(report: core.Report) -> None:
                     report.frame.detail)
 
 
-__all__ = [
-    "Health",
-    "OwnWrite",
-    "Recipient",
-    "Register",
-    "SandboxGone",
-    "SandboxSeen",
-    "Unregister",
-    "WatchActor",
-    "WatchClosed",
-    "WatchFailed",
-    "WatchHealth",
-    "WatchReport",
-    "failure_of",
-]

@@ -32,25 +32,11 @@ from jr2_actors.watch.deliveries import KEEP_LATEST, Delivery, DeliveryCache, Sa
 from jr2_actors.watch.identity import Foreign, SandboxKey
 from jr2_actors.watch.stream import (
     Action,
-    CloseStream,
-    Failure,
-    FrameReceived,
-    Listed,
-    ListFailed,
-    ListNow,
     Phase,
-    Shutdown,
-    Started,
-    StreamEnded,
     StreamInput,
     StreamKeeper,
     Terminated,
-    Termination,
-    Tick,
     UnusableFrame,
-    WatchFrom,
-    WatchOpened,
-    WatchOpenFailed,
 )
 
 
@@ -175,35 +161,3 @@ class ObserverCore:
         return self.cache.listed_once
 
 
-__all__ = [
-    "Action",
-    "CloseStream",
-    "Delivery",
-    "Failure",
-    "Foreign",
-    "FrameReceived",
-    "Input",
-    "ListFailed",
-    "ListNow",
-    "Listed",
-    "ObserverCore",
-    "Owned",
-    "Phase",
-    "Registered",
-    "Report",
-    "SandboxGone",
-    "SandboxSeen",
-    "Shutdown",
-    "Started",
-    "Step",
-    "StreamEnded",
-    "Terminated",
-    "Termination",
-    "Tick",
-    "Unregistered",
-    "UnusableFrame",
-    "WatchFailed",
-    "WatchFrom",
-    "WatchOpenFailed",
-    "WatchOpened",
-]

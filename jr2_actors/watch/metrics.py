@@ -19,6 +19,7 @@ from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, EventType, Fra
 from jr2_actors.shell.actor import Metered
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.watch import core as watch_core
+from jr2_actors.watch import stream
 from jr2_actors.watch.stream import Phase
 
 WATCH_EVENTS = "jr2_watch_events_total"
@@ -51,21 +52,21 @@ def frame_type(frame: Decoded) -> FrameType:
     return "unusable"
 
 
-def relist_cause(event: watch_core.Input, report: watch_core.Terminated, degraded: bool) -> RelistCause:
+def relist_cause(event: watch_core.Input, report: stream.Terminated, degraded: bool) -> RelistCause:
     """Why the watch re-lists, from the input that ended the stream and the keeper's report of it. A
     re-list while degraded (or the one that declares it) is `degraded`, whatever failed this time."""
     if report.action == "degraded" or degraded:
         return "degraded"
-    if report.termination is watch_core.Termination.EXPIRED:
+    if report.termination is stream.Termination.EXPIRED:
         return "expired"
-    if report.termination is watch_core.Termination.SILENCE:
+    if report.termination is stream.Termination.SILENCE:
         return "silence"
-    if isinstance(event, watch_core.FrameReceived):
+    if isinstance(event, stream.FrameReceived):
         if isinstance(event.frame, ErrorFrame):
             return "error_frame"
         if isinstance(event.frame, FrameError):
             return "unusable_frame"
-    if isinstance(event, watch_core.ListFailed | watch_core.Tick):  # a failed list, or one out of time
+    if isinstance(event, stream.ListFailed | stream.StreamTick):  # a failed list, or one out of time
         return "list_failed"
     return "other"
 

@@ -53,7 +53,7 @@ from jr2_actors.values.constants import (
     WATCH_MIN_FREE_RESUME_SECONDS,
 )
 from jr2_actors.values.errors import ApiStatus
-from jr2_actors.values.step import Machine
+from jr2_actors.values.step import Machine, Walk
 
 # Far enough along any schedule that it waits its cap (Backoff caps the exponent at 64 too).
 _AT_THE_CAP = 64
@@ -119,7 +119,7 @@ class StreamEnded:
 
 
 @dataclass(frozen=True, slots=True)
-class Tick:
+class StreamTick:
     pass
 
 
@@ -128,7 +128,7 @@ class Shutdown:
     pass
 
 
-StreamInput = (Started | Listed | ListFailed | WatchOpened | WatchOpenFailed | FrameReceived | StreamEnded | Tick
+StreamInput = (Started | Listed | ListFailed | WatchOpened | WatchOpenFailed | FrameReceived | StreamEnded | StreamTick
                | Shutdown)
 
 
@@ -232,20 +232,16 @@ class StreamKeeper:
         self._stream_progressed = False
         self._pending: Action | None = None
         self._wake_at: float | None = None
-        self._edge: tuple[str, type] | None = None
+        self._walk = Walk(MACHINE, "the Sandbox watch")
 
     def step(self, event: StreamInput, now: float) -> Kept:
-        edge = MACHINE.edge("the Sandbox watch", self.phase, event)
         out = Kept()
-        self._edge = (self.phase, type(event))
-        try:
-            edge.handler(self, event, now, out)
-        finally:
-            self._edge = None
+        with self._walk.take(self.phase, event) as handler:
+            handler(self, event, now, out)
         return out
 
     def _go(self, phase: Phase) -> None:
-        MACHINE.move("the Sandbox watch", self._edge, phase)
+        self._walk.move(phase)
         self.phase = phase
 
     @property
@@ -353,7 +349,7 @@ class StreamKeeper:
         failure = failure or Failure("transport", "the watch ended at once with nothing on it")
         self._failed(Termination.TRANSPORT, failure, now, out, relist=False)
 
-    def _tick(self, event: Tick, now: float, out: Kept) -> None:
+    def _tick(self, event: StreamTick, now: float, out: Kept) -> None:
         if self.phase == "waiting" and self._wake_at is not None and now >= self._wake_at:
             pending, self._pending, self._wake_at = self._pending, None, None
             if isinstance(pending, WatchFrom):
@@ -430,11 +426,11 @@ MACHINE: Machine[Callable[[StreamKeeper, Any, float, Kept], None]] = Machine("th
     (("watching",), WatchOpenFailed, MOVES, K._open_failed),
     (("watching",), FrameReceived, MOVES, K._received),
     (("watching",), StreamEnded, MOVES, K._stream_ended),
-    (("listing", "watching", "waiting"), Tick, MOVES, K._tick),
+    (("listing", "watching", "waiting"), StreamTick, MOVES, K._tick),
     (("watching", "waiting"), (Listed, ListFailed), (), K._late),
     (("listing", "waiting"), ON_A_STREAM, (), K._late),
-    (("idle",), Tick, (), K._late),
-    (("stopped",), (Started, Shutdown, Listed, ListFailed, *ON_A_STREAM, Tick), (), K._late),
+    (("idle",), StreamTick, (), K._late),
+    (("stopped",), (Started, Shutdown, Listed, ListFailed, *ON_A_STREAM, StreamTick), (), K._late),
 ))
 
 

@@ -157,7 +157,7 @@ class WorkspaceActor(Shell):
                 self.metrics.delivered(message.written_at)  # the server's write → this receipt
             self._step(message)  # the watch's deliveries are the core's inputs as they are
         elif isinstance(message, watch.WatchClosed):
-            self._step(ws.WatchClosed())
+            self._step(ws.WatchStopped())
         elif isinstance(message, _Done):
             self._in_flight -= 1
             if message.lane == "kube":
@@ -171,7 +171,7 @@ class WorkspaceActor(Shell):
         elif isinstance(message, _Tick):
             if self._deadline is not None:
                 self._deadline.fired()
-            self._step(ws.Tick())
+            self._step(ws.WorkspaceTick())
         elif isinstance(message, Release):
             self._step(message)
         self._stop_when_done()
@@ -358,7 +358,6 @@ def _write_failed(what: Literal["sandbox", "secret"], e: Exception) -> ws.WriteF
     return ws.WriteFailed(what, str(e))  # no answer (or not Kubernetes): transient
 
 
-__all__ = ["Release", "RenewalLane", "WorkspaceActor"]
 
 
 def _unavailable(e: Exception) -> bool:

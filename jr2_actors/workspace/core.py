@@ -62,19 +62,15 @@ from jr2_actors.values.constants import (
     PROVISION_BUDGET_SECONDS,
     WRITE_RETRY_BACKOFF,
 )
-from jr2_actors.values.step import Edge, Machine, Step
+from jr2_actors.values.step import Edge, Machine, Step, Walk
 from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import SandboxKey
 from jr2_actors.watch.sandbox import SandboxView
 from jr2_actors.workspace import messages as m
 from jr2_actors.workspace import reading
 from jr2_actors.workspace.manifest import written_by
-from jr2_actors.workspace.messages import ENDED, LIVE, State, WaitOn
+from jr2_actors.workspace.messages import ENDED, LIVE, WorkspacePhase
 from jr2_actors.workspace.wait import PlacingWait
-
-# The vocabulary is `messages.py`'s; `State` and `WaitOn` stay importable from here for the metrics.
-__all__ = ["MACHINE", "TRANSITIONS", "Edge", "State", "WaitOn", "WorkspaceCore", "transitions_markdown"]
-
 
 # -- the core ----------------------------------------------------------------------------------------
 
@@ -84,7 +80,7 @@ class WorkspaceCore:
                  secret_name: str = "", run_id: str = "") -> None:
         self.path = path
         self.key = SandboxKey(run_id, path)  # whose Workspace a Sandbox must name to be ours
-        self.state: State = "new"
+        self.phase: WorkspacePhase = "new"
         self.uid = ""
         self.rv = ""  # the newest resourceVersion of its Sandbox this Workspace wrote or saw
         self._memory_limit = memory_limit
@@ -109,7 +105,7 @@ class WorkspaceCore:
         self._restart_count: int | None = None
         self._last_end: tuple[str, int | None, str] | None = None
         self._out: list[m.Action | m.Report] = []
-        self._edge: tuple[State, type] | None = None
+        self._walk = Walk(MACHINE, f"Workspace {path}")
         self._now = 0.0
         self._wall = 0.0
 
@@ -118,12 +114,8 @@ class WorkspaceCore:
     def step(self, event: m.Input, now: float, wall: float) -> m.WorkspaceStep:
         self._out = []
         self._now, self._wall = now, wall
-        entry = MACHINE.edge(f"Workspace {self.path}", self.state, event)
-        self._edge = (self.state, type(event))
-        try:
-            entry.handler(self, event, now, wall)
-        finally:
-            self._edge = None
+        with self._walk.take(self.phase, event) as handler:
+            handler(self, event, now, wall)
         out, self._out = self._out, []
         actions = tuple(x for x in out if isinstance(x, ACTION_TYPES))
         reports = tuple(x for x in out if not isinstance(x, ACTION_TYPES))
@@ -132,7 +124,7 @@ class WorkspaceCore:
     @property
     def deadline(self) -> float | None:
         due = [self._lease_due if self._leased() else None,
-               self._budget_ends if self.state == "provisioning" else None,
+               self._budget_ends if self.phase == "provisioning" else None,
                self._retry_at]
         return min((t for t in due if t is not None), default=None)
 
@@ -206,16 +198,16 @@ class WorkspaceCore:
             self._pending_seen = event  # our write's answer is not back: hold the newest observation
             return
         if event.sandbox.uid != self.uid:
-            if self.state == "reconciling":
+            if self.phase == "reconciling":
                 self._lose("another Sandbox holds its name now (it was deleted and created again)")
             return  # another incarnation under this key: not ours
         self._seen(event, now, wall)
 
     def _gone(self, event: SandboxGone, now: float, wall: float) -> None:
-        if self.state == "reconciling" or (self.uid and event.uid in (self.uid, "")):
+        if self.phase == "reconciling" or (self.uid and event.uid in (self.uid, "")):
             self._lose(f"the Sandbox was deleted ({event.reason})")
 
-    def _unknown(self, event: WatchFailed | m.WatchClosed, now: float, wall: float) -> None:
+    def _unknown(self, event: WatchFailed | m.WatchStopped, now: float, wall: float) -> None:
         message = event.message if isinstance(event, WatchFailed) else "the Sandbox watch stopped"
         self._out.append(m.Unknown(self.path, message))  # a dropped watch is never loss (ADR-0063)
 
@@ -237,7 +229,7 @@ class WorkspaceCore:
         self._fault(f"attach: {event.message}")
 
     def _release(self, event: m.Release, now: float, wall: float) -> None:
-        state = self.state
+        state = self.phase
         self._end_wait("released")
         self._go("released")
         self._retry_at = self._retry = None
@@ -305,13 +297,13 @@ class WorkspaceCore:
         if sandbox.terminal:
             self._lose(reading.lost_reason(sandbox))
             return
-        if self.state == "reconciling":
+        if self.phase == "reconciling":
             self._reconcile(sandbox, now, wall)
-        elif self.state == "placing":
+        elif self.phase == "placing":
             self._placing(sandbox, now, wall)
-        elif self.state == "provisioning":
+        elif self.phase == "provisioning":
             self._provisioning(sandbox, now, wall)
-        elif self.state in ("attaching", "running"):
+        elif self.phase in ("attaching", "running"):
             self._harness_restarts(sandbox)
 
     def _reconcile(self, sandbox: SandboxView, now: float, wall: float) -> None:
@@ -361,12 +353,12 @@ class WorkspaceCore:
 
     # -- time ------------------------------------------------------------------------------------------
 
-    def _tick(self, event: m.Tick, now: float, wall: float) -> None:
+    def _tick(self, event: m.WorkspaceTick, now: float, wall: float) -> None:
         if self._retry_at is not None and now >= self._retry_at:
             action, self._retry, self._retry_at = self._retry, None, None
             if action is not None:
                 self._out.append(action)
-        if self.state == "provisioning" and self._budget_ends is not None and now >= self._budget_ends:
+        if self.phase == "provisioning" and self._budget_ends is not None and now >= self._budget_ends:
             self._fault(f"provisioning: the Sandbox was not Ready {self._budget:.0f}s after it was scheduled")
             return
         if self._leased() and self._lease_due is not None and now >= self._lease_due:
@@ -395,13 +387,13 @@ class WorkspaceCore:
         """ADR-0064: the Lease is renewed from the write to the teardown, in every live state — a restored
         Workspace waiting for the first list too: each renewal carries the uid it wrote, so it renews only
         that Sandbox."""
-        return self.state in LIVE and bool(self.uid)
+        return self.phase in LIVE and bool(self.uid)
 
-    def _go(self, state: State) -> None:
-        MACHINE.move(f"Workspace {self.path}", self._edge, state)
-        if state != self.state:
-            self.state = state
-            self._out.append(m.Phase(self.path, state))
+    def _go(self, phase: WorkspacePhase) -> None:
+        self._walk.move(phase)
+        if phase != self.phase:
+            self.phase = phase
+            self._out.append(m.Phase(self.path, phase))
 
     def _placed_now(self, now: float, wall: float) -> None:
         self._placed = True
@@ -449,7 +441,7 @@ def _ignore(core: WorkspaceCore, event: Any, now: float, wall: float) -> None:
 
 
 W = WorkspaceCore
-NOT_LIVE: tuple[State, ...] = ("new", "lost", "faulted")
+NOT_LIVE: tuple[WorkspacePhase, ...] = ("new", "lost", "faulted")
 # One table holds the machine: (from states, input, where the edge may lead, who takes it). Every edge
 # not listed is off the table (`OffTable`). docs/architecture.md prints it (`transitions_markdown`); a test
 # keeps the copy true.
@@ -469,9 +461,9 @@ MACHINE: Machine[Handler] = Machine("Workspace", (
     (("attaching", "running"), SandboxSeen, ("lost",), W._seen_handler),
     (LIVE, SandboxGone, ("lost",), W._gone),
     (LIVE, WatchFailed, (), W._unknown),
-    (LIVE, m.WatchClosed, (), W._unknown),
-    (("provisioning",), m.Tick, ("faulted",), W._tick),
-    (("placing", "reconciling", "attaching", "running"), m.Tick, (), W._tick),
+    (LIVE, m.WatchStopped, (), W._unknown),
+    (("provisioning",), m.WorkspaceTick, ("faulted",), W._tick),
+    (("placing", "reconciling", "attaching", "running"), m.WorkspaceTick, (), W._tick),
     (("attaching",), m.Attached, ("running",), W._attached),
     (("attaching",), m.AttachFailed, ("attaching", "faulted"), W._attach_failed),
     (ENDED, m.Attached, (), _ignore),
@@ -482,13 +474,13 @@ MACHINE: Machine[Handler] = Machine("Workspace", (
     (("released",), m.DeleteFailed, (), W._delete_failed),
     (("released",), m.DeleteConflict, (), W._delete_conflict),
     (("released",), SandboxGone, (), W._gone_released),
-    (("released",), m.Tick, (), W._tick),
+    (("released",), m.WorkspaceTick, (), W._tick),
     # The world (the watch, a timer) talks to a Workspace that has not begun or has ended: nothing to do.
     ((*NOT_LIVE, "released"), SandboxSeen, (), _ignore),
     (NOT_LIVE, SandboxGone, (), _ignore),
     ((*NOT_LIVE, "released"), WatchFailed, (), _ignore),
-    ((*NOT_LIVE, "released"), m.WatchClosed, (), _ignore),
-    (NOT_LIVE, m.Tick, (), _ignore),
+    ((*NOT_LIVE, "released"), m.WatchStopped, (), _ignore),
+    (NOT_LIVE, m.WorkspaceTick, (), _ignore),
 ))
 TABLE = MACHINE.rows
 TRANSITIONS: dict[tuple[str, type], Edge[Handler]] = MACHINE.edges

@@ -11,12 +11,12 @@ from jr2_actors.values.step import Step
 from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import Foreign, SandboxKey
 
-State = Literal["new", "placing", "reconciling", "provisioning", "attaching", "running", "lost", "faulted",
+WorkspacePhase = Literal["new", "placing", "reconciling", "provisioning", "attaching", "running", "lost", "faulted",
                 "released"]
 WaitOn = Literal["node", "quota"]
 ReleaseWhy = Literal["teardown", "run-stopped", "run-faulted"]
-LIVE: tuple[State, ...] = ("placing", "reconciling", "provisioning", "attaching", "running")
-ENDED: tuple[State, ...] = ("lost", "faulted", "released")
+LIVE: tuple[WorkspacePhase, ...] = ("placing", "reconciling", "provisioning", "attaching", "running")
+ENDED: tuple[WorkspacePhase, ...] = ("lost", "faulted", "released")
 
 
 # -- inputs ------------------------------------------------------------------------------------------
@@ -130,12 +130,12 @@ class DeleteConflict:
 
 
 @dataclass(frozen=True)
-class WatchClosed:
+class WatchStopped:
     """The WatchActor stopped: what the cluster does is unknown from now on."""
 
 
 @dataclass(frozen=True)
-class Tick:
+class WorkspaceTick:
     pass
 
 
@@ -145,7 +145,7 @@ class Release:
 
 
 # The watch's deliveries are inputs as they are (SandboxSeen, SandboxGone, WatchFailed).
-WorldInput = SandboxSeen | SandboxGone | WatchFailed | WatchClosed | Tick
+WorldInput = SandboxSeen | SandboxGone | WatchFailed | WatchStopped | WorkspaceTick
 ShellInput = (Begin | Applied | LeaseRenewed | WriteFailed | NameTaken | SecretWritten | Attached | AttachFailed
               | Deleted | DeleteFailed | DeleteConflict | Release)
 Input = WorldInput | ShellInput
@@ -304,10 +304,10 @@ class HarnessEnded:
 
 @dataclass(frozen=True)
 class Phase:
-    """The Workspace's state changed (RunStatus shows it; metrics count Workspaces by it)."""
+    """The Workspace's phase changed (RunStatus shows it; metrics count Workspaces by it)."""
 
     path: str
-    state: State
+    phase: WorkspacePhase
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,21 @@ from typing import Any
 import pykka
 import pytest
 
-from jr2_actors.agent import core as turn
+from jr2_actors.agent import messages as turn
 from jr2_actors.agent.actor import AgentActor
-from jr2_actors.agent.core import AbortTurn, Admit, AnswerPick, EndTurn, StartTurn
-from jr2_actors.agent.messages import AdmissionUnsure, CheckHarness, HarnessJudged, KillsRead, ReadKills, TurnAborted
+from jr2_actors.agent.messages import (
+    AbortTurn,
+    AdmissionUnsure,
+    Admit,
+    AnswerPick,
+    CheckHarness,
+    EndTurn,
+    HarnessJudged,
+    KillsRead,
+    ReadKills,
+    StartTurn,
+    TurnAborted,
+)
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
 from jr2_actors.harness.client import HarnessClient, HarnessClients

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.agent import core as turn
+from jr2_actors.agent import messages as turn
 from jr2_actors.agent.messages import (
     AbortDone,
     AbortJob,
@@ -136,7 +136,7 @@ def test_a_restart_is_judged_against_the_process_that_took_the_submission(now: s
     step = seat.step(BootDone(1, now, judge=True))
     assert reports(step, HarnessJudged) == [HarnessJudged("coder", 1, cut)]
     assert seat.turn is not None
-    assert seat.turn.core.state == ("idle" if cut else "reading")
+    assert seat.turn.core.phase == ("idle" if cut else "following")
 
 
 def test_a_restart_reported_while_the_admission_is_out_is_judged_on_its_answer() -> None:

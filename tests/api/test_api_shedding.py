@@ -11,8 +11,8 @@ from contextlib import ExitStack
 import requests
 
 from jr2_actors.api.server import ApiLimits
-from jr2_actors.run.feed import FeedRead
-from jr2_actors.run.feedlines import FeedEvent, SaidLine
+from jr2_actors.run.feed.hub import FeedRead
+from jr2_actors.run.feed.lines import FeedEvent, SaidLine
 from tests.support.raw_api import (
     GENEROUS,
     SOURCES,

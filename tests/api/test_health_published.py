@@ -50,7 +50,7 @@ class BlockingWatch(WatchActor):
 
 @pytest.fixture
 def orch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Orchestrator]:
-    monkeypatch.setattr("jr2_actors.orchestrator.store.StoreActor", BlockingStore)
+    monkeypatch.setattr("jr2_actors.orchestrator.StoreActor", BlockingStore)
     monkeypatch.setattr("jr2_actors.orchestrator.WatchActor", BlockingWatch)
     with FakeCluster(start_seconds=0.05, long_poll=0.5, bookmark_interval=None) as cluster:
         orchestrator = Orchestrator(cluster.client(), state_dir=str(tmp_path / "state"),

@@ -11,7 +11,7 @@ import pytest
 
 from jr2_actors.commands.lint import marked_graph
 from jr2_actors.fake.harness.core import Pick
-from jr2_actors.run.blob import restore, snapshot
+from jr2_actors.run.blob import snapshot
 from jr2_actors.run.core import RunCore
 from jr2_actors.values.workflow import parse_workflow, read_document
 from tests.support.api_on_fake import api_on_fake
@@ -52,9 +52,9 @@ def test_the_path_survives_a_restore_and_an_older_blob_restores_with_its_state()
     core = RunCore("r-0123456789ab", parse_workflow(document), document)
     core.path = ["code", "review", "code"]
     blob = snapshot(core)
-    assert restore(RunCore, json.loads(json.dumps(blob)), 0.0, 0.0)[0].path == ["code", "review", "code"]
+    assert RunCore.restore(json.loads(json.dumps(blob)), 0.0, 0.0)[0].path == ["code", "review", "code"]
     older = {k: v for k, v in blob.items() if k not in ("path", "pathDropped")}
-    assert restore(RunCore, older, 0.0, 0.0)[0].path == [core.state]
+    assert RunCore.restore(older, 0.0, 0.0)[0].path == [core.state]
 
 
 def test_a_long_path_says_how_many_entries_it_no_longer_holds() -> None:

@@ -192,7 +192,7 @@ def test_watch_says_where_it_watches_and_when_its_first_list_answers(cluster: Fa
 @given(st.text(), st.text(), st.text(), st.text())
 def test_the_taps_seen_line_is_json_dumps_text_for_any_strings(name: str, uid: str, rv: str, phase: str) -> None:
     # Issue 18: the per-event line is built without an encoder per call; it must stay json.dumps's own text.
-    from jr2_actors.watch.core import SandboxSeen
+    from jr2_actors.watch.deliveries import SandboxSeen
     from jr2_actors.watch.identity import SandboxKey
     from jr2_actors.watch.sandbox import SandboxView
 

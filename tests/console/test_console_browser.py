@@ -19,8 +19,8 @@ import pytest
 
 from jr2_actors.api.app import Api
 from jr2_actors.api.server import ApiServer
-from jr2_actors.run.feed import FeedRead
-from jr2_actors.run.feedlines import FeedEvent, SaidLine, StartedLine, TurnFaultLine, TurnLine
+from jr2_actors.run.feed.hub import FeedRead
+from jr2_actors.run.feed.lines import FeedEvent, SaidLine, StartedLine, TurnFaultLine, TurnLine
 from jr2_actors.values.timefmt import rfc3339_ms
 from jr2_actors.values.workflow import read_document
 from tests.support.api_on_fake import api_on_fake
@@ -302,7 +302,7 @@ class HostileBackend:
         self.lines = [FeedEvent(1, now, StartedLine(IMG, SCRIPT)), FeedEvent(2, now, TurnLine(AGENT, 1, SCRIPT)),
                       FeedEvent(3, now, SaidLine(AGENT, 1, SAID)), FeedEvent(4, now, TurnFaultLine(AGENT, 1, SAID))]
 
-    def status(self) -> dict[str, Any]:
+    def _doc(self) -> dict[str, Any]:
         return {"runId": self.RUN, "workflow": IMG, "status": "running", "state": SCRIPT, "fault": SAID,
                 "children": [{"child": "W-1", "phase": "placing"}], "path": [SCRIPT], "startedAt": self.since,
                 "waiting": [{"child": "W-1", "on": IMG, "reason": SCRIPT, "message": WORDS, "since": self.since}]}
@@ -313,11 +313,11 @@ class HostileBackend:
     def made_by(self, key: str) -> None:
         return None
 
-    def run_status(self, run_id: str) -> dict[str, Any] | None:
-        return self.status() if run_id == self.RUN else None
+    def status(self, run_id: str) -> dict[str, Any] | None:
+        return self._doc() if run_id == self.RUN else None
 
-    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
-        row = {k: v for k, v in self.status().items() if k in ("runId", "workflow", "status", "state", "startedAt")}
+    def runs_encoded(self, prefix: str = "") -> list[dict[str, Any]]:
+        row = {k: v for k, v in self._doc().items() if k in ("runId", "workflow", "status", "state", "startedAt")}
         return [{**row, "placing": [IMG]}]
 
     def finished_runs(self, prefix: str = "", limit: int = 0) -> list[dict[str, Any]]:
@@ -327,7 +327,7 @@ class HostileBackend:
         return HOSTILE_DOC if run_id == self.RUN else None
 
     def cancel(self, run_id: str) -> dict[str, Any] | None:
-        return self.run_status(run_id)
+        return self.status(run_id)
 
     def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:
         if run_id != self.RUN:

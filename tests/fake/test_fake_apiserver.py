@@ -10,7 +10,8 @@ from typing import Any, cast
 import pytest
 import requests
 
-from jr2_actors.fake.apiserver.actor import ApiApp, Published, WatchTicket
+from jr2_actors.fake.apiserver.actor import ApiApp
+from jr2_actors.fake.apiserver.knobs import Published, WatchTicket
 from jr2_actors.fake.apiserver.rest import WatchSpec
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.cluster import FakeCluster

@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from jr2_actors.fake.apiserver import actor as api
+from jr2_actors.fake.apiserver import knobs
 from jr2_actors.fake.apiserver.rest import ApiRequest, WatchSpec, serve
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.cluster import FakeCluster
@@ -104,10 +105,11 @@ def test_an_invalid_label_names_the_field_in_the_causes(state: ClusterState) -> 
 
 def test_every_knob_has_a_route_and_a_cluster_method() -> None:
     source = (Path(api.__file__).parent.parent / "cluster.py").read_text(encoding="utf-8")
-    for (method, name), knob in api.KNOBS.items():
+    for (method, name), knob in knobs.KNOBS.items():
         assert method in ("GET", "POST", "DELETE")
-        family = [k for k in knob.__mro__ if isinstance(k, type) and issubclass(k, api.Knob) and k is not api.Knob]
-        assert any(f"api.{k.__name__}(" in source for k in family), f"FakeCluster has no method for {name}"
+        family = [k for k in knob.__mro__
+                  if isinstance(k, type) and issubclass(k, knobs.Knob) and k is not knobs.Knob]
+        assert any(f"knobs.{k.__name__}(" in source for k in family), f"FakeCluster has no method for {name}"
 
 
 @pytest.mark.parametrize(("path", "body", "error"), [

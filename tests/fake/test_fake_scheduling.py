@@ -20,7 +20,7 @@ from kubernetes import config
 
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import NO_NODES, Node, OperatorCore, Quota, Taint, make_nodes
-from jr2_actors.run.wire import wait_reason
+from jr2_actors.run.listing.wire import wait_reason
 from jr2_actors.watch.sandbox import view
 from tests.conformance.clients import GROUP, NS, PLURAL, VERSION
 

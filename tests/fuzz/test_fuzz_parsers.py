@@ -18,7 +18,7 @@ from jr2_actors.api.app import Api
 from jr2_actors.harness.memory_kills import MemoryKillListError, MemoryKillRead, parse_memory_kills
 from jr2_actors.kube.access import load_kubeconfig, parse_kubeconfig
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameDecoder, FrameError, WatchEvent
-from jr2_actors.run.feed import FeedRead
+from jr2_actors.run.feed.hub import FeedRead
 from jr2_actors.values.errors import KubeconfigError
 from jr2_actors.values.run_ids import Keyed
 from jr2_actors.values.workflow import Workflow, WorkflowError, load_workflow, parse_workflow
@@ -150,11 +150,11 @@ class _Backend(QuietBackend):
         parse_workflow(document)
         return "r-1"
 
-    def run_status(self, run_id: str) -> dict[str, Any] | None:
+    def status(self, run_id: str) -> dict[str, Any] | None:
         return {"runId": run_id, "status": "done"} if run_id == "r-1" else None
 
     def cancel(self, run_id: str) -> dict[str, Any] | None:
-        return self.run_status(run_id)
+        return self.status(run_id)
 
     def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:
         return FeedRead([], True) if run_id == "r-1" else None

@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jr2_actors.agent import core as turn
+from jr2_actors.agent import messages as seat
 from jr2_actors.harness.memory_kills import MemoryKill, MemoryKillListError, parse_memory_kills
-from jr2_actors.run import core as run
+from jr2_actors.run import messages as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.notices import Ledger, Mark, conversation_new, mark_from, mark_of, nudge_eligible
 from jr2_actors.values.workflow import load_workflow, read_document
@@ -199,10 +200,10 @@ stream_event = st.one_of(
 @given(batches=st.lists(st.tuples(st.lists(stream_event, max_size=6), text), max_size=5))
 def test_the_turn_core_takes_any_stream_event(batches: list[tuple[list[dict[str, Any]], str]]) -> None:
     core = turn.TurnCore("coder", 1, "run-h-coder")
-    core.step(turn.Admitting(("finish",)))
-    core.step(turn.Admitted("s-1", "0"))
+    core.step(seat.Admitting(("finish",)))
+    core.step(seat.Admitted("s-1", "0"))
     for events, offset in batches:
-        step = core.step(turn.Events(events, offset))
+        step = core.step(seat.Events(events, offset))
         for report in step.reports:
-            if isinstance(report, turn.Picked):
-                core.step(turn.Answering(report.call_id, True, {"reply": "moved"}))
+            if isinstance(report, seat.Picked):
+                core.step(seat.Answering(report.call_id, True, {"reply": "moved"}))

@@ -12,9 +12,9 @@ import pytest
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Pick
 from jr2_actors.fake.http import HttpServer, Request
-from jr2_actors.harness.client import HarnessClient, shared_session
+from jr2_actors.harness.client import HarnessClient
 from jr2_actors.harness.errors import HarnessUnreachable
-from jr2_actors.harness.pools import HarnessPools, address_of, pools_of
+from jr2_actors.harness.pools import HarnessPools, address_of, pools_of, shared_session
 from jr2_actors.net.cut import Cut
 from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.constants import HARNESS_POOL_SIZE

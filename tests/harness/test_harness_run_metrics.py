@@ -9,17 +9,16 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.agent import core as turn
+from jr2_actors.agent import messages as turn
 from jr2_actors.agent.actor import AgentActor
-from jr2_actors.agent.core import Admit, StartTurn
 from jr2_actors.agent.jobs import outcome_of
-from jr2_actors.agent.messages import KillsRead
+from jr2_actors.agent.messages import Admit, KillsRead, StartTurn
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Say
 from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillListError
-from jr2_actors.run.feed import FeedHub, Published
-from jr2_actors.run.feedlines import AdmittedLine, FeedEvent, SaidLine
+from jr2_actors.run.feed.hub import FeedHub, Published
+from jr2_actors.run.feed.lines import AdmittedLine, FeedEvent, SaidLine
 from jr2_actors.run.notices import Notice
 from jr2_actors.shell import Timers
 from jr2_actors.telemetry import Telemetry

@@ -10,8 +10,9 @@ import pytest
 import requests
 
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.harness.client import HarnessClient, shared_session
+from jr2_actors.harness.client import HarnessClient
 from jr2_actors.harness.errors import HarnessUnreachable
+from jr2_actors.harness.pools import shared_session
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.workflow import read_document

@@ -45,11 +45,11 @@ BREAKS = {
                                        "The floors"),
     "a product module importing the testing package": ("jr2_actors/orchestrator.py",
                                                        "import jr2_actors.testing.clock\n", "The floors"),
-    "a family importing what composes it": ("jr2_actors/run/table.py", "import jr2_actors.telemetry\n",
+    "a family importing what composes it": ("jr2_actors/run/listing/table.py", "import jr2_actors.telemetry\n",
                                             "The floors"),
     "a family importing another's core": ("jr2_actors/workspace/actor.py", "import jr2_actors.run.core\n",
                                           "No other family imports the run"),
-    "a family importing another's actor": ("jr2_actors/run/feed.py", "import jr2_actors.watch.actor\n",
+    "a family importing another's actor": ("jr2_actors/run/feed/hub.py", "import jr2_actors.watch.actor\n",
                                            "imports of the watch only"),
     "a cycle between folders": ("jr2_actors/net/cut.py", "import jr2_actors.kube.kinds\n", "No cycle"),
 }

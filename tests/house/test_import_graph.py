@@ -26,13 +26,16 @@ FAMILIES = {"watch", "store", "workspace", "agent", "run"}  # the actor families
 DATA = {"examples"}  # the packaged example workflows and their one way in: they import nothing of the package
 ABOVE = {"telemetry", "orchestrator", "revival", "api", "console", "commands", "cli", "__main__", "sim", "fake"}
 TESTING = {"testing"}  # what tests drive the product with (the virtual clock): the product never imports it
+# A family's rooms beside its engine: the run's feed and what is shown of the runs (docs/architecture.md).
+ROOMS = {"run": {"feed", "listing"}}
 
 # Of an actor family, what another family may import: its messages and its values.
 MESSAGES = {
     "watch": {"watch.deliveries", "watch.messages", "watch.identity", "watch.sandbox"},
     "workspace": {"workspace.core", "workspace.messages", "workspace.manifest", "workspace.metrics"},  # reports
-    "agent": {"agent.messages"},  # the seat's messages and reports (the run takes them as they are)
-    "store": {"store.actor"},  # Persist, Restore, ...: the StoreActor's messages (re-exported by store/)
+    "agent": {"agent.messages", "agent.metrics"},  # the seat's messages and reports (the run takes them as they
+    # are), and what its actors are counted in (the run's telemetry carries it)
+    "store": {"store.messages", "store.actor"},  # Persist, Restore, ...; `save` and `STORE_DOWN` of the actor
 }
 # Crossings still left beyond the messages: the RunActor starts its Workspaces' and seats' actors itself
 # (a factory the orchestrator hands it would end both).
@@ -105,6 +108,9 @@ def test_every_folder_and_root_module_has_its_place() -> None:
     units = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
              if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists()}
     assert units == VALUES | SHELL | NET | CLIENTS | FAMILIES | ABOVE | TESTING | DATA
+    rooms = {family: {p.name for p in (PACKAGE / family).iterdir() if (p / "__init__.py").exists()}
+             for family in FAMILIES}
+    assert {family: found for family, found in rooms.items() if found} == ROOMS
 
 
 def test_no_cycle_between_folders() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from jr2_actors.agent import core as turn
+from jr2_actors.agent import messages as seat
 from jr2_actors.agent import seat_core
 from jr2_actors.run import turn as run_turn
 from jr2_actors.run import turn_record
@@ -34,9 +35,9 @@ def test_the_architecture_doc_carries_each_machines_table_as_the_code_has_it(nam
 def test_a_turn_input_off_the_table_raises_where_it_used_to_be_dropped_unseen() -> None:
     core = turn.TurnCore("coder", 1, "c-1")
     with pytest.raises(OffTable, match="Turn 1: Events in idle"):
-        core.step(turn.Events([], "1"))  # a stream read nobody asked for
+        core.step(seat.Events([], "1"))  # a stream read nobody asked for
     with pytest.raises(OffTable, match="Admitted in idle"):
-        core.step(turn.Admitted("s-1", "0"))  # an admission's answer with no admission out
+        core.step(seat.Admitted("s-1", "0"))  # an admission's answer with no admission out
 
 
 def test_the_stream_keeper_raises_on_a_second_start_and_ignores_a_late_answer() -> None:
@@ -52,8 +53,8 @@ def test_the_stream_keeper_raises_on_a_second_start_and_ignores_a_late_answer() 
 def test_the_runs_turn_takes_its_own_inputs_only_where_its_table_says() -> None:
     with pytest.raises(OffTable, match="Ready in running"):
         run_turn.TURN.edge("run r turn 1", "running", turn_record.Ready())  # a Turn started twice
-    with pytest.raises(OffTable, match="Stop in answered"):
-        run_turn.TURN.edge("run r turn 1", "answered", turn_record.Stop())  # answered: it left with its state
+    with pytest.raises(OffTable, match="StateLeft in answered"):
+        run_turn.TURN.edge("run r turn 1", "answered", turn_record.StateLeft())  # answered: it left with its state
     assert run_turn.TURN.edge("t", "waiting", turn_record.HarnessGone("F-1", "x")).to == frozenset()
 
 

@@ -19,7 +19,7 @@ from jr2_actors.harness import briefing
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.actor import RunActor
-from jr2_actors.run.feed import FeedHub
+from jr2_actors.run.feed.hub import FeedHub
 from jr2_actors.values.constants import RUN_REVIVALS
 from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.identity import sandbox_name

@@ -9,9 +9,9 @@ from typing import Any
 
 from jr2_actors.api import sse
 from jr2_actors.api.app import Api
-from jr2_actors.run.core import FEED_KEEP
-from jr2_actors.run.feed import FeedHub, FeedRead, Published
-from jr2_actors.run.feedlines import EndedLine, FeedEvent, SaidLine
+from jr2_actors.run.blob import FEED_KEEP
+from jr2_actors.run.feed.hub import FeedHub, FeedRead, Published
+from jr2_actors.run.feed.lines import EndedLine, FeedEvent, SaidLine
 from jr2_actors.values.constants import FEED_FINISHED_HELD
 from jr2_actors.values.run_ids import Keyed
 from tests.support.backends import QuietBackend

@@ -19,9 +19,10 @@ import pytest
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
 from jr2_actors.orchestrator import Orchestrator
-from jr2_actors.run import core as run
-from jr2_actors.run.feed import FeedHub
-from jr2_actors.run.feedlines import FeedEvent
+from jr2_actors.run import messages as run
+from jr2_actors.run.core import RunCore
+from jr2_actors.run.feed.hub import FeedHub
+from jr2_actors.run.feed.lines import FeedEvent
 from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.identity import sandbox_name
 from tests.support.waiting import wait_until
@@ -50,11 +51,11 @@ class Order:
         self.must_be_saved: dict[str, set[int]] = {}
         self.checked: dict[str, set[int]] = {}
         self.early: list[tuple[str, int, str]] = []
-        step, publish = run.RunCore.step, FeedHub.publish
+        step, publish = RunCore.step, FeedHub.publish
 
-        def step_noted(core: run.RunCore, event: run.Input, now: float, wall: float) -> run.RunStep:
+        def step_noted(core: RunCore, event: run.Input, now: float, wall: float) -> run.RunStep:
             out = step(core, event, now, wall)
-            if any(isinstance(a, run.Persist) for a in out.actions):
+            if any(isinstance(a, run.Save) for a in out.actions):
                 with self.lock:
                     self.must_be_saved.setdefault(core.run_id, set()).update(e.id for e in out.reports)
             return out
@@ -70,7 +71,7 @@ class Order:
                     self.early += [(run_id, e.id, e.kind) for e in due if e.id not in on_disk]
             return publish(hub, run_id, events, **kw)
 
-        monkeypatch.setattr(run.RunCore, "step", step_noted)
+        monkeypatch.setattr(RunCore, "step", step_noted)
         monkeypatch.setattr(FeedHub, "publish", publish_checked)
 
 

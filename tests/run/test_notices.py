@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-from jr2_actors.run import core as run
 from jr2_actors.run.notices import (
     UNREADABLE,
     Ledger,
@@ -15,6 +14,7 @@ from jr2_actors.run.notices import (
     mark_of,
     memory_notice,
     nudge_eligible,
+    said_once,
 )
 from tests.support.kills import WALL0, at, kill
 
@@ -54,7 +54,7 @@ def test_equal_notices_of_two_sources_keep_two_entries_and_are_said_once() -> No
     ledger.stream_kill("F-1", "k-2", "coder", "1.9Gi", "2Gi")
     taken = ledger.take("F-1", "c")
     assert len(taken) == 2
-    assert len(run.said_once([e.notice for e in taken])) == 1
+    assert len(said_once([e.notice for e in taken])) == 1
 
 
 def test_a_raise_that_changes_nothing_says_so() -> None:

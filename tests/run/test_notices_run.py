@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.agent import core as seat
+from jr2_actors.agent import messages as seat
 from jr2_actors.harness import briefing
 from jr2_actors.harness.memory_kills import MemoryKill
-from jr2_actors.run import core as run
+from jr2_actors.run import messages as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.notices import nudge_eligible
 from jr2_actors.run.turn_record import UNSURE_LIMIT
@@ -50,7 +50,7 @@ class Engine:
     def __call__(self, event: run.Input) -> run.RunStep:
         step = self.core.step(event, self.now, WALL0 + self.now)
         self.actions.extend(step.actions)
-        self.saves += sum(isinstance(a, run.Persist) for a in step.actions)
+        self.saves += sum(isinstance(a, run.Save) for a in step.actions)
         return step
 
     def status(self) -> str:
@@ -72,7 +72,7 @@ def test_a_kill_listed_while_the_workflow_waited_with_no_turn_reaches_the_very_n
     e(accepted(1))
     e(picked(1, "c1", "finish"))  # the run waits 60 s in `wait`: no Turn runs
     e.now = 60.0
-    e(run.Tick())  # → review: the reviewer's Turn reads the list, where a dev server's kill now is
+    e(run.RunTick())  # → review: the reviewer's Turn reads the list, where a dev server's kill now is
     last = e.actions[-1]
     assert isinstance(last, run.ToAgent) and isinstance(last.message, seat.StartTurn) and last.agent == "reviewer"
     saves = e.saves
@@ -131,7 +131,7 @@ def test_notices_of_an_admission_never_answered_are_raised_again() -> None:
     e(kills_read(1, (kill("k-1"),)))
     assert e.admissions()[0]["notices"]
     e.now = 5.0
-    e(run.Tick())  # `after` leaves `code` while the admission is still unanswered
+    e(run.RunTick())  # `after` leaves `code` while the admission is still unanswered
     assert [p.source for p in e.core.ledger.pending] == ["F-1|k-1"]
 
 
@@ -142,7 +142,7 @@ def test_notices_of_an_admission_answered_200_count_as_heard_before_the_submissi
     e(kills_read(1, (kill("k-1"),)))
     e(accepted(1))  # nothing said yet
     e.now = 5.0
-    e(run.Tick())  # `after` leaves `code` before the Submission spoke
+    e(run.RunTick())  # `after` leaves `code` before the Submission spoke
     assert e.core.ledger.pending == []
 
 
@@ -153,7 +153,7 @@ def test_kept_on_every_admission_to_a_held_conversation_and_a_404_kept_false_adm
     e(accepted(1))
     e(picked(1, "c1", "finish"))
     e.now = 60.0
-    e(run.Tick())
+    e(run.RunTick())
     e(kills_read(2, ()))
     e(accepted(2))
     e(picked(2, "c2", "redo"))  # back to the coder: its conversation continues
@@ -190,7 +190,7 @@ def test_a_turn_a_kernel_kill_ended_faults_on_it_even_when_the_stream_said_lost_
     e(run.FromWorkspace(ws.HarnessEnded("F-1", "OOMKilled", 137, "Killed", "memory limit (OOMKilled, limit 2Gi): "
                                         "Killed", "2026-11-29T10:00:00Z")))  # … then the watch
     e.now = LOST_GRACE_SECONDS + 1  # the seat's judgment may take longer than the lost stream's grace
-    e(run.Tick())
+    e(run.RunTick())
     assert e.status() == "running"
     e(judged(1, True))  # the process that ended held the Turn's Submission
     assert e.status() == "failed" and e.core.fault == "memory limit (OOMKilled, limit 2Gi): Killed"
@@ -205,7 +205,7 @@ def test_a_lost_conversation_nothing_explains_stands_after_the_grace() -> None:
     e(accepted(1))
     e(turn_fault(1, "the conversation was lost (404)", "lost"))
     e.now = LOST_GRACE_SECONDS
-    e(run.Tick())
+    e(run.RunTick())
     assert e.core.status == "failed" and e.core.fault == "the conversation was lost (404)"
 
 
@@ -244,7 +244,7 @@ def test_a_restored_turn_stopped_before_its_readmission_leaves_the_unread_notice
     e(kills_read(1, (kill("k-1"),)))
     again = restored_engine(e)
     again.now = 5.0
-    again(run.Tick())  # `after` leaves `code` while the restored Turn waits for its Workspace
+    again(run.RunTick())  # `after` leaves `code` while the restored Turn waits for its Workspace
     assert [p.source for p in again.core.ledger.pending] == ["F-1|k-1"]
 
 
@@ -355,7 +355,7 @@ def test_a_picks_answer_that_never_reached_its_call_is_told_to_the_next_turn_of_
     e(picked(1, "call-7", "finish"))  # answered `over: true`; the run moved to `wait` …
     e(answer_failed(1, "call-7", "connection reset"))  # … but the answer never reached the call
     e.now = 60.0
-    e(run.Tick())
+    e(run.RunTick())
     e(kills_read(2, ()))  # the reviewer's Turn: another conversation, it hears nothing of it
     assert "notices" not in e.admissions()[1]
     e(accepted(2))
@@ -466,7 +466,7 @@ def test_a_turn_that_ends_unheard_after_a_refused_nudge_puts_back_what_its_readm
     e(not_kept(1))
     e(kills_read(1, (kill("k-1", at(1)),)))  # the re-admission carries k-1 again and a fresh conversation
     e.now = 5.0
-    e(run.Tick())  # the state is left before the Harness read it: what it carried is pending, once each
+    e(run.RunTick())  # the state is left before the Harness read it: what it carried is pending, once each
     assert sorted(p.source for p in e.core.ledger.pending) == ["", "F-1|k-1"]
 
 

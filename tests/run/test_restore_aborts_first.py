@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jr2_actors.agent import core as seat
-from jr2_actors.run import core as run
+from jr2_actors.agent import messages as seat
+from jr2_actors.run import messages as run
 from jr2_actors.run.core import RunCore
 from tests.support.run_world import WALL0, Drive, World
 
@@ -25,13 +25,13 @@ def test_each_seats_first_turn_after_a_restore_aborts_first_and_only_its_first()
     core, step = RunCore.restore(blob, 0.0, WALL0, instance_harness="http://instance")
     seen: list[seat.StartTurn] = starts(step.actions)
     world = d.world
-    queue = [e for a in step.actions for e in world.answer(a) if not isinstance(a, run.Persist)]
+    queue = [e for a in step.actions for e in world.answer(a) if not isinstance(a, run.Save)]
     for _ in range(400):
         if not queue:
             break
         out = core.step(queue.pop(0), 0.0, WALL0)
         seen += starts(out.actions)
-        queue += [e for a in out.actions if not isinstance(a, run.Persist) for e in world.answer(a)]
+        queue += [e for a in out.actions if not isinstance(a, run.Save) for e in world.answer(a)]
     assert core.finished
     by_turn = [(s.turn_id, s.abort_first) for s in seen]
     # the restored reviewer Turn aborts first; so does the coder's first Turn in this process (its

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.agent import core as seat
+from jr2_actors.agent import messages as seat
 from jr2_actors.harness import briefing
-from jr2_actors.run import core as run
-from jr2_actors.run.core import RunCore
-from jr2_actors.run.feedlines import PickLine, StateLine
+from jr2_actors.run import messages as run
+from jr2_actors.run.core import RunCore, events_markdown
+from jr2_actors.run.feed.lines import PickLine, StateLine
 from jr2_actors.values.step import OffTable
 from jr2_actors.values.workflow import load_workflow
 from jr2_actors.workspace import messages as ws
@@ -220,7 +220,7 @@ def test_the_blob_is_plain_json_and_restores_its_feed_and_ledger() -> None:
 def test_the_architecture_doc_carries_the_engines_event_table() -> None:
 
     doc = (DOCS / "architecture.md").read_text()
-    assert run.events_markdown() in doc
+    assert events_markdown() in doc
 
 
 def test_the_row_stays_live_until_every_teardown_is_over_and_a_crash_between_finishes_them() -> None:

@@ -1,4 +1,4 @@
-"""Issue 18 item 2: `GET /runs` answers from the table the runs keep current by tells (`run/table.py`), never
+"""Issue 18 item 2: `GET /runs` answers from the table the runs keep current by tells (`run/listing/table.py`), never
 by asking a run — a run stuck in a handler is listed with its last known row, and each row is the one
 `GET /runs/{id}` shows."""
 
@@ -20,7 +20,7 @@ from jr2_actors.fake.harness.core import Hang
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.actor import RunActor
-from jr2_actors.run.table import RunRow, RunTable, encode_row, with_member
+from jr2_actors.run.listing.table import RunRow, RunTable, encode_row, with_member
 from jr2_actors.values.workflow import read_document
 from tests.support.backends import QuietBackend
 from tests.support.waiting import wait_until
@@ -127,7 +127,7 @@ class _TableBackend(QuietBackend):
     def __init__(self, table: RunTable) -> None:
         self.table = table
 
-    def live_runs(self, prefix: str = "") -> list[bytes]:
+    def runs_encoded(self, prefix: str = "") -> list[bytes]:
         return self.table.encoded(prefix)
 
     def finished_runs(self, prefix: str = "", limit: int = 500) -> list[dict[str, Any]]:

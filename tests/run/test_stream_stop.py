@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from jr2_actors.commands.common import until_stopped
-from jr2_actors.run.feed import FeedHub, FeedRead
-from jr2_actors.run.feedlines import FeedEvent, SaidLine
+from jr2_actors.run.feed.hub import FeedHub, FeedRead
+from jr2_actors.run.feed.lines import FeedEvent, SaidLine
 
 BLOCKED = 600.0  # far longer than any test: only the behaviour under test can end the wait
 WAIT = 10.0  # how long a test waits for that behaviour before it fails

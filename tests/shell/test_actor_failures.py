@@ -18,7 +18,7 @@ from jr2_actors.fake.harness.core import Hang
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.run.actor import RunActor, RunEnv
 from jr2_actors.run.core import RunCore
-from jr2_actors.run.feed import FeedHub
+from jr2_actors.run.feed.hub import FeedHub
 from jr2_actors.shell import ActorFault, Timers
 from jr2_actors.shell.clock import SystemClock
 from jr2_actors.store.actor import StoreActor
@@ -129,8 +129,8 @@ def test_a_timer_callback_that_raises_never_ends_the_shared_timer_thread() -> No
 
 
 def test_a_store_whose_sweep_fails_keeps_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jr2_actors.store import actor as store
-    from jr2_actors.store.rows import RunRecord
+    from jr2_actors.store import messages as store
+    from jr2_actors.store.messages import RunRecord
 
     ref = StoreActor.start(str(tmp_path))
     try:

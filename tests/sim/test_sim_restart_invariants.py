@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from jr2_actors.run.feedlines import EventLine, FeedEvent, TurnFaultLine, TurnLine
-from jr2_actors.run.wire import feed_doc
+from jr2_actors.run.feed.lines import EventLine, FeedEvent, TurnFaultLine, TurnLine
+from jr2_actors.run.feed.wire import feed_doc
 from jr2_actors.sim.invariants import check, fingerprint, heard_once, kept_held, restart_faults, settle_waits
 from jr2_actors.values.constants import PREVIOUS_SETTLE_SECONDS
 from tests.support.sim_facts import NAME, RUN, admission, facts

@@ -12,8 +12,20 @@ from typing import cast
 
 import pytest
 
-from jr2_actors.store.actor import Fetch, Healthy, Persist, Restore, StoreActor, Sweep, WriteFailed
-from jr2_actors.store.rows import APPLICATION_ID, Restored, Row, RunRecord, RunStore, StoreError, StoreUnusable
+from jr2_actors.store.actor import StoreActor
+from jr2_actors.store.messages import (
+    Fetch,
+    Healthy,
+    Persist,
+    Restore,
+    Restored,
+    RunRecord,
+    StoreError,
+    StoreUnusable,
+    Sweep,
+    WriteFailed,
+)
+from jr2_actors.store.rows import APPLICATION_ID, Row, RunStore
 from jr2_actors.testing.clock import VirtualClock
 from tests.support.stores import unwritable
 

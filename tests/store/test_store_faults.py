@@ -22,8 +22,8 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.actor import RunActor
-from jr2_actors.store.actor import Fetch
 from jr2_actors.store.lock import StateDirInUse
+from jr2_actors.store.messages import Fetch
 from jr2_actors.store.metrics import STORE_PERSIST_FAILURES, STORE_SET_ASIDE_ROWS
 from jr2_actors.values.constants import RUN_REVIVALS
 from jr2_actors.values.errors import Unavailable

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from jr2_actors.store import files
-from jr2_actors.store.rows import RunStore, StoreUnusable
+from jr2_actors.store.messages import StoreUnusable
+from jr2_actors.store.rows import RunStore
 
 T0 = 1_790_000_000.0
 

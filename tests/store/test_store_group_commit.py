@@ -20,8 +20,9 @@ import pykka
 import pytest
 
 from jr2_actors.shell.mailbox import Mailbox
-from jr2_actors.store.actor import Fetch, Healthy, Persist, StoreActor, WriteFailed, save
-from jr2_actors.store.rows import Row, RunStore, StoreError
+from jr2_actors.store.actor import StoreActor, save
+from jr2_actors.store.messages import Fetch, Healthy, Persist, StoreError, WriteFailed
+from jr2_actors.store.rows import Row, RunStore
 from tests.support.paths import ROOT
 from tests.support.stores import unwritable
 from tests.support.waiting import WAIT, wait_until

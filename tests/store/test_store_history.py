@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from jr2_actors.store import codec
-from jr2_actors.store.actor import Healthy, Persist, StoreActor, Sweep
+from jr2_actors.store.actor import StoreActor
+from jr2_actors.store.messages import Healthy, Persist, Sweep
 from jr2_actors.store.rows import APPLICATION_ID, RunStore
 from jr2_actors.telemetry import Telemetry
 from jr2_actors.testing.clock import VirtualClock

@@ -12,8 +12,8 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX
-from jr2_actors.store.actor import Healthy, Persist, StoreActor, Sweep
-from jr2_actors.store.rows import StoreError
+from jr2_actors.store.actor import StoreActor
+from jr2_actors.store.messages import Healthy, Persist, StoreError, Sweep
 from jr2_actors.telemetry import Telemetry
 from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.errors import KubeError, KubeTransportError

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jr2_actors.run.feed import FeedRead
+from jr2_actors.run.feed.hub import FeedRead
 from jr2_actors.values.run_ids import Keyed
 
 
@@ -15,10 +15,10 @@ class QuietBackend:
                keyed: Keyed | None = None) -> str:
         raise AssertionError("not called")
 
-    def run_status(self, run_id: str) -> dict[str, Any] | None:
+    def status(self, run_id: str) -> dict[str, Any] | None:
         return None
 
-    def live_runs(self, prefix: str = "") -> Sequence[Mapping[str, Any] | bytes]:
+    def runs_encoded(self, prefix: str = "") -> Sequence[Mapping[str, Any] | bytes]:
         return []
 
     def finished_runs(self, prefix: str = "", limit: int = 500) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from jr2_actors.harness import metrics as harness_metrics
+from jr2_actors.agent import metrics as harness_metrics
 from jr2_actors.kube import metrics as kube_metrics
 from jr2_actors.run import metrics as run_metrics
 from jr2_actors.shell import metrics as shell_metrics

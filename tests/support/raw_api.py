@@ -11,7 +11,7 @@ from typing import Any
 
 from jr2_actors.api.app import Api
 from jr2_actors.api.server import ApiLimits, ApiServer
-from jr2_actors.run.feed import FeedRead
+from jr2_actors.run.feed.hub import FeedRead
 from jr2_actors.values.run_ids import Keyed
 from jr2_actors.values.workflow import parse_workflow
 from tests.support.backends import QuietBackend
@@ -33,10 +33,10 @@ class Live(QuietBackend):
         parse_workflow(document)  # as the Orchestrator does: the workflow's bounds are the parser's
         return "r-2"
 
-    def run_status(self, run_id: str) -> dict[str, Any] | None:
+    def status(self, run_id: str) -> dict[str, Any] | None:
         return {"runId": run_id} if run_id == "r-1" else None
 
-    def live_runs(self, prefix: str = "") -> list[dict[str, Any]]:
+    def runs_encoded(self, prefix: str = "") -> list[dict[str, Any]]:
         return [{"runId": "r-1"}]
 
     def feed(self, run_id: str, after: int, wait: float) -> FeedRead | None:

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-from jr2_actors.agent import core as seat
-from jr2_actors.run import core as run
+from jr2_actors.agent import messages as seat
+from jr2_actors.run import messages as run
 from jr2_actors.run.core import RunCore
-from jr2_actors.run.feedlines import FeedEvent
+from jr2_actors.run.feed.lines import FeedEvent
 from jr2_actors.values.workflow import load_workflow, read_document
 from jr2_actors.workspace import messages as ws
 from tests.support.seat_reports import accepted, kills_read, picked, settled, turn_fault
@@ -106,7 +106,7 @@ class Drive:
         self.now = 0.0
         self.feed: list[FeedEvent] = []
         self.saved: list[dict[str, Any]] = []  # every blob persisted, in order
-        self.persists: list[run.Persist] = []
+        self.persists: list[run.Save] = []
         self.finished: run.Finished | None = None
         self.queue: deque[run.Input] = deque()
 
@@ -118,7 +118,7 @@ class Drive:
     def _take(self, step: run.RunStep) -> None:
         self.feed.extend(step.reports)
         for action in step.actions:
-            if isinstance(action, run.Persist):
+            if isinstance(action, run.Save):
                 self.persists.append(action)
                 self.saved.append(json.loads(json.dumps(self.core.snapshot())))
             elif isinstance(action, run.Finished):
@@ -137,7 +137,7 @@ class Drive:
 
     def at(self, seconds: float) -> None:
         self.now = seconds
-        self.queue.append(run.Tick())
+        self.queue.append(run.RunTick())
         self.run(None)
 
     def kinds(self) -> list[str]:

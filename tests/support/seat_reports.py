@@ -9,7 +9,7 @@ from typing import Any
 
 from jr2_actors.agent import messages as seat
 from jr2_actors.harness.memory_kills import MemoryKill, MemoryKillRead
-from jr2_actors.run import core as run
+from jr2_actors.run import messages as run
 
 AGENT = "coder"
 

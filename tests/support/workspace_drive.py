@@ -4,14 +4,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from jr2_actors.watch.core import SandboxSeen
+from jr2_actors.watch.deliveries import SandboxSeen
 from jr2_actors.watch.identity import SandboxKey
 from jr2_actors.watch.sandbox import view
 from jr2_actors.workspace.core import WorkspaceCore
 from jr2_actors.workspace.messages import (
     Applied,
     Begin,
-    Tick,
+    WorkspaceTick,
 )
 from tests.support.sandboxes import fixture
 
@@ -76,7 +76,7 @@ class Drive:
     @property
     def state(self) -> str:
         """The core's state, read afresh (mypy would otherwise narrow it across steps)."""
-        return str(self.core.state)
+        return str(self.core.phase)
 
     def of(self, kind: type) -> list[Any]:
         return [x for x in self.out if isinstance(x, kind)]
@@ -89,7 +89,7 @@ class Drive:
     def until(self, at: float) -> None:
         """Run every timer due up to `at` (as the shell's Deadline would)."""
         while (deadline := self.core.deadline) is not None and deadline <= at:
-            self(Tick(), at=max(deadline, self.now))
+            self(WorkspaceTick(), at=max(deadline, self.now))
         self.now = at
 
 

@@ -11,33 +11,26 @@ import pytest
 
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameError, WatchEvent
 from jr2_actors.values.errors import ApiStatus
-from jr2_actors.watch.core import (
+from jr2_actors.watch.core import Input, ObserverCore, Registered, Unregistered, WatchStep, deliveries
+from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.watch.identity import Foreign, SandboxKey
+from jr2_actors.watch.stream import (
     CloseStream,
     Failure,
     FrameReceived,
-    Input,
     Listed,
     ListFailed,
     ListNow,
-    ObserverCore,
-    Registered,
-    SandboxGone,
-    SandboxSeen,
     Started,
     StreamEnded,
+    StreamTick,
     Terminated,
     Termination,
-    Tick,
-    Unregistered,
     UnusableFrame,
-    WatchFailed,
     WatchFrom,
     WatchOpened,
     WatchOpenFailed,
-    WatchStep,
-    deliveries,
 )
-from jr2_actors.watch.identity import Foreign, SandboxKey
 from tests.support.sandboxes import sandbox, with_rv
 
 A = SandboxKey("run-a", "F-1")
@@ -124,8 +117,8 @@ def test_a_silent_watch_is_caught_within_the_bound() -> None:
     d.start([])
     step = d.at(10.0, FrameReceived(d.stream, Bookmark("11")))
     assert step.deadline == 100.0
-    assert d.at(99.9, Tick()).actions == ()
-    caught = d.at(100.0, Tick())
+    assert d.at(99.9, StreamTick()).actions == ()
+    caught = d.at(100.0, StreamTick())
     assert caught.actions == (CloseStream(d.stream), ListNow())
     (term,) = caught.reports
     assert isinstance(term, Terminated)
@@ -143,7 +136,7 @@ def fail_lists(d: Drive, count: int, failure: Failure) -> list[float]:
         else:
             assert step.deadline is not None
             gaps.append(step.deadline - d.now)
-            assert d.at(step.deadline, Tick()).actions == (ListNow(),)
+            assert d.at(step.deadline, StreamTick()).actions == (ListNow(),)
     return gaps
 
 
@@ -232,7 +225,7 @@ def test_transport_end_resumes_from_the_bookmark_while_a_410_relists() -> None:
     assert isinstance(term, Terminated)
     assert (term.termination, term.action, term.resource_version) == (Termination.EXPIRED, "relist", None)
     assert step.deadline is not None
-    assert d.at(step.deadline, Tick()).actions == (ListNow(),)
+    assert d.at(step.deadline, StreamTick()).actions == (ListNow(),)
 
 
 def test_a_transient_403_is_retried() -> None:
@@ -288,7 +281,7 @@ def test_a_server_that_fails_every_watch_after_a_good_list_backs_off_instead_of_
         else:
             assert step.deadline is not None
             gaps.append(step.deadline - d.now)
-            assert d.at(step.deadline, Tick()).actions == (ListNow(),)
+            assert d.at(step.deadline, StreamTick()).actions == (ListNow(),)
         d(Listed([], "10"))  # the list works and clears the failure run, not the backoff step
         d(WatchOpened(d.stream))
     assert gaps[0] == 0.0
@@ -301,7 +294,7 @@ def test_an_idle_watch_caught_silent_again_and_again_relists_at_once_every_time(
     d = Drive()
     d.start([])
     for i in range(1, 6):
-        step = d.at(d.now + 90, Tick())  # no bookmarks from this server: each watch is caught silent
+        step = d.at(d.now + 90, StreamTick())  # no bookmarks from this server: each watch is caught silent
         (term,) = step.reports
         assert isinstance(term, Terminated)
         assert (term.termination, term.delay) == (Termination.SILENCE, 0.0)
@@ -316,7 +309,7 @@ def test_progress_on_a_stream_restarts_the_schedule() -> None:
     for _ in range(3):
         step = d(StreamEnded(d.stream, Failure("transport", "reset")))
         if step.deadline is not None and not step.actions:
-            d.at(step.deadline, Tick())
+            d.at(step.deadline, StreamTick())
         d(WatchOpened(d.stream))
     d.frame(Bookmark("11"))
     assert d(StreamEnded(d.stream, Failure("transport", "reset"))).actions == (WatchFrom("11", d.stream),)
@@ -336,7 +329,7 @@ def test_an_http_error_on_opening_a_watch_backs_off_and_resumes(failure: Failure
     assert (term.termination, term.action, term.resource_version) == (Termination.TRANSIENT, "resume", "12")
     assert step.deadline is not None
     assert step.deadline - d.now >= (failure.retry_after or 0.25)
-    assert d.at(step.deadline, Tick()).actions == (WatchFrom("12", d.stream),)
+    assert d.at(step.deadline, StreamTick()).actions == (WatchFrom("12", d.stream),)
 
 
 def test_a_read_timeout_is_transport_and_resumes() -> None:
@@ -361,7 +354,7 @@ def test_a_watch_closed_at_once_with_nothing_is_not_a_free_resume() -> None:
     for _ in range(3):
         step = d(StreamEnded(d.stream, None))
         if step.deadline is not None and not step.actions:
-            d.at(step.deadline, Tick())
+            d.at(step.deadline, StreamTick())
     assert d.core.failures == 3  # counted, so it backs off instead of looping hot
 
 
@@ -398,9 +391,9 @@ def test_failure_bound_by_elapsed_time() -> None:
     d.at(0, ListFailed(Failure("transport", "refused")))
     waiting = d.at(1, ListFailed(Failure("transport", "refused")))
     assert waiting.deadline is not None
-    d.at(waiting.deadline, Tick())
+    d.at(waiting.deadline, StreamTick())
     assert deliveries(d.at(59.9, ListFailed(Failure("transport", "refused")))) == ()
-    d.at(100, Tick())
+    d.at(100, StreamTick())
     step = d.at(100, ListFailed(Failure("transport", "refused")))
     assert [r.action for r in step.reports if isinstance(r, Terminated)] == ["degraded"]
     assert deliveries(step) == (WatchFailed(A, Termination.TRANSPORT, deliveries(step)[0].message),)  # type: ignore[union-attr]
@@ -534,7 +527,7 @@ def test_a_registration_never_postpones_the_stall_deadline() -> None:
     step = d.at(80.0, Registered(A))
     assert step.deadline == 95.0
     d.at(81.0, Unregistered(A))
-    caught = d.at(95.0, Tick())
+    caught = d.at(95.0, StreamTick())
     assert caught.actions[-1] == ListNow()
 
 
@@ -612,7 +605,7 @@ def test_while_degraded_an_opening_error_relists_and_a_waiter_that_never_saw_its
     step = d(WatchOpenFailed(d.stream, Failure("api", "unavailable", 503, "ServiceUnavailable")))
     assert [r.action for r in step.reports if isinstance(r, Terminated)] == ["degraded"]
     assert step.deadline is not None
-    assert d.at(step.deadline, Tick()).actions == (ListNow(),)
+    assert d.at(step.deadline, StreamTick()).actions == (ListNow(),)
     recovered = d(Listed([], "9"))
     assert deliveries(recovered) == ()  # absence is not loss for a Sandbox nobody saw yet
     assert phases(d.deliveries(), A) == ["WatchFailed"]
@@ -623,8 +616,8 @@ def test_a_list_that_never_answers_fails_at_its_deadline_and_a_late_answer_is_ta
     d(Registered(A))
     first = d(Started())
     assert first.deadline == 60
-    assert d.at(59, Tick()).actions == ()
-    step = d.at(60, Tick())
+    assert d.at(59, StreamTick()).actions == ()
+    step = d.at(60, StreamTick())
     (term,) = step.reports
     assert isinstance(term, Terminated)
     assert (term.termination, term.action) == (Termination.TRANSPORT, "relist")

@@ -20,28 +20,22 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, WatchEvent
 from jr2_actors.values.errors import ApiStatus
-from jr2_actors.watch.core import (
+from jr2_actors.watch.core import Input, ObserverCore, Registered, deliveries
+from jr2_actors.watch.deliveries import Delivery, SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.watch.identity import SandboxKey
+from jr2_actors.watch.stream import (
     CloseStream,
-    Delivery,
     Failure,
     FrameReceived,
-    Input,
     Listed,
     ListFailed,
     ListNow,
-    ObserverCore,
-    Registered,
-    SandboxGone,
-    SandboxSeen,
     Started,
     StreamEnded,
-    Tick,
-    WatchFailed,
+    StreamTick,
     WatchFrom,
     WatchOpened,
-    deliveries,
 )
-from jr2_actors.watch.identity import SandboxKey
 from tests.support.sandboxes import sandbox
 
 RUNS = ("run-a", "run-b", "run-c")
@@ -220,7 +214,7 @@ class WatchModel(RuleBasedStateMachine):
         deadline = self.core.deadline
         if deadline is not None:
             self.now = max(self.now, deadline)
-            self.feed(Tick())
+            self.feed(StreamTick())
 
     # -- properties ------------------------------------------------------------------------------------
 

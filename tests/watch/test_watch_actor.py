@@ -17,20 +17,11 @@ from jr2_actors.kube.frames import Decoded
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.kube.watch_stream import WatchStream
 from jr2_actors.values.backoff import Backoff
-from jr2_actors.watch.actor import (
-    Health,
-    Register,
-    SandboxGone,
-    SandboxSeen,
-    Unregister,
-    WatchActor,
-    WatchClosed,
-    WatchFailed,
-    WatchHealth,
-    WatchReport,
-)
-from jr2_actors.watch.core import Terminated
+from jr2_actors.watch.actor import WatchActor
+from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import SandboxKey, sandbox_name
+from jr2_actors.watch.messages import Health, Register, Unregister, WatchClosed, WatchHealth, WatchReport
+from jr2_actors.watch.stream import Terminated
 from tests.support.probes import Inbox, Probe
 from tests.support.sandboxes import create
 from tests.support.waiting import wait_until
@@ -332,7 +323,7 @@ def test_a_frame_is_stepped_and_delivered_on_the_thread_that_read_it(cluster: Fa
 
 class _StepBug(WatchActor):
     def _step(self, event: Any) -> None:
-        from jr2_actors.watch import core
+        from jr2_actors.watch import stream as core
 
         if isinstance(event, core.FrameReceived):
             raise RuntimeError("our bug, on the I/O thread")

@@ -18,9 +18,11 @@ from jr2_actors.values.backoff import Backoff
 from jr2_actors.values.constants import WATCH_WRITTEN_AT_FIELD
 from jr2_actors.values.errors import ApiStatus
 from jr2_actors.values.workflow import WorkspaceDef
-from jr2_actors.watch import core
-from jr2_actors.watch.actor import Register, SandboxSeen, WatchActor
+from jr2_actors.watch import stream as core
+from jr2_actors.watch.actor import WatchActor
+from jr2_actors.watch.deliveries import SandboxSeen
 from jr2_actors.watch.identity import SandboxKey
+from jr2_actors.watch.messages import Register
 from jr2_actors.watch.metrics import frame_type, relist_cause
 from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec
@@ -44,15 +46,15 @@ def test_relist_causes_are_named_from_what_ended_the_stream() -> None:
     unusable = core.FrameReceived(1, FrameError("malformed", "not JSON", 3))
     failure = core.Failure("transport", "refused")
     transient = core.Termination.TRANSIENT
-    assert relist_cause(core.Tick(), terminated(core.Termination.SILENCE), False) == "silence"
+    assert relist_cause(core.StreamTick(), terminated(core.Termination.SILENCE), False) == "silence"
     assert relist_cause(error_frame, terminated(core.Termination.EXPIRED), False) == "expired"
     assert relist_cause(error_frame, terminated(transient), False) == "error_frame"
     assert relist_cause(unusable, terminated(core.Termination.TRANSPORT), False) == "unusable_frame"
     assert relist_cause(core.ListFailed(failure), terminated(transient), False) == "list_failed"
-    assert relist_cause(core.Tick(), terminated(core.Termination.TRANSPORT), False) == "list_failed"
+    assert relist_cause(core.StreamTick(), terminated(core.Termination.TRANSPORT), False) == "list_failed"
     assert relist_cause(core.StreamEnded(1, failure), terminated(core.Termination.TRANSPORT), False) == "other"
     assert relist_cause(error_frame, terminated(transient, "degraded"), True) == "degraded"
-    assert relist_cause(core.Tick(), terminated(core.Termination.SILENCE), True) == "degraded"
+    assert relist_cause(core.StreamTick(), terminated(core.Termination.SILENCE), True) == "degraded"
 
 
 def test_frame_types_and_the_servers_write_stamp_are_read_from_the_wire() -> None:

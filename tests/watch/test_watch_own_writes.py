@@ -8,20 +8,10 @@ import random
 from typing import Any
 
 from jr2_actors.kube.frames import WatchEvent
-from jr2_actors.watch.core import (
-    FrameReceived,
-    Listed,
-    ObserverCore,
-    Owned,
-    Registered,
-    SandboxSeen,
-    Started,
-    Unregistered,
-    WatchOpened,
-    deliveries,
-)
-from jr2_actors.watch.deliveries import Delivery
+from jr2_actors.watch.core import ObserverCore, Owned, Registered, Unregistered, deliveries
+from jr2_actors.watch.deliveries import Delivery, SandboxSeen
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION, SandboxKey
+from jr2_actors.watch.stream import FrameReceived, Listed, Started, WatchOpened
 from tests.support.sandboxes import sandbox
 
 A = SandboxKey("run-a", "F-1")

@@ -19,9 +19,9 @@ from jr2_actors.kube.kinds import Kind
 from jr2_actors.shell import Timers
 from jr2_actors.values.workflow import WorkspaceDef
 from jr2_actors.watch.actor import WatchActor
-from jr2_actors.workspace.actor import Release, WorkspaceActor
+from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec
-from jr2_actors.workspace.messages import Released
+from jr2_actors.workspace.messages import Release, Released
 from jr2_actors.workspace.renewals import RenewalLane
 from tests.support.probes import Inbox
 from tests.support.waiting import wait_until

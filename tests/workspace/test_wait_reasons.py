@@ -12,8 +12,8 @@ import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import OperatorCore
-from jr2_actors.run.render import waiting_line
-from jr2_actors.run.wire import WAIT_REASONS, wait_reason
+from jr2_actors.run.listing.render import waiting_line
+from jr2_actors.run.listing.wire import WAIT_REASONS, wait_reason
 from jr2_actors.values.workflow import read_document
 from tests.support.metrics_text import value
 from tests.support.serving import KEY, Serve, jr2

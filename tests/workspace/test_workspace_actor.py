@@ -26,7 +26,7 @@ from jr2_actors.values.timefmt import parse_rfc3339
 from jr2_actors.values.workflow import RepoSlot, WorkspaceDef
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION
-from jr2_actors.workspace.actor import Release, WorkspaceActor
+from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec, sandbox_body
 from jr2_actors.workspace.messages import (
     Faulted,
@@ -34,6 +34,7 @@ from jr2_actors.workspace.messages import (
     Phase,
     PlacedLine,
     PlacingLine,
+    Release,
     Released,
     Restored,
     Running,

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from jr2_actors.values.constants import ATTACH_ATTEMPTS, FORBIDDEN_GRACE_SECONDS
-from jr2_actors.watch.core import SandboxGone, Termination, WatchFailed
+from jr2_actors.watch.deliveries import SandboxGone, WatchFailed
 from jr2_actors.watch.identity import Foreign, SandboxKey
+from jr2_actors.watch.stream import Termination
 from jr2_actors.workspace.messages import (
     Applied,
     ApplySandbox,
@@ -35,12 +36,12 @@ from jr2_actors.workspace.messages import (
     Running,
     Saved,
     SecretWritten,
-    Tick,
     Unknown,
     WaitEndedLine,
     WaitEntry,
     Waiting,
-    WatchClosed,
+    WatchStopped,
+    WorkspaceTick,
     WriteFailed,
 )
 from tests.support.workspace_drive import (
@@ -75,7 +76,7 @@ def test_the_first_renewal_falls_in_the_first_fifth_and_only_once_the_write_is_b
     d(Applied(UID), at=1.0)
     deadline = d.deadline()
     assert deadline is not None and deadline <= 60
-    d(Tick(), at=max(deadline, 1.0))
+    d(WorkspaceTick(), at=max(deadline, 1.0))
     assert d.of(RenewLease) == [RenewLease(UID)]
 
 
@@ -89,7 +90,7 @@ def test_the_lease_is_renewed_in_every_live_state_every_five_minutes_plus_or_min
         state = d.state
         while (deadline := d.core.deadline) is not None and deadline <= at:
             before = len(d.of(RenewLease))
-            d(Tick(), at=deadline)
+            d(WorkspaceTick(), at=deadline)
             if len(d.of(RenewLease)) > before:
                 renewals_in.setdefault(state, []).append(deadline)
         d(event, at=at)
@@ -225,7 +226,7 @@ def test_a_transient_write_error_is_retried_and_never_faults(status: int | None,
         if retry_after is not None:
             assert deadline - d.now >= retry_after
         assert deadline - d.now <= 36.0  # capped (30 s + a fifth), never growing without bound
-        step = d(Tick(), at=deadline)
+        step = d(WorkspaceTick(), at=deadline)
         assert ApplySandbox(create=True) in step.actions, attempt
     assert not d.of(Faulted)
     assert d.state == "placing"
@@ -272,7 +273,7 @@ def test_403s_that_last_are_a_refusal_and_fault() -> None:
     while d.state == "placing":
         deadline = d.core.deadline
         assert deadline is not None and deadline < 1.0 + FORBIDDEN_GRACE_SECONDS + 40
-        d(Tick(), at=deadline)
+        d(WorkspaceTick(), at=deadline)
         d(WriteFailed("sandbox", "403 Forbidden", 403), at=deadline)
     assert d.now >= 1.0 + FORBIDDEN_GRACE_SECONDS
     assert d.of(Faulted)[0].reason == "writing the Sandbox was refused: 403 Forbidden"
@@ -293,7 +294,7 @@ def test_a_failed_secret_write_is_retried_not_dropped() -> None:
     d(WriteFailed("secret", "503", 503), at=1.0)
     deadline = d.core.deadline
     assert deadline is not None and deadline < 60
-    step = d(Tick(), at=deadline)
+    step = d(WorkspaceTick(), at=deadline)
     assert ApplySecret(UID) in step.actions
     d(SecretWritten(), at=deadline + 1)
 
@@ -423,7 +424,7 @@ def test_an_attach_no_harness_answered_is_tried_again_and_then_runs() -> None:
     due = d.deadline()
     assert due is not None and due > 2
     d.out.clear()
-    d(Tick(), at=due)
+    d(WorkspaceTick(), at=due)
     assert d.of(Attach) == [Attach("http://h")]
     d(Attached({}), at=due + 1)
     assert d.state == "running"
@@ -465,7 +466,7 @@ def test_a_gone_sandbox_is_lost_and_a_dropped_watch_is_not() -> None:
     d = Drive()
     d.written()
     d(WatchFailed(KEY, Termination.TRANSPORT, "the Sandbox watch failed"), at=1)
-    d(WatchClosed(), at=1.5)
+    d(WatchStopped(), at=1.5)
     assert d.state == "placing" and len(d.of(Unknown)) == 2
     d(SandboxGone(KEY, "ws", UID, "deleted"), at=2)
     assert d.of(Lost) == [Lost("F-1", "the Sandbox was deleted (deleted)")]

@@ -8,7 +8,7 @@ import pytest
 
 from jr2_actors.values.constants import DELETE_RETRY_BACKOFF, FORBIDDEN_GRACE_SECONDS
 from jr2_actors.values.step import OffTable
-from jr2_actors.watch.core import SandboxGone, SandboxSeen
+from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen
 from jr2_actors.workspace.core import TRANSITIONS
 from jr2_actors.workspace.messages import (
     Applied,
@@ -22,7 +22,7 @@ from jr2_actors.workspace.messages import (
     Release,
     Released,
     Restored,
-    Tick,
+    WorkspaceTick,
     WriteFailed,
 )
 from tests.support.paths import DOCS
@@ -84,7 +84,7 @@ def test_a_delete_owed_is_retried_capped_until_it_lands(status: int | None, retr
         assert deadline is not None and d.now < deadline <= d.now + cap
         if retry_after is not None:
             assert deadline - d.now >= retry_after
-        step = d(Tick(), at=deadline)
+        step = d(WorkspaceTick(), at=deadline)
         assert step.actions == (DeleteSandbox(UID, "7"),)
         retries += 1
     assert not d.of(Released) and retries >= (5 if status == 403 else 50)
@@ -118,7 +118,7 @@ def test_a_sandbox_absent_from_the_list_ends_a_restored_teardowns_retry() -> Non
         d(DeleteFailed("no answer"), at=d.now)
         deadline = d.core.deadline
         assert deadline is not None
-        d(Tick(), at=deadline)
+        d(WorkspaceTick(), at=deadline)
     assert len(d.of(DeleteSandbox)) == 11 and not d.of(Released)
     d(SandboxGone(KEY, "", "", "absent"), at=d.now)
     assert d.of(Released) == [Released("F-1", deleted=True)] and d.deadline() is None
@@ -164,11 +164,12 @@ def test_a_shell_input_off_the_table_is_our_bug_and_a_world_input_is_ignored() -
 def test_every_edge_leads_only_where_the_table_says(monkeypatch: pytest.MonkeyPatch) -> None:
     """A handler that moves off its edge is our bug, caught as it happens: narrow one edge of the table
     and the very move the handler makes on it raises."""
+    from jr2_actors.values.step import Edge
     from jr2_actors.workspace import core as workspace_core
 
     edge = TRANSITIONS[("placing", SandboxSeen)]
     monkeypatch.setitem(workspace_core.MACHINE.edges, ("placing", SandboxSeen),
-                        workspace_core.Edge(frozenset({"lost", "faulted"}), edge.handler))
+                        Edge(frozenset({"lost", "faulted"}), edge.handler))
     d = Drive()
     d.written()
     with pytest.raises(OffTable, match="SandboxSeen in placing cannot lead to provisioning"):

@@ -36,23 +36,12 @@ from jr2_actors.fake.apiserver import discovery, rest
 from jr2_actors.fake.apiserver.knobs import (
     KNOBS,
     ApiCall,
-    Away,
-    ClearRequestLog,
-    Compact,
     Delay,
-    EndWatches,
     FailNext,
     Knob,
     Opened,
     Published,
-    RequestLog,
-    Restart,
-    RotateToken,
-    SetLatency,
-    StallWatches,
-    StreamError,
     Unwatch,
-    WatchStats,
     WatchTicket,
 )
 from jr2_actors.fake.apiserver.rest import ApiAnswer, ApiRequest, WatchSpec, status_answer
@@ -414,29 +403,3 @@ class ApiHttpServer:
 
 
 # The knobs are the server's vocabulary: FakeCluster and the tests name them through this module.
-__all__ = [
-    "ASK_TIMEOUT",
-    "KNOBS",
-    "ApiCall",
-    "ApiHttpServer",
-    "ApiServerActor",
-    "Away",
-    "ClearRequestLog",
-    "Compact",
-    "Delay",
-    "EndWatches",
-    "FailNext",
-    "Knob",
-    "Opened",
-    "Published",
-    "RequestLog",
-    "Restart",
-    "RotateToken",
-    "SetLatency",
-    "StallWatches",
-    "StreamError",
-    "Unwatch",
-    "WatchStats",
-    "WatchTicket",
-    "write_atomically",
-]

@@ -7,6 +7,7 @@ newest `FEED_KEEP` lines), and the hub says which id last left it, so a reader t
 one is told of the gap. A live run's feed is held while it runs; of finished runs the hub holds the newest
 `FEED_FINISHED_HELD` (issue 16 item 10): a reader of an older one reads the same lines from the run's
 store row until the sweep removes it, so the hub's memory plateaus however many runs finish.
+Next stage: its readers — the API's event stream (through `wire.py`) and the demo.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from jr2_actors.run.core import FEED_KEEP
-from jr2_actors.run.feedlines import FeedEvent
+from jr2_actors.run.blob import FEED_KEEP
+from jr2_actors.run.feed.lines import FeedEvent
 from jr2_actors.values.constants import FEED_FINISHED_HELD
 
 

@@ -1,7 +1,7 @@
 """`RunTable`: every live run's line of `GET /runs`, kept current by the runs' own tells (issue 18 item 2).
 
 The orchestrator `enter`s a run's first row before its actor starts; each RunActor then tells its row
-(`RunRow`: `run/wire.py`'s `listing_doc`) after every step it carries out, so the table holds what the run
+(`RunRow`: `listing/wire.py`'s `listing_doc`) after every step it carries out, so the table holds what the run
 last persisted or emitted, and `forget`s it at its `RunFinished` (or when its actor could not start): the table
 is the live set. `GET /runs` reads it under its own lock and never asks a run, nor the orchestrator: an actor
 busy in a long handler (or dead and waiting for its revival) is listed with its last known row.
@@ -11,7 +11,7 @@ Each row's JSON is encoded once, on the teller's thread, when the row is told: l
 that encoding alone was 10–18 ms of CPU a call, docs/benchmarks.md); the ids are kept sorted, so the listing is
 one slice (sorting 5,000 ids a call, and filtering the orchestrator's, was ~2 ms more under the GIL). A row
 told for a run the table does not hold (it was never entered, or `forget` took it at its `RunFinished`) is
-dropped: a finished run is never listed again by a late row.
+dropped: a finished run is never listed again by a late row. Next stage: `GET /runs` (`api/app.py`).
 """
 
 from __future__ import annotations

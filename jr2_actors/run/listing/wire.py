@@ -1,7 +1,7 @@
-"""The wire shapes of a run (CONTRACTS.md §4): RunStatus and feed lines, made here at the edge only.
+"""The wire shapes of a run (CONTRACTS.md §4): RunStatus and its listing line, made here at the edge only.
 
 Inside, times are seconds (wall clock) and Workspaces are `path`s; on the wire, times are RFC 3339 with
-milliseconds and a Workspace's path is its `child`.
+milliseconds and a Workspace's path is its `child`. Next stage: the run table (`table.py`) and the API.
 """
 
 from __future__ import annotations
@@ -10,11 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jr2_actors.run.core import RunCore
-from jr2_actors.run.feedlines import FeedEvent, line_fields
 from jr2_actors.values.timefmt import rfc3339_ms
-
-_TIMES = ("since", "at")
-
 
 WAIT_REASONS = ("capacity", "taint", "selector", "quota", "other")
 NO_NODE_FITS = frozenset({"taint", "selector"})  # no current node can take it: capacity freeing will not help
@@ -96,15 +92,3 @@ def stored_listing_doc(run_id: str, blob: Mapping[str, Any]) -> dict[str, Any]:
                       for v in (blob.get("startedWall"), blob.get("endedWall")))
     doc.update(_times(started, ended))
     return doc
-
-
-def feed_doc(event: FeedEvent) -> dict[str, Any]:
-    """A feed line as the API serves it: `{id, at, kind, …its fields}`; absent values are left out."""
-    out: dict[str, Any] = {"id": event.id, "at": rfc3339_ms(event.at), "kind": event.kind}
-    for key, value in line_fields(event.line).items():
-        if value is None:
-            continue
-        if key in _TIMES and isinstance(value, (int, float)):
-            value = rfc3339_ms(value)
-        out["child" if key == "path" else key] = value
-    return out

@@ -2,8 +2,8 @@
 
 Each kind of line is a frozen dataclass; `FeedEvent` numbers and times one. They leave the run's core as
 these types; the wire shape (`kind` and its fields, a Workspace's path as `child`, times in RFC 3339) is
-made at the edge, in `run/wire.py`. The Workspace's own lines (`PlacingLine`, `PlacedLine`,
-`WaitEndedLine`) come from its core and pass through unchanged.
+made at the edge, in `feed/wire.py`. The Workspace's own lines (`PlacingLine`, `PlacedLine`,
+`WaitEndedLine`) come from its core and pass through unchanged. Next stage: the hub (`feed/hub.py`).
 """
 
 from __future__ import annotations

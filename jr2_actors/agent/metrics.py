@@ -1,4 +1,6 @@
-"""The Harness's metrics, as the Orchestrator calls it: admissions and memory-kill reads by outcome.
+"""The seats' metrics: the Harness as the Orchestrator's seats call it — admissions and memory-kill reads by
+outcome, counted by each AgentActor as a call's result comes back. Next stage: `telemetry.py`, which
+composes it into the registry.
 
 An outcome is a kind of result, never its words: `error` (the Harness answered with an error),
 `unreachable`, `protocol` (an answer that is not the Harness's), `malformed` (a kill list refused as
