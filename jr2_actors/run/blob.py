@@ -8,6 +8,7 @@ reservation (issue 16 item 5: ids below it may have reached readers before the n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,7 @@ def snapshot(core: RunCore) -> dict[str, Any]:
         "fault": core.fault,
         "startedWall": core.started_wall,
         "endedWall": core.ended_wall,
+        "durationSeconds": core.duration_seconds,
         "afterWall": core.after_wall,
         "turns": core.turns,
         "conversations": dict(core.conversations),
@@ -86,6 +88,11 @@ def restore(cls: type[RunCore], blob: Mapping[str, Any], now: float, wall: float
     core.conversations = {str(k): int(v) for k, v in dict(blob.get("conversations") or {}).items()}
     core.started_wall, core.ended_wall = (float(v) if isinstance(v, int | float) else None  # an older blob: None
                                           for v in (blob.get("startedWall"), blob.get("endedWall")))
+    core.duration_seconds = seconds_from(blob.get("durationSeconds"))
+    if core.started_wall is not None and core.status == "running":
+        # Opened by an earlier process, whose monotonic clock is gone: the time before this restore is the
+        # wall clock's difference (clamped at 0), the time after it is this process's monotonic clock.
+        core._started_mono = now - max(0.0, wall - core.started_wall)
     core.ledger = Ledger.restore(blob.get("ledger") or {})
     core._abort_before = set(core.workflow.agents)  # what their conversations hold is not known here
     core.ended_workspaces = {str(k): str(v) for k, v in dict(blob.get("endedWorkspaces") or {}).items()}
@@ -134,6 +141,13 @@ def restore(cls: type[RunCore], blob: Mapping[str, Any], now: float, wall: float
     out, core._out = core._out, []
     return core, Step(tuple(x for x in out if not isinstance(x, FeedEvent)),
                       tuple(x for x in out if isinstance(x, FeedEvent)), core.deadline)
+
+
+def seconds_from(value: object) -> float | None:
+    """A stored duration: a finite number of seconds, not below 0; anything else is not known (None)."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
 
 
 def _restored_json(r: ws.Restored) -> dict[str, Any]:

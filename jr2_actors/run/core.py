@@ -117,6 +117,10 @@ class RunCore(TurnSide):
         self.fault: str | None = None
         self.started_wall: float | None = None  # issue 19: when it started and ended (wall), for runs/status
         self.ended_wall: float | None = None
+        # How long it ran, once ended: on the monotonic clock from `_started_mono` (a wall step cannot bend
+        # it); `blob.restore` says what a run opened by an earlier process counts from.
+        self.duration_seconds: float | None = None
+        self._started_mono: float | None = None
         self.workspaces: dict[str, WorkspaceRecord] = {}
         self.ended_workspaces: dict[str, str] = {}  # path → deleted | kept: what a teardown left
         self.turn: TurnRecord | None = None
@@ -146,7 +150,7 @@ class RunCore(TurnSide):
         if isinstance(event, Start):
             if self.turns or self.workspaces:
                 raise OffTable(f"run {self.run_id}: started twice")
-            self.started_wall = wall
+            self.started_wall, self._started_mono = wall, now
             self._feed(StartedLine(self.workflow.name, self.state))
             self._enter(self.state)
         elif isinstance(event, Cancel):
@@ -240,6 +244,8 @@ class RunCore(TurnSide):
         self.status = status
         self.fault = fault
         self.ended_wall = self._wall
+        if self._started_mono is not None:
+            self.duration_seconds = round(max(0.0, self._now - self._started_mono), 3)
         self._persist = True
         self._after_mono = self.after_wall = None
         self._stop_turn()
