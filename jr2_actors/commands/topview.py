@@ -4,6 +4,8 @@ It loads only when `top` runs, with `rich`, requests and prometheus_client (issu
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import threading
 import time
@@ -18,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jr2_actors.api.app import METRICS_PATH
-from jr2_actors.commands.common import EXIT_INTERRUPTED, UsageError
+from jr2_actors.commands.common import EXIT_INTERRUPTED, UsageError, secret_from
 from jr2_actors.commands.top import PLAIN_WIDTH, TIMEOUT
 from jr2_actors.harness import metrics as harness_m
 from jr2_actors.kube import metrics as kube_m
@@ -30,6 +32,7 @@ from jr2_actors.watch import metrics as watch_m
 from jr2_actors.workspace import metrics as workspace_m
 
 Labels = tuple[tuple[str, str], ...]
+RUNS_PATH = "/runs"  # the live runs, behind the token (api/app.py's ROUTES)
 
 
 # -- one scrape --------------------------------------------------------------------------------------
@@ -40,6 +43,7 @@ class Scrape:
 
     at: float
     samples: dict[str, dict[Labels, float]] = field(default_factory=dict)
+    states: dict[str, float] | None = None  # live runs by workflow state, from `GET /runs` (None: no token)
 
     @classmethod
     def parse(cls, text: str, at: float) -> Scrape:
@@ -83,14 +87,40 @@ def quantile(buckets: list[tuple[float, float]], count: float, q: float) -> floa
     return float("inf")
 
 
-def fetch(session: requests.Session, url: str) -> Scrape:
+def fetch(session: requests.Session, url: str, token: str = "") -> Scrape:
+    """One scrape of `/metrics`; with a token, the live runs by state from `GET /runs` beside it."""
+    scrape = Scrape.parse(_get(session, url).text, time.monotonic())
+    if token:
+        scrape.states = states_of(_get(session, runs_url(url), token).content)
+    return scrape
+
+
+def _get(session: requests.Session, url: str, token: str = "") -> requests.Response:
     try:
-        resp = session.get(url, timeout=TIMEOUT)
+        resp = session.get(url, timeout=TIMEOUT, headers={"Authorization": f"Bearer {token}"} if token else {})
     except requests.exceptions.RequestException as e:
         raise UsageError(f"cannot reach {url}: {_why(e)}") from None
+    if resp.status_code == 401:
+        raise UsageError(f"{url} refused the token (check $JR2_INSTANCE_TOKEN or --token-file)")
     if resp.status_code != 200:
         raise UsageError(f"{url} answered {resp.status_code}")
-    return Scrape.parse(resp.text, time.monotonic())
+    return resp
+
+
+def states_of(body: bytes) -> dict[str, float]:
+    """`GET /runs`'s answer (CONTRACTS.md §4: `{"runs": [listing line, …]}`) as live runs by state."""
+    try:
+        doc = json.loads(body)
+    except ValueError as e:
+        raise UsageError(f"GET /runs answered what is not JSON ({e})") from None
+    listed = doc.get("runs") if isinstance(doc, dict) else None
+    if not isinstance(listed, list) or not all(isinstance(r, dict) for r in listed):
+        raise UsageError("GET /runs answered what is not a list of runs")
+    states: dict[str, float] = {}
+    for r in listed:
+        state = str(r.get("state", "?"))
+        states[state] = states.get(state, 0.0) + 1
+    return states
 
 
 # -- the view ----------------------------------------------------------------------------------------
@@ -208,8 +238,9 @@ def _runs(now: Scrape) -> Table:
     table = Table(title="Runs and their waits", title_justify="left", show_header=False)
     table.add_column("what")
     table.add_column("value")
-    states = now.by(run_m.RUNS_LIVE, "state")
-    table.add_row("live runs", f"{count(sum(states.values()))}" + (f" — {_nonzero(states)}" if states else ""))
+    live, states = now.value(run_m.RUNS_LIVE), now.states
+    by_state = "" if states is None else f" — {_nonzero(states)}" if states else ""
+    table.add_row("live runs", f"{count(live)}{by_state}")
     table.add_row("Workspaces", _nonzero(now.by(run_m.WORKSPACES, "phase")) or "none")
     waits: dict[str, dict[str, float]] = {}  # on → reason → open waits
     for labels, n in now.samples.get(run_m.RUN_WAITS_OPEN, {}).items():
@@ -256,12 +287,24 @@ def metrics_url(server: str) -> str:
     return server.rstrip("/") + METRICS_PATH
 
 
+def runs_url(metrics: str) -> str:
+    return metrics.removesuffix(METRICS_PATH) + RUNS_PATH
+
+
+def token_of(args: argparse.Namespace) -> str:
+    """The Instance token when one is given (`--token-file`, else `$JR2_INSTANCE_TOKEN`), else ""."""
+    if not args.token_file and not os.environ.get("JR2_INSTANCE_TOKEN", "").strip():
+        return ""
+    return secret_from("JR2_INSTANCE_TOKEN", args.token_file, "the Instance token").decode("utf-8", "replace")
+
+
 def run(args: argparse.Namespace, stop: threading.Event) -> int:
     url = metrics_url(args.server)
+    token = token_of(args)
     session = requests.Session()
     session.trust_env = False
     try:
-        scrape = fetch(session, url)
+        scrape = fetch(session, url, token)
         if args.once:
             console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else PLAIN_WIDTH)
             console.print(render(scrape, server=args.server))
@@ -270,7 +313,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
         with Live(render(scrape, server=args.server), console=Console(), auto_refresh=False) as live:
             while not stop.wait(args.interval):
                 try:
-                    before, scrape = scrape, fetch(session, url)
+                    before, scrape = scrape, fetch(session, url, token)
                     live.update(render(scrape, before, server=args.server), refresh=True)
                 except UsageError as e:
                     live.update(render(scrape, before, server=args.server, problem=str(e)), refresh=True)
