@@ -106,3 +106,15 @@ def test_a_stored_duration_that_is_not_a_number_of_seconds_falls_back_on_the_wal
     blob = {"document": {"name": "waits"}, "status": "done", "state": "done", "startedWall": WALL0,
             "endedWall": WALL0 + 42.0, "durationSeconds": stored}
     assert stored_listing_doc("r-x", blob)["durationSeconds"] == 42.0
+
+
+def test_status_and_runs_show_the_servers_duration_not_the_wall_times_difference() -> None:
+    from jr2_actors.commands.client import runs_table
+    from jr2_actors.run.render import status_lines
+    from jr2_actors.values.timefmt import rfc3339_ms
+
+    # The wall clock was set back an hour during a run of 600 s: its two wall times are 3,000 s apart, backwards.
+    doc = {"runId": "r-1", "workflow": "waits", "status": "done", "state": "done", "startedAt": rfc3339_ms(WALL0),
+           "endedAt": rfc3339_ms(WALL0 + AFTER - STEP_BACK), "durationSeconds": AFTER}
+    assert any("took 10m00s" in line for line in status_lines(doc, WALL0 + 10_000.0))
+    assert "10m00s" in runs_table([doc], WALL0 + 10_000.0, wide=False)[1]
