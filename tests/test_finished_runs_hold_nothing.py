@@ -1,5 +1,5 @@
-"""What a finished run leaves behind in the orchestrator: nothing that grows with the number of runs (issue
-29: +1.3 KiB of RSS a finished run after the plateau). Objects and entries are counted, never RSS: after a
+"""What a finished run leaves behind in the orchestrator: nothing that grows with the number of runs (a
+soak measured +1.3 KiB of RSS a finished run after the plateau). Objects and entries are counted, never RSS: after a
 warm-up past every bound that is meant to fill (the feed hub's `FEED_FINISHED_HELD` finished runs), N more
 one-Turn runs through an embedded orchestrator on the fake cluster, then N more; no class of ours gains an
 instance per run, and the watch's delivery cache holds no entry per run (its retired uids are a bounded LRU
