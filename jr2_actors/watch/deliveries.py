@@ -18,11 +18,7 @@ knows nothing of streams, versions to resume from or backoff.
   the same `SandboxView` but for the resourceVersion — since the PATCH answer already gave it that
   version. Anything else in the change, a stamp it did not announce, or the stamp of another writer is
   delivered as ever; the object is still recorded as the key's latest.
-- The latest delivery per key is kept (bounded) for waiters that register after it — but a `SandboxGone`
-  only while its key has a waiter (or the tap hears every key): a fresh waiter is never handed one, and a
-  restored waiter that registers after its Sandbox went (a start's restore, a revived run) is told `absent`
-  at once, the list being past. So the Sandboxes of finished runs leave nothing here but their retired
-  uids (plain strings, `KEEP_LATEST` at most).
+- The latest delivery per key is kept (bounded) for waiters that register after it.
 - Registrations (ADR-0064: a state re-entered gets the same name, so a key comes back): a fresh waiter
   — its Workspace applies the Sandbox after registering — is handed the latest `SandboxSeen` (the
   object its apply may adopt unchanged) but never a cached `SandboxGone`: that can only be an older
@@ -136,8 +132,6 @@ class DeliveryCache:
         self._restored.discard(key)
         self._answered.discard(key)
         self._own.pop(key, None)
-        if isinstance(self._last.get(key), SandboxGone) and not self.deliver_all:
-            del self._last[key]  # its Workspace is over (or its actor died: a revival is told `absent`)
 
     def own(self, key: SandboxKey, stamp: str) -> None:
         """The waiter of `key` is writing the keepalive `stamp` itself: its own change is not told back."""
@@ -268,17 +262,13 @@ class DeliveryCache:
 
     def _deliver(self, delivery: SandboxSeen | SandboxGone, told: Told) -> None:
         key = delivery.key
-        heard = key in self.waiters or self.deliver_all
-        if isinstance(delivery, SandboxGone) and not heard:
-            self._last.pop(key, None)  # an end nobody waits for: its earlier object goes with it
-        else:
-            self._last[key] = delivery
-            self._last.move_to_end(key)
-            while len(self._last) > self._keep:
-                self._last.popitem(last=False)
+        self._last[key] = delivery
+        self._last.move_to_end(key)
+        while len(self._last) > self._keep:
+            self._last.popitem(last=False)
         if key in self.waiters:
             self._answered.add(key)
-        if heard:
+        if key in self.waiters or self.deliver_all:
             told.deliveries.append(delivery)
 
     def _retire(self, uid: str) -> None:
