@@ -4,10 +4,12 @@ as the orchestrator's namespace is in production.
 Start: a temp folder outside the checkout; a generated CA and serving certificate (jr2_actors.fake.tls);
 a service-account signing key; a static token file (`--token-auth-file`) naming three users — an admin in
 `system:masters` (the test's own hand, and the fake operator's), the orchestrator as its ServiceAccount
-(`system:serviceaccount:<ns>:jr2-orchestrator`, which the shipped RoleBinding names), and nobody else;
-`--authorization-mode=RBAC` alone. Once `/readyz` answers, the project's CRDs (jr2_actors/crds/), the
-namespace, and manifests/orchestrator/rbac.yaml (the ServiceAccount, Role and RoleBinding, unchanged) are
-applied as the admin. So the orchestrator runs with exactly the rights `manifests/` gives it.
+(`system:serviceaccount:<its own ns>:jr2-orchestrator`, which the shipped RoleBinding names), and nobody
+else; `--authorization-mode=RBAC` alone. Once `/readyz` answers, the project's CRDs (jr2_actors/crds/), the
+two namespaces — the Sandboxes' (`namespace`) and the orchestrator's own (`home_namespace`) — its
+ServiceAccount there (manifests/orchestrator/serviceaccount.yaml) and its Role and RoleBinding in the
+Sandboxes' (manifests/sandboxes/rbac.yaml, the subject's namespace set as an overlay does) are applied as
+the admin. So the orchestrator runs with exactly the rights `manifests/` gives it.
 
 Stop: SIGTERM to the process group, SIGKILL after 10 s, the temp folder removed — also when start fails
 part way or is interrupted (Ctrl-C), so nothing is left behind.
@@ -41,7 +43,8 @@ from realcluster.build import Built, build
 
 REPO = Path(__file__).resolve().parent.parent
 CRDS = REPO / "jr2_actors" / "crds"
-RBAC = REPO / "manifests" / "orchestrator" / "rbac.yaml"
+SERVICE_ACCOUNT_FILE = REPO / "manifests" / "orchestrator" / "serviceaccount.yaml"
+RBAC = REPO / "manifests" / "sandboxes" / "rbac.yaml"
 SERVICE_ACCOUNT = "jr2-orchestrator"
 ORCHESTRATOR_UIDS = ("jr2-orchestrator-token-1", "jr2-orchestrator-token-2")  # the token file's two, in order
 READY_WITHIN = 120.0  # seconds: a cold start on a loaded 2-core machine takes 5-15
@@ -71,8 +74,10 @@ def _write(path: Path, text: str) -> None:
 
 
 class RealCluster:
-    def __init__(self, *, namespace: str = "jr2", binary: Path | None = None, log_to: Path | None = None) -> None:
-        self.namespace = namespace
+    def __init__(self, *, namespace: str = "jr2", home_namespace: str = "", binary: Path | None = None,
+                 log_to: Path | None = None) -> None:
+        self.namespace = namespace  # the Sandboxes'
+        self.home_namespace = home_namespace or f"{namespace}-system"  # the orchestrator's own (manifests/)
         self._binary = binary
         self._log_to = log_to
         self.dir: Path | None = None
@@ -110,8 +115,8 @@ class RealCluster:
         _write(d / "sa.pub", sa_key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode())
         admin_token, orch_token, next_token = (base64.b32encode(os.urandom(20)).decode() for _ in range(3))
-        orch_user = f"system:serviceaccount:{self.namespace}:{SERVICE_ACCOUNT}"
-        groups = f'"system:serviceaccounts,system:serviceaccounts:{self.namespace}"'
+        orch_user = f"system:serviceaccount:{self.home_namespace}:{SERVICE_ACCOUNT}"
+        groups = f'"system:serviceaccounts,system:serviceaccounts:{self.home_namespace}"'
         # Two tokens for the orchestrator's one identity, told apart by their uid in the audit log: the second
         # is what `rotate_orchestrator_token` puts in its file, as a kubelet rotates a projected token.
         _write(d / "tokens.csv", f'{admin_token},jr2-admin,jr2-admin,"system:masters"\n'
@@ -296,17 +301,19 @@ class RealCluster:
         for path in sorted(CRDS.glob("*.core.jr2.dev.yaml")):
             crd = yaml.safe_load(path.read_text())
             self._create(s, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-        self._create(s, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                               "metadata": {"name": self.namespace}})
-        for doc in yaml.safe_load_all(RBAC.read_text()):
+        for name in (self.namespace, self.home_namespace):
+            self._create(s, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        placed = [(self.home_namespace, d) for d in yaml.safe_load_all(SERVICE_ACCOUNT_FILE.read_text())] \
+            + [(self.namespace, d) for d in yaml.safe_load_all(RBAC.read_text())]
+        for namespace, doc in placed:
             kind = doc["kind"]
             base = "/api/v1" if kind == "ServiceAccount" else "/apis/rbac.authorization.k8s.io/v1"
             plural = {"ServiceAccount": "serviceaccounts", "Role": "roles", "RoleBinding": "rolebindings"}[kind]
-            # As kustomize's `namespace:` does: the objects and the binding's ServiceAccount subject.
-            doc["metadata"]["namespace"] = self.namespace
+            # As kustomize's `namespace:` does for the objects, and an overlay's patch for the subject.
+            doc["metadata"]["namespace"] = namespace
             for subject in doc.get("subjects", []):
-                subject.setdefault("namespace", self.namespace)
-            self._create(s, f"{base}/namespaces/{self.namespace}/{plural}", doc)
+                subject["namespace"] = self.home_namespace
+            self._create(s, f"{base}/namespaces/{namespace}/{plural}", doc)
         for path in sorted(CRDS.glob("*.core.jr2.dev.yaml")):
             crd = yaml.safe_load(path.read_text())
             self._await_established(s, crd["metadata"]["name"])

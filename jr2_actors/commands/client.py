@@ -30,7 +30,7 @@ from jr2_actors.commands.common import (
 )
 from jr2_actors.commands.completion import files
 from jr2_actors.run.feed.render import feed_line
-from jr2_actors.run.listing.render import cluster_line, duration, local_clock, local_time, status_lines
+from jr2_actors.run.listing.render import cluster_line, duration, local_clock, local_time, ran, status_lines
 from jr2_actors.values.errors import one_line
 from jr2_actors.values.run_ids import FULL_RUN_ID  # anything else is a prefix to resolve
 from jr2_actors.values.timefmt import parse_rfc3339
@@ -321,7 +321,7 @@ def runs_table(runs: list[dict[str, Any]], now_wall: float, *, wide: bool) -> li
     for r in runs:
         started, ended = parse_rfc3339(r.get("startedAt")), parse_rfc3339(r.get("endedAt"))
         age = duration(now_wall - started) if started is not None else "-"
-        took = duration((ended if ended is not None else now_wall) - started) if started is not None else "-"
+        took = duration(ran(r, started, ended, now_wall)) if started is not None else "-"
         row = [str(r.get("runId")), str(r.get("workflow")), str(r.get("status")), str(r.get("state")), age, took]
         if wide:
             row += [local_time(started) if started is not None else "-", local_time(ended) if ended else "-"]

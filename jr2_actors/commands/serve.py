@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from jr2_actors.commands.common import (
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
     access = _cluster_access(args, stop)
     if access is None:
         return 0
-    client = KubeClient(access)
+    client = KubeClient(sandboxes_access(access, args))
     try:
         return _serve(args, stop, client, token=token, key=key, state_dir=os.path.abspath(args.state_dir),
                       namespace=args.namespace, listen=args.listen or listen_address(DEFAULT_LISTEN),
@@ -255,6 +256,13 @@ def _secrets(args: argparse.Namespace, *, generate: bool) -> tuple[str, bytes]:
     if len(key) < MIN_KEY_BYTES:
         raise UsageError(f"the signing key is shorter than {MIN_KEY_BYTES} bytes")
     return token, key
+
+
+def sandboxes_access(access: ClusterAccess, args: argparse.Namespace) -> ClusterAccess:
+    """The access with `--namespace` as the client's namespace: in cluster, the access names the pod's own
+    namespace (the orchestrator's, apart from the Sandboxes' so that its Role there reaches no Secret beside
+    the signing key: manifests/), and no request of this process belongs there."""
+    return replace(access, namespace=args.namespace)
 
 
 def _cluster_access(args: argparse.Namespace, stop: threading.Event) -> ClusterAccess | None:

@@ -3,8 +3,10 @@
     jr2-actors top [--server URL] [--once] [--interval SECONDS]
 
 Which actor kind is falling behind (mailbox depth, the oldest waiting message, processing time), the
-busiest few actors by name, the one watch's state, the runs by workflow state with their Workspaces and
-open waits, and the store and the cluster client. Live (`rich`), refreshed every `--interval` seconds
+busiest few actors (by kind and the run they serve), the one watch's state, the live runs with their
+Workspaces and open waits, and the store and the cluster client. `/metrics` holds nothing a workflow's
+author wrote: with the Instance token (`JR2_INSTANCE_TOKEN` or `--token-file`) it also counts the live runs
+by workflow state, from `GET /runs`. Live (`rich`), refreshed every `--interval` seconds
 until Ctrl-C, with per-second rates once two scrapes are in; `--once` prints one view and exits, for
 scripts and tests. A server that cannot be read is one line on stderr and exit 2; once live, a failed
 refresh is shown in place and the next one tried. The view is `topview.py`, loaded only when `top` runs:
@@ -33,6 +35,9 @@ def add_parser(sub: Any) -> None:
                      help=f"the orchestrator's API (default: $JR2_SERVER, else {DEFAULT_SERVER})")
     top.add_argument("--once", action="store_true",
                      help="print one view and exit, for scripts and tests (default: live until Ctrl-C)")
+    top.add_argument("--token-file",
+                     help="a file holding the Instance token, to count the runs by state from GET /runs "
+                          "(default: $JR2_INSTANCE_TOKEN; without one, the states are not shown)")
     top.add_argument("--interval", type=positive_seconds, default=2.0,
                      help="seconds between refreshes when live (default: 2)")
 

@@ -5,6 +5,8 @@ It loads only when `top` runs, with `rich`, requests and prometheus_client (issu
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import threading
 import time
@@ -16,22 +18,54 @@ from rich.table import Table
 from rich.text import Text
 
 from jr2_actors.api.app import METRICS_PATH
-from jr2_actors.commands.common import EXIT_INTERRUPTED, UsageError, interruptible
+from jr2_actors.commands.common import EXIT_INTERRUPTED, UsageError, interruptible, secret_from
 from jr2_actors.commands.top import PLAIN_WIDTH, TIMEOUT
 from jr2_actors.console.top import NotMetrics, Scrape, Section, sections
 
+RUNS_PATH = "/runs"  # the live runs, behind the token (api/app.py's ROUTES)
 
-def fetch(session: requests.Session, url: str) -> Scrape:
+
+def fetch(session: requests.Session, url: str, token: str = "") -> Scrape:
+    """One scrape of `/metrics`; with a token, the live runs by state from `GET /runs` beside it."""
+    scrape = _scrape(_get(session, url).text)
+    if token:
+        scrape.states = states_of(_get(session, runs_url(url), token).content)
+    return scrape
+
+
+def _get(session: requests.Session, url: str, token: str = "") -> requests.Response:
     try:
-        resp = session.get(url, timeout=TIMEOUT)
+        resp = session.get(url, timeout=TIMEOUT, headers={"Authorization": f"Bearer {token}"} if token else {})
     except requests.exceptions.RequestException as e:
         raise UsageError(f"cannot reach {url}: {_why(e)}") from None
+    if resp.status_code == 401:
+        raise UsageError(f"{url} refused the token (check $JR2_INSTANCE_TOKEN or --token-file)")
     if resp.status_code != 200:
         raise UsageError(f"{url} answered {resp.status_code}")
+    return resp
+
+
+def _scrape(text: str) -> Scrape:
     try:
-        return Scrape.parse(resp.text, time.monotonic())
+        return Scrape.parse(text, time.monotonic())
     except NotMetrics as e:
         raise UsageError(str(e)) from None
+
+
+def states_of(body: bytes) -> dict[str, float]:
+    """`GET /runs`'s answer (CONTRACTS.md §4: `{"runs": [listing line, …]}`) as live runs by state."""
+    try:
+        doc = json.loads(body)
+    except ValueError as e:
+        raise UsageError(f"GET /runs answered what is not JSON ({e})") from None
+    listed = doc.get("runs") if isinstance(doc, dict) else None
+    if not isinstance(listed, list) or not all(isinstance(r, dict) for r in listed):
+        raise UsageError("GET /runs answered what is not a list of runs")
+    states: dict[str, float] = {}
+    for r in listed:
+        state = str(r.get("state", "?"))
+        states[state] = states.get(state, 0.0) + 1
+    return states
 
 
 # -- the view: the sections console/top.py reads off the scrapes, as rich tables -----------------------
@@ -67,12 +101,25 @@ def metrics_url(server: str) -> str:
     return server.rstrip("/") + METRICS_PATH
 
 
+def runs_url(metrics: str) -> str:
+    return metrics.removesuffix(METRICS_PATH) + RUNS_PATH
+
+
+def token_of(args: argparse.Namespace) -> str:
+    """The Instance token when one is given (`--token-file`, else `$JR2_INSTANCE_TOKEN`), else ""."""
+    if not args.token_file and not os.environ.get("JR2_INSTANCE_TOKEN", "").strip():
+        return ""
+    return secret_from("JR2_INSTANCE_TOKEN", args.token_file, "the Instance token").decode("utf-8", "replace")
+
+
 def run(args: argparse.Namespace, stop: threading.Event) -> int:
     url = metrics_url(args.server)
+    token = token_of(args)
     session = requests.Session()
     session.trust_env = False
+
     def scrape_now() -> Scrape:  # on a thread of its own: a server that never answers never holds Ctrl-C
-        return interruptible(lambda: fetch(session, url), stop)
+        return interruptible(lambda: fetch(session, url, token), stop)
 
     try:
         scrape = scrape_now()

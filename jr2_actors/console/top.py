@@ -36,6 +36,7 @@ class Scrape:
 
     at: float
     samples: dict[str, dict[Labels, float]] = field(default_factory=dict)
+    states: dict[str, float] | None = None  # live runs by workflow state, from `GET /runs` (None: no token)
 
     @classmethod
     def parse(cls, text: str, at: float) -> Scrape:
@@ -189,7 +190,8 @@ def _watch(now: Scrape) -> Section:
 
 
 def _runs(now: Scrape) -> Section:
-    states = now.by(run_m.RUNS_LIVE, "state")
+    live, states = now.value(run_m.RUNS_LIVE), now.states
+    by_state = "" if not states else f" — {_nonzero(states)}"
     waits: dict[str, dict[str, float]] = {}  # on → reason → open waits
     for labels, n in now.samples.get(run_m.RUN_WAITS_OPEN, {}).items():
         d = dict(labels)
@@ -198,7 +200,7 @@ def _runs(now: Scrape) -> Section:
     open_waits = [f"{int(sum(by.values()))} waiting on {on}: {_nonzero(by)} (the oldest for "
                   f"{seconds(now.value(run_m.RUN_WAIT_OLDEST, on=on))})" for on, by in sorted(waits.items())]
     return Section("Runs and their waits", (), (
-        Row(("live runs", f"{count(sum(states.values()))}" + (f" — {_nonzero(states)}" if states else ""))),
+        Row(("live runs", f"{count(live)}{by_state}")),
         Row(("Workspaces", _nonzero(now.by(run_m.WORKSPACES, "phase")) or "none")),
         Row(("open waits", "; ".join(open_waits) or "none"))))
 

@@ -8,6 +8,7 @@ reservation (issue 16 item 5: ids below it may have reached readers before the n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,7 @@ def snapshot(core: RunCore) -> dict[str, Any]:
         "fault": core.fault,
         "startedWall": core.started_wall,
         "endedWall": core.ended_wall,
+        "durationSeconds": core.duration_seconds,
         "afterWall": core.after_wall,
         "turns": core.turns.count,
         "conversations": dict(core.turns.conversations),
@@ -78,6 +80,7 @@ class Kept:
     fault: str | None
     started_wall: float | None
     ended_wall: float | None
+    duration_seconds: float | None  # once ended: as timed by the process that ended it
     after_wall: float | None  # a running run's `after`, as a wall time
     turns: int
     conversations: dict[str, int]
@@ -133,6 +136,7 @@ def restore(blob: Mapping[str, Any], *, feed_after: int = 0) -> Kept:
         state=state, path=[str(s) for s in path] if isinstance(path, list) and path else [state],
         path_dropped=int(blob.get("pathDropped") or 0), fault=blob.get("fault"),
         started_wall=started_wall, ended_wall=ended_wall,
+        duration_seconds=seconds_from(blob.get("durationSeconds")),
         after_wall=float(after_wall) if after_wall is not None and status == "running" else None,
         turns=int(blob.get("turns", 0)),
         conversations={str(k): int(v) for k, v in dict(blob.get("conversations") or {}).items()},
@@ -143,6 +147,13 @@ def restore(blob: Mapping[str, Any], *, feed_after: int = 0) -> Kept:
                       feed_after + 1),
         feed_dropped=int(dropped) if dropped is not None else (feed[0].id - 1 if len(feed) == FEED_KEEP else 0),
         workspaces=workspaces, turn=record)
+
+
+def seconds_from(value: object) -> float | None:
+    """A stored duration: a finite number of seconds, not below 0; anything else is not known (None)."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
 
 
 def _restored_json(r: ws.Restored) -> dict[str, Any]:

@@ -90,6 +90,10 @@ class RunCore:
         self.fault: str | None = None
         self.started_wall: float | None = None  # issue 19: when it started and ended (wall), for runs/status
         self.ended_wall: float | None = None
+        # How long it ran, once ended: on the monotonic clock from `_started_mono` (a wall step cannot bend
+        # it); `blob.restore` says what a run opened by an earlier process counts from.
+        self.duration_seconds: float | None = None
+        self._started_mono: float | None = None
         self.workspaces: dict[str, WorkspaceRecord] = {}
         self.ended_workspaces: dict[str, str] = {}  # path → deleted | kept: what a teardown left
         self.ledger = Ledger()
@@ -114,7 +118,7 @@ class RunCore:
         if isinstance(event, Start):
             if self.turns.count or self.workspaces:
                 raise OffTable(f"run {self.run_id}: started twice")
-            self.started_wall = wall
+            self.started_wall, self._started_mono = wall, now
             self._feed(StartedLine(self.workflow.name, self.state))
             self._enter(self.state)
         elif isinstance(event, Cancel):
@@ -237,6 +241,8 @@ class RunCore:
         self.status = status
         self.fault = fault
         self.ended_wall = self._wall
+        if self._started_mono is not None:
+            self.duration_seconds = round(max(0.0, self._now - self._started_mono), 3)
         self._persist = True
         self._after_mono = self.after_wall = None
         self._stop_turn()
@@ -391,6 +397,11 @@ class RunCore:
     def _adopt_kept(self, kept: blob.Kept, now: float, wall: float) -> RunStep:
         self.status, self.state, self.path, self.path_dropped = kept.status, kept.state, kept.path, kept.path_dropped
         self.fault, self.started_wall, self.ended_wall = kept.fault, kept.started_wall, kept.ended_wall
+        self.duration_seconds = kept.duration_seconds
+        if kept.started_wall is not None and kept.status == "running":
+            # Opened by an earlier process, whose monotonic clock is gone: the time before this restore is the
+            # wall clock's difference (clamped at 0), the time after it is this process's monotonic clock.
+            self._started_mono = now - max(0.0, wall - kept.started_wall)
         self.ledger = self.turns.ledger = kept.ledger
         self.turns.count, self.turns.conversations = kept.turns, kept.conversations
         self.turns.abort_before = set(self.workflow.agents)  # what their conversations hold is not known here

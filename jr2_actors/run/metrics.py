@@ -1,10 +1,11 @@
-"""The runs' metrics: live runs by workflow state, their Workspaces by phase, open waits by `on` and reason
-and the oldest on each `on` (published by each RunActor after its step, read at scrape time); and the
-notices told to Agents by kind, read off the runs' feed on its way to the hub.
+"""The runs' metrics: live runs, their Workspaces by phase, open waits by `on` and reason and the oldest on
+each `on` (published by each RunActor after its step, read at scrape time); and the notices told to Agents by
+kind, read off the runs' feed on its way to the hub.
 
-Labels are bounded: Workspace phases are `workspace.messages.WorkspacePhase` and `releasing`, waits are
-`workspace.core.WaitOn` by `run.listing.wire.WAIT_REASONS`, notice kinds `run.notices.NoticeKind`; a workflow's state
-names are its own, so only the most common `METRICS_STATE_LABELS` are named and the rest are `other`.
+Labels are bounded and ours alone: Workspace phases are `workspace.messages.WorkspacePhase` and `releasing`, waits
+are `workspace.core.WaitOn` by `run.listing.wire.WAIT_REASONS`, notice kinds `run.notices.NoticeKind`. Nothing a
+workflow's author wrote (its name, its states, Workspaces, agents or picks) is a label: `/metrics` is open, and the
+runs by state are for the token's holders (`GET /runs`, which `jr2-actors top` reads when it has the token).
 Next stage: `telemetry.py`, which composes it into the registry.
 """
 
@@ -27,7 +28,6 @@ from jr2_actors.run.listing.wire import WAIT_REASONS, wait_reason
 from jr2_actors.run.notices import NoticeKind
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.shell.recipient import Recipient
-from jr2_actors.values.constants import METRICS_STATE_LABELS
 from jr2_actors.workspace.messages import WaitOn, WorkspacePhase
 from jr2_actors.workspace.metrics import WorkspaceTelemetry
 
@@ -51,21 +51,18 @@ class RunView:
     """What the scrape needs of one live run, published by its RunActor after each step."""
 
     run_id: str
-    state: str
     phases: tuple[str, ...] = ()  # its Workspaces' phases
     waits: tuple[tuple[str, str, float], ...] = ()  # (on, reason, since wall) of each open wait
 
     @classmethod
     def of(cls, run: RunCore) -> RunView:
-        return cls(run.run_id, run.state,
+        return cls(run.run_id,
                    tuple("releasing" if r.releasing else r.phase for r in run.workspaces.values()),
                    tuple((w.on, wait_reason(w.on, w.message), w.since) for _, w in run.waiting()))
 
 
 class RunMetrics:
-    """Live runs by workflow state (the most common `METRICS_STATE_LABELS` states named, the rest `other`:
-    state names come from workflows, not from us), their Workspaces by phase, open waits by `on` and the
-    oldest of each."""
+    """Live runs, their Workspaces by phase, open waits by `on` and the oldest of each."""
 
     def __init__(self, registry: CollectorRegistry | None, clock: Clock) -> None:
         self._clock = clock
@@ -99,12 +96,10 @@ class RunMetrics:
         with self._lock:
             views = list(self._runs.values())
         now = self._clock.wall()
-        states: dict[str, int] = {}
         phases = dict.fromkeys(WORKSPACE_PHASES, 0)
         waits: dict[tuple[str, str], int] = dict.fromkeys(WAIT_SERIES, 0)
         oldest: dict[str, float] = dict.fromkeys(WAIT_ONS, 0.0)
         for view in views:
-            states[view.state] = states.get(view.state, 0) + 1
             for phase in view.phases:
                 key = phase if phase in phases else "other"
                 phases[key] = phases.get(key, 0) + 1
@@ -113,16 +108,7 @@ class RunMetrics:
                 pair = (key, reason if reason in WAIT_REASONS else "other")
                 waits[pair] = waits.get(pair, 0) + 1
                 oldest[key] = max(oldest.get(key, 0.0), now - since)
-        ranked = sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))
-        named = dict(ranked[:METRICS_STATE_LABELS])
-        rest = sum(n for _, n in ranked[METRICS_STATE_LABELS:])
-        if rest:
-            named["other"] = named.get("other", 0) + rest
-        runs = GaugeMetricFamily(RUNS_LIVE, "Live runs by workflow state (the most common ones named, the rest "
-                                            "`other`).", labels=["state"])
-        for state, n in sorted(named.items()):
-            runs.add_metric([state], n)
-        yield runs
+        yield GaugeMetricFamily(RUNS_LIVE, "Live runs (by state: GET /runs, with the token).", value=len(views))
         workspaces = GaugeMetricFamily(WORKSPACES, "Workspaces of live runs by phase.", labels=["phase"])
         for phase, n in phases.items():
             workspaces.add_metric([phase], n)

@@ -3,7 +3,8 @@
 Each actor's inbox is a `Mailbox`, which stamps every message with the time it was queued and counts it;
 the shell's receive loop times each message on the same clock. `ActorMetrics` reads them over one
 orchestrator's live actors, adding what stopped actors had counted. The few instances named (the busiest
-mailboxes) are capped at `METRICS_BUSIEST_ACTORS`; every other label is the actor's kind (its class).
+mailboxes) are capped at `METRICS_BUSIEST_ACTORS`, each by `shown_name`; every other label is the actor's
+kind (its class).
 """
 
 from __future__ import annotations
@@ -31,6 +32,15 @@ ACTOR_MESSAGE_FAILURES = "jr2_actor_message_failures_total"
 ACTOR_PROCESSING_SECONDS = "jr2_actor_processing_seconds"
 ACTOR_BUSIEST_DEPTH = "jr2_actor_busiest_mailbox_depth"
 ACTOR_BUSIEST_AGE = "jr2_actor_busiest_oldest_message_age_seconds"
+
+
+def shown_name(actor: Counted) -> str:
+    """The name an actor goes by on the open surfaces (`/metrics`, `/healthz`): the run it serves (an id this
+    process minted) when it serves one, else its own name. A Workspace's path and an agent's name are a
+    workflow author's words, which only the token's holders read."""
+    context = getattr(actor, "log_context", None)
+    run = context.get("run") if isinstance(context, dict) else None
+    return str(run) if run else actor.name
 
 
 class Counted(Protocol):
@@ -106,7 +116,8 @@ class ActorMetrics:
         for actor in live:
             age = actor.mailbox.oldest_age(now)
             if age > bound:
-                return f"{type(actor).__name__} {actor.name}".rstrip() + f" has not taken a message for {age:.0f}s"
+                who = f"{type(actor).__name__} {shown_name(actor)}".rstrip()
+                return f"{who} has not taken a message for {age:.0f}s"
         return ""
 
     def collect(self) -> Iterator[Metric]:
@@ -115,7 +126,7 @@ class ActorMetrics:
             live = list(self._live.values())
             kinds = {kind: _Kind(totals=_Totals(t.received, t.failures, t.seconds, t.high_water, list(t.buckets)))
                      for kind, t in self._retired.items()}
-        busiest: list[tuple[int, float, str, str]] = []
+        busiest: dict[tuple[str, str], tuple[int, float]] = {}  # (kind, shown name): two of a run's are one
         for actor in live:
             box = actor.mailbox
             kind = kinds.setdefault(type(actor).__name__, _Kind())
@@ -126,7 +137,9 @@ class ActorMetrics:
             kind.oldest = max(kind.oldest, age)
             kind.totals.add(box)
             if waiting:
-                busiest.append((waiting, age, type(actor).__name__, actor.name))
+                key = (type(actor).__name__, shown_name(actor))
+                had, oldest_age = busiest.get(key, (0, 0.0))
+                busiest[key] = (had + waiting, max(oldest_age, age))
         label = ["kind"]
         instances = GaugeMetricFamily(ACTOR_INSTANCES, "Live actors of a kind.", labels=label)
         depth = GaugeMetricFamily(ACTOR_MAILBOX_DEPTH, "Messages waiting in the mailboxes of a kind's actors, "
@@ -160,7 +173,9 @@ class ActorMetrics:
                                          f"most {METRICS_BUSIEST_ACTORS}, by depth).", labels=["kind", "name"])
         age_family = GaugeMetricFamily(ACTOR_BUSIEST_AGE, "Oldest waiting message of the busiest few actors.",
                                        labels=["kind", "name"])
-        for waiting, age, kind_name, name in sorted(busiest, reverse=True)[:METRICS_BUSIEST_ACTORS]:
+        ranked = sorted(((waiting, age, kind_name, name) for (kind_name, name), (waiting, age) in busiest.items()),
+                        reverse=True)
+        for waiting, age, kind_name, name in ranked[:METRICS_BUSIEST_ACTORS]:
             depth_family.add_metric([kind_name, name], waiting)
             age_family.add_metric([kind_name, name], age)
         yield depth_family

@@ -195,9 +195,6 @@ WATCH_WRITTEN_AT_FIELD = "jr2.dev/writtenAt"
 # Issue 11: the busiest few actors are named in the metrics (by mailbox depth); never more than this many,
 # so a thousand Workspaces still make a bounded number of series.
 METRICS_BUSIEST_ACTORS = 5
-# Issue 11: live runs are counted by workflow state; the states are the workflows' own words, so at most this
-# many are named (the most common) and the rest counted as `other`.
-METRICS_STATE_LABELS = 20
 # Issue 16 item 5: each saved run blob reserves this many feed ids ahead; a restore numbers new lines from
 # the reservation, so an id a follower holds (`Last-Event-ID`) never names a second line. A run whose lines
 # outrun it saves before the next one leaves.

@@ -100,7 +100,7 @@ def demo() -> DemoRun:
                 text = scrape(url)
                 if text is not None:
                     got.scrapes.append(text)
-                return text is not None and (value(text, "jr2_runs_live", state="hold") or 0) >= 1
+                return text is not None and (value(text, "jr2_workspaces", phase="running") or 0) >= 1
 
             wait_until(running, timeout=60, what="the demo's neighbour run in /metrics")
             sys.stdout, sys.stderr = top_out, top_err

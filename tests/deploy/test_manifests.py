@@ -23,7 +23,7 @@ from jr2_actors.values.quantity import cpu_millis, memory_bytes
 from jr2_actors.workspace.manifest import HARNESS_PORT
 from tests.support.k8s_models import model_problems
 from tests.support.kubectl_stub import kubectl_stub
-from tests.support.manifests import UNIT, Doc, docs, files, manifest_role, one, unit_namespace
+from tests.support.manifests import HOME, SANDBOXES, Doc, docs, files, manifest_role, namespace_of, one
 from tests.support.paths import MANIFESTS
 
 # A control-plane upgrade can keep the API server away this long; liveness must not restart the pod
@@ -68,8 +68,10 @@ def test_every_manifest_parses_and_names_what_it_is(path: Path) -> None:
         if doc["kind"] == "Kustomization":
             for resource in doc.get("resources", []):
                 assert (path.parent / resource).exists(), f"{path}: {resource} does not exist"
-            for patch in doc.get("patches", []):
-                assert (path.parent / patch["path"]).is_file(), f"{path}: {patch['path']} does not exist"
+            for patch in doc.get("patches", []):  # a file beside it, or an inline patch
+                assert ("path" in patch) != ("patch" in patch), f"{path}: a patch is a file or inline, one of them"
+                if "path" in patch:
+                    assert (path.parent / patch["path"]).is_file(), f"{path}: {patch['path']} does not exist"
         else:
             assert doc.get("metadata", {}).get("name"), path
 
@@ -88,12 +90,14 @@ def test_the_model_check_finds_a_misspelt_field_and_a_wrong_type() -> None:
     assert any("readOnlyRootFileSystem" in p for p in problems)
 
 
-def test_nothing_but_crds_and_the_namespace_is_cluster_scoped_and_nothing_names_a_namespace() -> None:
+def test_nothing_but_crds_and_the_namespaces_is_cluster_scoped_and_nothing_names_a_namespace() -> None:
     for doc in docs():
         assert "namespace" not in doc["metadata"], f"{doc['kind']} names its namespace: kustomize sets it"
     kinds = {d["kind"] for d in docs()}
     assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
-    assert unit_namespace() == "jr2"
+    assert (namespace_of(HOME), namespace_of(SANDBOXES)) == ("jr2-system", "jr2")
+    assert one("Namespace", folder=HOME)["metadata"]["name"] == namespace_of(HOME)
+    assert one("Namespace", folder=SANDBOXES)["metadata"]["name"] == namespace_of(SANDBOXES)
 
 
 # -- RBAC -----------------------------------------------------------------------------------------------
@@ -110,8 +114,24 @@ def test_the_binding_gives_the_role_to_the_orchestrators_service_account_only() 
     binding = one("RoleBinding")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                   "name": one("Role")["metadata"]["name"]}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": one("ServiceAccount")["metadata"]["name"]}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": one("ServiceAccount")["metadata"]["name"],
+                                    "namespace": namespace_of(HOME)}]
     assert pod()["serviceAccountName"] == one("ServiceAccount")["metadata"]["name"]
+
+
+def test_no_role_reaches_the_namespace_that_holds_the_signing_key() -> None:
+    """The Role needs Secrets verbs (the Sandboxes' token Secrets), and `get` on Secrets reads any Secret of
+    its namespace: so the Instance Secret (the signing key) lives in the orchestrator's own namespace, where
+    nothing grants its ServiceAccount anything, and reaches the pod as a volume the kubelet mounts."""
+    assert one("ServiceAccount", folder=HOME)
+    for kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"):
+        assert not [d for d in docs(HOME) if d["kind"] == kind], f"a {kind} in the orchestrator's namespace"
+    assert one("Role", folder=SANDBOXES) and namespace_of(SANDBOXES) != namespace_of(HOME)
+    assert {g.resource for g in manifest_role().grants()} >= {"secrets"}  # what made the split needed
+    (key_mount,) = [m for m in mounts().values() if "secret" in m["volume"]]
+    assert Path(flags()["signing-key-file"]).parent == Path(key_mount["mountPath"])
+    assert "signing-key" in {i["key"] for i in key_mount["volume"]["secret"]["items"]}
+    assert flags()["namespace"] == namespace_of(SANDBOXES)  # serve runs its Sandboxes in the other one
 
 
 # -- the Deployment ---------------------------------------------------------------------------------------
@@ -201,10 +221,8 @@ def test_the_instance_token_and_signing_key_come_from_a_secret_never_the_manifes
     assert all("valueFrom" in e for e in container().get("env", [])), "no literal values in the pod's env"
 
 
-def test_serve_is_told_its_namespace_by_the_downward_api_and_listens_on_its_port() -> None:
-    assert flags()["namespace"] == "$(POD_NAMESPACE)"
-    env = {e["name"]: e for e in container()["env"]}
-    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+def test_serve_is_told_the_sandboxes_namespace_and_listens_on_its_port() -> None:
+    assert flags()["namespace"] == namespace_of(SANDBOXES) != namespace_of(HOME)
     host, _, port = flags()["listen"].rpartition(":")
     assert host == "0.0.0.0" and int(port) == container()["ports"][0]["containerPort"]
 
@@ -261,37 +279,41 @@ def admitted(policies: list[Doc], *, to: Mapping[str, str], frm: Mapping[str, st
 ORCHESTRATOR = {"app.kubernetes.io/name": "jr2-orchestrator", "app.kubernetes.io/component": "orchestrator"}
 SANDBOX_POD = {"jr2.dev/sandbox": "ws-abc"}
 UNLABELLED: dict[str, str] = {}
-HOME_NS = {"kubernetes.io/metadata.name": "jr2"}
+SYSTEM_NS = {"kubernetes.io/metadata.name": "jr2-system"}  # the orchestrator's own
+SANDBOX_NS = {"kubernetes.io/metadata.name": "jr2"}  # the Sandboxes'
 CLIENT_NS = {"kubernetes.io/metadata.name": "ci", "jr2.dev/orchestrator-client": "true"}
 OTHER_NS = {"kubernetes.io/metadata.name": "elsewhere"}
 
 
-@pytest.mark.parametrize(("to", "frm", "frm_ns", "same", "port", "expected"), [
-    (SANDBOX_POD, ORCHESTRATOR, HOME_NS, True, HARNESS_PORT, True),  # the orchestrator calls the Harness
-    (UNLABELLED, ORCHESTRATOR, HOME_NS, True, HARNESS_PORT, True),  # whatever the operator's labels are
-    (SANDBOX_POD, ORCHESTRATOR, HOME_NS, True, 22, False),  # only the Harness port
-    (SANDBOX_POD, SANDBOX_POD, HOME_NS, True, HARNESS_PORT, False),  # one Sandbox never reaches another
-    (SANDBOX_POD, UNLABELLED, HOME_NS, True, HARNESS_PORT, False),
-    (SANDBOX_POD, ORCHESTRATOR, OTHER_NS, False, HARNESS_PORT, False),  # another namespace's orchestrator
-    (SANDBOX_POD, UNLABELLED, CLIENT_NS, False, HARNESS_PORT, False),  # the API's clients are not the Harness's
-    (ORCHESTRATOR, UNLABELLED, CLIENT_NS, False, 8080, True),  # the documented selector admits
-    (ORCHESTRATOR, UNLABELLED, OTHER_NS, False, 8080, False),
-    (ORCHESTRATOR, SANDBOX_POD, HOME_NS, True, 8080, False),  # an Agent never reaches the orchestrator
-    (ORCHESTRATOR, UNLABELLED, CLIENT_NS, False, 9090, False),
+@pytest.mark.parametrize(("to", "to_ns", "frm", "frm_ns", "same", "port", "expected"), [
+    (SANDBOX_POD, SANDBOXES, ORCHESTRATOR, SYSTEM_NS, False, HARNESS_PORT, True),  # the orchestrator calls the Harness
+    (UNLABELLED, SANDBOXES, ORCHESTRATOR, SYSTEM_NS, False, HARNESS_PORT, True),  # whatever the operator's labels are
+    (SANDBOX_POD, SANDBOXES, ORCHESTRATOR, SYSTEM_NS, False, 22, False),  # only the Harness port
+    (SANDBOX_POD, SANDBOXES, SANDBOX_POD, SANDBOX_NS, True, HARNESS_PORT, False),  # one Sandbox never reaches another
+    (SANDBOX_POD, SANDBOXES, UNLABELLED, SANDBOX_NS, True, HARNESS_PORT, False),
+    (SANDBOX_POD, SANDBOXES, ORCHESTRATOR, SANDBOX_NS, True, HARNESS_PORT, False),  # its labels worn in the wrong place
+    (SANDBOX_POD, SANDBOXES, ORCHESTRATOR, OTHER_NS, False, HARNESS_PORT, False),  # another namespace's orchestrator
+    (SANDBOX_POD, SANDBOXES, UNLABELLED, CLIENT_NS, False, HARNESS_PORT, False),  # the API's clients: not the Harness
+    (ORCHESTRATOR, HOME, UNLABELLED, CLIENT_NS, False, 8080, True),  # the documented selector admits
+    (ORCHESTRATOR, HOME, UNLABELLED, OTHER_NS, False, 8080, False),
+    (ORCHESTRATOR, HOME, SANDBOX_POD, SANDBOX_NS, False, 8080, False),  # an Agent never reaches the orchestrator
+    (ORCHESTRATOR, HOME, UNLABELLED, CLIENT_NS, False, 9090, False),
 ])
-def test_network_policies_admit_only_what_issue_12_says(to: dict[str, str], frm: dict[str, str],
+def test_network_policies_admit_only_what_issue_12_says(to: dict[str, str], to_ns: Path, frm: dict[str, str],
                                                         frm_ns: dict[str, str], same: bool, port: int,
                                                         expected: bool) -> None:
-    policies = [d for d in docs(UNIT) if d["kind"] == "NetworkPolicy"]
+    policies = [d for d in docs(to_ns) if d["kind"] == "NetworkPolicy"]  # the policies of the target's namespace
     assert admitted(policies, to=to, frm=frm, frm_ns=frm_ns, same_namespace=same, port=port) is expected
 
 
 def test_the_api_port_is_the_orchestrators_and_the_harness_port_the_sandboxes() -> None:
-    api = one("NetworkPolicy", "jr2-orchestrator-api")
-    harness = one("NetworkPolicy", "jr2-harness-ingress")
+    api = one("NetworkPolicy", "jr2-orchestrator-api", folder=HOME)
+    harness = one("NetworkPolicy", "jr2-harness-ingress", folder=SANDBOXES)
     assert [p["port"] for p in api["spec"]["ingress"][0]["ports"]] == [container()["ports"][0]["containerPort"]]
     assert [p["port"] for p in harness["spec"]["ingress"][0]["ports"]] == [HARNESS_PORT]
-    assert selects(harness["spec"]["podSelector"], ORCHESTRATOR) is False  # the orchestrator is not isolated by it
+    (peer,) = harness["spec"]["ingress"][0]["from"]
+    assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": namespace_of(HOME)}}
+    assert selects(peer["podSelector"], deployment()["spec"]["template"]["metadata"]["labels"])
 
 
 # -- kustomize and kubectl ----------------------------------------------------------------------------------
@@ -299,10 +321,15 @@ def test_the_api_port_is_the_orchestrators_and_the_harness_port_the_sandboxes() 
 OVERLAY = MANIFESTS / "overlays" / "second-namespace"
 
 
-def test_the_overlay_repeats_the_unit_in_its_own_namespace_without_the_crds() -> None:
-    kustomization = yaml.safe_load((OVERLAY / "kustomization.yaml").read_text(encoding="utf-8"))
-    assert kustomization["namespace"] != unit_namespace()
-    assert [(OVERLAY / r).resolve() for r in kustomization["resources"]] == [UNIT.resolve()]
+def test_the_overlay_repeats_both_namespaces_under_names_of_its_own_without_the_crds() -> None:
+    def kustomization(folder: Path) -> Doc:
+        return yaml.safe_load((folder / "kustomization.yaml").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+    parts = [OVERLAY / r for r in kustomization(OVERLAY)["resources"]]
+    assert [[(p / r).resolve() for r in kustomization(p)["resources"]] for p in parts] == \
+        [[HOME.resolve()], [SANDBOXES.resolve()]]
+    names = [namespace_of(p) for p in parts]
+    assert len(set(names)) == 2 and not set(names) & {namespace_of(HOME), namespace_of(SANDBOXES)}
 
 
 def kubectl(*args: str, stdin: str | None = None, env: Mapping[str, str] | None = None) -> str:
@@ -323,6 +350,32 @@ def rendered(folder: Path) -> list[Doc]:
     return [d for d in yaml.safe_load_all(kustomized(folder)) if d]
 
 
+# Where each kind lands once rendered: the orchestrator's own namespace, or the Sandboxes'.
+IN_SANDBOXES = frozenset({"Role", "RoleBinding"})
+NAMED_POLICY_HOME = {"jr2-orchestrator-api": True, "jr2-harness-ingress": False}
+
+
+def check_placement(objects: list[Doc], home: str, sandboxes: str) -> None:
+    assert sorted(d["metadata"]["name"] for d in objects if d["kind"] == "Namespace") == sorted([home, sandboxes])
+    for d in objects:
+        if d["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in d["metadata"]
+            continue
+        if d["kind"] == "NetworkPolicy":
+            want = home if NAMED_POLICY_HOME[d["metadata"]["name"]] else sandboxes
+        else:
+            want = sandboxes if d["kind"] in IN_SANDBOXES else home
+        assert d["metadata"]["namespace"] == want, (d["kind"], d["metadata"]["name"])
+    binding = next(d for d in objects if d["kind"] == "RoleBinding")
+    assert binding["subjects"][0]["namespace"] == home
+    deployment = next(d for d in objects if d["kind"] == "Deployment")
+    assert f"--namespace={sandboxes}" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    harness = next(d for d in objects
+                   if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "jr2-harness-ingress")
+    assert harness["spec"]["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"] == \
+        {"kubernetes.io/metadata.name": home}
+
+
 @pytest.mark.kubectl
 @needs_kubectl
 def test_kustomize_renders_the_base_with_every_object_in_its_namespace() -> None:
@@ -330,14 +383,7 @@ def test_kustomize_renders_the_base_with_every_object_in_its_namespace() -> None
     assert {d["kind"] for d in objects} >= {"CustomResourceDefinition", "Namespace", "ServiceAccount", "Role",
                                             "RoleBinding", "PersistentVolumeClaim", "Deployment", "Service",
                                             "NetworkPolicy"}
-    for d in objects:
-        if d["kind"] in CLUSTER_SCOPED:
-            assert "namespace" not in d["metadata"]
-        else:
-            assert d["metadata"]["namespace"] == "jr2", d["kind"]
-    binding = next(d for d in objects if d["kind"] == "RoleBinding")
-    assert binding["subjects"][0]["namespace"] == "jr2"
-    assert [d["metadata"]["name"] for d in objects if d["kind"] == "Namespace"] == ["jr2"]
+    check_placement(objects, "jr2-system", "jr2")
 
 
 @pytest.mark.kubectl
@@ -345,17 +391,12 @@ def test_kustomize_renders_the_base_with_every_object_in_its_namespace() -> None
 def test_kustomize_renders_the_overlay_as_a_second_independent_orchestrator() -> None:
     objects = rendered(OVERLAY)
     assert "CustomResourceDefinition" not in {d["kind"] for d in objects}  # once per cluster, by the base
-    assert [d["metadata"]["name"] for d in objects if d["kind"] == "Namespace"] == ["jr2-team-b"]
-    for d in objects:
-        if d["kind"] not in CLUSTER_SCOPED:
-            assert d["metadata"]["namespace"] == "jr2-team-b", d["kind"]
-    binding = next(d for d in objects if d["kind"] == "RoleBinding")
-    assert binding["subjects"][0]["namespace"] == "jr2-team-b"
+    check_placement(objects, "jr2-team-b-system", "jr2-team-b")
     api = next(d for d in objects if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "jr2-orchestrator-api")
     assert api["spec"]["ingress"][0]["from"] == [{"namespaceSelector": {"matchLabels": {"jr2.dev/team": "b"}}}]
     deployment = next(d for d in objects if d["kind"] == "Deployment")
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
-    assert volumes["state"]["persistentVolumeClaim"]["claimName"] == "jr2-orchestrator-state"  # its own, here
+    assert volumes["state"]["persistentVolumeClaim"]["claimName"] == "jr2-orchestrator-state"  # its own, there
 
 
 @pytest.mark.kubectl

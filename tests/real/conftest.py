@@ -41,8 +41,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
-    """One real control plane for the session: CRDs, namespace `jr2`, the shipped RBAC bound to the
-    orchestrator's identity (`cluster.orchestrator`); `cluster.admin` is system:masters."""
+    """One real control plane for the session: CRDs, namespace `jr2` (the Sandboxes') and `jr2-system` (the
+    orchestrator's own), the shipped RBAC bound to the orchestrator's identity (`cluster.orchestrator`);
+    `cluster.admin` is system:masters."""
     log = tmp_path_factory.mktemp("realcluster") / "apiserver.log"
     with RealCluster(namespace="jr2", log_to=log) as cluster:
         yield cluster

@@ -34,8 +34,8 @@ def test_the_orchestrator_is_its_service_account(real_cluster: RealCluster) -> N
                     json={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, timeout=10)
     assert review.status_code == 201, review.text
     user = review.json()["status"]["userInfo"]
-    assert user["username"] == "system:serviceaccount:jr2:jr2-orchestrator"
-    assert "system:serviceaccounts:jr2" in user["groups"]
+    assert user["username"] == "system:serviceaccount:jr2-system:jr2-orchestrator"  # in its own namespace
+    assert "system:serviceaccounts:jr2-system" in user["groups"]
 
 
 def test_the_crds_and_the_namespace_are_served(real_cluster: RealCluster) -> None:
@@ -100,7 +100,10 @@ def test_the_shipped_role_grants_what_the_orchestrator_does(real_cluster: RealCl
     ("nodes", "GET", "/api/v1/nodes"),
     ("CRDs", "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
     ("a list of secrets", "GET", "/api/v1/namespaces/jr2/secrets"),
-    ("roles in its own namespace", "GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/jr2/roles"),
+    ("roles in the Sandboxes' namespace", "GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/jr2/roles"),
+    ("its own namespace's secrets", "GET", "/api/v1/namespaces/jr2-system/secrets"),
+    ("the Instance Secret", "GET", "/api/v1/namespaces/jr2-system/secrets/jr2-orchestrator"),
+    ("a patch of the Instance Secret", "PATCH", "/api/v1/namespaces/jr2-system/secrets/jr2-orchestrator"),
     ("a Sandbox's status", "PATCH", "/apis/core.jr2.dev/v1alpha1/namespaces/jr2/sandboxes/x/status"),
 ])
 def test_the_api_server_refuses_the_orchestrator(real_cluster: RealCluster, what: str, method: str,
@@ -111,4 +114,36 @@ def test_the_api_server_refuses_the_orchestrator(real_cluster: RealCluster, what
     assert r.status_code == 403, (what, r.status_code, r.text[:300])
     body = r.json()
     assert body["reason"] == "Forbidden"
-    assert 'User "system:serviceaccount:jr2:jr2-orchestrator" cannot' in body["message"], body["message"]
+    assert 'User "system:serviceaccount:jr2-system:jr2-orchestrator" cannot' in body["message"], body["message"]
+
+
+def _can(cluster: RealCluster, verb: str, namespace: str, name: str = "") -> bool:
+    """The API server's own answer (a SelfSubjectAccessReview as the orchestrator): may it `verb` that Secret?"""
+    s = cluster.session(cluster.orchestrator)
+    attributes = {"verb": verb, "resource": "secrets", "namespace": namespace, **({"name": name} if name else {})}
+    review = s.post(f"{cluster.url}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                    json={"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                          "spec": {"resourceAttributes": attributes}}, timeout=10)
+    assert review.status_code == 201, review.text
+    return bool(review.json()["status"]["allowed"])
+
+
+def test_the_orchestrator_cannot_read_the_signing_key(real_cluster: RealCluster) -> None:
+    """The signing key is in the Instance Secret, in the orchestrator's own namespace, which the kubelet
+    mounts as a volume: its ServiceAccount may do nothing with a Secret there, while it keeps the Secrets verbs
+    it needs in the Sandboxes' namespace (their token Secrets)."""
+    home, admin = real_cluster.home_namespace, real_cluster.session()
+    created = admin.post(f"{real_cluster.url}/api/v1/namespaces/{home}/secrets", timeout=10, json={
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "jr2-orchestrator"},
+        "stringData": {"signing-key": "k" * 32, "instance-token": "t" * 32}})
+    assert created.status_code in (201, 409), created.text
+    try:
+        for verb in ("get", "list", "watch", "patch", "update", "delete", "create"):
+            assert not _can(real_cluster, verb, home, "jr2-orchestrator"), verb
+        read = real_cluster.session(real_cluster.orchestrator).get(
+            f"{real_cluster.url}/api/v1/namespaces/{home}/secrets/jr2-orchestrator", timeout=10)
+        assert read.status_code == 403 and "k" * 32 not in read.text
+        assert all(_can(real_cluster, verb, real_cluster.namespace, "ws-x-token")
+                   for verb in ("get", "patch", "delete"))  # what it needs, where the Sandboxes are
+    finally:
+        admin.delete(f"{real_cluster.url}/api/v1/namespaces/{home}/secrets/jr2-orchestrator", timeout=10)

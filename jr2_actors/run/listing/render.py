@@ -57,6 +57,15 @@ def waiting_line(entry: Mapping[str, Any], now_wall: float) -> str:
     return f"{entry.get('child')} waiting for a {entry.get('on')}: {entry.get('message')}{shown}{none_fits}"
 
 
+def ran(doc: Mapping[str, Any], started: float, ended: float | None, now_wall: float) -> float:
+    """How long a run ran: the server's `durationSeconds` once it ended (timed on its monotonic clock), else
+    this machine's wall clock since its start."""
+    took = doc.get("durationSeconds")
+    if ended is not None and isinstance(took, int | float) and not isinstance(took, bool):
+        return float(took)
+    return (ended if ended is not None else now_wall) - started
+
+
 def status_lines(doc: Mapping[str, Any], now_wall: float) -> list[str]:
     lines = [f"run {doc.get('runId')} ({doc.get('workflow')}): {doc.get('status')}, state {doc.get('state')}"]
     if doc.get("fault"):
@@ -65,7 +74,7 @@ def status_lines(doc: Mapping[str, Any], now_wall: float) -> list[str]:
         lines.append(f"  {cluster_line(doc['cluster'], now_wall)}")
     started, ended = parse_rfc3339(doc.get("startedAt")), parse_rfc3339(doc.get("endedAt"))
     if started is not None:
-        took = duration((ended if ended is not None else now_wall) - started)
+        took = duration(ran(doc, started, ended, now_wall))
         lines.append(f"  started {local_time(started)} ({duration(now_wall - started)} ago)"
                      + (f", ended {local_time(ended)}, took {took}" if ended is not None else f", running {took}"))
     for child in doc.get("children") or []:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from jr2_actors.run.blob import seconds_from
 from jr2_actors.run.core import RunCore
 from jr2_actors.values.timefmt import rfc3339_ms
 
@@ -32,15 +33,19 @@ def wait_reason(on: str, message: str) -> str:
     return "other"
 
 
-def _times(started: float | None, ended: float | None) -> dict[str, Any]:
+def _times(started: float | None, ended: float | None, took: float | None) -> dict[str, Any]:
     """Issue 19: `startedAt` and `endedAt` (RFC 3339), and `durationSeconds` once it has ended; absent when
-    unknown (a run saved before they were kept)."""
+    unknown (a run saved before they were kept). The duration is the run's own (`RunCore.duration_seconds`,
+    monotonic where this process timed it); a run saved before it was kept falls back on the two wall
+    times, clamped at 0."""
     out: dict[str, Any] = {}
     if started is not None:
         out["startedAt"] = rfc3339_ms(started)
     if ended is not None:
         out["endedAt"] = rfc3339_ms(ended)
-        if started is not None:
+        if took is not None:
+            out["durationSeconds"] = took
+        elif started is not None:
             out["durationSeconds"] = round(max(0.0, ended - started), 3)
     return out
 
@@ -62,7 +67,7 @@ def status_doc(core: RunCore) -> dict[str, Any]:
     }
     if core.fault:
         doc["fault"] = core.fault
-    doc.update(_times(core.started_wall, core.ended_wall))
+    doc.update(_times(core.started_wall, core.ended_wall, core.duration_seconds))
     doc["path"] = list(core.path)  # issue 19 item 3: the states entered, in order (`status -o wide`)
     if core.path_dropped:
         doc["pathDropped"] = core.path_dropped
@@ -78,7 +83,7 @@ def listing_doc(core: RunCore) -> dict[str, Any]:
     if placing:
         doc["placing"] = placing
     doc.update({"workflow": core.workflow.name, "status": core.status, "state": core.state})
-    doc.update(_times(core.started_wall, core.ended_wall))
+    doc.update(_times(core.started_wall, core.ended_wall, core.duration_seconds))
     return doc
 
 
@@ -90,5 +95,5 @@ def stored_listing_doc(run_id: str, blob: Mapping[str, Any]) -> dict[str, Any]:
                            "status": str(blob.get("status", "")), "state": str(blob.get("state", ""))}
     started, ended = (float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
                       for v in (blob.get("startedWall"), blob.get("endedWall")))
-    doc.update(_times(started, ended))
+    doc.update(_times(started, ended, seconds_from(blob.get("durationSeconds"))))
     return doc
