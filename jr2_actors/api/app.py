@@ -168,7 +168,7 @@ class Api:
         self._closing = threading.Event()
         self.idempotency = Idempotency()
         self.budget = budget  # admission control (api/budget.py): a run past it is a 503, never an OOM kill
-        self.console = Console(document=backend.document, metrics=backend.metrics)
+        self.console = Console(document=backend.document, metrics=backend.metrics, runs=backend.runs_encoded)
 
     def close(self) -> None:
         """End every event stream now: the listener can stop without waiting out a follower."""

@@ -21,6 +21,7 @@ from jr2_actors.api.app import METRICS_PATH
 from jr2_actors.commands.common import EXIT_INTERRUPTED, UsageError, interruptible, secret_from
 from jr2_actors.commands.top import PLAIN_WIDTH, TIMEOUT
 from jr2_actors.console.top import NotMetrics, Scrape, Section, sections
+from jr2_actors.console.top import states_of as runs_by_state
 
 RUNS_PATH = "/runs"  # the live runs, behind the token (api/app.py's ROUTES)
 
@@ -61,11 +62,7 @@ def states_of(body: bytes) -> dict[str, float]:
     listed = doc.get("runs") if isinstance(doc, dict) else None
     if not isinstance(listed, list) or not all(isinstance(r, dict) for r in listed):
         raise UsageError("GET /runs answered what is not a list of runs")
-    states: dict[str, float] = {}
-    for r in listed:
-        state = str(r.get("state", "?"))
-        states[state] = states.get(state, 0.0) + 1
-    return states
+    return runs_by_state(listed)
 
 
 # -- the view: the sections console/top.py reads off the scrapes, as rich tables -----------------------

@@ -4,7 +4,8 @@
   package data (`console/static/`), nothing from another origin — many clusters have no internet.
 - `GET /console/graph/{run}` → the run's workflow graph laid out (`console/core.py`), behind the Instance
   token as the document it is drawn from is (`GET /runs/{id}/workflow`).
-- `GET /console/top` → what `jr2-actors top` shows (`console/top.py`), read off `/metrics` (open, as it is).
+- `GET /console/top` → what `jr2-actors top` shows (`console/top.py`), read off `/metrics`, with the live runs
+  by workflow state from the run table (behind the token, as `GET /runs` is: `/metrics` holds no author's words).
 
 The page asks for the token once and keeps it in the tab's sessionStorage; it sends it as a bearer header on
 each call (the feed too: read with fetch(), as EventSource cannot send one), never in a URL or a cookie.
@@ -18,13 +19,13 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from jr2_actors.console.core import layout
-from jr2_actors.console.top import NotMetrics, Scrape, sections
+from jr2_actors.console.top import NotMetrics, Scrape, sections, states_of
 from jr2_actors.values.workflow import WorkflowError, parse_workflow
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -47,9 +48,11 @@ class Answer:
 
 
 class Console:
-    def __init__(self, *, document: Callable[[str], dict[str, Any] | None], metrics: Callable[[], str]) -> None:
+    def __init__(self, *, document: Callable[[str], dict[str, Any] | None], metrics: Callable[[], str],
+                 runs: Callable[[], Sequence[Mapping[str, Any] | bytes]]) -> None:
         self._document = document
         self._metrics = metrics
+        self._runs = runs
         self._assets: dict[str, bytes] = {}
         self._lock = threading.Lock()
         self._before: Scrape | None = None  # the last scrape, for the rates (any tab's: the server has one)
@@ -63,7 +66,8 @@ class Console:
         if rest in ASSETS:
             name, ctype = ASSETS[rest]
             return _answer(200, ctype, self._asset(name))
-        if rest == "top":
+        if rest == "top":  # behind the token: it counts the live runs by their workflows' states
+            authorize()
             return self._top()
         if rest.startswith("graph/") and _RUN_ID.fullmatch(rest[6:]):
             authorize()
@@ -91,6 +95,7 @@ class Console:
             now = Scrape.parse(self._metrics(), time.monotonic())
         except NotMetrics as e:
             return _json(503, {"error": str(e)})
+        now.states = states_of(self._runs())
         with self._lock:
             before = self._before
             if before is None or now.at - before.at >= RATE_MIN_SECONDS:

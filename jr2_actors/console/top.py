@@ -8,7 +8,8 @@ HTML table (each cell as text).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,3 +227,13 @@ def _store_and_cluster(now: Scrape) -> Section:
 
 def _nonzero(values: Mapping[str, float]) -> str:
     return ", ".join(f"{k} {v:,.0f}" for k, v in sorted(values.items(), key=lambda kv: (-kv[1], kv[0])) if v)
+
+
+def states_of(lines: Iterable[Mapping[str, Any] | bytes]) -> dict[str, float]:
+    """Live runs by workflow state, from the run table's listing lines (a document, or its JSON encoded)."""
+    states: dict[str, float] = {}
+    for line in lines:
+        doc = json.loads(line) if isinstance(line, bytes) else line
+        state = str(doc.get("state", "?")) if isinstance(doc, Mapping) else "?"
+        states[state] = states.get(state, 0.0) + 1
+    return states

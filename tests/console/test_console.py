@@ -123,6 +123,9 @@ class _Backend(QuietBackend):
     def metrics(self) -> str:
         return self.exposition
 
+    def runs_encoded(self, prefix: str = "") -> list[dict[str, Any]]:
+        return [{"runId": "r-1", "state": "review"}]
+
 
 @pytest.fixture
 def served() -> Iterator[tuple[str, _Backend]]:
@@ -173,12 +176,15 @@ def test_the_graph_is_behind_the_token_and_is_the_runs_own(served: tuple[str, _B
 
 def test_the_orchestrator_page_reads_what_top_shows_off_metrics(served: tuple[str, _Backend]) -> None:
     url, backend = served
-    resp = _get(f"{url}/console/top")  # open, as /metrics is
+    assert _get(f"{url}/console/top").status_code == 401  # it counts the runs by their authors' state names
+    resp = _get(f"{url}/console/top", TOKEN)
     assert resp.status_code == 200 and resp.headers["Content-Security-Policy"] == CSP
     titles = [s["title"] for s in resp.json()["sections"]]
     assert titles == ["Actors, by mailbox depth", "Sandbox watch", "Runs and their waits", "Store, cluster, Harness"]
+    runs = next(s for s in resp.json()["sections"] if s["title"] == "Runs and their waits")
+    assert any("live runs" in row["cells"][0] and "review 1" in row["cells"][1] for row in runs["rows"]), runs
     backend.exposition = "<html>not metrics</html>"
-    refused = _get(f"{url}/console/top")
+    refused = _get(f"{url}/console/top", TOKEN)
     assert refused.status_code == 503 and "not Prometheus text" in refused.json()["error"]
 
 
