@@ -51,16 +51,26 @@ class Stops:
 
     def wait(self, deadline: float) -> list[str]:
         """Wait for every stop asked or handed so far (and those handed meanwhile) until `deadline` (on this
-        ledger's clock); the actors that had not stopped by then, each named once in the log."""
+        ledger's clock); the actors that had not stopped by then, named in one log line (thousands of lines,
+        each taking the GIL from the actors still stopping, would cost the exit more than the wait itself)."""
         late: list[str] = []
         while True:
             with self._lock:
                 asked, self._asked = self._asked, []
             if not asked:
-                return late
+                break
             for name, future in asked:
                 try:
-                    future.get(timeout=max(deadline - self._now(), 0.0))
+                    future.get(timeout=max(deadline - self._now(), 0.0))  # past the deadline: a look, no wait
                 except pykka.Timeout:
                     late.append(name)
-                    log.error("%s did not stop within the stop's budget; it is left", name)
+        if late:
+            log.error("%d actor(s) did not stop within the stop's budget and are left (daemon threads): %s",
+                      len(late), _named(late))
+        return late
+
+
+def _named(names: list[str], shown: int = 5) -> str:
+    """The first few names and how many more: a line that stays one line at any load."""
+    head = ", ".join(names[:shown])
+    return head if len(names) <= shown else f"{head} and {len(names) - shown} more"

@@ -1,0 +1,51 @@
+"""What a stop leaves past its budget is said in one line, whatever the count: thousands of lines, one per
+actor left, each took the GIL from the actors still stopping and made a SIGTERM under load slower still."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from jr2_actors.shell import Shell
+from jr2_actors.shell.stopping import Stops
+from jr2_actors.values.constants import SERVE_STOP_SECONDS
+
+
+class _Held(Shell):
+    def __init__(self, hold: threading.Event, index: int) -> None:
+        super().__init__()
+        self.hold = hold
+        self.name = f"held-{index}"
+
+    def cleanup(self) -> None:
+        self.hold.wait(SERVE_STOP_SECONDS)
+
+
+def test_the_actors_left_past_the_budget_are_named_in_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    hold = threading.Event()
+    refs = [_Held.start(hold, i) for i in range(12)]
+    stops = Stops(now=lambda: 100.0)  # the ledger's clock is past the deadline: nothing is waited for
+    try:
+        stops.ask(refs)
+        with caplog.at_level(logging.ERROR, logger="jr2_actors.shell.stopping"):
+            late = stops.wait(deadline=50.0)
+    finally:
+        hold.set()
+    assert len(late) == 12
+    lines = [r.getMessage() for r in caplog.records if r.name == "jr2_actors.shell.stopping"]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("12 actor(s) did not stop within the stop's budget")
+    assert lines[0].endswith("and 7 more")
+
+
+def test_a_stop_that_ends_in_time_says_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    hold = threading.Event()
+    hold.set()
+    stops = Stops()
+    stops.ask([_Held.start(hold, i) for i in range(3)])
+    with caplog.at_level(logging.ERROR, logger="jr2_actors.shell.stopping"):
+        assert stops.wait(deadline=time.monotonic() + SERVE_STOP_SECONDS) == []
+    assert not [r for r in caplog.records if r.name == "jr2_actors.shell.stopping"]
