@@ -51,7 +51,8 @@ WORKFLOW = {
 }
 
 
-def serve(tmp: Path, kubeconfig: str, harness: str) -> tuple[subprocess.Popen[str], str, list[str]]:
+def serve(tmp: Path, kubeconfig: str, harness: str,
+          wait: float = 120.0) -> tuple[subprocess.Popen[str], str, list[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
     env.update({"JR2_INSTANCE_TOKEN": TOKEN, "JR2_SIGNING_KEY": KEY, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)})
     proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", "--log-level", "info", "serve", "--namespace", "jr2",
@@ -75,7 +76,7 @@ def serve(tmp: Path, kubeconfig: str, harness: str) -> tuple[subprocess.Popen[st
         ready.set()
 
     threading.Thread(target=read, daemon=True).start()
-    if not ready.wait(120) or not url:
+    if not ready.wait(wait) or not url:  # a restart restores every live run before it serves
         proc.kill()
         raise SystemExit("serve did not start:\n" + "".join(lines[-20:]))
     return proc, url[0], lines
@@ -141,18 +142,20 @@ def bench(n: int, deadline: float, log_dir: str | None = None) -> dict[str, Any]
                     break
                 time.sleep(0.5)
             first = sigterm(proc, lines)
-            proc, url, lines = serve(tmp, kubeconfig, cluster.instance_harness_url)
+            print(f"# {n}: first SIGTERM {first}", flush=True)
+            keep(log_dir, f"stop-{n}-first.log", lines)
+            proc, url, lines = serve(tmp, kubeconfig, cluster.instance_harness_url, deadline)
             t1 = time.monotonic()
             restored = live(session, url)
             while restored < listed and time.monotonic() - t1 < deadline:
                 time.sleep(0.5)
                 restored = live(session, url)
-            keep(log_dir, f"stop-{n}-first.log", lines)
             second = sigterm(proc, lines)
+            print(f"# {n}: restored {restored} of {listed}; the restart's SIGTERM {second}", flush=True)
             keep(log_dir, f"stop-{n}-second.log", lines)
             # A restored Turn aborts its old Submission and is admitted again: this time it picks and its run ends.
             cluster.harness(lambda core: core.script("triage", [[Pick("routed")] for _ in range(2 * n)], replace=True))
-            proc, url, lines = serve(tmp, kubeconfig, cluster.instance_harness_url)
+            proc, url, lines = serve(tmp, kubeconfig, cluster.instance_harness_url, deadline)
             t2 = time.monotonic()
             ended = done(session, url, ids)
             while ended < len(ids) and time.monotonic() - t2 < deadline:
