@@ -23,6 +23,13 @@ from jr2_actors.shell.mailbox import label
 
 log = logging.getLogger(__name__)
 
+_LEFT = threading.Event()  # some stop of this process left actors past its budget
+
+
+def left_behind() -> bool:
+    """Whether a stop of this process left actors still stopping past its budget (their threads live on)."""
+    return _LEFT.is_set()
+
 
 class Stops:
     def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
@@ -65,6 +72,7 @@ class Stops:
                 except pykka.Timeout:
                     late.append(name)
         if late:
+            _LEFT.set()
             log.error("%d actor(s) did not stop within the stop's budget and are left (daemon threads): %s",
                       len(late), _named(late))
         return late
