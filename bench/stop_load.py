@@ -5,13 +5,15 @@ the fake's Instance Harness. Each run is one Menu-only Agent whose Turn the fake
 at the SIGTERM every run has a RunActor, a seat, the seat's reader in a long-poll and, for the last ones
 submitted, jobs still queued on the seats' pool. Per size: submit to all admitted, SIGTERM to exit (and
 serve's own "stopped in" figure), its exit code, tracebacks in its log, then a restart on the same state
-folder: how many runs it lists live again, and its own stop. The ratio is the big size's stop per run
+folder: how many runs it lists live again, its own SIGTERM while the restored runs re-admit their Turns, and a
+third start that lets every Turn end (the fake's next Turn for the agent picks `routed`): how many of the
+submitted runs end `done`. The ratio is the big size's stop per run
 against the small one's, measured in the same run: a stop whose cost grows with the live runs has a ratio
 of 1 and takes `runs × per-run` seconds; a stop within one budget has a ratio well under 1.
 
-    python bench/stop_load.py [--small 200] [--big 1000] [--deadline 600]
+    python bench/stop_load.py [--small 200] [--big 1000] [--deadline 600] [--log-dir DIR]
 
-Everything it writes is under one temp folder, removed at the end.
+Everything it writes is under one temp folder, removed at the end (each serve's log is kept in `--log-dir`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.report import Row, emit
 from bench.serve_runs import KEY, TOKEN
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.harness.core import Hang
+from jr2_actors.fake.harness.core import Hang, Pick
 from jr2_actors.values.constants import SERVE_STOP_SECONDS
 
 WORKFLOW = {
@@ -49,7 +51,8 @@ WORKFLOW = {
 }
 
 
-def serve(tmp: Path, kubeconfig: str, harness: str) -> tuple[subprocess.Popen[str], str, list[str]]:
+def serve(tmp: Path, kubeconfig: str, harness: str,
+          wait: float = 120.0) -> tuple[subprocess.Popen[str], str, list[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
     env.update({"JR2_INSTANCE_TOKEN": TOKEN, "JR2_SIGNING_KEY": KEY, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)})
     proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", "--log-level", "info", "serve", "--namespace", "jr2",
@@ -73,7 +76,7 @@ def serve(tmp: Path, kubeconfig: str, harness: str) -> tuple[subprocess.Popen[st
         ready.set()
 
     threading.Thread(target=read, daemon=True).start()
-    if not ready.wait(120) or not url:
+    if not ready.wait(wait) or not url:  # a restart restores every live run before it serves
         proc.kill()
         raise SystemExit("serve did not start:\n" + "".join(lines[-20:]))
     return proc, url[0], lines
@@ -101,22 +104,44 @@ def live(session: requests.Session, url: str) -> int:
     return len(r.json()["runs"]) if r.status_code == 200 else -1
 
 
-def bench(n: int, deadline: float) -> dict[str, Any]:
+def done(session: requests.Session, url: str, ids: set[str]) -> int:
+    """How many of `ids` ended `done`: one listing per first hex digit, each under the finished list's cap."""
+    count = 0
+    for digit in "0123456789abcdef":
+        r = session.get(url + "/runs", params={"all": "true", "prefix": f"r-{digit}"}, timeout=60)
+        if r.status_code != 200:
+            return -1
+        count += sum(row.get("runId") in ids and row.get("status") == "done" for row in r.json()["runs"])
+    return count
+
+
+def keep(log_dir: str | None, name: str, lines: list[str]) -> None:
+    if log_dir:
+        Path(log_dir, name).write_text("".join(lines))
+
+
+def bench(n: int, deadline: float, log_dir: str | None = None) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="jr2-bench-stop-"))
     try:
         with FakeCluster(start_seconds=0.05, bookmark_interval=None, signing_key=KEY.encode()) as cluster:
-            cluster.script("triage", *([Hang()] for _ in range(2 * n)))  # the first Turns and the restored ones
+            # The first Turns and the restored ones hang; once every run is back, each next Turn ends its run.
+            cluster.script("triage", *([Hang()] for _ in range(2 * n)))
             kubeconfig = cluster.write_kubeconfig(str(tmp / "kubeconfig"))
             proc, url, lines = serve(tmp, kubeconfig, cluster.instance_harness_url)
             session = requests.Session()
             session.headers["Authorization"] = f"Bearer {TOKEN}"
             t0 = time.monotonic()
 
-            def submit(_: int) -> int:
-                return session.post(url + "/runs", json={"workflow": WORKFLOW}, timeout=120).status_code
+            def submit(_: int) -> str:
+                try:  # serve sheds connections near its cap and refuses past its budget: counted as refused
+                    r = session.post(url + "/runs", json={"workflow": WORKFLOW}, timeout=120)
+                except requests.RequestException:
+                    return ""
+                return str(r.json()["runId"]) if r.status_code == 201 else ""
 
             with ThreadPoolExecutor(8) as pool:
-                refused = sum(code != 201 for code in pool.map(submit, range(n)))
+                ids = set(pool.map(submit, range(n))) - {""}
+            refused = n - len(ids)
             # Every live run's Turn admitted (an admission that failed ends its run: it is not listed).
             while time.monotonic() - t0 < deadline:
                 listed, admitted = live(session, url), len(cluster.admissions())
@@ -124,15 +149,31 @@ def bench(n: int, deadline: float) -> dict[str, Any]:
                     break
                 time.sleep(0.5)
             first = sigterm(proc, lines)
-            proc, url, lines = serve(tmp, kubeconfig, cluster.instance_harness_url)
+            print(f"# {n}: first SIGTERM {first}", flush=True)
+            keep(log_dir, f"stop-{n}-first.log", lines)
+            proc, url, lines = serve(tmp, kubeconfig, cluster.instance_harness_url, deadline)
             t1 = time.monotonic()
             restored = live(session, url)
             while restored < listed and time.monotonic() - t1 < deadline:
                 time.sleep(0.5)
                 restored = live(session, url)
             second = sigterm(proc, lines)
+            print(f"# {n}: restored {restored} of {listed}; the restart's SIGTERM {second}", flush=True)
+            keep(log_dir, f"stop-{n}-second.log", lines)
+            # A restored Turn aborts its old Submission and is admitted again: this time it picks and its run ends.
+            cluster.harness(lambda core: core.script("triage", [[Pick("routed")] for _ in range(2 * n)], replace=True))
+            proc, url, lines = serve(tmp, kubeconfig, cluster.instance_harness_url, deadline)
+            t2 = time.monotonic()
+            ended = done(session, url, ids)
+            while ended < len(ids) and time.monotonic() - t2 < deadline:
+                time.sleep(2)
+                ended = done(session, url, ids)
+            finish_s = round(time.monotonic() - t2, 1)
+            third = sigterm(proc, lines)
+            keep(log_dir, f"stop-{n}-third.log", lines)
             return {"runs": n, "refused": refused, "admitted": admitted, "live_at_sigterm": listed,
-                    "restored": restored, "first": first, "second": second}
+                    "restored": restored, "first": first, "second": second, "done_after_restart": ended,
+                    "finish_s": finish_s, "third": third}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -140,31 +181,41 @@ def bench(n: int, deadline: float) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", type=int, default=200, help="runs mid-Turn for the baseline")
-    parser.add_argument("--big", type=int, default=1000, help="runs mid-Turn measured against it")
+    parser.add_argument("--big", type=int, nargs="+", default=[1000], help="runs mid-Turn measured against it")
     parser.add_argument("--deadline", type=float, default=600.0, help="seconds to wait for every run admitted")
+    parser.add_argument("--log-dir", help="keep each serve's log here (outside the checkout)")
     args = parser.parse_args()
     print(f"# {platform.node()} {platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
           + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
-    small = bench(args.small, args.deadline)
+    small = bench(args.small, args.deadline, args.log_dir)
     print(small, flush=True)
-    big = bench(args.big, args.deadline)
-    print(big, flush=True)
+    rows: list[Row] = []
+    for size in args.big:
+        big = bench(size, args.deadline, args.log_dir)
+        print(big, flush=True)
+        rows += _rows(small, big)
+    emit("stop_load", rows)
+
+
+def _rows(small: dict[str, Any], big: dict[str, Any]) -> list[Row]:
     per_small = small["first"]["exit_s"] / small["runs"]
     per_big = big["first"]["exit_s"] / big["runs"]
     nb, ns = big["runs"], small["runs"]
     print(f"{'figure':<58}{'ours':>10}{'baseline':>10}")
     print(f"{f'SIGTERM exit at {nb:,} mid-Turn, s':<58}{big['first']['exit_s']:>10}{SERVE_STOP_SECONDS:>10}")
     print(f"{f'stop ms per run ratio {nb:,} vs {ns:,}':<58}{1000 * per_big:>10.3f}{1000 * per_small:>10.3f}"
-          f"  ratio {per_big / per_small:.2f}")
-    emit("stop_load", [
-        Row(f"SIGTERM → exit at {big['runs']:,} runs mid-Turn vs the 10 s promise", big["first"]["exit_s"],
+          f"  ratio {per_big / per_small:.2f}", flush=True)
+    return [
+        Row(f"SIGTERM → exit at {nb:,} runs mid-Turn vs the 10 s promise", big["first"]["exit_s"],
             SERVE_STOP_SECONDS, "s", "< 1"),
-        Row(f"stop per run at {big['runs']:,} vs at {small['runs']:,} mid-Turn", 1000 * per_big, 1000 * per_small,
+        Row(f"stop per run at {nb:,} vs at {ns:,} mid-Turn", 1000 * per_big, 1000 * per_small,
             "ms", "< 1 (one budget, not a cost per run)"),
-        Row(f"tracebacks in the stop's log at {big['runs']:,}", big["first"]["tracebacks"], 0, "", "0"),
+        Row(f"tracebacks in the stop's log at {nb:,}", big["first"]["tracebacks"], 0, "", "0"),
         Row(f"runs restored of {big['live_at_sigterm']:,} live", big["restored"], big["live_at_sigterm"], "", "1"),
-    ])
+        Row(f"runs done after the restarts, of {nb - big['refused']:,} submitted", big["done_after_restart"],
+            nb - big["refused"], "", "1"),
+    ]
 
 
 if __name__ == "__main__":

@@ -1,5 +1,3 @@
-import sys
+from jr2_actors.cli import entry
 
-from jr2_actors.cli import main
-
-sys.exit(main())
+entry()

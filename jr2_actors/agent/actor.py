@@ -185,4 +185,9 @@ class AgentActor(Shell):
                 log.exception("agent %s: %s failed unexpectedly", agent, what)
                 tell_quietly(ref, on_crash(f"{what} failed unexpectedly: {type(e).__name__}: {e}"))
 
-        self.pool.submit(logs.carry(run)).add_done_callback(jobs.log_escaped)
+        try:
+            future = self.pool.submit(logs.carry(run))
+        except RuntimeError:  # the pool is shut: the process is stopping, a seat left past its budget with it
+            log.debug("agent %s: %s not run: the stop closed the pool", agent, what)
+            return
+        future.add_done_callback(jobs.log_escaped)

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Protocol, cast
 
 import pykka
 
-from jr2_actors.shell import logs
+from jr2_actors.shell import logs, stopping
 from jr2_actors.shell.mailbox import PROCESSING_BUCKETS, Mailbox
 from jr2_actors.shell.metrics import OFF, ActorMetrics
 from jr2_actors.shell.recipient import Recipient, tell_quietly
@@ -152,6 +152,7 @@ class Shell(pykka.ThreadingActor):
     def _actor_loop_teardown(self) -> None:
         super()._actor_loop_teardown()
         self.actor_metrics.retire(self)
+        stopping.ended(self.actor_urn)
 
     def on_stop(self) -> None:
         self._cleanup_once()

@@ -168,9 +168,9 @@ class HarnessCore:
 
     # -- scripting -----------------------------------------------------------------------------------
 
-    def script(self, agent: str, turns: Sequence[Sequence[Action]]) -> None:
-        """Queue Turns for an agent; each admission takes the next one."""
-        self._scripts.setdefault(agent, deque()).extend(list(t) for t in turns)
+    def script(self, agent: str, turns: Sequence[Sequence[Action]], *, replace: bool = False) -> None:
+        """Queue Turns for an agent; each admission takes the next one (`replace`: drop those queued first)."""
+        self._scripts[agent] = deque([*([] if replace else self._scripts.get(agent, ())), *(list(t) for t in turns)])
 
     def pick_first_allowed(self, on: bool = True) -> None:
         """With no script for an agent, its Turn picks the first Allowed pick (a workflow walks to an end)
