@@ -32,9 +32,11 @@ TIERS = frozenset({"conformance", "real", "outside"})
 # A test file's name → its family; the longest prefix that matches wins (`test_rbac_log` before `test_rbac`).
 PREFIXES: dict[str, str] = {
     "test_agent": "agent", "test_seat": "agent", "test_turn": "agent", "test_stop_quiet": "agent",
+    "test_stop_shut_pool": "agent",
     "test_api": "api", "test_sse": "api", "test_admission": "api", "test_idempotent": "api",
     "test_health": "api",
-    "test_cli": "cli", "test_serve": "cli", "test_demo": "cli", "test_top": "cli", "test_readme_demo": "cli",
+    "test_cli": "cli", "test_serve": "cli",
+    "test_stop_exit": "cli", "test_demo": "cli", "test_top": "cli", "test_readme_demo": "cli",
     "test_manifests": "deploy", "test_dockerfile": "deploy", "test_crd": "deploy", "test_rbac_log": "deploy",
     "test_fake": "fake", "test_rbac": "fake", "test_fixture": "fake", "test_readme_embedding": "fake",
     "test_fuzz": "fuzz", "test_hostile": "fuzz",
@@ -49,7 +51,8 @@ PREFIXES: dict[str, str] = {
     "test_kube": "kube",
     "test_net": "net",
     "test_orchestrator": "orchestrator", "test_runs_on_fake": "orchestrator", "test_thread_budget": "orchestrator",
-    "test_stop_budget": "orchestrator", "test_stop_together": "orchestrator", "test_revival": "orchestrator",
+    "test_stop_budget": "orchestrator",
+    "test_stop_late": "orchestrator", "test_stop_together": "orchestrator", "test_revival": "orchestrator",
     "test_telemetry": "orchestrator",
     "test_run": "run", "test_feed": "run", "test_notices": "run", "test_readlog": "run", "test_restore": "run",
     "test_stream": "run", "test_supervision": "run",

@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from jr2_actors.agent.actor import AgentActor
-from jr2_actors.agent.core import StartTurn
+from jr2_actors.agent.messages import StartTurn
 from jr2_actors.shell import Timers
-from jr2_actors.shell.clock import VirtualClock
-from tests.probes import Inbox
+from jr2_actors.testing.clock import VirtualClock
+from tests.support.probes import Inbox
 
 
 def test_a_seat_whose_pool_the_stop_closed_drops_its_job_and_lives(caplog: pytest.LogCaptureFixture) -> None:
