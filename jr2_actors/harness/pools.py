@@ -59,6 +59,7 @@ class HarnessPools:
         self._idle: OrderedDict[Address, None] = OrderedDict()  # addresses with pools and no holder, LRU first
         self.discarded = 0  # connections closed because their pool was full (none while sized to its holders)
         self.evicted = 0  # pools closed past the bound
+        self._opened_gone = 0  # connections the pools closed since (evicted, cleared) had opened
 
     def size(self, address: Address) -> int:
         return self.floor + self.per_client * self._holders.get(address, 0)
@@ -134,7 +135,9 @@ class HarnessPools:
         out: list[HTTPConnectionPool] = []
         while len(self._pools) > self.bound and self._idle:
             address, _ = self._idle.popitem(last=False)
-            out += self._pools.pop(address, {}).values()
+            gone = self._pools.pop(address, {}).values()
+            self._opened_gone += sum(pool.num_connections for pool in gone)
+            out += gone
             self.evicted += 1
         return out
 
@@ -143,13 +146,24 @@ class HarnessPools:
             self.discarded += 1
 
     def stats(self) -> dict[str, int]:
+        """Read at scrape time (O(pools), never on a call's path): `addresses` with a pool, `held` by a client,
+        `idle` (addresses with a pool no client holds), `discarded` (a returned connection found its pool
+        full), `evicted`, `opened` (connections made, ever), and the idle connections kept: `connections`
+        in all, `connections_max` on the one address that keeps most."""
         with self._lock:
-            return {"addresses": len(self._pools), "held": len(self._holders), "idle": len(self._idle),
-                    "discarded": self.discarded, "evicted": self.evicted}
+            out = {"addresses": len(self._pools), "held": len(self._holders), "idle": len(self._idle),
+                   "discarded": self.discarded, "evicted": self.evicted}
+            by_address = [list(by_key.values()) for by_key in self._pools.values()]
+            opened = self._opened_gone
+        kept = [sum(_idle_connections(pool) for pool in pools) for pools in by_address]
+        out["opened"] = opened + sum(pool.num_connections for pools in by_address for pool in pools)
+        out["connections"], out["connections_max"] = sum(kept), max(kept, default=0)
+        return out
 
     def clear(self) -> None:
         with self._lock:
             pools = [p for by_key in self._pools.values() for p in by_key.values()]
+            self._opened_gone += sum(pool.num_connections for pool in pools)
             self._pools.clear()
             self._idle.clear()
         _close(pools)
@@ -166,6 +180,14 @@ def _resize(pool: HTTPConnectionPool, size: int) -> list[Any]:
         dropped = list(q.queue[:extra])  # a LifoQueue hands out its end: its start is the idlest
         del q.queue[:extra]
     return [conn for conn in dropped if conn is not None]
+
+
+def _idle_connections(pool: HTTPConnectionPool) -> int:
+    q = pool.pool
+    if q is None:
+        return 0
+    with q.mutex:
+        return sum(1 for conn in q.queue if conn is not None)  # a None is a free slot, not a connection
 
 
 def _close_connections(conns: list[Any]) -> None:
