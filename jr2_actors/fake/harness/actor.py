@@ -11,10 +11,11 @@ HTTP threads (fake/http.py, outside the actor system) ask the `HarnessActor`, wh
 `HarnessCore`. A long-poll that finds no event waits on its Sandbox's change signal, up to the long-poll
 window (25 s by default), then answers 204. The signal is its Sandbox's, not one for all: a request changes
 only its own Sandbox's Harness, and one signal for all answered every parked long-poll (and its client's
-next poll) at each event anywhere — work a real Harness does not make, that grew with the live runs. The actor never asks another actor: the API server feeds it
-each Sandbox change of its namespace (so it knows each token digest and phase), and a kernel kill is
-told to the operator. The latency lever (`HarnessCore.set_answer_latency`) is waited on the HTTP thread,
-before the answer reaches the actor; the run-on lever's settles are timers on the actor's clock.
+next poll) at each event anywhere — work a real Harness does not make, that grew with the live runs.
+The actor never asks another actor: the API server feeds it each Sandbox change of its namespace (so it
+knows each token digest and phase), and a kernel kill is told to the operator. The latency lever
+(`HarnessCore.set_answer_latency`) is waited on the HTTP thread, before the answer reaches the actor; the
+run-on lever's settles are timers on the actor's clock.
 """
 
 from __future__ import annotations
