@@ -10,8 +10,11 @@ the pool's churn, not the work, bounded how fast a release drained.
 So each `HarnessClient` on the shared session holds its address (`hold`) from its start to its close, and
 the address's pool keeps `HARNESS_POOL_SIZE` + `HARNESS_POOL_PER_CLIENT` × holders idle connections: a seat
 (a long-poll, an answer or an admission, the admission's health probe) never finds its pool full. A pool
-shrinks when its holders go, closing the idle connections it no longer keeps. Only addresses nobody holds
-are evicted, least recently used first, once more than `bound` addresses have pools: a Sandbox's pool lives
+shrinks when its holders go, closing the idle connections it no longer keeps; an address nobody holds keeps
+none — most are finished Sandboxes', gone for good, and each idle socket held a connection (a thread, in the
+fake Harness) on the far side until the address was evicted, thousands of Sandboxes later. Only addresses
+nobody holds are evicted, least recently used first, once more than `bound` addresses have pools (evicting
+one closes nothing then: no churn); a Sandbox's pool lives
 as long as a seat or an attach uses it, however many Sandboxes there are, and closing a pool closes only its
 idle connections (one in use is closed when it comes back, by urllib3's closed pool).
 
@@ -62,7 +65,9 @@ class HarnessPools:
         self._opened_gone = 0  # connections the pools closed since (evicted, cleared) had opened
 
     def size(self, address: Address) -> int:
-        return self.floor + self.per_client * self._holders.get(address, 0)
+        """Idle connections `address` keeps: none unheld."""
+        holders = self._holders.get(address, 0)
+        return self.floor + self.per_client * holders if holders else 0
 
     def hold(self, url: str) -> Callable[[], None]:
         """Count one more client of `url`'s address (its pools grow at once); the release it returns undoes
@@ -175,7 +180,7 @@ def _resize(pool: HTTPConnectionPool, size: int) -> list[Any]:
     if q is None:  # closed
         return []
     with q.mutex:
-        q.maxsize = size
+        q.maxsize = max(size, 1)  # a Queue's 0 is "no bound"; a connection back from a call still out is kept
         extra = max(0, len(q.queue) - size)
         dropped = list(q.queue[:extra])  # a LifoQueue hands out its end: its start is the idlest
         del q.queue[:extra]
