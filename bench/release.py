@@ -54,10 +54,13 @@ WORKFLOW = {
                "done": {"final": "done"}},
 }
 SUBMITTERS = 16
+STOPPING = threading.Event()  # Ctrl-C: the submitters stop at once (the pool's threads would hold the exit)
 
 
 def fake_child(ports: int, kubeconfig: str) -> None:
-    """The fake cluster's process: up until its stdin closes; a `stats` line asks for its connection counts."""
+    """The fake cluster's process: up until its stdin closes; a `stats` line asks for its connection counts.
+    A Ctrl-C is the bench's to handle (it closes this process's stdin)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from jr2_actors.fake.cluster import FakeCluster
     from jr2_actors.fake.operator.core import Node
 
@@ -128,7 +131,9 @@ class Health:
 
 
 CONTROL = """
-import http.server, sys
+import signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the bench's to handle: it stops this process
+import http.server
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
@@ -161,12 +166,15 @@ def release(n: int, layout: str, deadline: float, max_memory: str) -> dict[str, 
     fake = subprocess.Popen([sys.executable, "-m", "bench.release", "--fake-child", "--ports", str(ports),
                              "--kubeconfig", kubeconfig], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             cwd=str(Path(__file__).resolve().parent.parent))
+    children: list[subprocess.Popen[str]] = []  # serve and the control, stopped whatever ends the release
     try:
         assert fake.stdout is not None and fake.stdin is not None
         if fake.stdout.readline().strip() != "ready":
             raise SystemExit("the fake cluster did not start")
         proc, url, lines = start_serve(tmp, kubeconfig, max_memory)
+        children.append(proc)
         controller, control_url = start_control()
+        children.append(controller)
         sampler = Sampler(proc.pid)
         session = requests.Session()
         session.headers["Authorization"] = f"Bearer {TOKEN}"
@@ -179,7 +187,7 @@ def release(n: int, layout: str, deadline: float, max_memory: str) -> dict[str, 
         last_cpu = (t0, cpu0, fake_cpu0)
 
         def submit(_: int) -> None:
-            while time.monotonic() - t0 < deadline:
+            while time.monotonic() - t0 < deadline and not STOPPING.is_set():
                 try:
                     r = session.post(url + "/runs", json={"workflow": WORKFLOW}, timeout=120)
                 except requests.RequestException as e:
@@ -192,7 +200,7 @@ def release(n: int, layout: str, deadline: float, max_memory: str) -> dict[str, 
                 if r.status_code == 503 and r.headers.get("Retry-After", "").isdigit():
                     with lock:
                         refusals[0] += 1
-                    time.sleep(int(r.headers["Retry-After"]))
+                    STOPPING.wait(int(r.headers["Retry-After"]))
                     continue
                 errors.append(f"{r.status_code} {r.text[:120]}")
                 return
@@ -275,12 +283,21 @@ def release(n: int, layout: str, deadline: float, max_memory: str) -> dict[str, 
             "series": points,
         }
     finally:
+        STOPPING.set()
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+                try:
+                    child.wait(60)
+                except subprocess.TimeoutExpired:
+                    child.kill()
         if fake.stdin is not None:
             fake.stdin.close()
         try:
             fake.wait(30)
         except subprocess.TimeoutExpired:
             fake.kill()
+            fake.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -367,7 +384,12 @@ def main() -> None:
     results = []
     for layout in layouts:
         for n in sorted(args.runs or [1000]):
-            out = release(n, layout, args.deadline, args.max_memory)
+            try:
+                out = release(n, layout, args.deadline, args.max_memory)
+            except KeyboardInterrupt:
+                print("interrupted: serve, the fake and the temp folder are gone", file=sys.stderr)
+                raise SystemExit(130) from None
+            STOPPING.clear()
             results.append(out)
             print({k: v for k, v in out.items() if k != "series"}, flush=True)
             print(timeline(out), flush=True)
