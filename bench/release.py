@@ -213,7 +213,7 @@ def release(n: int, layout: str, deadline: float, max_memory: str) -> dict[str, 
         while time.monotonic() - t0 < deadline:
             time.sleep(1.0)
             try:
-                live = metric_sum(metrics.get(url + "/metrics", timeout=60).text, "jr2_runs_live")
+                live = metric_sum(metrics.get(url + "/metrics", timeout=10).text, "jr2_runs_live")
             except requests.RequestException:
                 continue
             now, at = sampler.sample(), time.monotonic() - t0
