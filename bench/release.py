@@ -54,10 +54,13 @@ WORKFLOW = {
                "done": {"final": "done"}},
 }
 SUBMITTERS = 16
+STOPPING = threading.Event()  # Ctrl-C: the submitters stop at once (the pool's threads would hold the exit)
 
 
 def fake_child(ports: int, kubeconfig: str) -> None:
-    """The fake cluster's process: up until its stdin closes; a `stats` line asks for its connection counts."""
+    """The fake cluster's process: up until its stdin closes; a `stats` line asks for its connection counts.
+    A Ctrl-C is the bench's to handle (it closes this process's stdin)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from jr2_actors.fake.cluster import FakeCluster
     from jr2_actors.fake.operator.core import Node
 
@@ -103,12 +106,12 @@ def start_serve(tmp: Path, kubeconfig: str, max_memory: str) -> tuple[subprocess
 
 
 class Health:
-    """`GET /healthz` every 0.25 s on a connection of its own: each latency (ms) and answer, stamped."""
+    """`GET /healthz` every 0.25 s as a kubelet probes: a new connection each time, `Connection: close` (the
+    listener's gate answers such a probe itself, api/server.py). Each latency (ms) and answer, stamped."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.samples: list[tuple[float, float, int]] = []  # (monotonic, ms, status)
-        self._session = requests.Session()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -117,7 +120,7 @@ class Health:
         while not self._stop.wait(0.25):
             began = time.monotonic()
             try:
-                status = self._session.get(self.url + "/healthz", timeout=30).status_code
+                status = requests.get(self.url, headers={"Connection": "close"}, timeout=30).status_code
             except requests.RequestException:
                 status = 0
             self.samples.append((began, 1000 * (time.monotonic() - began), status))
@@ -127,6 +130,35 @@ class Health:
         self._thread.join(35)
 
 
+CONTROL = """
+import signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the bench's to handle: it stops this process
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"""
+
+
+def start_control() -> tuple[subprocess.Popen[str], str]:
+    """A process that answers every GET at once and does nothing else: its latency, probed beside serve's
+    /healthz, is what the machine alone adds (a CPU shared with other work), serve's latency above it is
+    serve's own."""
+    proc = subprocess.Popen([sys.executable, "-c", CONTROL], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    return proc, f"http://127.0.0.1:{proc.stdout.readline().strip()}"
+
+
+def cpu_of(pid: int) -> float:
+    """A process's CPU seconds so far (user + system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def release(n: int, layout: str, deadline: float, max_memory: str) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="jr2-bench-release-"))
     kubeconfig = str(tmp / "kubeconfig")
@@ -134,23 +166,28 @@ def release(n: int, layout: str, deadline: float, max_memory: str) -> dict[str, 
     fake = subprocess.Popen([sys.executable, "-m", "bench.release", "--fake-child", "--ports", str(ports),
                              "--kubeconfig", kubeconfig], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             cwd=str(Path(__file__).resolve().parent.parent))
+    children: list[subprocess.Popen[str]] = []  # serve and the control, stopped whatever ends the release
     try:
         assert fake.stdout is not None and fake.stdin is not None
         if fake.stdout.readline().strip() != "ready":
             raise SystemExit("the fake cluster did not start")
         proc, url, lines = start_serve(tmp, kubeconfig, max_memory)
+        children.append(proc)
+        controller, control_url = start_control()
+        children.append(controller)
         sampler = Sampler(proc.pid)
         session = requests.Session()
         session.headers["Authorization"] = f"Bearer {TOKEN}"
         session.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=SUBMITTERS + 4))
         accepted, refusals, errors = [0], [0], []
         lock = threading.Lock()
-        health = Health(url)
+        health, control = Health(url + "/healthz"), Health(control_url + "/healthz")
         t0 = time.monotonic()
-        cpu0 = sampler.cpu()
+        cpu0, fake_cpu0 = sampler.cpu(), cpu_of(fake.pid)
+        last_cpu = (t0, cpu0, fake_cpu0)
 
         def submit(_: int) -> None:
-            while time.monotonic() - t0 < deadline:
+            while time.monotonic() - t0 < deadline and not STOPPING.is_set():
                 try:
                     r = session.post(url + "/runs", json={"workflow": WORKFLOW}, timeout=120)
                 except requests.RequestException as e:
@@ -163,7 +200,7 @@ def release(n: int, layout: str, deadline: float, max_memory: str) -> dict[str, 
                 if r.status_code == 503 and r.headers.get("Retry-After", "").isdigit():
                     with lock:
                         refusals[0] += 1
-                    time.sleep(int(r.headers["Retry-After"]))
+                    STOPPING.wait(int(r.headers["Retry-After"]))
                     continue
                 errors.append(f"{r.status_code} {r.text[:120]}")
                 return
@@ -176,22 +213,41 @@ def release(n: int, layout: str, deadline: float, max_memory: str) -> dict[str, 
         while time.monotonic() - t0 < deadline:
             time.sleep(1.0)
             try:
-                live = metric_sum(metrics.get(url + "/metrics", timeout=60).text, "jr2_runs_live")
+                live = metric_sum(metrics.get(url + "/metrics", timeout=10).text, "jr2_runs_live")
             except requests.RequestException:
                 continue
             now, at = sampler.sample(), time.monotonic() - t0
             second = [ms for t, ms, _ in health.samples if t >= t0 + at - 1.0]
+            beside = [ms for t, ms, _ in control.samples if t >= t0 + at - 1.0]
+            cpu_now = (time.monotonic(), sampler.cpu(), cpu_of(fake.pid))
+            span = max(cpu_now[0] - last_cpu[0], 1e-3)
+            serve_share, fake_share = ((cpu_now[i] - last_cpu[i]) / span for i in (1, 2))
+            last_cpu = cpu_now
             with lock:
-                final = accepted[0] - live
-                points.append({"t_s": round(at, 1), "final": final, "accepted": accepted[0],
-                               "refused": refusals[0], "rss_mib": round(now["rss_now_mib"], 1),
-                               "threads": now["threads"], "healthz_ms": round(max(second), 1) if second else 0.0})
+                final = max(accepted[0] - live, 0)  # a run posted whose 201 is still on its way is live
+                # Runs final a second, over the last 10 s (one point a second is too coarse for a rate).
+                before = next((p for p in reversed(points) if p["t_s"] <= at - 10), None)
+                rate = (final - before["final"]) / (at - before["t_s"]) if before else final / max(at, 1e-3)
+                points.append({"t_s": round(at, 1), "final": final, "final_per_s": round(rate, 2),
+                               "accepted": accepted[0], "refused": refusals[0],
+                               "rss_mib": round(now["rss_now_mib"], 1), "threads": now["threads"],
+                               "healthz_ms": round(max(second), 1) if second else 0.0,
+                               "control_ms": round(max(beside), 1) if beside else 0.0,
+                               "serve_cpu": round(serve_share, 2), "fake_cpu": round(fake_share, 2)})
             if all(f.done() for f in submitting) and accepted[0] + len(errors) >= n and live == 0:
                 drained = at
                 break
-        cpu = sampler.cpu() - cpu0
+        cpu, fake_cpu = sampler.cpu() - cpu0, cpu_of(fake.pid) - fake_cpu0
+        try:
+            exposition = metrics.get(url + "/metrics", timeout=60).text
+        except requests.RequestException:
+            exposition = ""
+        pools = {k: metric_sum(exposition, f"jr2_harness_{k}") for k in
+                 ("pools", "pool_evictions_total", "pool_connections", "pool_connections_opened_total",
+                  "pool_full_total")}
         pool.shutdown(wait=False, cancel_futures=True)
         health.stop()
+        control.stop()
         fake.stdin.write("stats\n")
         fake.stdin.flush()
         stats = json.loads(fake.stdout.readline())
@@ -202,62 +258,93 @@ def release(n: int, layout: str, deadline: float, max_memory: str) -> dict[str, 
         except subprocess.TimeoutExpired:
             proc.kill()
         log = "".join(lines)
+        controller.kill()
+        controller.wait(10)
         latencies = sorted(ms for _, ms, _ in health.samples)
+        beside = sorted(ms for _, ms, _ in control.samples)
         return {
             "runs": n, "layout": layout, "drained_s": None if drained is None else round(drained, 1),
             "final": points[-1]["final"] if points else 0, "runs_per_s": round(n / drained, 2) if drained else None,
-            "cpu_s": round(cpu, 1), "refused": refusals[0], "submit_errors": len(errors), "first_error": errors[:1],
+            "cpu_s": round(cpu, 1), "fake_cpu_s": round(fake_cpu, 1),
+            "serve_cpu_busy": sum(1 for p in points if p["serve_cpu"] >= 0.9),
+            "fake_cpu_busy": sum(1 for p in points if p["fake_cpu"] >= 0.9), "pools": pools,
+            "refused": refusals[0], "submit_errors": len(errors), "first_error": errors[:1],
             "peak_rss_mib": round(sampler.peak["rss_mib"]), "peak_threads": sampler.peak["threads"],
             "healthz_max_ms": round(latencies[-1], 1) if latencies else None,
             "healthz_p99_ms": round(latencies[int(0.99 * len(latencies)) - 1], 1) if latencies else None,
             "healthz_over_100ms": sum(1 for x in latencies if x > 100), "healthz_samples": len(latencies),
             "healthz_not_200": sum(1 for _, _, s in health.samples if s != 200),
+            "control_max_ms": round(beside[-1], 1) if beside else None,
+            "control_p99_ms": round(beside[int(0.99 * len(beside)) - 1], 1) if beside else None,
+            "control_over_100ms": sum(1 for x in beside if x > 100),
             "harness_accepted": stats["accepted"].get("harness"), "api_accepted": stats["accepted"].get("api"),
             "pool_full_lines": log.count("pool is full"), "tracebacks": log.count("Traceback"),
             "pool_full_first": [x.strip()[:200] for x in lines if "pool is full" in x][:1],
             "series": points,
         }
     finally:
+        STOPPING.set()
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+                try:
+                    child.wait(60)
+                except subprocess.TimeoutExpired:
+                    child.kill()
         if fake.stdin is not None:
             fake.stdin.close()
         try:
             fake.wait(30)
         except subprocess.TimeoutExpired:
             fake.kill()
+            fake.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def timeline(r: dict[str, Any], rows: int = 12) -> str:
+    """The series at about `rows` evenly spaced seconds: what the plot draws, as text."""
+    series = r["series"]
+    if not series:
+        return ""
+    picks = sorted({round(i * (len(series) - 1) / (rows - 1)) for i in range(rows)})
+    out = [f"{'t s':>7} {'final':>6} {'final/s':>8} {'accepted':>8} {'refused':>7} {'RSS MiB':>8} {'threads':>7} "
+           f"{'healthz ms':>10} {'control ms':>10} {'serve cpu':>9} {'fake cpu':>8}"]
+    for p in (series[i] for i in picks):
+        out.append(f"{p['t_s']:>7} {p['final']:>6.0f} {p['final_per_s']:>8} {p['accepted']:>8} {p['refused']:>7} "
+                   f"{p['rss_mib']:>8} {p['threads']:>7} {p['healthz_ms']:>10} {p.get('control_ms', 0):>10} "
+                   f"{p['serve_cpu']:>9} {p['fake_cpu']:>8}")
+    return "\n".join(out)
+
+
 def plot(results: list[dict[str, Any]], path: Path) -> Path:
-    """Four panels against seconds from the release: runs final (share of N) and refusals, RSS, threads, and
-    the slowest /healthz of each second."""
+    """Six panels against seconds from the release: runs final (share of N), runs final a second, POST /runs
+    refusals, RSS, threads, and the slowest /healthz of each second."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    fig, axes = plt.subplots(3, 2, figsize=(11, 10))
+    health = axes[2][1]
     panels: list[tuple[Any, str, Callable[[dict[str, Any], dict[str, Any]], float]]] = [
               (axes[0][0], "runs final (share of N)", lambda p, r: p["final"] / r["runs"]),
-              (axes[0][1], "serve RSS (MiB)", lambda p, r: p["rss_mib"]),
-              (axes[1][0], "serve threads", lambda p, r: p["threads"]),
-              (axes[1][1], "slowest GET /healthz begun in the second (ms)", lambda p, r: p["healthz_ms"])]
+              (axes[0][1], "runs final a second (over 10 s)", lambda p, r: p.get("final_per_s", 0.0)),
+              (axes[1][0], "POST /runs refused (503 + Retry-After), so far", lambda p, r: p["refused"]),
+              (axes[1][1], "serve RSS (MiB)", lambda p, r: p["rss_mib"]),
+              (axes[2][0], "serve threads", lambda p, r: p["threads"]),
+              (health, "slowest GET /healthz begun in the second (ms)", lambda p, r: p["healthz_ms"])]
     for ax, title, value in panels:
         for r in results:
             # A second in which no /healthz began (one still under way) has none: no point.
-            points = [p for p in r["series"] if ax is not axes[1][1] or p["healthz_ms"] > 0]
+            points = [p for p in r["series"] if ax is not health or p["healthz_ms"] > 0]
             ax.plot([p["t_s"] for p in points], [value(p, r) for p in points], linewidth=1,
-                    marker="." if ax is axes[1][1] else "", markersize=2,
-                    linestyle=":" if ax is axes[1][1] else "-",
+                    marker="." if ax is health else "", markersize=2, linestyle=":" if ax is health else "-",
                     label=f"{r['runs']:,} runs, {r['layout']} address{'es' if r['layout'] == 'own' else ''}")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("seconds from the release")
         ax.grid(True, alpha=0.3)
-    axes[1][1].set_yscale("log")
-    axes[1][1].axhline(100, color="grey", linestyle=":", linewidth=1)
-    refused = [r for r in results if r["refused"]]
-    for r in refused:
-        axes[0][0].plot([p["t_s"] for p in r["series"]], [p["refused"] / r["runs"] for p in r["series"]],
-                        linestyle="--", linewidth=1, label=f"{r['runs']:,} {r['layout']}: POST /runs refused (÷ N)")
+    health.set_yscale("log")
+    health.axhline(100, color="grey", linestyle=":", linewidth=1)
     axes[0][0].legend(fontsize=7)
     fig.suptitle("A release of one-Turn runs through jr2-actors serve (the fake cluster in its own process)",
                  fontsize=11)
@@ -297,9 +384,15 @@ def main() -> None:
     results = []
     for layout in layouts:
         for n in sorted(args.runs or [1000]):
-            out = release(n, layout, args.deadline, args.max_memory)
+            try:
+                out = release(n, layout, args.deadline, args.max_memory)
+            except KeyboardInterrupt:
+                print("interrupted: serve, the fake and the temp folder are gone", file=sys.stderr)
+                raise SystemExit(130) from None
+            STOPPING.clear()
             results.append(out)
             print({k: v for k, v in out.items() if k != "series"}, flush=True)
+            print(timeline(out), flush=True)
     if args.series:
         Path(args.series).write_text(json.dumps(results, indent=0))
     if args.plot:

@@ -29,7 +29,7 @@ from typing import Any, cast
 import pykka
 import requests
 
-from jr2_actors.harness.pools import shared_session
+from jr2_actors.harness.pools import HarnessPools, shared_session
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.revival import Revival
 from jr2_actors.run.actor import RunActor, RunEnv, RunFinished, Status, row_status
@@ -146,7 +146,7 @@ class Orchestrator:
                                for n, name in zip(self._threads, ("kube", "attach", "agent"), strict=True))
         self._pools = [kube, attach, agent]
         self._renewals = RenewalLane(clock=self.clock)  # issue 18: every Lease renewal leaves from one lane
-        self._harness_session = shared_session()  # issue 18: every Harness call of the process, on one session
+        self._harness_session = shared_session(self.telemetry.harness.read_pools(HarnessPools()))  # every Harness call
         self._timers = Timers(self.clock, name="jr2-run-timers")
         self._env = RunEnv(client=self.client, watch=self._watch, store=self._store,
                            feed=self.telemetry.runs.feed_tap(self.feed_hub),

@@ -10,10 +10,15 @@ the pool's churn, not the work, bounded how fast a release drained.
 So each `HarnessClient` on the shared session holds its address (`hold`) from its start to its close, and
 the address's pool keeps `HARNESS_POOL_SIZE` + `HARNESS_POOL_PER_CLIENT` × holders idle connections: a seat
 (a long-poll, an answer or an admission, the admission's health probe) never finds its pool full. A pool
-shrinks when its holders go, closing the idle connections it no longer keeps. Only addresses nobody holds
-are evicted, least recently used first, once more than `bound` addresses have pools: a Sandbox's pool lives
-as long as a seat or an attach uses it, however many Sandboxes there are, and closing a pool closes only its
-idle connections (one in use is closed when it comes back, by urllib3's closed pool).
+shrinks when its holders go, closing the idle connections it no longer keeps. An address nobody holds keeps
+`HARNESS_POOL_SIZE` while it is one of the `HARNESS_POOLS_WARM` most recently let go (a Sandbox's attach
+lets go before its seat holds: the seat takes the attach's connection), none past them — most are finished
+Sandboxes', gone for good, and each idle socket held a connection (a thread, in the fake Harness) on the far
+side until the address was evicted, thousands of Sandboxes later. Only addresses nobody holds are evicted,
+least recently used first, once more than `bound` addresses have pools (evicting one closes nothing then: no
+churn); a Sandbox's pool lives as long as a seat or an attach uses it, however many Sandboxes there are, and
+closing a pool closes only its idle connections (one in use is closed when it comes back, by urllib3's
+closed pool).
 
 Work per request is O(1): a dict lookup and an LRU move under one lock.
 """
@@ -33,7 +38,7 @@ from urllib3.connectionpool import HTTPConnectionPool
 from urllib3.poolmanager import PoolManager
 
 from jr2_actors.net.cut import CutAdapter, CutHTTPPool, CutHTTPSPool, let_go, mount_cuts
-from jr2_actors.values.constants import HARNESS_POOL_PER_CLIENT, HARNESS_POOL_SIZE, HARNESS_POOLS
+from jr2_actors.values.constants import HARNESS_POOL_PER_CLIENT, HARNESS_POOL_SIZE, HARNESS_POOLS, HARNESS_POOLS_WARM
 
 Address = tuple[str, str, int]  # scheme, host, port: what urllib3 keys a pool by (with its TLS options)
 
@@ -51,17 +56,23 @@ class HarnessPools:
     """Which addresses are held and by how many clients; their pools, each sized to its holders."""
 
     def __init__(self, *, bound: int = HARNESS_POOLS, floor: int = HARNESS_POOL_SIZE,
-                 per_client: int = HARNESS_POOL_PER_CLIENT) -> None:
-        self.bound, self.floor, self.per_client = bound, floor, per_client
+                 per_client: int = HARNESS_POOL_PER_CLIENT, warm: int = HARNESS_POOLS_WARM) -> None:
+        self.bound, self.floor, self.per_client, self.warm = bound, floor, per_client, warm
         self._lock = threading.Lock()
         self._holders: dict[Address, int] = {}
         self._pools: dict[Address, dict[Any, HTTPConnectionPool]] = {}  # address → pool key → pool
         self._idle: OrderedDict[Address, None] = OrderedDict()  # addresses with pools and no holder, LRU first
+        self._warm: OrderedDict[Address, None] = OrderedDict()  # the unheld ones let go last, keeping the floor
         self.discarded = 0  # connections closed because their pool was full (none while sized to its holders)
         self.evicted = 0  # pools closed past the bound
+        self._opened_gone = 0  # connections the pools closed since (evicted, cleared) had opened
 
     def size(self, address: Address) -> int:
-        return self.floor + self.per_client * self._holders.get(address, 0)
+        """Idle connections `address` keeps: unheld, the floor while warm, else none."""
+        holders = self._holders.get(address, 0)
+        if holders:
+            return self.floor + self.per_client * holders
+        return self.floor if address in self._warm else 0
 
     def hold(self, url: str) -> Callable[[], None]:
         """Count one more client of `url`'s address (its pools grow at once); the release it returns undoes
@@ -70,6 +81,7 @@ class HarnessPools:
         with self._lock:
             self._holders[address] = self._holders.get(address, 0) + 1
             self._idle.pop(address, None)
+            self._warm.pop(address, None)
             dropped = self._resize_all(address)
         _close_connections(dropped)
         released = threading.Event()
@@ -91,7 +103,11 @@ class HarnessPools:
                 self._holders.pop(address, None)
                 if address in self._pools:
                     self._idle[address] = None
+                self._warm[address] = None
             dropped = self._resize_all(address)
+            while len(self._warm) > self.warm:  # the coldest unheld address closes its idle connections
+                cold, _ = self._warm.popitem(last=False)
+                dropped += self._resize_all(cold)
             evicted = self._evict()
         _close_connections(dropped)
         _close(evicted)
@@ -134,7 +150,10 @@ class HarnessPools:
         out: list[HTTPConnectionPool] = []
         while len(self._pools) > self.bound and self._idle:
             address, _ = self._idle.popitem(last=False)
-            out += self._pools.pop(address, {}).values()
+            self._warm.pop(address, None)
+            gone = self._pools.pop(address, {}).values()
+            self._opened_gone += sum(pool.num_connections for pool in gone)
+            out += gone
             self.evicted += 1
         return out
 
@@ -143,15 +162,27 @@ class HarnessPools:
             self.discarded += 1
 
     def stats(self) -> dict[str, int]:
+        """Read at scrape time (O(pools), never on a call's path): `addresses` with a pool, `held` by a client,
+        `idle` (addresses with a pool no client holds), `discarded` (a returned connection found its pool
+        full), `evicted`, `opened` (connections made, ever), and the idle connections kept: `connections`
+        in all, `connections_max` on the one address that keeps most."""
         with self._lock:
-            return {"addresses": len(self._pools), "held": len(self._holders), "idle": len(self._idle),
-                    "discarded": self.discarded, "evicted": self.evicted}
+            out = {"addresses": len(self._pools), "held": len(self._holders), "idle": len(self._idle),
+                   "discarded": self.discarded, "evicted": self.evicted}
+            by_address = [list(by_key.values()) for by_key in self._pools.values()]
+            opened = self._opened_gone
+        kept = [sum(_idle_connections(pool) for pool in pools) for pools in by_address]
+        out["opened"] = opened + sum(pool.num_connections for pools in by_address for pool in pools)
+        out["connections"], out["connections_max"] = sum(kept), max(kept, default=0)
+        return out
 
     def clear(self) -> None:
         with self._lock:
             pools = [p for by_key in self._pools.values() for p in by_key.values()]
+            self._opened_gone += sum(pool.num_connections for pool in pools)
             self._pools.clear()
             self._idle.clear()
+            self._warm.clear()
         _close(pools)
 
 
@@ -161,11 +192,19 @@ def _resize(pool: HTTPConnectionPool, size: int) -> list[Any]:
     if q is None:  # closed
         return []
     with q.mutex:
-        q.maxsize = size
+        q.maxsize = max(size, 1)  # a Queue's 0 is "no bound"; a connection back from a call still out is kept
         extra = max(0, len(q.queue) - size)
         dropped = list(q.queue[:extra])  # a LifoQueue hands out its end: its start is the idlest
         del q.queue[:extra]
     return [conn for conn in dropped if conn is not None]
+
+
+def _idle_connections(pool: HTTPConnectionPool) -> int:
+    q = pool.pool
+    if q is None:
+        return 0
+    with q.mutex:
+        return sum(1 for conn in q.queue if conn is not None)  # a None is a free slot, not a connection
 
 
 def _close_connections(conns: list[Any]) -> None:

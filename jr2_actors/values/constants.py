@@ -86,9 +86,11 @@ HARNESS_RETRY = Backoff(initial=0.25, cap=5.0)
 # The process's one Harness session (harness/pools.py): one pool per Harness address, keeping up to
 # HARNESS_POOL_SIZE + HARNESS_POOL_PER_CLIENT × (its clients) idle connections, so the seats on one address (an
 # Instance Harness, the fake cluster's) never find it full; a client holds its address from its start to its
-# close. Past HARNESS_POOLS addresses, the least recently used one no client holds is closed (its next call
-# connects anew); a held one never is.
+# close; an address no client holds keeps HARNESS_POOL_SIZE while it is one of the HARNESS_POOLS_WARM let go
+# last, no idle connection past them. Past HARNESS_POOLS addresses, the least recently used one no client
+# holds is closed (its next call connects anew); a held one never is.
 HARNESS_POOLS = 4096
+HARNESS_POOLS_WARM = 64
 HARNESS_POOL_SIZE = 32
 HARNESS_POOL_PER_CLIENT = 2  # a seat's long-poll, and its admission's health probe or its answer beside it
 HARNESS_RETRY_WINDOW_SECONDS = 90.0

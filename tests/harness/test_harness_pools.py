@@ -250,3 +250,28 @@ def test_a_full_pool_takes_a_connection_or_a_slot_back_without_a_warning(
     assert pools.discarded == 1
     client.close()
     session.close()
+
+
+def test_past_the_warm_ones_an_address_nobody_holds_keeps_no_idle_connection(servers: list[HttpServer]) -> None:
+    """A finished Sandbox's address is gone for good: its pool kept up to the floor's idle connections (each one
+    a socket here and a connection held on the far side) until evicted, thousands of Sandboxes later. Only the
+    `warm` let go last keep theirs (an attach lets go before its seat holds)."""
+    finished, live, last = serve(servers, Gate()), serve(servers, Gate()), serve(servers, Gate())
+    pools = HarnessPools(warm=1)
+    session = shared_session(pools)
+    seat = HarnessClient(finished.url, "t0k3n", session=session)
+    other = HarnessClient(live.url, "t0k3n", session=session)
+    assert seat.healthz() and other.healthz()
+    seat.close()
+    assert finished.connections()[0] == 1, "the address let go last keeps its idle connection"
+    passing = HarnessClient(last.url, "t0k3n", session=session)
+    assert passing.healthz()
+    passing.close()
+    wait_until(lambda: finished.connections()[0] == 0, what="the colder unheld address's idle connection closed")
+    assert last.connections()[0] == 1 and live.connections()[0] == 1, "a warm or held address keeps its own"
+    assert pools.stats()["addresses"] == 3  # its pool is kept (until evicted), empty: a next call connects anew
+    again = HarnessClient(finished.url, "t0k3n", session=session)
+    assert again.healthz()
+    again.close()
+    other.close()
+    session.close()

@@ -9,6 +9,7 @@ import threading
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from jr2_actors.harness.pools import HarnessPools
 from jr2_actors.kube.frames import Bookmark
 from jr2_actors.kube.gate import FifoGate
 from jr2_actors.kube.metrics import KubeMetrics
@@ -52,6 +53,7 @@ def everything() -> str:
         kube.unauthorized_retry()
         telemetry.harness.admission("admitted")
         telemetry.harness.memory_kill_read("read")
+        telemetry.harness.read_pools(HarnessPools())
         telemetry.runs.update(FakeRun("r-1", "code", {"F-1": Record("placing")},
                                       [("F-1", WaitEntry("node", "full", clock.wall()))]).view())
         return telemetry.exposition().decode()

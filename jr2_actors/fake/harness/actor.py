@@ -8,11 +8,14 @@ whose Harness process ended and the next has not begun (`HarnessCore.is_down`). 
 `{"ok": true, "bootId": …}`: the boot id of the process serving (ours, a contract addition).
 
 HTTP threads (fake/http.py, outside the actor system) ask the `HarnessActor`, which alone holds the
-`HarnessCore`. A long-poll that finds no event waits on the actor's change signal, up to the long-poll
-window (25 s by default), then answers 204. The actor never asks another actor: the API server feeds it
-each Sandbox change of its namespace (so it knows each token digest and phase), and a kernel kill is
-told to the operator. The latency lever (`HarnessCore.set_answer_latency`) is waited on the HTTP thread,
-before the answer reaches the actor; the run-on lever's settles are timers on the actor's clock.
+`HarnessCore`. A long-poll that finds no event waits on its Sandbox's change signal, up to the long-poll
+window (25 s by default), then answers 204. The signal is its Sandbox's, not one for all: a request changes
+only its own Sandbox's Harness, and one signal for all answered every parked long-poll (and its client's
+next poll) at each event anywhere — work a real Harness does not make, that grew with the live runs.
+The actor never asks another actor: the API server feeds it each Sandbox change of its namespace (so it
+knows each token digest and phase), and a kernel kill is told to the operator. The latency lever
+(`HarnessCore.set_answer_latency`) is waited on the HTTP thread, before the answer reaches the actor; the
+run-on lever's settles are timers on the actor's clock.
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ class _Begin:
 class HarnessReply:
     answer: Answer
     raw: bytes | None = None
-    changed: threading.Event | None = None  # set when any conversation changes (for a long-poll)
+    changed: threading.Event | None = None  # set when its Sandbox's Harness changes (for a long-poll)
     delay: float = 0.0  # wait this long, then ask again with `delayed` (the answer latency lever)
 
 
@@ -97,7 +100,7 @@ class HarnessActor(Shell):
         self.instance_digest = instance_digest
         self.operator = operator  # told a kernel kill: it marks the Harness container OOMKilled
         self.base_url = base_url
-        self._changed = threading.Event()
+        self._changed: dict[str, threading.Event] = {}  # a Sandbox with a long-poll parked → its change signal
         self._sandboxes: dict[str, _Seen] = {}
         self._watch: int | None = None
         self._timers: Timers | None = None
@@ -107,7 +110,7 @@ class HarnessActor(Shell):
         subscribe(self.api, self.actor_ref, self.namespace)
 
     def cleanup(self) -> None:
-        self._changed.set()
+        self._signal()
         if self._timers is not None:
             self._timers.stop()
         unsubscribe(self.api, self._watch)
@@ -126,10 +129,10 @@ class HarnessActor(Shell):
         elif isinstance(message, _Settle):
             e = message.effect
             self.core.settle_due(e.sandbox, e.agent, e.conversation_id, e.submission, e.outcome)
-            self._signal()
+            self._signal(e.sandbox)
         elif isinstance(message, _Begin):
             self.core.begin(message.sandbox, self.clock.wall())
-            self._signal()
+            self._signal(message.sandbox)
         return None
 
     def _seen(self, change: SandboxChanged) -> None:
@@ -138,7 +141,7 @@ class HarnessActor(Shell):
         if change.type == "DELETED":
             self._sandboxes.pop(name, None)
             self.core.forget(name)  # its pod and its Harness are gone: a Sandbox made again starts afresh
-            self._signal()
+            self._signal(name)
             return
         digest = ""
         env = (obj.get("spec") or {}).get("env") or []
@@ -148,9 +151,15 @@ class HarnessActor(Shell):
         status = obj.get("status")
         self._sandboxes[name] = _Seen(digest, isinstance(status, dict) and status.get("phase") == "Ready")
 
-    def _signal(self) -> None:
-        changed, self._changed = self._changed, threading.Event()
-        changed.set()
+    def _signal(self, sandbox: str | None = None) -> None:
+        """Wake the long-polls parked on `sandbox` (None: on every Sandbox, as a test's lever may change any)."""
+        if sandbox is None:
+            woken, self._changed = list(self._changed.values()), {}
+        else:
+            one = self._changed.pop(sandbox, None)
+            woken = [] if one is None else [one]
+        for event in woken:
+            event.set()
 
     def _request(self, req: HarnessRequest) -> HarnessReply:
         parts = req.parts
@@ -190,7 +199,8 @@ class HarnessActor(Shell):
             answer, effects = self.core.answer(req.sandbox, parts[1], parts[2], body, now)
         elif len(parts) == 3 and parts[0] == "streams" and req.method == "GET":
             answer = self.core.poll(req.sandbox, parts[1], parts[2], req.query.get("offset", "0"))
-            return HarnessReply(answer, changed=self._changed if answer.code == 204 else None)
+            changed = self._changed.setdefault(req.sandbox, threading.Event()) if answer.code == 204 else None
+            return HarnessReply(answer, changed=changed)
         else:
             return HarnessReply(Answer(404, {"error": f"no route {req.method} /{'/'.join(parts)}"}))
         for effect in effects:
@@ -199,7 +209,7 @@ class HarnessActor(Shell):
             elif self._timers is not None:
                 self._timers.schedule(self.clock.monotonic() + effect.after,
                                       functools.partial(tell_quietly, self.actor_ref, _Settle(effect)))
-        self._signal()
+        self._signal(req.sandbox)
         return HarnessReply(answer)
 
     def _kernel_kill(self, effect: KillHarness) -> None:

@@ -1,0 +1,70 @@
+"""The fake Harness's long-poll wakes on its own Sandbox's changes only. One signal for every Sandbox answered
+each parked long-poll at every event anywhere (and its client polled again at once): work a real Harness does
+not make, and that grew with the live runs — in a release of thousands, the fake's and serve's CPU went there."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, cast
+
+import pytest
+import requests
+
+from jr2_actors.fake.cluster import FakeCluster
+from jr2_actors.fake.harness.actor import HarnessReply, HarnessRequest
+from jr2_actors.fake.harness.core import Hang
+from jr2_actors.testing.clock import VirtualClock
+from tests.support.sandboxes import ready_sandbox
+
+A, B = "ws-wake-f-1-aaaaaa", "ws-wake-f-2-bbbbbb"
+
+
+@pytest.fixture
+def two() -> Iterator[tuple[FakeCluster, dict[str, str]]]:
+    clock = VirtualClock(wall=1_790_000_000.0)
+    with FakeCluster(clock=clock, start_seconds=1, long_poll=0.2) as cluster:
+        endpoints = {name: ready_sandbox(cluster, clock, name) for name in (A, B)}
+        cluster.script("coder", [Hang()], [Hang()])  # a lever: set before any long-poll parks
+        yield cluster, endpoints
+
+
+def admit(cluster: FakeCluster, endpoint: str, name: str) -> dict[str, Any]:
+    body = {"definition": {"agent": "coder", "instructions": "You fix bugs.", "access": "write", "menu": ["finish"]},
+            "message": "Fix it.", "allowed": ["finish"]}
+    resp = requests.post(f"{endpoint}/agents/coder/c-1", json=body, timeout=10,
+                         headers={"Authorization": f"Bearer {cluster.harness_token(name)}"})
+    assert resp.status_code == 200, resp.text
+    return cast(dict[str, Any], resp.json())
+
+
+def parked(cluster: FakeCluster, name: str, offset: str) -> HarnessReply:
+    """What a long-poll of `name`'s conversation finds with nothing new: a 204 and the signal it waits on."""
+    auth = f"Bearer {cluster.harness_token(name)}"
+    while True:
+        reply = cast(HarnessReply, cluster._harness.ask(  # type: ignore[union-attr]
+            HarnessRequest(name, "GET", ("streams", "coder", "c-1"), {"offset": offset}, auth, b""), timeout=10))
+        if reply.answer.code == 204:
+            return reply
+        offset = dict(reply.answer.headers)["stream-next-offset"]
+
+
+def test_a_long_poll_is_woken_by_its_own_sandboxs_change_and_not_by_anothers(
+        two: tuple[FakeCluster, dict[str, str]]) -> None:
+    cluster, endpoints = two
+    first = admit(cluster, endpoints[A], A)
+    waiting = parked(cluster, A, first["offset"])
+    assert waiting.changed is not None and not waiting.changed.is_set()
+    admit(cluster, endpoints[B], B)  # another Sandbox's admission, its Turn begun
+    cluster._harness.ask(HarnessRequest(B, "POST", ("agents", "coder", "c-1", "abort"), {},  # type: ignore[union-attr]
+                                        f"Bearer {cluster.harness_token(B)}", b""), timeout=10)
+    assert not waiting.changed.is_set(), "a change to another Sandbox's Harness woke this long-poll"
+    requests.post(f"{endpoints[A]}/agents/coder/c-1/abort", timeout=10,
+                  headers={"Authorization": f"Bearer {cluster.harness_token(A)}"})
+    assert waiting.changed.wait(10), "its own Sandbox's change did not wake it"
+
+
+def test_a_lever_that_may_change_any_sandbox_wakes_every_long_poll(two: tuple[FakeCluster, dict[str, str]]) -> None:
+    cluster, endpoints = two
+    replies = [parked(cluster, name, admit(cluster, endpoints[name], name)["offset"]) for name in (A, B)]
+    cluster.harness(lambda core: None)
+    assert all(r.changed is not None and r.changed.wait(10) for r in replies)
