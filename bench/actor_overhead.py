@@ -1,4 +1,4 @@
-"""What the shell base's metrics cost (issue 11: under 15 %): pykka's tell throughput and ask round trip for a
+"""What the shell base's metrics cost (under 15 %): pykka's tell throughput and ask round trip for a
 plain `pykka.ThreadingActor` (the baseline) against a `Shell` counted in an enabled `Telemetry` — the same
 trivial `on_receive`, so the figures are the shell's whole cost, nothing else. Same machine, same run,
 rounds alternated; medians.

@@ -1,6 +1,6 @@
 """How long a client command takes to start and leave: wall time of 10 runs of each command, each in a fresh
 interpreter, against a server that is not there (so what is timed is the start, not a server), beside
-`python -c pass` (the interpreter's own start). Issue 19 item 8 asks for under 0.3 s.
+`python -c pass` (the interpreter's own start). The goal is under 0.3 s.
 
     python bench/cli_startup.py [--runs 10] [--tree PATH]   # --tree: time another checkout (a "before")
 

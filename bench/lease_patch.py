@@ -2,7 +2,7 @@
 pool requests uses, `kube/direct.py`) against the same PATCH sent through `requests.Session.request` (the
 client's ordinary path, `KubeClient._json`), alternated round by round against one in-process fake cluster.
 Figures are the calling thread's CPU (`time.thread_time`) per patch, so the fake's own work is not in them.
-Issue 18 item 7: "a lighter call for the Lease patch where it pays".
+"a lighter call for the Lease patch where it pays".
 
     python bench/lease_patch.py [--calls 300] [--rounds 5]
 """
@@ -66,7 +66,7 @@ def main() -> None:
     print(f"{'Lease patch, client CPU ms (median of rounds)':44}{o:10.3f}{b:10.3f}{o / b:8.2f}")
     print(f"rounds: direct {[round(x, 3) for x in ours]} ms, requests {[round(x, 3) for x in base]} ms")
     emit("lease_patch", [Row("Lease merge patch: client CPU per call (direct vs requests' Session.request)",
-                             o, b, "ms", "< 1 (issue 18 item 7)")])
+                             o, b, "ms", "< 1")])
 
 
 if __name__ == "__main__":

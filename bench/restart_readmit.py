@@ -2,7 +2,7 @@
 process, through `serve` as a process on the strict fake (CONTRACTS.md §3: the new process settles none of
 the old Submissions). The run cannot act before the watch shows the kill, so the baseline measured in the
 same round is the watch's own lag: the figure is the admission's delay after the new process began, and
-the ratio says how much of it the Orchestrator added. Issue 28: within 5 s of the new Harness answering.
+the ratio says how much of it the Orchestrator added. within 5 s of the new Harness answering.
 
     python bench/restart_readmit.py [--rounds 5] [--watch-lag 0.5]
 """

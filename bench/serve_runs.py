@@ -1,4 +1,4 @@
-"""N concurrent runs through `jr2-actors serve` as a real process on the fake cluster (issue 18 item 2).
+"""N concurrent runs through `jr2-actors serve` as a real process on the fake cluster.
 
 The fake cluster runs in this process (its threads are not serve's); serve runs as a child on its kubeconfig.
 Each run holds one Workspace in a state that waits an hour (`after`), so every run stays live with its
@@ -6,7 +6,7 @@ RunActor and its WorkspaceActor (placed, attached, its Lease renewed) and no Tur
 process alone, read from /proc: peak RSS, threads and fds, CPU-seconds per run (submit to every run
 placed), `GET /runs` p50/p99 over sequential calls once all are live, and how many actors died (its log).
 
-And a series while the runs accumulate (issue 18 item 8), one point every `--every` seconds from the first
+And a series while the runs accumulate, one point every `--every` seconds from the first
 submit until every run is placed: the live runs and running Workspaces as serve's own `/metrics` counts them
 (`jr2_runs_live`, `jr2_workspaces{phase="running"}`), serve's RSS now (VmRSS), its threads and fds. `--plot
 FILE.png` draws RSS and threads against live runs (two y-axes) for the last `--runs`, `--series FILE.json`

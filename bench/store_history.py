@@ -1,5 +1,5 @@
-"""Bytes a finished run takes in `history.db`: JSON text (the previous code) against compressed (issue 29
-item 7), in the same run.
+"""Bytes a finished run takes in `history.db`: JSON text (the previous code) against compressed,
+in the same run.
 
 Real snapshots first: `--samples` runs of a workflow (`--states` Turns each, `tests/workflows.chain`) on the
 fake cluster in this process, through an `Orchestrator`, until each is final; their final rows are the

@@ -1,4 +1,4 @@
-"""Persist cost against raw sqlite3 + json, measured in the same run (issue 18's table).
+"""Persist cost against raw sqlite3 + json, measured in the same run.
 
 1. One persist, p50: `RunStore.persist` (the StoreActor's write: checks, compact JSON, the upsert, its
    commit) against the least a persist can be — `json.dumps` and one `INSERT … ON CONFLICT DO UPDATE` on a
@@ -8,7 +8,7 @@
    and over (the group commit writes what waits in one transaction), against raw single-row commits — one
    thread, `json.dumps` + the upsert + its commit, as fast as it goes, with the store's settings (NORMAL:
    no flush) and with `synchronous=FULL` (each commit flushed) — and against the same StoreActor with its
-   group capped at one row (what it was before issue 18), and the same persists each a pykka `ask` (a
+   group capped at one row (what it was before group commit), and the same persists each a pykka `ask` (a
    Future per ask, before `store.save`'s `Answer`), and the group commit's write alone (`persist_many` of
    100 rows at a time on one thread: what no way of asking can beat). Rows per second and per CPU-second.
    Goal ≥ 5× raw.
@@ -89,7 +89,7 @@ def raw_one(size: int, n: int) -> float:
 
 def ours_at_once(runs: int, each: int, *, group: bool = True, asked: bool = False) -> tuple[float, float]:
     """Rows/s and rows per CPU-second: `runs` threads saving `each` persists apiece through the StoreActor
-    (`store.save`, as a RunActor does). `group=False`: one row a transaction, as before issue 18 (the group's
+    (`store.save`, as a RunActor does). `group=False`: one row a transaction, as before group commit (the group's
     cap set to one); `asked`: each a pykka ask (a Future per ask, as before the `Answer`)."""
     cap = vars(store_actor)  # the actor reads its own binding of the cap (imported from values.constants)
     saved = cap["STORE_GROUP_COMMIT_ROWS"]

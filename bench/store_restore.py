@@ -1,4 +1,4 @@
-"""Restore beside 100,000 finished rows against the live rows alone (issue 18 item 4), cold and warm.
+"""Restore beside 100,000 finished rows against the live rows alone, cold and warm.
 
 Two stores are written through `RunStore.persist_many` as a serving process writes them: `beside` has
 101,000 runs created in order, 1,000 of them (spread evenly) still live and the rest finished after a few

@@ -6,7 +6,7 @@ the Sandboxes): `python -m jr2_actors watch` printing one JSON line per delivery
 event. A side's CPU is the sum of its threads' `/proc/<pid>/task/*/schedstat` run time (nanoseconds), read
 once its watch is open and again when the last event's line has arrived here: CPU-seconds per event, the
 child's idle timers included. Delivery latency is from the write (stamped here as it is made) to the line's
-arrival here, the same pipe hop on both sides. A third side (`inproc`, issue 18's second row) is the
+arrival here, the same pipe hop on both sides. A third side (`inproc`'s second row) is the
 WatchActor in a process of its own, delivering to one pykka receiver per key that prints the same line.
 Loads: bursts of 200 and 2,000 (written in one call) and a
 steady 100 writes/s. Rounds alternate the sides; each figure is the median over rounds. Every event must
@@ -60,7 +60,7 @@ for event in w.stream(custom.list_namespaced_custom_object, "core.jr2.dev", "v1a
 """
 
 
-# The second row of issue 18's table: the WatchActor in process, delivering to one receiver per key — a pykka
+# The second row of the watch's table: the WatchActor in process, delivering to one receiver per key — a pykka
 # actor each, as a Workspace is — that prints the same line. The last run named is the warm-up's: its
 # registration is stepped after every other, so once its event arrives every key is registered. As the
 # command does, what was built at start is frozen out of the collector's scans.

@@ -11,13 +11,13 @@ The baseline needs kubectl on PATH; without it only our side is printed.
 The default run also starts the N Workspaces through `jr2-actors serve` as a real process (as
 `bench/serve_runs.py` launches it: N runs submitted over its API, each holding one Workspace), from the first
 submit until its `/metrics` counts N Workspaces running, interleaved round by round with the kubectl baseline
-on a fake cluster of its own (issue 18 item 7). For both: the orchestrator's CPU-seconds alone (serve's, from
+on a fake cluster of its own. For both: the orchestrator's CPU-seconds alone (serve's, from
 /proc; the kubectl processes' plus the threads that ran them — never the in-process fake's), its peak threads
 (serve's; the live kubectl processes' summed), and its peak TCP connections to the fake API server and to the
 Harness, counted by the fake's servers at accept and close (`FakeCluster.connections`), so a short
 `kubectl` call's connection is never missed. Medians over `--rounds`.
 
-`--scale N` (issue 18 item 7) starts N Workspaces as serve's orchestrator would (its pools' sizes, one timer
+`--scale N` starts N Workspaces as serve's orchestrator would (its pools' sizes, one timer
 thread, the renewal lane where the tree has one) and prints: seconds to every one Running, peak RSS and
 threads of this process (the fake cluster's included: it runs here), the renewals still queued on the lane
 then, and the Lease renewals' CPU. For that, once all are Running and the lane is empty, each Workspace's next
@@ -65,7 +65,7 @@ from jr2_actors.workspace.actor import WorkspaceActor
 from jr2_actors.workspace.manifest import WorkspaceSpec, lease_patch, sandbox_body
 from jr2_actors.workspace.messages import Running
 
-try:  # the lane exists from issue 18 on; the bench also runs on a tree from before it, for the "before" figure
+try:  # the lane is not in older trees; the bench also runs on a tree from before it, for the "before" figure
     from jr2_actors.workspace.renewals import RenewalLane
 except ImportError:  # pragma: no cover
     RenewalLane = None  # type: ignore[assignment,misc]

@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return 2
         code = _dispatch(parser, args, stop)
-        # Issue 19 item 2: Ctrl-C leaves every command with 130, the long-running ones (serve, fake-cluster,
+        # Ctrl-C leaves every command with 130, the long-running ones (serve, fake-cluster,
         # watch) too once they have stopped cleanly; SIGTERM stays their clean stop, 0, as Kubernetes expects
         # of a pod it stops.
         return EXIT_INTERRUPTED if code == 0 and signal.SIGINT in caught else code
@@ -206,7 +206,7 @@ def _quiet(name: str, level: int) -> int:
     return before
 
 
-# json.dumps's quoting of a string (ensure_ascii), without building an encoder per line (issue 18: the tap).
+# json.dumps's quoting of a string (ensure_ascii), without building an encoder per line (the tap).
 _quote: Callable[[str], str] = json.encoder.encode_basestring_ascii
 
 
@@ -214,7 +214,7 @@ class JsonLines:
     """Prints the WatchActor's deliveries and terminations, one JSON object per line.
 
     The watch's types are imported once, here (the command's start stays light: cli.py imports the watch
-    only for `watch`), not on every call (issue 18: the imports were a sixth of the tap's cost per event)."""
+    only for `watch`), not on every call (the imports were a sixth of the tap's cost per event)."""
 
     def __init__(self, out: TextIO) -> None:
         from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
@@ -263,7 +263,7 @@ def run_watch(args: argparse.Namespace, stop: threading.Event) -> int:
             return 0
         stall = args.stall_seconds if args.stall_seconds is not None else STALL_BOUND_SECONDS
         ref = WatchActor.start(client, namespace=args.namespace, stall_bound=stall, tap=JsonLines(sys.stdout))
-        # Issue 18: what the command imported and built at start lives as long as it does; frozen out of the
+        # What the command imported and built at start lives as long as it does; frozen out of the
         # collector's full scans, which cost a burst of events about 20 ms each (docs/benchmarks.md).
         gc.collect()
         gc.freeze()

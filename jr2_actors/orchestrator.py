@@ -91,14 +91,14 @@ class Orchestrator:
         self._workspace_options = dict(workspace_options or {})
         self._threads = (kube_threads, attach_threads, agent_threads)
         self.feed_hub = FeedHub()
-        self.run_table = RunTable()  # issue 18: GET /runs reads the rows the runs tell, never asks a run
+        self.run_table = RunTable()  # GET /runs reads the rows the runs tell, never asks a run
         self._lock = threading.Lock()
         self._runs: dict[str, pykka.ActorRef[Any]] = {}
         self._entering: dict[str, bool] = {}  # runs whose actor is starting: True once it told RunFinished
         self._finished = threading.Condition(self._lock)
         self._env: RunEnv | None = None
         self._watch: pykka.ActorRef[Any] | None = None
-        self._watch_health: LastAnswer | None = None  # issue 18: a listing never queues behind the watch's events
+        self._watch_health: LastAnswer | None = None  # A listing never queues behind the watch's events
         self._store: pykka.ActorRef[Any] | None = None
         self._pools: list[CountedPool] = []
         self._renewals: RenewalLane | None = None
@@ -145,7 +145,7 @@ class Orchestrator:
         kube, attach, agent = (CountedPool(n, thread_name_prefix=f"jr2-{name}", clock=self.clock)
                                for n, name in zip(self._threads, ("kube", "attach", "agent"), strict=True))
         self._pools = [kube, attach, agent]
-        self._renewals = RenewalLane(clock=self.clock)  # issue 18: every Lease renewal leaves from one lane
+        self._renewals = RenewalLane(clock=self.clock)  # Every Lease renewal leaves from one lane
         self._harness_session = shared_session(self.telemetry.harness.read_pools(HarnessPools()))  # every Harness call
         self._timers = Timers(self.clock, name="jr2-run-timers")
         self._env = RunEnv(client=self.client, watch=self._watch, store=self._store,
@@ -299,7 +299,7 @@ class Orchestrator:
         return out if problem is None else [{**line, "cluster": problem} for line in out]
 
     def runs_encoded(self, prefix: str = "") -> list[bytes]:
-        """`runs(prefix)`, each line as the JSON the run told (issue 18: joined, not encoded, per call); while
+        """`runs(prefix)`, each line as the JSON the run told (joined, not encoded, per call); while
         the cluster does not answer, each gets `runs`'s `"cluster"` member, spliced in before its `}`."""
         out = self.run_table.encoded(prefix)  # the table is the live set: neither this lock nor a filter
         problem = self.cluster_problem() if out else None

@@ -30,7 +30,7 @@ Theory of operation. A Turn has an id the run gives it and one conversation. Its
   §3), or `stopping`. The seat admits the next Turn of the conversation only once it is not.
 - An answer that did not reach its call (`AnswerUndelivered`) is `AnswerFailed` for the run, and the core
   asks the seat to abort the Submission (`AbortSubmission`): it waits for a tool result that will never
-  come, and would never settle (issue 16).
+  come, and would never settle.
 
 The machine is `MACHINE` at the bottom (`step.Machine`): an input with no row in the current state is our
 bug and raises `OffTable`; what may arrive late or twice has a row that drops it with a note.
@@ -210,7 +210,7 @@ class TurnCore:
         self.outstanding.pop(event.call_id, None)
 
     def _undelivered(self, event: AnswerUndelivered) -> None:
-        """Issue 16: the run hears it (a pick-answer notice), even from a `stopping` Turn."""
+        """The run hears it (a pick-answer notice), even from a `stopping` Turn."""
         self.outstanding.pop(event.call_id, None)
         self._reports.append(AnswerFailed(self.agent, self.turn_id, event.call_id, event.message))
         if self.phase == "following":

@@ -77,7 +77,7 @@ class Backend(Protocol):
     def status(self, run_id: str) -> dict[str, Any] | None: ...
 
     def runs_encoded(self, prefix: str = "") -> Sequence[Mapping[str, Any] | bytes]:
-        """`GET /runs`'s live lines: each a document, or its JSON already encoded (the run table's, issue 18)."""
+        """`GET /runs`'s live lines: each a document, or its JSON already encoded (the run table's)."""
 
     def finished_runs(self, prefix: str = "", limit: int = RUNS_FINISHED_LISTED) -> list[dict[str, Any]]:
         """Finished runs still in the store, newest first (`GET /runs?all=true`)."""
@@ -293,7 +293,7 @@ class Api:
         lines = [line if isinstance(line, bytes) else encode_row(line) for line in self.backend.runs_encoded(prefix)]
         if every:
             lines.extend(encode_row(line) for line in self.backend.finished_runs(prefix))
-        # Issue 18: the lines are joined, not encoded again, and the answer is one body written at once.
+        # The lines are joined, not encoded again, and the answer is one body written at once.
         body = b'{"runs":[' + b",".join(lines) + b"]}"
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
         return [body]
@@ -362,7 +362,7 @@ class _Stream:
                 quiet += wait
             events, finished, dropped = batch
             if events and self._after < dropped:
-                # Lines after the reader's id are no longer kept: it is told so, then goes on (issue 16 item 5).
+                # Lines after the reader's id are no longer kept: it is told so, then goes on.
                 yield sse.encode_gap(self._after, events[0].id)
             for event in events:
                 self._after = event.id

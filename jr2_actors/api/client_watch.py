@@ -1,5 +1,5 @@
 """The event streams' client watch: one thread that sees at once when a follower closes its connection, so
-its stream gives its slot back now, not at the next failed heartbeat (issue 18)."""
+its stream gives its slot back now, not at the next failed heartbeat."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A request head's framing, read strictly before any worker sees it (RFC 9112 §6): where the head ends,
 one `Content-Length` of ASCII digits, no chunked body, no folded lines, a declared body over the cap
-refused before a byte of it is read. Pure: bytes in, an answer or `Refused` out (issue 18, item 1)."""
+refused before a byte of it is read. Pure: bytes in, an answer or `Refused` out."""
 
 from __future__ import annotations
 

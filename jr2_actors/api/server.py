@@ -3,7 +3,7 @@
 Why cheroot: a fixed pool of worker threads, HTTP/1.1 keep-alive, a selector that parks idle keep-alive
 connections without a worker, and a clean `stop()` that drains the pool — in one small pure-Python package.
 
-What cheroot does not bound (issue 18, LIBRARY-NOTES "cheroot"): it hands every new connection to a worker
+What cheroot does not bound (LIBRARY-NOTES "cheroot"): it hands every new connection to a worker
 at once, and the worker reads the request with blocking reads whose timeout is per read — so 16 sockets that
 send nothing, or a byte a second, hold all 16 workers; its header and body sizes are unlimited by default; and
 after an answer it drains whatever body the client declared. So, by cheroot's own hooks:

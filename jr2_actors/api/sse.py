@@ -24,7 +24,7 @@ def encode(event_id: int, kind: str, doc: Any) -> bytes:
 
 def encode_gap(after: int, first: int) -> bytes:
     """The `gap` event: the feed's lines after id `after` and before id `first` are no longer kept. It has no
-    `id` of its own, so a reader's Last-Event-ID stays the last line it was sent (issue 16 item 5)."""
+    `id` of its own, so a reader's Last-Event-ID stays the last line it was sent."""
     data = json.dumps({"kind": GAP, "after": after, "first": first}, separators=(",", ":"))
     return f"event: {GAP}\ndata: {data}\n\n".encode()
 

@@ -35,7 +35,7 @@ from jr2_actors.values.errors import one_line
 from jr2_actors.values.run_ids import FULL_RUN_ID  # anything else is a prefix to resolve
 from jr2_actors.values.timefmt import parse_rfc3339
 
-if TYPE_CHECKING:  # requests loads when a command calls the server, not for --help (issue 19 item 8)
+if TYPE_CHECKING:  # requests loads when a command calls the server, not for --help
     import requests
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
@@ -247,7 +247,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
         run_id = resolve(client, args.run)
         doc = client.json("GET", f"/runs/{_segment(run_id)}")
         lines = status_lines(doc, time.time())
-        if fmt == "wide":  # issue 19 item 3: the path it took, marked in its state graph
+        if fmt == "wide":  # The path it took, marked in its state graph
             lines += _path_lines(client, run_id, doc)
         emit(fmt, doc, lines)
     elif args.command == "cancel":

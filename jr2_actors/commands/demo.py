@@ -32,7 +32,7 @@ from jr2_actors.run.listing.render import duration, local_clock, status_lines
 from jr2_actors.values.constants import DEMO_SECONDS
 from jr2_actors.values.timefmt import parse_rfc3339
 
-if TYPE_CHECKING:  # what the demo runs loads when it runs, not with every command (issue 19 item 8)
+if TYPE_CHECKING:  # what the demo runs loads when it runs, not with every command
     from jr2_actors.fake.cluster import FakeCluster
     from jr2_actors.orchestrator import Orchestrator
 
@@ -204,7 +204,7 @@ def _follow(orchestrator: Orchestrator, main: str, others: Mapping[str, int], ou
 
 
 def summary_lines(story: Story, finals: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Issue 19 item 8: the demo ends with a table of its runs — how each ended, the states it went
+    """The demo ends with a table of its runs — how each ended, the states it went
     through, its Turns, its waits for capacity (and how long), the notices told its Agents, how long it took —
     and a one-line timeline of both runs, from their feeds."""
     head = ["RUN", "ENDED", "STATES", "TURNS", "WAITS", "NOTICES", "DURATION"]
@@ -249,7 +249,7 @@ def timeline(story: Story) -> str:
 
 
 def _line(run_name: str, doc: Mapping[str, Any]) -> str:
-    stamp = local_clock(doc.get("at"))  # issue 19 item 8: a person's clock with its zone
+    stamp = local_clock(doc.get("at"))  # A person's clock with its zone
     who = f"[{run_name}] " if run_name else ""
     return f"{stamp}  {who}{feed_line(doc)}"
 

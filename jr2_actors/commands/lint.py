@@ -180,7 +180,7 @@ def dot(workflow: Workflow) -> list[str]:
 
 
 def marked_graph(workflow: Workflow, path: list[str], *, dropped: int = 0) -> list[str]:
-    """Issue 19 item 3 (`status RUN -o wide`): the path a run took — the states it entered, in order — and
+    """`status RUN -o wide`: the path a run took — the states it entered, in order — and
     the state graph with each way out it took marked `*`, with how often (two ways between the same states,
     two picks say, are both marked: the path names states, not picks)."""
     from jr2_actors.values.workflow import edges

@@ -197,7 +197,7 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
         if stop.is_set():
             return 0
         orchestrator.start()
-        # Issue 18: what the process built at start (imports, the restored runs) lives as long as it does;
+        # What the process built at start (imports, the restored runs) lives as long as it does;
         # frozen out of the collector's full scans, as `jr2-actors watch` does (docs/benchmarks.md).
         gc.collect()
         gc.freeze()

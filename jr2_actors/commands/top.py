@@ -10,7 +10,7 @@ by workflow state, from `GET /runs`. Live (`rich`), refreshed every `--interval`
 until Ctrl-C, with per-second rates once two scrapes are in; `--once` prints one view and exits, for
 scripts and tests. A server that cannot be read is one line on stderr and exit 2; once live, a failed
 refresh is shown in place and the next one tried. The view is `topview.py`, loaded only when `top` runs:
-every other command starts without `rich` and the metric modules (issue 19 item 8).
+every other command starts without `rich` and the metric modules.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`jr2-actors top`'s view (commands/top.py has its flags): one `/metrics` scrape read, its sections
 (console/top.py, shared with the Console) rendered with `rich`.
-It loads only when `top` runs, with `rich`, requests and prometheus_client (issue 19 item 8)."""
+It loads only when `top` runs, with `rich`, requests and prometheus_client."""
 
 from __future__ import annotations
 

@@ -358,7 +358,7 @@ class FakeCluster:
 
     def connections(self, *, reset_peak: bool = False) -> dict[str, tuple[int, int]]:
         """Clients' TCP connections to the API server and to the Harness: (open now, the most open at once
-        since the last reset) each — what a bench counts of an orchestrator's pools (issue 18 item 7)."""
+        since the last reset) each — what a bench counts of an orchestrator's pools."""
         assert self._http is not None, "the fake cluster is not started"
         out = {"api": self._http.connections(reset_peak=reset_peak)}
         if self._harness_http is not None:
@@ -367,7 +367,7 @@ class FakeCluster:
 
     def accepted(self) -> dict[str, int]:
         """Clients' TCP connections the API server and the Harness have taken, ever: what shows a client
-        keeping its connections alive (issue 18 item 7's one Harness session)."""
+        keeping its connections alive (the orchestrator's one Harness session)."""
         assert self._http is not None, "the fake cluster is not started"
         out = {"api": self._http.accepted}
         if self._harness_http is not None:

@@ -293,3 +293,27 @@ def json_args(body: bytes) -> Mapping[str, Any]:
     if not isinstance(doc, dict):
         raise ValueError("the body must be a JSON object")
     return doc
+
+
+class HttpFront:
+    """What a fake's listener says of itself, read off the `HttpServer` it wraps (the API server's and the
+    Harness's both)."""
+
+    _http: HttpServer
+
+    @property
+    def port(self) -> int:
+        return self._http.port
+
+    @property
+    def url(self) -> str:
+        return self._http.url
+
+    def connections(self, *, reset_peak: bool = False) -> tuple[int, int]:
+        """Clients' connections: (open now, the most open at once), `HttpServer.connections`."""
+        return self._http.connections(reset_peak=reset_peak)
+
+    @property
+    def accepted(self) -> int:
+        """Connections taken, ever (`HttpServer.accepted`)."""
+        return self._http.accepted

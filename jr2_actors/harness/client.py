@@ -165,7 +165,7 @@ class HarnessClient:
         """POST the admission. A 503 (draining) is sent again within 30 s (CONTRACTS.md §3); with
         `retry_busy` (a conversation the Harness holds), a 409 — its last Submission has not settled — is
         "not yet", sent again within `ADMISSION_BUSY_SECONDS`. The answer is awaited as long as the Harness
-        is alive (issue 16): no read timeout, but `/healthz` is asked every `ADMISSION_PROBE_SECONDS`
+        is alive: no read timeout, but `/healthz` is asked every `ADMISSION_PROBE_SECONDS`
         meanwhile, and `ADMISSION_PROBE_MISSES` misses in a row cut the admission (`HarnessUnreachable`,
         reached). `cut.fire()` from another thread ends it too."""
         path = f"/agents/{_seg(agent)}/{_seg(conversation_id)}"

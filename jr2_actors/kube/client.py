@@ -11,18 +11,18 @@ Theory of operation: one instance, shared by every actor of the process, safe to
 - Every call has connect and read timeouts. The watch's read timeout sits above `timeoutSeconds`, so
   the server closes a healthy watch first; the stall bound above this client catches a silent one.
 - A watch's answer is a `WatchStream` (kube/watch_stream.py): read off its socket 64 KiB at a time and
-  de-chunked there (issue 18); broken framing is a `KubeProtocolError` after the frames that came whole; a
+  de-chunked there; broken framing is a `KubeProtocolError` after the frames that came whole; a
   clean end gives the connection back to the pool, so a re-open costs no TCP or TLS handshake (client-go's
   re-opens share one HTTP/2 connection); any other end closes it.
 - Answers are read with a size cap; a failure answer becomes a `KubeError` carrying the Status.
 - The merge patch (the Lease, the most frequent write) goes on urllib3 straight over the same pool
-  (`kube/direct.py`): 0.49 ms of client CPU a call against 0.81 through `Session.request` (issue 18 item 7).
-- Metrics (issue 11): every request is counted by verb and answer code, every 401 retried, in the
+  (`kube/direct.py`): 0.49 ms of client CPU a call against 0.81 through `Session.request`.
+- Metrics: every request is counted by verb and answer code, every 401 retried, in the
   `metrics` an orchestrator attaches (`KubeMetrics.attach`); a client alone records nothing.
 - `interrupt()` ends every call in flight at once — connecting, waiting for the answer, reading it — with
   a transport error: each request runs under a `Cut` (`harness/cut.py`). A stopping orchestrator calls it
   once its actors are stopped, so an API server that does not answer cannot hold the stop for a read
-  timeout (issue 16 item 9); the client stays usable.
+  timeout; the client stays usable.
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ class KubeClient:
     def merge_patch(self, kind: Kind, name: str, patch: Mapping[str, Any], namespace: str | None = None,
                     *, status: bool = False) -> dict[str, Any]:
         """A JSON merge patch of the main resource, or of `/status` when `status` is set. The Lease's call, the
-        process's most frequent write: it goes on urllib3 straight (`kube/direct.py`, issue 18 item 7)."""
+        process's most frequent write: it goes on urllib3 straight (`kube/direct.py`)."""
         path = kind.path(self._ns(kind, namespace), name, "status" if status else None)
         with self.writes:
             return self._direct_json("PATCH", path, json.dumps(dict(patch)).encode(), MERGE_PATCH_CONTENT_TYPE,

@@ -1,4 +1,4 @@
-"""`DirectCall`: a small write sent on urllib3 itself, over the very pool requests uses (issue 18 item 7).
+"""`DirectCall`: a small write sent on urllib3 itself, over the very pool requests uses.
 
 A Lease renewal is the process's most frequent write (5,000 Workspaces: ~17 a second), and requests' own work
 was half its client CPU: `Session.request`'s `prepare_request` and the pool manager's lookup of the pool for

@@ -17,7 +17,7 @@ a write carries the write's wall time beside its object (`WATCH_WRITTEN_AT_FIELD
 
 Below the lines, `ChunkDecoder` undoes HTTP/1.1 chunked framing (RFC 9112 §7.1), as pure as the lines'
 decoder: the watch's reader hands it 64 KiB of socket bytes at a time, so a burst's events are one read and
-one call, not one read per HTTP chunk as `http.client` does (issue 18). Framing that is not chunked — a size
+one call, not one read per HTTP chunk as `http.client` does. Framing that is not chunked — a size
 line that is not hex, too long, or lies about its data; the stream ending before its last chunk — raises
 `ChunkError` with the body decoded before the fault, so the frames that arrived whole are still handed on
 and the caller reconnects (the resume re-reads from the last version it saw). Chunk extensions and trailers

@@ -1,4 +1,4 @@
-"""A watch's open answer, read as frames (issue 18) by `KubeClient.watch`'s caller; see kube/client.py.
+"""A watch's open answer, read as frames by `KubeClient.watch`'s caller; see kube/client.py.
 
 - The chunked answer is read off its socket 64 KiB at a time and de-chunked here (`ChunkDecoder`:
   `http.client` reads one chunk, one event, a call); a content-coded or unchunked answer is read by urllib3.
@@ -114,7 +114,7 @@ class WatchStream:
         self._resp.close()
 
     def _dechunked(self, sock: _Readable, decoder: FrameDecoder) -> Generator[Decoded, None, bool]:
-        """Issue 18: up to 64 KiB of socket bytes a read, de-chunked here, so a burst's events are one read
+        """Up to 64 KiB of socket bytes a read, de-chunked here, so a burst's events are one read
         and one feed (`http.client` reads one chunk a call: one event). A framing fault still hands on the
         frames that came whole before it, then raises `ChunkError`. True at a clean end: the last chunk and
         its trailers read, and no byte after them (the connection can be used again)."""

@@ -5,7 +5,7 @@ seat that takes a Turn). It feeds the core what they report, and performs what t
 order, with the one rule ADR-0065 keeps the store synchronous for: when a step asks to `Save`, the
 blob is saved (an ask of the StoreActor: the row is in the OS's hands on return) before any other action
 of that step leaves the actor. Feed lines go to the `FeedHub` (and the log): a saved step's lines ride
-with its persist and the StoreActor publishes them right after its commit (issue 18: a reader is woken by
+with its persist and the StoreActor publishes them right after its commit (a reader is woken by
 the store's thread, not after this actor's wake-up from the ask; the row is still on disk first); the
 lines of a step that saves nothing are published here; `Status` is answered for the
 API; the run's end is told to the orchestrator (`RunFinished`) once every teardown is over.
@@ -78,11 +78,11 @@ class RunEnv:
     instance_harness: str = ""
     idle_timeout: str = "30m"
     workspace_options: dict[str, Any] = field(default_factory=dict)
-    telemetry: RunTelemetry | None = field(default=None, repr=False)  # the orchestrator's metrics (issue 11)
-    table: Recipient | None = None  # issue 18: the orchestrator's RunTable, told the run's row after each step
+    telemetry: RunTelemetry | None = field(default=None, repr=False)  # the orchestrator's metrics
+    table: Recipient | None = None  # The orchestrator's RunTable, told the run's row after each step
     # the lane every Workspace's Lease renewal leaves from (`workspace/renewals.py`), handed on as it is
     renewals: object = None
-    harness_session: requests.Session | None = field(default=None, repr=False)  # issue 18: every Harness call's
+    harness_session: requests.Session | None = field(default=None, repr=False)  # Every Harness call's
     stops: Stops = field(default_factory=Stops, repr=False)  # the orchestrator's stop waits for the children too
 
 
@@ -209,7 +209,7 @@ class RunActor(Shell):
         action = next((a for a in step.actions if isinstance(a, run.Save)), None)
         if action is None:
             return True
-        # Issue 18: the step's feed lines are the store's to publish, once its row is committed (ADR-0065).
+        # The step's feed lines are the store's to publish, once its row is committed (ADR-0065).
         lines = (self.env.feed, Published(self.core.run_id, step.reports)) if step.reports else None
         try:
             save(self.env.store, store.Persist(self.core.run_id, row_status(action.status), self.core.snapshot(),
@@ -253,7 +253,7 @@ class RunActor(Shell):
                 log.info("run %s: %s", self.core.run_id, _line(event))
             if not published:
                 tell_quietly(self.env.feed, Published(self.core.run_id, step.reports))
-        # Issue 18: GET /runs reads this row; told before the actions, so it lands before `RunFinished` — and
+        # GET /runs reads this row; told before the actions, so it lands before `RunFinished` — and
         # never after it (a seat's late report, stepped once the run ended, must not list a finished run again).
         if not self._done:
             tell_quietly(self.env.table, RunRow(self.core.run_id, listing_doc(self.core)))

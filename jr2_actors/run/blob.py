@@ -3,7 +3,7 @@
 
 The blob holds the §5 document as submitted, the state, each Workspace's `Restored`, the Turn with its
 mark and what its admissions carried, the ledger, the feed's last `FEED_KEEP` lines and its id
-reservation (issue 16 item 5: ids below it may have reached readers before the next save).
+reservation (ids below it may have reached readers before the next save).
 """
 
 from __future__ import annotations
@@ -94,8 +94,8 @@ class Kept:
 
 
 def restore(blob: Mapping[str, Any], *, feed_after: int = 0) -> Kept:
-    """The run as its blob left it. New feed lines are numbered from what the blob reserved (issue 16 item
-    5: lines of steps that saved nothing reached readers; an older blob, which reserved nothing, skips
+    """The run as its blob left it. New feed lines are numbered from what the blob reserved
+    (lines of steps that saved nothing reached readers; an older blob, which reserved nothing, skips
     `FEED_IDS_RESERVED`) and after `feed_after`, the newest id readers may already hold (a run revived in the
     same process), never reusing an id."""
     if blob.get("version") != BLOB_VERSION:

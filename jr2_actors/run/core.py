@@ -88,7 +88,7 @@ class RunCore:
         self.path: list[str] = [workflow.start]  # the states entered, in order (the newest RUN_PATH_KEEP)
         self.path_dropped = 0  # how many older entries `path` no longer holds
         self.fault: str | None = None
-        self.started_wall: float | None = None  # issue 19: when it started and ended (wall), for runs/status
+        self.started_wall: float | None = None  # When it started and ended (wall), for runs/status
         self.ended_wall: float | None = None
         # How long it ran, once ended: on the monotonic clock from `_started_mono` (a wall step cannot bend
         # it); `blob.restore` says what a run opened by an earlier process counts from.
@@ -349,7 +349,7 @@ class RunCore:
     # -- the feed ----------------------------------------------------------------------------------------
 
     def _feed(self, line: FeedLine) -> None:
-        """Issue 16 item 5: an id at or past what the last saved blob reserves is saved (its reservation moved
+        """An id at or past what the last saved blob reserves is saved (its reservation moved
         on) before the line leaves, so a restore never gives an id a reader holds to another line."""
         event = FeedEvent(self.feed_next, self._wall, line)
         self.feed_next += 1

@@ -40,7 +40,7 @@ HARNESS_NOTICES = "jr2_harness_notices_total"  # the Harness's name: the notices
 WORKSPACE_PHASES: tuple[str, ...] = (*typing.get_args(WorkspacePhase), "releasing")
 WAIT_ONS: tuple[WaitOn, ...] = typing.get_args(WaitOn)
 NOTICE_KINDS: tuple[NoticeKind, ...] = typing.get_args(NoticeKind)
-# Issue 19 item 6: the open waits by `on` and the wait's reason (run.listing.wire.WAIT_REASONS), each pair a scheduler
+# The open waits by `on` and the wait's reason (run.listing.wire.WAIT_REASONS), each pair a scheduler
 # gives shown from the start (at 0), so a rate or an alert has its series before the first wait: a quota
 # wait is `quota`, a node wait any of the others (or `quota`, for a node wait whose words name a quota).
 WAIT_SERIES: tuple[tuple[str, str], ...] = (*(("node", r) for r in WAIT_REASONS if r != "quota"), ("quota", "quota"))

@@ -229,7 +229,7 @@ MarkKind = Literal["kill", "none", "at", "unreadable"]
 @dataclass(frozen=True)
 class Mark:
     """A Turn's mark, its kind kept apart from its value: a kill id is text the Agent's uid can write, so
-    it is only ever compared as an id, never read as a time or a word (issue 16 item 3)."""
+    it is only ever compared as an id, never read as a time or a word."""
 
     kind: MarkKind
     kill: str = ""  # kind "kill": the newest kill the first read saw

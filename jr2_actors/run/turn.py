@@ -230,7 +230,7 @@ class TurnKeeper:
         # A restored run does not know what its conversations hold: a Submission of an earlier Turn whose answer
         # never landed (or whose admission's answer was lost with the process) may still run, and would refuse
         # every admission 409. Each seat's first Turn after a restore aborts first, as the restored Turn does
-        # (CONTRACTS §3: a seat admits only after the previous Submission, or its abort, settled; sim seed 28).
+        # (CONTRACTS §3: a seat admits only after the previous Submission, or its abort, settled).
         abort_first = turn.resumed or turn.agent in self.abort_before
         self.abort_before.discard(turn.agent)
         self._tell(turn, seat.StartTurn(turn.id, turn.conversation, endpoint, in_workspace=path is not None,

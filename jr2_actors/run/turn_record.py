@@ -77,7 +77,7 @@ class TurnRecord:
     admitted_as: Purpose | None = None  # what the newest admission was (memory alone)
     # What the newest admission carried, and whether the Harness read its surface (the Submission spoke): in
     # the blob as `turn.carried` / `turn.heard`, so a restored Turn whose newest admission the Harness never
-    # read carries those notices again (ADR-0062: delivered is not yet heard; issue 16).
+    # read carries those notices again (ADR-0062: delivered is not yet heard).
     carried: list[Entry] = field(default_factory=list)
     # Every entry the Turn's admissions carried, until the Turn ends (in the blob as `turn.took`): a Harness
     # that no longer holds the conversation heard none of it (ADR-0062).

@@ -2,7 +2,7 @@
 context. A shell imports from here; a core never does (tests/test_layout.py).
 
 The names load on first use (PEP 562): `shell.logs`, which every command installs, comes without pykka and
-prometheus_client, so a client command starts without them (issue 19 item 8)."""
+prometheus_client, so a client command starts without them."""
 
 from __future__ import annotations
 

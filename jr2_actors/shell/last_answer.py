@@ -1,4 +1,4 @@
-"""`LastAnswer`: an actor's answer to one question, asked without queueing behind its mailbox (issue 18).
+"""`LastAnswer`: an actor's answer to one question, asked without queueing behind its mailbox.
 
 `GET /runs` and a run's status say whether the cluster answers, which only the WatchActor knows. Under load
 the watch's mailbox holds thousands of events; an ask waits behind all of them. `get()` asks again only

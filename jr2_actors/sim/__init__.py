@@ -1,2 +1,2 @@
-"""The whole-system simulation (issue 16, part B): the orchestrator and the fake cluster in one process,
+"""The whole-system simulation (part B): the orchestrator and the fake cluster in one process,
 seeded schedules of runs and faults, and the invariants every schedule must keep (docs/reliability.md)."""

@@ -5,7 +5,7 @@ scripted model does in its Turns, and every fault with its time and its paramete
 the same schedule on any machine (`random.Random(seed)`, nothing else), so a failing seed replays with
 `jr2-actors sim --seeds N`. Threads still interleave as they will; the schedule is what the seed fixes.
 
-The workflows are the shapes that lost runs before (issue 16): one Agent in consecutive states, a state
+The workflows are the shapes that lost runs before: one Agent in consecutive states, a state
 that re-enters itself, a review that sends work back (states re-entered, two Agents in one Workspace), a
 Pool-like fan-out over two Workspaces, and runs whose ids share a prefix. Every workflow routes
 `workspace.lost` and `agent.fault` back into the state that met them, so no fault the schedule draws can
@@ -112,7 +112,7 @@ class Schedule:
     seed: int
     runs: tuple[RunPlan, ...]
     faults: tuple[Fault, ...]
-    # The Harness's model for the whole seed (issue 16, item 1): each answer to a pick reaches it this late,
+    # The Harness's model for the whole seed: each answer to a pick reaches it this late,
     # and a Submission answered `over: true` (or aborted) runs on this long before it settles.
     answer_latency: float = 0.0
     run_on: float = 0.0
@@ -161,7 +161,7 @@ def _workspace() -> dict[str, Any]:
 def workflow(shape: WorkflowShape, index: int) -> dict[str, Any]:
     """The §5 document of one shape; agent names carry the run's index, so each run's scripts are its own."""
     a, b = f"a{index}", f"b{index}"
-    if shape == "same-agent":  # one Agent in consecutive states (issue 16, item 1)
+    if shape == "same-agent":  # one Agent in consecutive states
         return {"name": "same-agent", "workspaces": {"W": _workspace()}, "agents": {a: _agent(a, "W")},
                 "start": "first",
                 "states": {"first": _state(["W"], a, "Step one.", {"next": "second"}, "first"),

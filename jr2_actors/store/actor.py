@@ -2,7 +2,7 @@
 disk (in WAL, handed to the OS) before the caller's next side effect — the ordering ADR-0065 keeps the
 write synchronous for. The actor owns its one connection; it sweeps finished rows at boot and hourly.
 
-Group commit (issue 18): when it takes a `Persist`, it also takes every `Persist` waiting behind it in its
+Group commit: when it takes a `Persist`, it also takes every `Persist` waiting behind it in its
 mailbox (up to `STORE_GROUP_COMMIT_ROWS`, stopping at the first other message, so order holds) and writes
 them in one transaction; each ask is answered only after that commit, so every caller still has its row on
 disk before its next side effect. Nothing waits for company: a lone persist is written at once, and a
@@ -15,7 +15,7 @@ holds and retries (a run stops before its next side effect; a submission is refu
 finds that out when no run is asking. A file that is not ours is `StoreUnusable`, answered to `Restore`
 (the boot's first ask) so the process can say so in one line.
 
-Metrics (issue 11): each persist's latency and blob size, each sweep, and the rows by status — recounted
+Metrics: each persist's latency and blob size, each sweep, and the rows by status — recounted
 at boot, after a sweep, and one second after writes (however many), so a burst costs one count.
 """
 
@@ -62,7 +62,7 @@ ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
 
 class Answer:
-    """One persist's answer (issue 18 item 3): a lock taken as it is made and released once, by the store's
+    """One persist's answer: a lock taken as it is made and released once, by the store's
     thread after the commit that holds the row — one C call that wakes exactly its asker. A pykka ask's
     Future is a `queue.Queue` (three Conditions, a Python-level notify per answer, built per ask): answering
     those was 29 % of the store's thread at 100 runs persisting at once (docs/benchmarks.md). It answers as

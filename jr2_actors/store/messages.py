@@ -23,7 +23,7 @@ class Persist:
     reason: str | None = None
     create: bool = False  # the run's first row: refused (`StoreError`) when the id is taken
     keyed: Keyed | None = None  # the request's Idempotency-Key, kept with the first row
-    # Told to its recipient once the row is committed, before any ask of the batch is answered (issue 18: a
+    # Told to its recipient once the row is committed, before any ask of the batch is answered (a
     # run's feed lines, published by the store's thread — one thread wake-up fewer on the way to a reader,
     # and still never before the row is on disk, ADR-0065). Not told when the row does not land.
     then: tuple[Recipient, object] | None = field(default=None, repr=False, compare=False)

@@ -7,7 +7,7 @@ restore is one row per run and never reassembles a tree. `restore` reads `status
 finished row is never parsed at boot. Every non-live status ages from its terminal write, and `sweep`
 deletes what is older than 7 days (fixed, not config). A `live` row is never swept.
 
-Two files, still one row per run (issue 18): `state.db` holds the live rows, `history.db` (attached as
+Two files, still one row per run: `state.db` holds the live rows, `history.db` (attached as
 `history`) the finished ones. A run's row is written where it is; once it has ended, `settle` moves it to
 the history — inserted there and committed, then deleted here and committed: a crash between the two
 leaves a finished copy here (never restored), moved again at the next open. So `state.db` is as small as
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 STATUSES = ("live", "done", "failed", "error", "cancelled", "lost", "drifted")
 PRAGMAS = {"journal_mode": "wal", "synchronous": "normal", "foreign_keys": 1, "busy_timeout": 5000}
 DB_FILE = "state.db"  # the live rows
-HISTORY_FILE = "history.db"  # the finished rows (issue 18: never read by a restore)
+HISTORY_FILE = "history.db"  # the finished rows (never read by a restore)
 SCHEMA_VERSION = 3  # `PRAGMA user_version`: 1 was one file holding every row, 2 had no idempotency keys
 COLUMNS = frozenset({"run_id", "status", "blob", "reason", "updated_at", "idempotency_key", "request_digest"})
 COLUMNS_2 = COLUMNS - {"idempotency_key", "request_digest"}  # schema 1 and 2: the key columns are added
@@ -227,7 +227,7 @@ class RunStore:
         return outcome
 
     def persist_many(self, rows: Sequence[Row], now: float) -> list[int | StoreError]:
-        """Write `rows` in order in one transaction (group commit, issue 18): on return every row answered
+        """Write `rows` in order in one transaction (group commit): on return every row answered
         with its size is committed, in the OS's hands. A row the store refuses (our bug: a bad status, a blob
         that is not JSON, a taken id, a finished run made live) is answered its `StoreError` and the others
         still land: a refused statement is backed out alone (sqlite's ABORT), the transaction goes on. What
@@ -327,7 +327,7 @@ class RunStore:
         return None if row is None else (str(row[1]), Keyed(key, str(row[0])))
 
     def finished(self, prefix: str, limit: int) -> list[RunRecord]:
-        """Issue 19 (`runs --all`): finished rows whose id starts with `prefix`, newest end first, at most
+        """`runs --all`: finished rows whose id starts with `prefix`, newest end first, at most
         `limit` — the history's, and any ended here and not yet moved; a row whose blob cannot be read is
         left out. Reading never touches a row's age (ADR-0065)."""
         conn = self.db.connection()

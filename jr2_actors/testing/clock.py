@@ -9,7 +9,7 @@ jumps to the next timer whenever nothing is under way, until the predicate holds
 what every actor and every parked request waits for (`Stalled`) when nothing is left that could make it
 hold. A span in which only keepalives would fire (the fake's bookmarks and watch timeouts, and the stall
 bounds they push on) `run_until` crosses in one leap (`on_leap`: each part moves those timers on at once;
-issue 20: a virtual day was ~1,750 jumps, ~1,440 of them keepalives). "Nothing under way" (`busy()` is
+A virtual day was ~1,750 jumps, ~1,440 of them keepalives). "Nothing under way" (`busy()` is
 empty) is judged from what each part reports, never from a pause:
 
 - every actor's inbox empty and no message being handled (`shell/mailbox.py` marks a handling thread);

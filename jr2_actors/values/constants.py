@@ -31,7 +31,7 @@ WRITE_CAP_MIN = 8
 WRITE_CAP_MAX = 16
 # Connections kept for reads, beside the write cap and the one watch.
 READ_POOL_SIZE = 4
-RENEWAL_LANE_THREADS = 4  # issue 18: the renewal lane's threads; one fell behind 5,000 first renewals
+RENEWAL_LANE_THREADS = 4  # The renewal lane's threads; one fell behind 5,000 first renewals
 
 # Every non-watch call: connect and read timeouts (seconds).
 CONNECT_TIMEOUT_SECONDS = 5.0
@@ -42,7 +42,7 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 # One watch line larger than this is an oversized frame (etcd holds objects up to ~1.5 MiB).
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 # A watch's chunk-size line (its extensions included; RFC 9112 §7.1), and its trailer section, longer than
-# this is refused: the stream is not HTTP/1.1 chunked framing and is reconnected (issue 18: we de-chunk it).
+# this is refused: the stream is not HTTP/1.1 chunked framing and is reconnected (we de-chunk it).
 MAX_CHUNK_LINE_BYTES = 4096
 # A kubeconfig larger than this is refused unread.
 MAX_KUBECONFIG_BYTES = 1024 * 1024
@@ -102,7 +102,7 @@ ADMISSION_DRAIN_SECONDS = 30.0
 # sent again (HARNESS_RETRY) for up to ADMISSION_BUSY_SECONDS.
 PREVIOUS_SETTLE_SECONDS = 60.0
 ADMISSION_BUSY_SECONDS = 60.0
-# Issue 16: an admission's answer waits as long as the Harness is alive: its /healthz is asked this often
+# An admission's answer waits as long as the Harness is alive: its /healthz is asked this often
 # while the answer is awaited, and the admission is cut once this many asks in a row got no 200.
 ADMISSION_PROBE_SECONDS = 5.0
 ADMISSION_PROBE_MISSES = 3
@@ -113,9 +113,9 @@ STREAM_READ_PAUSE_SECONDS = 1.0
 RETENTION_SECONDS = 7 * 24 * 3600.0
 # ADR-0065: the sweep runs at boot and this often.
 SWEEP_INTERVAL_SECONDS = 3600.0
-# Issue 11: the store's rows by status are recounted at most this often, after writes (one GROUP BY).
+# The store's rows by status are recounted at most this often, after writes (one GROUP BY).
 STORE_ROWS_RECOUNT_SECONDS = 1.0
-# Issue 18: the StoreActor writes at most this many waiting persists in one transaction (group commit).
+# The StoreActor writes at most this many waiting persists in one transaction (group commit).
 STORE_GROUP_COMMIT_ROWS = 256
 
 # Server-side apply's field manager (CONTRACTS.md §2).
@@ -124,7 +124,7 @@ FIELD_MANAGER = "jr2"
 # -- how long the shells wait: stops, asks, reads, streams (each named once, here) ------------------------
 # A stopping WatchActor waits this long for its I/O thread (a list in flight is cut).
 WATCH_SHUTDOWN_SECONDS = 2.0
-# Issue 18: the most registrations (and timer ticks) the watch's I/O thread takes from the actor's mailbox and steps
+# The most registrations (and timer ticks) the watch's I/O thread takes from the actor's mailbox and steps
 # before a frame, so a Register told before a write is stepped before the write's event. A bound, not a tuning.
 WATCH_CONTROL_BATCH = 1024
 # CONTRACTS §3: the Harness answers a long-poll within ~25 s (204); the read waits above that.
@@ -139,7 +139,7 @@ API_STREAM_SLICE_SECONDS = 1.0
 API_SOCKET_TIMEOUT_SECONDS = 10.0
 # The API's listener lets requests in flight finish this long when it stops.
 API_SHUTDOWN_SECONDS = 5.0
-# -- what a client of the API may cost before it has shown a token (issue 18; docs/operations.md) ----------
+# -- what a client of the API may cost before it has shown a token (docs/operations.md) ----------
 # A request's line and headers arrive within this (from the accept, or from the first byte of a keep-alive
 # connection's next request), and are at most this many bytes: past either it is a 408 or a 431.
 API_HEADER_SECONDS = 5.0
@@ -157,7 +157,7 @@ API_MAX_CONNECTIONS_PER_PEER = 32
 API_MAX_CONNECTIONS = 512
 # An ask from outside the actors (the API, the CLI) gives up after this (LIBRARY-NOTES: always a timeout).
 ORCHESTRATOR_ASK_SECONDS = 10.0
-# Issue 18: GET /runs and a status ask the watch whether the cluster answers (shell/last_answer.py) at most
+# GET /runs and a status ask the watch whether the cluster answers (shell/last_answer.py) at most
 # this often, and wait for its answer at most this long (else the last answer is shown).
 WATCH_HEALTH_MAX_AGE_SECONDS = 1.0
 WATCH_HEALTH_WAIT_SECONDS = 0.05
@@ -184,31 +184,31 @@ LOST_GRACE_SECONDS = 5.0
 DEMO_SECONDS = 60.0
 # serve stops within this after SIGTERM (CONTRACTS §6); the Deployment's grace period covers it with margin.
 SERVE_STOP_SECONDS = 10.0
-# Issue 19: serve waits this long (by default) for a --kubeconfig that is not there yet — a fake-cluster
+# Serve waits this long (by default) for a --kubeconfig that is not there yet — a fake-cluster
 # started beside it writes it (atomically) a moment later.
 SERVE_KUBECONFIG_WAIT_SECONDS = 10.0
 
-# Issue 11: the fake API server stamps each watch event it sends for a write with the write's wall time, in
+# The fake API server stamps each watch event it sends for a write with the write's wall time, in
 # this top-level field of the event (beside "type" and "object", never inside the object): a real API
 # server sends none, a real client ignores it, and our frame decoder reads it when present, so the watch's
 # delivery latency can be measured from the write to the Workspace's receipt.
 WATCH_WRITTEN_AT_FIELD = "jr2.dev/writtenAt"
 
-# Issue 11: the busiest few actors are named in the metrics (by mailbox depth); never more than this many,
+# The busiest few actors are named in the metrics (by mailbox depth); never more than this many,
 # so a thousand Workspaces still make a bounded number of series.
 METRICS_BUSIEST_ACTORS = 5
-# Issue 16 item 5: each saved run blob reserves this many feed ids ahead; a restore numbers new lines from
+# Each saved run blob reserves this many feed ids ahead; a restore numbers new lines from
 # the reservation, so an id a follower holds (`Last-Event-ID`) never names a second line. A run whose lines
 # outrun it saves before the next one leaves.
 FEED_IDS_RESERVED = 1000
-# Issue 16 item 10: the FeedHub holds the feeds of this many finished runs (the newest); a reader of an older
+# The FeedHub holds the feeds of this many finished runs (the newest); a reader of an older
 # one reads the same lines from its store row until the sweep (RETENTION_SECONDS) — memory plateaus.
 FEED_FINISHED_HELD = 64
-# Issue 19: `GET /runs?all=true` lists at most this many finished runs (the newest ends) beside the live ones.
+# `GET /runs?all=true` lists at most this many finished runs (the newest ends) beside the live ones.
 RUNS_FINISHED_LISTED = 500
 # A submit that finds its key's first request still under way waits this long for it before a 409.
 API_IDEMPOTENCY_WAIT_SECONDS = 30.0
-RUN_PATH_KEEP = 256  # issue 19 item 3: the states a run entered, newest kept (a loop may enter them without end)
+RUN_PATH_KEEP = 256  # The states a run entered, newest kept (a loop may enter them without end)
 # ADR-0062: a pick's briefing is at most this many characters — the workflow parser refuses a longer one,
 # and the Harness says no more of one that reached it anyway.
 MAX_PICK_BRIEFING = 4000

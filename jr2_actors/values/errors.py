@@ -111,7 +111,7 @@ ELISION = " … "
 
 
 def one_line(what: object, cap: int = 300) -> str:
-    """An error's words on one line, capped: what a log line or a one-line CLI error shows. Issue 19 item 5:
+    """An error's words on one line, capped: what a log line or a one-line CLI error shows:
     a chained error names its cause last (urllib3's `(Caused by …: [Errno 111] Connection refused)`), so a
     longer text loses words from its middle, never its end, and is cut between words, never inside one."""
     text = " ".join(str(what).split())

@@ -12,7 +12,7 @@ _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), ""
 _QUANTITY = re.compile(r"^([+-]?[0-9]+(?:\.[0-9]*)?|[+-]?\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)$")
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
 # The guard's size form, as `format_size` writes it: `1.9Gi` (at least 1 GiB, one decimal) or `512Mi`
-# (under 1 GiB). A bare number is not a size (issue 7 item 13): its unit is anyone's guess.
+# (under 1 GiB). A bare number is not a size: its unit is anyone's guess.
 _SIZE = re.compile(r"[1-9][0-9]{0,5}(?:\.[0-9])?Gi|(?:0|[1-9][0-9]{0,3})Mi")
 
 

@@ -5,7 +5,7 @@ them; every reference (a state's target, a held Workspace, a Turn's agent, an ag
 resolve. Errors are `WorkflowError`s carrying the dotted path of the key at fault, so the API's 400 names
 it. The input is outside data: it is size-capped and read with `yaml.safe_load`.
 
-What a workflow may cost is bounded (issue 18, docs/workflows.md "Bounds"): every step of a run rewrites its
+What a workflow may cost is bounded (docs/workflows.md "Bounds"): every step of a run rewrites its
 whole blob and walks its states, so a document is at most `MAX_WORKFLOW_BYTES` (as the text of a file, and as
 the compact JSON the run's blob stores; `WorkflowTooLarge`, the API's 413) and has at most
 `MAX_WORKFLOW_STATES` states (a 400 naming `states`).
@@ -201,7 +201,7 @@ def edges(state: StateDef) -> list[tuple[str, str]]:
 
 
 def graph_problems(states: Mapping[str, StateDef], start: str) -> list[WorkflowError]:
-    """Issue 19: what makes a run of it never end, one error each — the same rules for `POST /runs` and `lint`:
+    """What makes a run of it never end, one error each — the same rules for `POST /runs` and `lint`:
     a state neither final nor with a `turn` or `after` (nothing moves it on), a state no path from `start`
     reaches, and a reachable state from which no final state can be reached (a loop with no way out)."""
     problems: list[WorkflowError] = []

@@ -3,7 +3,7 @@
 Theory of operation: the actor owns the core, one I/O thread and its timers. The I/O thread performs
 the calls the core asks for — list, open a watch, read it — and steps the core itself with each result
 and each frame the moment it is decoded (an API server cuts a watcher that reads slowly), under the lock
-that every step takes: a frame costs one thread wake-up (the read), not two (issue 18: at steady rates each
+that every step takes: a frame costs one thread wake-up (the read), not two (at steady rates each
 thread woken per event costs more CPU than the whole step). The actor's own thread steps the core for
 what comes by message — registrations, the timer, the stop. Each step routes its deliveries as
 `SandboxSeen` / `SandboxGone` / `WatchFailed` to the recipient registered for that Sandbox (told while the
@@ -21,7 +21,7 @@ takes the next command. A key has one recipient at a time: a `Register` for a ke
 holds hands the key over (a Workspace's successor, ADR-0064), and an `Unregister` from anyone but the
 holder is ignored, so a predecessor's cleanup never silences its successor.
 
-Metrics (issue 11): every frame, re-list and watch opened is counted in the orchestrator's `Telemetry`,
+Metrics: every frame, re-list and watch opened is counted in the orchestrator's `Telemetry`,
 and the watch's state is published after each step; a delivery of an event the server stamped with its
 write time carries that time (`written_at`), so its recipient can measure the delivery latency.
 

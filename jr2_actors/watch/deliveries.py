@@ -13,7 +13,7 @@ knows nothing of streams, versions to resume from or backoff.
   retires (late frames for it are ignored); `Lost` is terminal and retires too, and its traces are
   dropped when the object goes. A new object under the same key re-arms; an older incarnation's
   deletion does not bury the current object.
-- The waiter's own Lease renewal (issue 18): a waiter that said it is writing a keepalive stamp (`own`) is
+- The waiter's own Lease renewal: a waiter that said it is writing a keepalive stamp (`own`) is
   not told of the first change carrying that stamp when nothing else it reads changed — the same uid and
   the same `SandboxView` but for the resourceVersion — since the PATCH answer already gave it that
   version. Anything else in the change, a stamp it did not announce, or the stamp of another writer is
@@ -45,7 +45,7 @@ from jr2_actors.watch.stream import Blind, Change, Signal, Snapshot, Termination
 KEEP_LATEST = 10_000
 
 
-@dataclass(frozen=True, slots=True)  # slots: one per event (issue 18)
+@dataclass(frozen=True, slots=True)  # slots: one per event
 class SandboxSeen:
     key: SandboxKey
     sandbox: SandboxView

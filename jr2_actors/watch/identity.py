@@ -53,7 +53,7 @@ def label_value(text: str) -> str:
     """A valid label value from any text: disallowed characters become '-', runs collapse, the ends are
     trimmed to alphanumerics, at most 63 characters, and an empty result becomes 'x'."""
     if len(text) <= LABEL_MAX and "--" not in text and _PLAIN.fullmatch(text):
-        return text  # already one (issue 18: `identify` asks on every event; a run id usually is one)
+        return text  # already one (`identify` asks on every event; a run id usually is one)
     return _label_value(text)
 
 
@@ -88,7 +88,7 @@ def sandbox_name(run_id: str, path: str) -> str:
 
 
 def identify(obj: Mapping[str, Any]) -> SandboxKey | Foreign:
-    # Issue 18: read on every event, so the routed case reads each field once and builds nothing else.
+    # Read on every event, so the routed case reads each field once and builds nothing else.
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
     labels = meta.get("labels")

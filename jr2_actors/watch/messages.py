@@ -29,7 +29,7 @@ class Unregister:
 class OwnWrite:
     """A Workspace is about to renew its Lease with `stamp` (the `jr2.dev/keepalive` value it writes): the
     change that only carries that stamp is its own write, whose PATCH answer it already has, and is not
-    delivered back to it (issue 18). Told before the write, so the watch knows it before the event."""
+    delivered back to it. Told before the write, so the watch knows it before the event."""
 
     key: SandboxKey
     stamp: str
@@ -63,5 +63,5 @@ class WatchHealth:
     waiters: int
     tracked: int = 0  # objects followed now
     listed: bool = False  # a list has answered since start (readiness waits for it)
-    last_error: str | None = None  # issue 19: the newest failure's cause, whole
+    last_error: str | None = None  # The newest failure's cause, whole
     failing_for: float | None = None  # seconds since the current run of failures began; None: it serves

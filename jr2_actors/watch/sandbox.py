@@ -55,7 +55,7 @@ class SandboxView:
     last_terminated: LastEnd | None
     waiting: tuple[ContainerWaiting, ...]
     conditions: tuple[Condition, ...]
-    # Read with the rest by `view` (issue 18: once an event, not a scan of the conditions per reader).
+    # Read with the rest by `view` (once an event, not a scan of the conditions per reader).
     scheduling_reason: str = ""  # the `Scheduled` condition's reason
     waiting_reason: str = ""  # the containers' waiting reasons, comma-joined
 
@@ -73,7 +73,7 @@ class SandboxView:
 
 
 def view(obj: Mapping[str, Any]) -> SandboxView:
-    """The typed view, every field read once from the decoded object. Issue 18: read on every event, so the
+    """The typed view, every field read once from the decoded object. read on every event, so the
     lenient reads of its own fields are inline (a string, else "") rather than a call per field."""
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, dict) else _EMPTY

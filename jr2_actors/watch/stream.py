@@ -226,7 +226,7 @@ class StreamKeeper:
         self.failures = 0  # the failure run, for the bound
         self._retries = 0  # the backoff step: ends only with progress on a stream
         self._failure_began: float | None = None
-        self.last_error: str | None = None  # issue 19: the newest failure's cause, whole, while failures run
+        self.last_error: str | None = None  # The newest failure's cause, whole, while failures run
         self._since = 0.0  # when the current list or watch began
         self._progress_at = 0.0
         self._stream_progressed = False

@@ -92,7 +92,7 @@ class WorkspaceActor(Shell):
                  renewals: RenewalLane | None = None, harness_session: requests.Session | None = None,
                  **core_options: Any) -> None:
         """`timers`: a run's Workspaces share one timer thread (on the same clock); by default the actor
-        keeps its own. `renewals`: the process's one renewal lane (issue 18); without it a renewal is a job
+        keeps its own. `renewals`: the process's one renewal lane; without it a renewal is a job
         on the kube pool like the other writes. `harness_session`: the process's one Harness session
         (`harness.client.shared_session`), which the attach's client uses and leaves open."""
         super().__init__(telemetry=telemetry)
@@ -201,7 +201,7 @@ class WorkspaceActor(Shell):
 
     def _kube(self, call: Callable[[], _Done], *, renewal: bool = False) -> None:
         """Cluster writes run one at a time, in order: a delete never overtakes the write before it. A
-        renewal leaves from the process's renewal lane when there is one (issue 18), still in its turn."""
+        renewal leaves from the process's renewal lane when there is one, still in its turn."""
         self._kube_queue.append((call, renewal))
         if not self._kube_busy:
             self._next_kube()
@@ -268,7 +268,7 @@ class WorkspaceActor(Shell):
 
     def _renew(self, uid: str) -> _Done:
         wall = self._stamp()
-        # Issue 18: the watch hears first that this stamp is ours, so the change that only carries it (whose
+        # The watch hears first that this stamp is ours, so the change that only carries it (whose
         # version the answer below brings) is not delivered back here.
         tell_quietly(self.watch, watch.OwnWrite(self.spec.key, keepalive(wall)))
         try:

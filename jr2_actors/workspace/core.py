@@ -219,7 +219,7 @@ class WorkspaceCore:
 
     def _attach_failed(self, event: m.AttachFailed, now: float, wall: float) -> None:
         # An attach no Harness answered races the watch: an evicted pod's Harness is gone before the watch
-        # says `Lost` (found by the simulation, seed 184). It is tried again on ATTACH_RETRY_BACKOFF while the
+        # says `Lost` (found by the simulation). It is tried again on ATTACH_RETRY_BACKOFF while the
         # Sandbox is still ours and Ready; the watch's Lost or Gone ends it as a loss, never a fault.
         if event.unavailable and self._attach_failures < ATTACH_ATTEMPTS:
             self._attach_failures += 1

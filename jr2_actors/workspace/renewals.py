@@ -1,4 +1,4 @@
-"""`RenewalLane`: every Workspace's Lease renewal of the process sent from one lane (issue 18 item 7).
+"""`RenewalLane`: every Workspace's Lease renewal of the process sent from one lane.
 
 Before, each renewal was a job on the kube pool: a `Future` and its callbacks made and dropped per
 renewal, and the renewals competing with every other write for the pool's workers. Here a fixed few

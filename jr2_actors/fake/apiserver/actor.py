@@ -4,8 +4,8 @@ Theory of operation: HTTP connection threads (outside the actor system) read a r
 `ApiServerActor`, which alone touches the store, the fault knobs, the token and the request log — so there
 is no lock around any of them. The actor checks the token, spends an injected fault, and hands the request
 to the pure routes (rest.py). A watch is answered with its initial frames and a queue; the store's
-sink puts each later frame on that queue, stamped with the write's time beside its object (issue 11:
-`WATCH_WRITTEN_AT_FIELD`, which real clients ignore), and the connection thread streams it as one chunked line,
+sink puts each later frame on that queue, stamped with the write's time beside its object
+(`WATCH_WRITTEN_AT_FIELD`, which real clients ignore), and the connection thread streams it as one chunked line,
 adding bookmarks (of the watched kind) on the configured interval and ending at `timeoutSeconds` (with a
 last bookmark just before, as a real server does). A bookmark, and the end, go in the watch's queue behind
 the frames already there; a bookmark says the version the actor published as its last message ended
@@ -48,7 +48,7 @@ from jr2_actors.fake.apiserver.rest import ApiAnswer, ApiRequest, WatchSpec, sta
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.apiserver.status import StatusError
 from jr2_actors.fake.apiserver.stream_items import END, WAKE, BookmarkAt, Wake, drain, version_of
-from jr2_actors.fake.http import HttpServer, Request, json_args
+from jr2_actors.fake.http import HttpFront, HttpServer, Request, json_args
 from jr2_actors.fake.messages import Run
 from jr2_actors.shell import Shell
 from jr2_actors.shell.activity import Job, activity
@@ -293,7 +293,7 @@ class ApiApp:
                     continue
                 if stalled or ticket.lost.is_set():
                     # The link comes back: a TCP stream cannot skip what it lost and go on, so this one ends (the
-                    # client resumes from what it last saw; found by the sim, seed 150: a stream that went on
+                    # client resumes from what it last saw; found by the simulation: a stream that went on
                     # after a gap left Workspaces waiting for events that never came).
                     return
                 now, leapt = wake.now(clock)
@@ -364,7 +364,7 @@ def _line(frame: dict[str, Any]) -> bytes:
     return json.dumps(frame, separators=(",", ":")).encode() + b"\n"
 
 
-class ApiHttpServer:
+class ApiHttpServer(HttpFront):
     """The loopback listener in front of an `ApiServerActor`."""
 
     def __init__(self, actor: pykka.ActorRef[Any], *, host: str = "127.0.0.1", port: int = 0,
@@ -373,23 +373,6 @@ class ApiHttpServer:
         self._app = ApiApp(actor, clock or SystemClock(), bookmark_interval)
         self._http = HttpServer(self._app, host=host, port=port, name="fake-apiserver-http", tls=tls)
         self._app.closing = self._http.closing
-
-    @property
-    def port(self) -> int:
-        return self._http.port
-
-    @property
-    def url(self) -> str:
-        return self._http.url
-
-    def connections(self, *, reset_peak: bool = False) -> tuple[int, int]:
-        """Clients' connections: (open now, the most open at once), `HttpServer.connections`."""
-        return self._http.connections(reset_peak=reset_peak)
-
-    @property
-    def accepted(self) -> int:
-        """Connections taken, ever (`HttpServer.accepted`)."""
-        return self._http.accepted
 
     def start(self) -> None:
         self._http.start()

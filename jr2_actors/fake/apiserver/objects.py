@@ -239,8 +239,8 @@ def check_immutable(kind: Kind, existing: Obj, result: Obj) -> None:
 
 
 def validate_object(kind: Kind, obj: Obj) -> None:
-    """A jr2 custom resource is checked against its CRD's schema — the very file in manifests/crds/ (issue 12:
-    one source of truth): what it refuses is a 422 Invalid naming each field, as from a real API server."""
+    """A jr2 custom resource is checked against its CRD's schema — the very file in manifests/crds/
+    (one source of truth): what it refuses is a 422 Invalid naming each field, as from a real API server."""
     if kind is EVENT:
         events.check(obj)
     if kind.plural not in STATUS_KINDS:

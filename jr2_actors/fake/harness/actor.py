@@ -32,7 +32,7 @@ from urllib.parse import unquote
 import pykka
 
 from jr2_actors.fake.harness.core import INSTANCE, Answer, Effect, HarnessCore, KillHarness, SettleLater
-from jr2_actors.fake.http import HttpServer, Request
+from jr2_actors.fake.http import HttpFront, HttpServer, Request
 from jr2_actors.fake.messages import Run
 from jr2_actors.fake.operator.actor import SandboxChanged, Subscribed, subscribe, unsubscribe
 from jr2_actors.fake.operator.core import OperatorCore
@@ -313,7 +313,7 @@ class HarnessApp:
             r.respond_json(reply.answer.code, reply.answer.doc, reply.answer.headers)
 
 
-class HarnessHttpServer:
+class HarnessHttpServer(HttpFront):
     """Binds at once (so its URL is known); serves once `start(actor)` names the actor behind it."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, long_poll: float = LONG_POLL_SECONDS,
@@ -323,19 +323,6 @@ class HarnessHttpServer:
         self._app.closing = self._http.closing
         # `ports` > 1: as many addresses, each Sandbox at one of them in turn (`OperatorCore.endpoints`).
         self.urls = [self._http.url, *self._http.listen_more(ports - 1)] if ports > 1 else [self._http.url]
-
-    @property
-    def url(self) -> str:
-        return self._http.url
-
-    def connections(self, *, reset_peak: bool = False) -> tuple[int, int]:
-        """Clients' connections: (open now, the most open at once), `HttpServer.connections`."""
-        return self._http.connections(reset_peak=reset_peak)
-
-    @property
-    def accepted(self) -> int:
-        """Connections taken, ever (`HttpServer.accepted`)."""
-        return self._http.accepted
 
     def start(self, actor: pykka.ActorRef[Any]) -> None:
         self._app.actor = actor

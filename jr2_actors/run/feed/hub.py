@@ -5,7 +5,7 @@ demo read it, each from the id it last saw (`Last-Event-ID`). It is a sink fed b
 request threads — no actor reads it, so no actor shares state through it. A run's feed is bounded (the
 newest `FEED_KEEP` lines), and the hub says which id last left it, so a reader that resumes from an older
 one is told of the gap. A live run's feed is held while it runs; of finished runs the hub holds the newest
-`FEED_FINISHED_HELD` (issue 16 item 10): a reader of an older one reads the same lines from the run's
+`FEED_FINISHED_HELD`: a reader of an older one reads the same lines from the run's
 store row until the sweep removes it, so the hub's memory plateaus however many runs finish.
 Next stage: its readers — the API's event stream (through `wire.py`) and the demo.
 """

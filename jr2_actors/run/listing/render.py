@@ -24,12 +24,12 @@ def duration(seconds: float) -> str:
 
 
 def local_time(wall: float) -> str:
-    """A wall time as a person reads it: local, with its zone (issue 19: never a bare UTC HH:MM:SS)."""
+    """A wall time as a person reads it: local, with its zone (never a bare UTC HH:MM:SS)."""
     return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(wall))
 
 
 def cluster_line(problem: Mapping[str, Any], now_wall: float) -> str:
-    """Issue 19 item 5: the cluster cannot be reached — said where a person looks, not left as `placing`."""
+    """The cluster cannot be reached — said where a person looks, not left as `placing`."""
     since = parse_rfc3339(problem.get("since"))
     when = f" (for {duration(now_wall - since)})" if since is not None else ""
     what = "has not answered a list yet" if not problem.get("listed") else "fails"

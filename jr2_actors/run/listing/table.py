@@ -1,4 +1,4 @@
-"""`RunTable`: every live run's line of `GET /runs`, kept current by the runs' own tells (issue 18 item 2).
+"""`RunTable`: every live run's line of `GET /runs`, kept current by the runs' own tells.
 
 The orchestrator `enter`s a run's first row before its actor starts; each RunActor then tells its row
 (`RunRow`: `listing/wire.py`'s `listing_doc`) after every step it carries out, so the table holds what the run

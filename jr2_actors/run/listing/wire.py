@@ -18,7 +18,7 @@ NO_NODE_FITS = frozenset({"taint", "selector"})  # no current node can take it: 
 
 
 def wait_reason(on: str, message: str) -> str:
-    """Issue 19 item 6: a token beside the scheduler's words (ADR-0064 keeps those whole) that a machine can
+    """A token beside the scheduler's words (ADR-0064 keeps those whole) that a machine can
     count. Capacity wins over the rest: a node that only lacks room may free it; a taint or a selector alone
     means no node that exists now can take the Sandbox."""
     text = message.lower()
@@ -34,7 +34,7 @@ def wait_reason(on: str, message: str) -> str:
 
 
 def _times(started: float | None, ended: float | None, took: float | None) -> dict[str, Any]:
-    """Issue 19: `startedAt` and `endedAt` (RFC 3339), and `durationSeconds` once it has ended; absent when
+    """`startedAt` and `endedAt` (RFC 3339), and `durationSeconds` once it has ended; absent when
     unknown (a run saved before they were kept). The duration is the run's own (`RunCore.duration_seconds`,
     monotonic where this process timed it); a run saved before it was kept falls back on the two wall
     times, clamped at 0."""
@@ -68,7 +68,7 @@ def status_doc(core: RunCore) -> dict[str, Any]:
     if core.fault:
         doc["fault"] = core.fault
     doc.update(_times(core.started_wall, core.ended_wall, core.duration_seconds))
-    doc["path"] = list(core.path)  # issue 19 item 3: the states entered, in order (`status -o wide`)
+    doc["path"] = list(core.path)  # The states entered, in order (`status -o wide`)
     if core.path_dropped:
         doc["pathDropped"] = core.path_dropped
     if core.turn is not None:
