@@ -2,7 +2,7 @@
 
 A Lease renewal is the process's most frequent write (5,000 Workspaces: ~17 a second), and requests' own work
 was half its client CPU: `Session.request`'s `prepare_request` and the pool manager's lookup of the pool for
-each call (docs/benchmarks.md, "5,000 Workspaces"). Here the pool is looked up once and the request goes
+each call (docs/bench/history.md, "5,000 Workspaces"). Here the pool is looked up once and the request goes
 straight to its `urlopen`, with headers made by hand. Everything a session call has, it has too: the same
 connections (so the pool's size still bounds them, and a `Cut` still ends the request: `net/cut.py`'s pools),
 the same TLS settings, timeouts and answer size cap; a failure raises what requests would have wrapped.

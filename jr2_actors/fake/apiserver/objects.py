@@ -152,7 +152,7 @@ _J = TypeVar("_J")
 def json_copy(value: _J) -> _J:
     """A deep copy of JSON data (dicts, lists, and immutable leaves), several times faster than
     `copy.deepcopy` (17 against 6 µs a Sandbox), which a list of 10,000 objects spent most of its time in
-    (bench/fake_scale.py) and each write a third of its own (a virtual day's renewals, docs/benchmarks.md)."""
+    (bench/fake_scale.py) and each write a third of its own (a virtual day's renewals, docs/bench/history.md)."""
     if isinstance(value, dict):
         return cast(_J, {k: json_copy(v) for k, v in value.items()})
     if isinstance(value, list):
