@@ -33,17 +33,19 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def readme_python(mark: str) -> str:
-    text = (ROOT / "README.md").read_text()
+def readme_python(mark: str, page: Path = ROOT / "README.md") -> str:
+    """The Python block after `<!-- mark -->` on a page (README.md unless another is named)."""
+    text = page.read_text(encoding="utf-8")
     after = text[text.index(f"<!-- {mark} -->"):]
     start = after.index("```python\n") + len("```python\n")
     return after[start:after.index("```", start)]
 
 
-def run_as_a_test_file(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+def run_as_a_test_file(tmp_path: Path, source: str, *, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`source` run by pytest as a file of another project's (from `tmp_path`, or from `cwd`)."""
     path = tmp_path / "test_readme_example.py"
-    path.write_text(source)
+    path.write_text(source, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")} | {"TMPDIR": str(tmp_path)}
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir",
                            str(tmp_path), "-c", os.devnull, "--basetemp", str(tmp_path / "base"), str(path)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False)
+                          cwd=cwd or tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False)

@@ -2,31 +2,24 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.paths import ROOT
+from tests.support.readme import readme_python
+from tests.support.readme import run_as_a_test_file as run_in
+
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def page_python(mark: str) -> str:
-    text = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
-    after = text[text.index(f"<!-- {mark} -->"):]
-    start = after.index("```python\n") + len("```python\n")
-    return after[start:after.index("```", start)]
+    return readme_python(mark, ROOT / "docs" / "testing.md")
 
 
 def run_as_a_test_file(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
-    path = tmp_path / "test_testing_example.py"
-    path.write_text(source, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")} | {"TMPDIR": str(tmp_path)}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir",
-                           str(tmp_path), "-c", os.devnull, "--basetemp", str(tmp_path / "base"), str(path)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+    return run_in(tmp_path, source, cwd=ROOT)  # the page's example runs from the repository's root
 
 
 def test_the_testing_pages_example_runs_as_written(tmp_path: Path) -> None:
