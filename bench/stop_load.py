@@ -100,7 +100,11 @@ def sigterm(proc: subprocess.Popen[str], lines: list[str]) -> dict[str, Any]:
 
 
 def live(session: requests.Session, url: str) -> int:
-    r = session.get(url + "/runs", timeout=60)
+    """The live runs listed, or -1 when serve does not answer in time (it is busy: asked again)."""
+    try:
+        r = session.get(url + "/runs", timeout=60)
+    except requests.RequestException:
+        return -1
     return len(r.json()["runs"]) if r.status_code == 200 else -1
 
 
@@ -108,7 +112,10 @@ def done(session: requests.Session, url: str, ids: set[str]) -> int:
     """How many of `ids` ended `done`: one listing per first hex digit, each under the finished list's cap."""
     count = 0
     for digit in "0123456789abcdef":
-        r = session.get(url + "/runs", params={"all": "true", "prefix": f"r-{digit}"}, timeout=60)
+        try:  # a serve busy re-admitting thousands of Turns may answer late: not known yet, asked again
+            r = session.get(url + "/runs", params={"all": "true", "prefix": f"r-{digit}"}, timeout=60)
+        except requests.RequestException:
+            return -1
         if r.status_code != 200:
             return -1
         count += sum(row.get("runId") in ids and row.get("status") == "done" for row in r.json()["runs"])
@@ -122,6 +129,7 @@ def keep(log_dir: str | None, name: str, lines: list[str]) -> None:
 
 def bench(n: int, deadline: float, log_dir: str | None = None) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="jr2-bench-stop-"))
+    proc: subprocess.Popen[str] | None = None
     try:
         with FakeCluster(start_seconds=0.05, bookmark_interval=None, signing_key=KEY.encode()) as cluster:
             # The first Turns and the restored ones hang; once every run is back, each next Turn ends its run.
@@ -175,6 +183,9 @@ def bench(n: int, deadline: float, log_dir: str | None = None) -> dict[str, Any]
                     "restored": restored, "first": first, "second": second, "done_after_restart": ended,
                     "finish_s": finish_s, "third": third}
     finally:
+        if proc is not None and proc.poll() is None:  # a failure on the way leaves no serve behind
+            proc.kill()
+            proc.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
