@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import shutil
 import signal
 import subprocess
@@ -43,7 +42,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.report import Row, emit
-from bench.serve_runs import KEY, TOKEN, Sampler, metric_sum
+from bench.serve_runs import KEY, TOKEN, Sampler, metric_sum, serve
 
 WORKFLOW = {
     "name": "one-turn",
@@ -76,33 +75,7 @@ def fake_child(ports: int, kubeconfig: str) -> None:
 
 
 def start_serve(tmp: Path, kubeconfig: str, max_memory: str) -> tuple[subprocess.Popen[str], str, list[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
-    env.update({"JR2_INSTANCE_TOKEN": TOKEN, "JR2_SIGNING_KEY": KEY, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp),
-                "JR2_MAX_MEMORY": max_memory})
-    proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", "--log-level", "info", "serve", "--namespace", "jr2",
-                             "--state-dir", str(tmp / "state"), "--kubeconfig", kubeconfig,
-                             "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            text=True, env=env)
-    lines: list[str] = []
-    ready = threading.Event()
-    url: list[str] = []
-
-    def read() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if "pool is full" not in line or len(lines) < 200_000:
-                lines.append(line)
-            found = re.search(r"serving the API on (http://\S+);", line)
-            if found:
-                url.append(found.group(1))
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    if not ready.wait(120) or not url:
-        proc.kill()
-        raise SystemExit("serve did not start:\n" + "".join(lines[-20:]))
-    return proc, url[0], lines
+    return serve(tmp, kubeconfig, env={"JR2_MAX_MEMORY": max_memory}, wait=120.0)
 
 
 class Health:

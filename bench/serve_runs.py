@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.report import Row, emit, series_png
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node
+from jr2_actors.sim.serve_process import ServeProcess
 from jr2_actors.values.constants import LEASE_INTERVAL_SECONDS
 
 TOKEN = secrets.token_hex(16)  # this run's own: serve reads it from its environment
@@ -55,6 +57,7 @@ WORKFLOW = {
     "start": "hold",
     "states": {"hold": {"holds": ["W"], "after": {"seconds": 3600, "to": "done"}}, "done": {"final": "done"}},
 }
+BENCH_LOG_LINES = 200_000  # a bench reads serve's whole log (what ended, what failed); a bound all the same
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -157,32 +160,18 @@ def as_series(points: list[dict[str, float]], n: int) -> dict[str, Any]:
             "y2label": "threads, fds"}
 
 
-def serve(tmp: Path, kubeconfig: str) -> tuple[subprocess.Popen[str], str, list[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
-    env.update({"JR2_INSTANCE_TOKEN": TOKEN, "JR2_SIGNING_KEY": KEY, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)})
-    proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", "--log-level", "info", "serve", "--namespace", "jr2",
-                             "--state-dir", str(tmp / "state"), "--kubeconfig", kubeconfig,
-                             "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            text=True, env=env)
-    lines: list[str] = []
-    ready = threading.Event()
-    url: list[str] = []
-
-    def read() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.append(line)
-            found = re.search(r"serving the API on (http://\S+);", line)
-            if found:
-                url.append(found.group(1))
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    if not ready.wait(60) or not url:
-        proc.kill()
-        raise SystemExit("serve did not start:\n" + "".join(lines[-20:]))
-    return proc, url[0], lines
+def serve(tmp: Path, kubeconfig: str, *, extra: Sequence[str] = (), env: Mapping[str, str] | None = None,
+          wait: float = 60.0) -> tuple[subprocess.Popen[str], str, list[str]]:
+    """`serve` as a child on `kubeconfig` (`ServeProcess`, as the crash trials start it), its state under
+    `tmp`; its whole log kept (up to `BENCH_LOG_LINES`), read for what a bench counts."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
+    environment.update({"JR2_INSTANCE_TOKEN": TOKEN, "JR2_SIGNING_KEY": KEY, "PYTHONUNBUFFERED": "1",
+                        "TMPDIR": str(tmp), **(env or {})})
+    child = ServeProcess(kubeconfig, str(tmp / "state"), env=environment, extra=extra, keep=BENCH_LOG_LINES)
+    if not child.ready(wait):  # a restart restores every live run before it serves
+        child.proc.kill()
+        raise SystemExit("serve did not start:\n" + "".join(child.lines[-20:]))
+    return child.proc, child.url, child.lines
 
 
 def profile_listing(session: requests.Session, url: str, pid: int, out: str) -> int:

@@ -36,6 +36,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import serve_runs
 from bench.report import Row, emit
 from bench.serve_runs import KEY, TOKEN
 from jr2_actors.fake.cluster import FakeCluster
@@ -53,33 +54,7 @@ WORKFLOW = {
 
 def serve(tmp: Path, kubeconfig: str, harness: str,
           wait: float = 120.0) -> tuple[subprocess.Popen[str], str, list[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JR2_")}
-    env.update({"JR2_INSTANCE_TOKEN": TOKEN, "JR2_SIGNING_KEY": KEY, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)})
-    proc = subprocess.Popen([sys.executable, "-m", "jr2_actors", "--log-level", "info", "serve", "--namespace", "jr2",
-                             "--state-dir", str(tmp / "state"), "--kubeconfig", kubeconfig, "--instance-harness",
-                             harness, "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            text=True, env=env)
-    lines: list[str] = []
-    url: list[str] = []
-    import threading
-
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.append(line)
-            found = re.search(r"serving the API on (http://\S+);", line)
-            if found:
-                url.append(found.group(1))
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    if not ready.wait(wait) or not url:  # a restart restores every live run before it serves
-        proc.kill()
-        raise SystemExit("serve did not start:\n" + "".join(lines[-20:]))
-    return proc, url[0], lines
+    return serve_runs.serve(tmp, kubeconfig, extra=("--instance-harness", harness), wait=wait)
 
 
 def sigterm(proc: subprocess.Popen[str], lines: list[str]) -> dict[str, Any]:

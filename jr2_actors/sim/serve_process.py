@@ -21,8 +21,9 @@ class LogTail:
     """A child's stream read on a thread to its end (a pipe nobody reads blocks the child once it is full):
     the head of its lines kept, and the first line matching `ready` waited for."""
 
-    def __init__(self, stream: IO[str], ready: re.Pattern[str] | None, name: str) -> None:
+    def __init__(self, stream: IO[str], ready: re.Pattern[str] | None, name: str, *, keep: int = KEPT_LINES) -> None:
         self.lines: list[str] = []
+        self._keep = keep
         self.found: re.Match[str] | None = None
         self._stream = stream
         self._ready_pattern = ready
@@ -32,7 +33,7 @@ class LogTail:
 
     def _read(self) -> None:
         for line in self._stream:
-            if len(self.lines) < KEPT_LINES:
+            if len(self.lines) < self._keep:
                 self.lines.append(line)
             if self.found is None and self._ready_pattern is not None:
                 self.found = self._ready_pattern.search(line)
@@ -54,13 +55,14 @@ class LogTail:
 class ServeProcess:
     """One `serve` on `127.0.0.1:0`; its stderr is read on a thread so the address is known once logged."""
 
-    def __init__(self, kubeconfig: str, state: str, *, env: dict[str, str], extra: Sequence[str] = ()) -> None:
+    def __init__(self, kubeconfig: str, state: str, *, env: dict[str, str], extra: Sequence[str] = (),
+                 keep: int = KEPT_LINES) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jr2_actors", "--log-level", "info", "serve", "--namespace", "jr2",
              "--state-dir", state, "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0", *extra],
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
         assert self.proc.stderr is not None
-        self.log = LogTail(self.proc.stderr, LISTENING, "jr2-serve-log")
+        self.log = LogTail(self.proc.stderr, LISTENING, "jr2-serve-log", keep=keep)
         self.lines = self.log.lines
 
     @property
