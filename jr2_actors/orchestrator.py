@@ -164,21 +164,23 @@ class Orchestrator:
 
     def stop(self, budget: float = ACTOR_STOP_SECONDS) -> None:
         """Within one `budget` in all: each wait below takes what is left of it, so N busy runs cost the
-        slowest, not their sum; the store still gets `STORE_STOP_FLOOR_SECONDS` for the persists asked."""
+        slowest, not their sum. The runs' share ends `STORE_STOP_FLOOR_SECONDS` before the budget does, so the
+        store's stop (the persists asked before it) fits in the budget even when the runs used all of theirs."""
         deadline = time.monotonic() + budget
+        runs_deadline = deadline - min(STORE_STOP_FLOOR_SECONDS, budget / 2)
         self._stops.open()  # the runs hand their seats' and Workspaces' stops to it as they stop
         with self._finished:
             self._stopping = True  # nothing new starts; what began to is entered in a moment
-            self._finished.wait_for(lambda: self._starting == 0, _left(deadline))
+            self._finished.wait_for(lambda: self._starting == 0, _left(runs_deadline))
         if self._revival is not None:
-            self._revival.stop(deadline)
+            self._revival.stop(runs_deadline)
         with self._lock:
             refs = list(self._runs.values())
         # Every run at once, each its children at once: a stop is no cancel (Sandboxes stay, Leases stop).
         self._stops.ask(refs)
-        self._stops.wait(deadline)
+        self._stops.wait(runs_deadline)
         if self._revival is not None:
-            self._revival.join(deadline)
+            self._revival.join(runs_deadline)
         # The store's poison pill follows every persist asked before it; the watch stops beside it.
         self._stops.ask(ref for ref in (self._store, self._watch) if ref is not None)
         self._stops.wait(max(deadline, time.monotonic() + STORE_STOP_FLOOR_SECONDS))

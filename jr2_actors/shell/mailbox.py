@@ -92,8 +92,14 @@ class Mailbox(queue.Queue[Any]):
 
     def oldest_age(self, now: float) -> float:
         """Seconds the oldest waiting message has waited (0 when none waits)."""
-        with self.mutex:
-            return max(now - self.stamps[0], 0.0) if self.stamps else 0.0
+        return max(now - oldest, 0.0) if (oldest := self.oldest_stamp()) is not None else 0.0
+
+    def oldest_stamp(self) -> float | None:
+        """When the oldest waiting message was put (None: none waits); no mutex: the GIL reads a deque's head."""
+        try:
+            return self.stamps[0]
+        except IndexError:
+            return None
 
 
 def label(ref: Any) -> str:

@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.shell.mailbox import PROCESSING_BUCKETS, Mailbox
+from jr2_actors.shell.stall import StallCheck
 from jr2_actors.values.constants import METRICS_BUSIEST_ACTORS
 
 ACTOR_INSTANCES = "jr2_actor_instances"
@@ -91,6 +92,7 @@ class ActorMetrics:
         self._lock = threading.Lock()
         self._live: dict[int, Counted] = {}
         self._retired: dict[str, _Totals] = {}
+        self._stall = StallCheck()
         if registry is not None:
             registry.register(self)
 
@@ -108,17 +110,14 @@ class ActorMetrics:
                     self._retired.setdefault(type(actor).__name__, _Totals()).add(actor.mailbox)
 
     def stalled(self, bound: float) -> str:
-        """An actor whose oldest waiting message has waited past `bound` (it has taken none meanwhile: stuck,
-        not slow), named with that age; "" when none has. Reads the mailboxes' stamps, asks no actor."""
-        now = self.monotonic()
+        """An actor whose oldest waiting message has waited past `bound` (stuck, not slow), named with that age;
+        "" when none has. Reads the mailboxes' stamps, asks no actor (`shell/stall.py`)."""
         with self._lock:
             live = list(self._live.values())
-        for actor in live:
-            age = actor.mailbox.oldest_age(now)
-            if age > bound:
-                who = f"{type(actor).__name__} {shown_name(actor)}".rstrip()
-                return f"{who} has not taken a message for {age:.0f}s"
-        return ""
+        if (stuck := self._stall.look(live, bound, self.monotonic())) is None:
+            return ""
+        who = f"{type(stuck[0]).__name__} {shown_name(stuck[0])}".rstrip()
+        return f"{who} has not taken a message for {stuck[1]:.0f}s"
 
     def collect(self) -> Iterator[Metric]:
         now = self.monotonic()

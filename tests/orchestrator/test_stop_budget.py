@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ import pytest
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.actor import RunActor
-from jr2_actors.values.constants import SERVE_STOP_SECONDS
+from jr2_actors.shell.stopping import Stops
+from jr2_actors.values.constants import SERVE_STOP_SECONDS, STORE_STOP_FLOOR_SECONDS
 from jr2_actors.values.workflow import read_document
 from tests.support.serving import KEY, Serve
 from tests.support.waiting import wait_until
@@ -133,3 +135,37 @@ def test_orchestrator_stop_returns_within_its_budget_while_the_api_server_hangs(
             cluster.set_latency(0)
         assert stopped.is_set(), "Orchestrator.stop() was still waiting for a write the API server held"
         stopper.join(90)  # the cluster stops only after the orchestrator (a failed stop above ends late)
+
+
+def test_the_runs_share_of_the_stop_ends_a_floor_before_its_budget_so_the_store_fits_in_it(
+        cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that does not stop used the whole budget, and the store's stop (the persists asked before it) then
+    took its floor past it: 5,000 runs mid-Turn exited in 10.14 s. The runs' wait now ends a floor early."""
+    release = threading.Event()
+    deadlines: list[float] = []
+    wait = Stops.wait
+
+    class Stuck(RunActor):
+        def cleanup(self) -> None:
+            release.wait(SERVE_STOP_SECONDS)
+            super().cleanup()
+
+    def recorded(self: Stops, deadline: float) -> list[str]:
+        deadlines.append(deadline)
+        return wait(self, deadline)
+
+    monkeypatch.setattr("jr2_actors.orchestrator.RunActor", Stuck)
+    monkeypatch.setattr(Stops, "wait", recorded)
+    orch = Orchestrator(cluster.client(), state_dir=str(tmp_path / "state"), signing_key=cluster.signing_key)
+    orch.start()
+    budget = 4.0
+    try:
+        run_id = orch.submit(read_document(WORKFLOW))
+        wait_until(lambda: attaching(orch.status(run_id)), timeout=30, what="the run under way")
+    finally:
+        asked = time.monotonic()
+        orch.stop(budget)
+        release.set()
+    runs, store = deadlines[0], deadlines[-1]
+    assert runs <= asked + budget - STORE_STOP_FLOOR_SECONDS / 2, "the runs' wait took the store's share"
+    assert store >= runs + STORE_STOP_FLOOR_SECONDS - 0.01, "the store still gets its floor after the runs"
