@@ -27,39 +27,30 @@ import contextlib
 import gc
 import logging
 import os
-import secrets
 import shutil
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jr2_actors.commands.common import (
     UsageError,
-    cluster_access,
     http_url,
     image_reference,
     namespace_name,
     positive_seconds,
-    secret_from,
     until_signalled,
 )
+from jr2_actors.commands.serve_access import cluster_access_waited, sandboxes_access, secrets_checked
 from jr2_actors.values.constants import API_SHUTDOWN_SECONDS, SERVE_KUBECONFIG_WAIT_SECONDS
-
-if TYPE_CHECKING:
-    from jr2_actors.kube.access import ClusterAccess
 
 log = logging.getLogger("jr2_actors.serve")
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
-MIN_TOKEN_CHARS = 16
-MIN_KEY_BYTES = 32
 FAKE_LISTEN = "127.0.0.1:0"  # the dev server's default: a free port, so two on one machine never collide
 ENV_FILE = "env"  # in the state folder: what the client commands need, written once it serves
 TOKEN_FILE = "token"  # noqa: S105 - a file name
-KUBECONFIG_POLL_SECONDS = 0.1
 
 
 def add_parser(sub: Any) -> None:
@@ -90,6 +81,10 @@ def add_parser(sub: Any) -> None:
     serve.add_argument("--listen", default=None, type=listen_address,
                        help=f"HOST:PORT the API listens on, port 0 a free one (default: {DEFAULT_LISTEN}, "
                             f"{FAKE_LISTEN} with --fake-cluster; in a pod 0.0.0.0:8080)")
+    serve.add_argument("--probe-listen", default=None, type=listen_address, metavar="HOST:PORT",
+                       help="answer kubelet's GET /healthz here too, from a small process of its own that serve "
+                            "tells its health every second, so a probe never waits behind serve's load "
+                            "(default: none; in a pod 0.0.0.0:8081)")
     serve.add_argument("--sandbox-image", default=None, type=image_reference,
                        help="the Sandbox image for Workspaces whose workflow names none "
                             "(default: ghcr.io/jr2/sandbox:latest)")
@@ -124,8 +119,8 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
     from jr2_actors.kube.client import KubeClient
     from jr2_actors.orchestrator import DEFAULT_SANDBOX_IMAGE
 
-    token, key = _secrets(args, generate=False)
-    access = _cluster_access(args, stop)
+    token, key = secrets_checked(args, generate=False)
+    access = cluster_access_waited(args, stop)
     if access is None:
         return 0
     client = KubeClient(sandboxes_access(access, args))
@@ -147,7 +142,7 @@ def _run_fake(args: argparse.Namespace, stop: threading.Event) -> int:
                         ("--instance-harness", args.instance_harness)):
         if value is not None:
             raise UsageError(f"{flag} has no meaning with --fake-cluster (it is the cluster)")
-    token, key = _secrets(args, generate=True)
+    token, key = secrets_checked(args, generate=True)
     namespace = args.namespace or "jr2"
     made = None if args.state_dir else tempfile.mkdtemp(prefix="jr2-dev-")
     state_dir = os.path.abspath(args.state_dir or made or "")
@@ -186,11 +181,14 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
     budget = Budget(limits, live=lambda: len(orchestrator.run_table), registry=orchestrator.telemetry.registry)
     server = ApiServer(Api(orchestrator, token, budget=budget), *listen)
     env_file = os.path.join(state_dir, ENV_FILE)
+    probes = None
     try:
         try:
             server.start()
         except OSError as e:
             raise UsageError(f"--listen {listen[0]}:{listen[1]}: cannot listen there: {e.strerror or e}") from None
+        if args.probe_listen is not None:
+            probes = _probe_listener(args.probe_listen, orchestrator.health)
         _writable_dir(state_dir)  # only now: a start refused before this leaves nothing behind
         if dev:
             _remove(env_file)  # a stale one (a port of an earlier start) is never read as this one's
@@ -216,6 +214,8 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
                 if not args.token_file or os.path.abspath(args.token_file) != os.path.join(state_dir, TOKEN_FILE):
                     _remove(os.path.join(state_dir, TOKEN_FILE))
         finally:
+            if probes is not None:
+                probes.close()  # first: a probe during the stop is refused, and the pod is taken out of its Service
             _stop_together(server, orchestrator)
     if state_kept and dev:  # the cluster's Sandboxes lived in this process: the runs on them cannot come back
         log.info("stopped in %.1fs; the embedded fake cluster went with it, so a start on %s keeps the finished "
@@ -229,6 +229,17 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
     return 0
 
 
+def _probe_listener(listen: tuple[str, int], health: Any) -> Any:
+    from jr2_actors.api.probe import ProbeError, ProbeProcess
+
+    try:
+        probes = ProbeProcess(listen, health)
+    except ProbeError as e:
+        raise UsageError(f"--probe-listen {listen[0]}:{listen[1]}: {e}") from None
+    log.info("answering probes (GET /healthz) on http://%s from a process of its own", probes.address)
+    return probes
+
+
 def _stop_together(server: Any, orchestrator: Any) -> None:
     """SIGTERM's one budget: the listener (its event streams end first, then the requests in flight) and the
     orchestrator stop side by side, each within its own bound, so the two never add up past 10 s."""
@@ -238,45 +249,6 @@ def _stop_together(server: Any, orchestrator: Any) -> None:
         orchestrator.stop()
     finally:
         closing.join(API_SHUTDOWN_SECONDS + 1)
-
-
-def _secrets(args: argparse.Namespace, *, generate: bool) -> tuple[str, bytes]:
-    """The Instance token and the signing key, each checked; the dev server makes whichever is not given."""
-    if generate and not (os.environ.get("JR2_INSTANCE_TOKEN", "").strip() or args.token_file):
-        token = secrets.token_urlsafe(24)
-    else:
-        token = secret_from("JR2_INSTANCE_TOKEN", args.token_file, "the Instance token").decode(
-            "utf-8", "replace")
-    if len(token) < MIN_TOKEN_CHARS:
-        raise UsageError(f"the Instance token is shorter than {MIN_TOKEN_CHARS} characters")
-    if generate and not (os.environ.get("JR2_SIGNING_KEY", "").strip() or args.signing_key_file):
-        key = secrets.token_bytes(MIN_KEY_BYTES)
-    else:
-        key = secret_from("JR2_SIGNING_KEY", args.signing_key_file, "the signing key")
-    if len(key) < MIN_KEY_BYTES:
-        raise UsageError(f"the signing key is shorter than {MIN_KEY_BYTES} bytes")
-    return token, key
-
-
-def sandboxes_access(access: ClusterAccess, args: argparse.Namespace) -> ClusterAccess:
-    """The access with `--namespace` as the client's namespace: in cluster, the access names the pod's own
-    namespace (the orchestrator's, apart from the Sandboxes' so that its Role there reaches no Secret beside
-    the signing key: manifests/), and no request of this process belongs there."""
-    return replace(access, namespace=args.namespace)
-
-
-def _cluster_access(args: argparse.Namespace, stop: threading.Event) -> ClusterAccess | None:
-    """`cluster_access`, after a bounded wait for a `--kubeconfig` that is not there yet (a `fake-cluster`
-    started beside this one writes it a moment later, atomically, so it is never read half written); a path
-    in no folder is nothing being written, refused at once. None: stopped while waiting."""
-    path = args.kubeconfig
-    if path and not os.path.exists(path) and os.path.isdir(os.path.dirname(os.path.abspath(path))):
-        log.warning("waiting up to %gs for --kubeconfig %s to be written", args.kubeconfig_wait, path)
-        deadline = time.monotonic() + args.kubeconfig_wait
-        while not os.path.exists(path) and time.monotonic() < deadline:
-            if stop.wait(KUBECONFIG_POLL_SECONDS):
-                return None
-    return cluster_access(args)
 
 
 def _announce_dev(url: str, token: str, state_dir: str, env_file: str) -> None:

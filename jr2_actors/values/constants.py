@@ -182,6 +182,11 @@ REVIVE_RETRY_BACKOFF = Backoff(initial=0.5, cap=10.0)
 LOST_GRACE_SECONDS = 5.0
 # The demo ends well within this; past it, something is wrong: it says so and stops.
 DEMO_SECONDS = 60.0
+# The probe listener (api/probe.py): serve publishes its health to it this often; a finding older than the stale
+# bound is a 503 there (serve has stopped making progress); the listener has this long to say it listens.
+PROBE_PUBLISH_SECONDS = 1.0
+PROBE_STALE_SECONDS = 10.0
+PROBE_START_SECONDS = 10.0
 # serve stops within this after SIGTERM (CONTRACTS §6); the Deployment's grace period covers it with margin.
 SERVE_STOP_SECONDS = 10.0
 # Serve waits this long (by default) for a --kubeconfig that is not there yet — a fake-cluster

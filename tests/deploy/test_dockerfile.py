@@ -217,6 +217,6 @@ def test_the_ignore_matcher_honours_negation() -> None:
 def test_the_image_exposes_the_port_the_deployment_listens_on() -> None:
     ports = [s.args for s in instructions(DOCKERFILE) if s.keyword == "EXPOSE"]
     container = one("Deployment")["spec"]["template"]["spec"]["containers"][0]
-    assert ports == [str(container["ports"][0]["containerPort"])]
+    assert ports == [" ".join(str(p["containerPort"]) for p in container["ports"])]  # the API's and the probes'
     assert Path("/var/lib/jr2") == Path(next(s.args for s in instructions(DOCKERFILE)
                                              if s.keyword == "WORKDIR" and s.stage == 1))

@@ -163,14 +163,18 @@ def test_the_pod_runs_hardened() -> None:
     assert not any("hostPath" in v for v in pod()["volumes"])
 
 
-def test_the_probes_name_a_route_the_api_serves() -> None:
-    ports = {p["name"] for p in container()["ports"]}
+def test_the_probes_ask_the_probe_listener_serve_is_told_to_start_for_the_route_it_answers() -> None:
+    ports = {p["name"]: p["containerPort"] for p in container()["ports"]}
+    listen = [a.split("=", 1)[1] for a in container()["args"] if a.startswith("--probe-listen=")]
+    assert len(listen) == 1, "serve starts its probe listener only when told where"
     for probe in ("readinessProbe", "livenessProbe"):
         get = container()[probe]["httpGet"]
+        assert get["path"] == "/healthz", f"{probe} asks {get['path']}; the probe listener answers /healthz only"
         assert any(r.method == "GET" and r.open and r.pattern.match(get["path"]) for r in ROUTES), \
-            f"{probe} asks {get['path']}, which the API does not serve without a token"
-        assert get["port"] in ports
+            "the API's own /healthz answers the same document, open"
+        assert str(ports[get["port"]]) == listen[0].rsplit(":", 1)[1]
     assert container()["readinessProbe"]["httpGet"] == container()["livenessProbe"]["httpGet"]
+    assert "probe" not in {p.get("targetPort") for p in one("Service", "jr2-orchestrator")["spec"]["ports"]}
 
 
 def test_liveness_outlasts_a_control_plane_upgrade() -> None:

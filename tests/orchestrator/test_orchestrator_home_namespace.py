@@ -9,7 +9,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from jr2_actors.commands.serve import sandboxes_access
+from jr2_actors.commands.serve_access import sandboxes_access
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.client import KubeClient
