@@ -64,7 +64,7 @@ from jr2_actors.values.timefmt import rfc3339_ms
 from jr2_actors.values.workflow import Workflow, WorkflowError, parse_workflow
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.messages import Health as WatchHealthAsk
-from jr2_actors.watch.messages import WatchHealth
+from jr2_actors.watch.messages import RunEnded, WatchHealth
 from jr2_actors.workspace.renewals import RenewalLane
 
 log = logging.getLogger(__name__)
@@ -415,6 +415,8 @@ class Orchestrator:
             self._cancels.discard(run_id)
             self.run_table.forget(run_id)  # before a waiter wakes: finished means unlisted
             self._finished.notify_all()
+        if self._watch is not None:  # no waiter comes back for its Sandboxes: the watch keeps nothing of theirs
+            tell_quietly(self._watch, RunEnded(run_id))
 
     def _fetch(self, run_id: str) -> store.RunRecord | None:
         if self._store is None:

@@ -53,7 +53,7 @@ from jr2_actors.values.constants import (
     WATCH_TIMEOUT_SECONDS,
 )
 from jr2_actors.values.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
-from jr2_actors.watch import core
+from jr2_actors.watch import core, messages
 from jr2_actors.watch import metrics as watch_metrics
 from jr2_actors.watch import stream as watch_stream
 from jr2_actors.watch.identity import RUN_LABEL, Foreign, SandboxKey
@@ -313,10 +313,12 @@ class WatchActor(Shell):
         self._kept = None
         return deadline
 
-    def _control(self, message: Register | Unregister | OwnWrite | _Tick) -> None:
+    def _control(self, message: Register | Unregister | OwnWrite | messages.RunEnded | _Tick) -> None:
         """A message that steps the core; the caller holds `_lock`."""
         if isinstance(message, OwnWrite):
             self._step(core.Owned(message.key, message.stamp))
+        elif isinstance(message, messages.RunEnded):
+            self._step(core.Ended(message.run_id))
         elif isinstance(message, _Tick):
             if self._deadline is not None:
                 self._deadline.fired()
@@ -385,7 +387,7 @@ class WatchActor(Shell):
                                        c.resource_version, c.listed))
 
 
-_CONTROL = (Register, Unregister, OwnWrite, _Tick)
+_CONTROL = (Register, Unregister, OwnWrite, messages.RunEnded, _Tick)
 
 
 def _is_control(message: object) -> bool:

@@ -59,7 +59,12 @@ class Owned:
     stamp: str
 
 
-Input = StreamInput | Registered | Unregistered | Owned
+@dataclass(frozen=True, slots=True)
+class Ended:  # the run is over for good (`DeliveryCache.run_ended`)
+    run_id: str
+
+
+Input = StreamInput | Registered | Unregistered | Owned | Ended
 Report = Terminated | Foreign | UnusableFrame
 
 
@@ -97,6 +102,9 @@ class ObserverCore:
             return Step(deadline=self.deadline)
         if isinstance(event, Owned):
             self.cache.own(event.key, event.stamp)
+            return Step(deadline=self.deadline)
+        if isinstance(event, Ended):
+            self.cache.run_ended(event.run_id)
             return Step(deadline=self.deadline)
         kept = self.keeper.step(event, now)
         delivered: list[Delivery] = []

@@ -18,7 +18,8 @@ knows nothing of streams, versions to resume from or backoff.
   the same `SandboxView` but for the resourceVersion — since the PATCH answer already gave it that
   version. Anything else in the change, a stamp it did not announce, or the stamp of another writer is
   delivered as ever; the object is still recorded as the key's latest.
-- The latest delivery per key is kept (bounded) for waiters that register after it.
+- The latest delivery per key is kept (bounded) for waiters that register after it, none of a run over for
+  good (`watch/latest.py`).
 - Registrations (ADR-0064: a state re-entered gets the same name, so a key comes back): a fresh waiter
   — its Workspace applies the Sandbox after registering — is handed the latest `SandboxSeen` (the
   object its apply may adopt unchanged) but never a cached `SandboxGone`: that can only be an older
@@ -39,6 +40,7 @@ from typing import Any, Literal
 
 from jr2_actors.values.metadata import meta_text
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION, Foreign, SandboxKey, identify
+from jr2_actors.watch.latest import Latest
 from jr2_actors.watch.sandbox import SandboxView, view
 from jr2_actors.watch.stream import Blind, Change, Signal, Snapshot, Termination, older
 
@@ -87,7 +89,7 @@ class DeliveryCache:
         self.waiters: set[SandboxKey] = set()
         self._restored: set[SandboxKey] = set()
         self._answered: set[SandboxKey] = set()  # waiters handed an object delivery since they registered
-        self._last: OrderedDict[SandboxKey, SandboxSeen | SandboxGone] = OrderedDict()  # bounded
+        self._last: Latest[SandboxSeen | SandboxGone] = Latest(keep_latest)
         self._signature: dict[SandboxKey, tuple[str, tuple[str, str, str, str]]] = {}  # key → (uid, signature)
         self._known: dict[str, tuple[SandboxKey, str]] = {}  # name → (key, uid) of objects present
         self._retired: OrderedDict[str, None] = OrderedDict()  # uids (bounded)
@@ -132,6 +134,11 @@ class DeliveryCache:
         self._restored.discard(key)
         self._answered.discard(key)
         self._own.pop(key, None)
+        self._last.left(key)
+
+    def run_ended(self, run_id: str) -> None:
+        """The run is over for good: none of its keys' deliveries is kept for a waiter (none comes)."""
+        self._last.run_ended(run_id, self.waiters)
 
     def own(self, key: SandboxKey, stamp: str) -> None:
         """The waiter of `key` is writing the keepalive `stamp` itself: its own change is not told back."""
@@ -216,7 +223,7 @@ class DeliveryCache:
             return key
         elif previous is not None and self._own_renewal(key, sandbox, obj):
             self._signature[key] = (sandbox.uid, signature)
-            self._last[key] = SandboxSeen(key, sandbox, obj)  # the newest object, for a later registration
+            self._last.keep(SandboxSeen(key, sandbox, obj), key in self.waiters)  # for a later registration
             return key
         self._signature[key] = (sandbox.uid, signature)
         self._known[sandbox.name] = (key, sandbox.uid)
@@ -262,10 +269,7 @@ class DeliveryCache:
 
     def _deliver(self, delivery: SandboxSeen | SandboxGone, told: Told) -> None:
         key = delivery.key
-        self._last[key] = delivery
-        self._last.move_to_end(key)
-        while len(self._last) > self._keep:
-            self._last.popitem(last=False)
+        self._last.keep(delivery, key in self.waiters)
         if key in self.waiters:
             self._answered.add(key)
         if key in self.waiters or self.deliver_all:

@@ -35,6 +35,15 @@ class OwnWrite:
     stamp: str
 
 
+@dataclass(frozen=True, slots=True)
+class RunEnded:
+    """A run is over for good (it finished, or a revival gave it up): no waiter comes back for its Sandboxes'
+    keys, so the watch keeps none of their deliveries for one that might (a run's ends would otherwise stay
+    cached up to `KEEP_LATEST` keys: memory that grows with the runs finished)."""
+
+    run_id: str
+
+
 @dataclass(frozen=True)
 class WatchClosed:
     """The WatchActor stopped: no more deliveries for this key."""

@@ -7,9 +7,9 @@ of `KEEP_LATEST` plain strings).
 
 What holds them, found with tracemalloc snapshots diffed over 300 finished runs: the delivery cache keeps each
 finished run's `SandboxGone` (with its key, name and uid) as its key's latest delivery, up to 10,000 keys —
-about 0.7 KB a run, which reads as growth through any soak shorter than 10,000 runs. Expected to fail until
-the cache lets them go without taking from a restored waiter the uid that tells its own Sandbox from an
-older incarnation's."""
+about 0.7 KB a run, which reads as growth through any soak shorter than 10,000 runs. The orchestrator now
+tells the watch when a run is over for good (`RunEnded`): no waiter comes back for its keys, so their
+deliveries go (a restored waiter — a live run's — keeps its cached Gone and the uid in it)."""
 
 from __future__ import annotations
 
@@ -60,14 +60,12 @@ def run(orchestrator: Orchestrator, count: int) -> None:
         for run_id in ids:
             final = orchestrator.wait_finished(run_id, 60)
             assert final is not None and final["status"] == "done"
-    wait_until(lambda: cache().tracked == 0 and not cache().waiters, timeout=30,
-               what="every Sandbox deleted and every waiter gone")
+    # The watch hears each run's end by message (RunEnded), after the run is reported finished.
+    wait_until(lambda: cache().tracked == 0 and not cache().waiters and not cache()._last, timeout=30,
+               what="every Sandbox deleted, every waiter gone, and no finished run's delivery kept")
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="the delivery cache keeps each finished run's SandboxGone (up to 10,000 keys); "
-                                       "dropping it made a restored waiter take an uid-less `absent` for its own "
-                                       "Sandbox and leave it (sim seed 257), so the release is not in yet")
 def test_runs_that_finished_leave_nothing_that_grows_with_their_number(tmp_path: Path) -> None:
     with FakeCluster(namespace="jr2") as cluster:
         cluster.harness(lambda core: core.pick_first_allowed(True))
