@@ -74,7 +74,7 @@ class HarnessClient:
         self._timers = timers
         self._own_timers: Timers | None = None
         self._timers_lock = threading.Lock()
-        self._wait = wait or self._wait_on_clock
+        self._wait = wait  # None: `_wait_on_clock` (a bound method kept on self would make a reference cycle)
         self._owns_session = session is None
         if session is None:
             session = requests.Session()
@@ -410,7 +410,7 @@ class HarnessClient:
     def _pause(self, seconds: float, what: str) -> None:
         """Wait before a retry; a client closed meanwhile (its seat stopped) retries nothing more."""
         if not self._closed.is_set():
-            self._wait(seconds)
+            (self._wait or self._wait_on_clock)(seconds)
         if self._closed.is_set():
             raise HarnessUnreachable(f"{what}: the client was closed before its retry", reached=False)
 

@@ -110,13 +110,14 @@ class WorkspaceActor(Shell):
         self.core = ws_core.WorkspaceCore(spec.path, memory_limit=spec.definition.memory, rng=jitter_source(seed),
                                      secret_name=spec.secret_name, run_id=spec.run_id,
                                                **core_options)
-        # The attach's client times its probes on the Workspace's timers: no thread of its own per attach.
-        self._harness_factory = harness_factory or (
-            lambda url, token: HarnessClient(url, token, clock=self.clock, timers=self._timers,
-                                             session=harness_session))
         self._restored = restored
         self._owns_timers = timers is None
         self._timers = timers or Timers(self.clock, name=f"jr2-ws-timers-{spec.name}")
+        # The attach's client times its probes on the Workspace's timers: no thread of its own per attach.
+        # A partial, not a lambda on `self`: the actor stays out of a reference cycle (freed when it ends,
+        # not by the collector's full passes).
+        self._harness_factory = harness_factory or partial(HarnessClient, clock=self.clock, timers=self._timers,
+                                                           session=harness_session)
         self._deadline: Deadline | None = None
         self._in_flight = 0
         self._released = False

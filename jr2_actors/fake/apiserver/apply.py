@@ -124,21 +124,23 @@ def _maps(obj: Obj, *, custom: bool) -> set[Path]:
         meta = obj.get("metadata") or {}
         found = {("metadata", k) for k in ("labels", "annotations") if isinstance(meta.get(k), dict) and meta[k]}
         return found | {(k,) for k in ("data", "stringData") if isinstance(obj.get(k), dict) and obj[k]}
-
-    def walk(value: Any, path: Path) -> None:
-        if isinstance(value, dict) and value:
-            if path:
-                found.add(path)
-            for k, v in value.items():
-                walk(v, (*path, str(k)))
-
     for key, value in obj.items():
         if key == "metadata" and isinstance(value, dict):
             for meta_key in _TRACKED_META:
-                walk(value.get(meta_key), ("metadata", meta_key))
+                _nonempty_maps(value.get(meta_key), ("metadata", meta_key), found)
         elif key not in ("apiVersion", "kind"):
-            walk(value, (key,))
+            _nonempty_maps(value, (key,), found)
     return found
+
+
+def _nonempty_maps(value: Any, path: Path, found: set[Path]) -> None:
+    """Every non-empty map at or under `path` into `found` (a module function: a nested recursive one is a
+    reference cycle per call, left for the collector's full passes)."""
+    if isinstance(value, dict) and value:
+        if path:
+            found.add(path)
+        for k, v in value.items():
+            _nonempty_maps(v, (*path, str(k)), found)
 
 
 def _asserts_nothing(path: Path, applied: Obj, existing: Obj) -> bool:
