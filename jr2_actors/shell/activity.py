@@ -120,4 +120,6 @@ QUIET = Quiet()
 def activity(clock: object) -> Reporter:
     """Where a part reports its work: its clock's (a driven VirtualClock's `Activity`), else a no-op."""
     found = getattr(clock, "activity", None)
+    if found is None:  # the real clock: a Protocol's isinstance walks its attributes (~40 µs), made ~30 times a run
+        return QUIET
     return found if isinstance(found, Reporter) else QUIET

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from jr2_actors.shell.clock import Clock, SystemClock
+from jr2_actors.shell.kind_totals import Kind, Totals, cumulative
 from jr2_actors.shell.mailbox import PROCESSING_BUCKETS, Mailbox
 from jr2_actors.shell.stall import StallCheck
 from jr2_actors.values.constants import METRICS_BUSIEST_ACTORS
@@ -51,36 +51,6 @@ class Counted(Protocol):
     name: str
 
 
-@dataclass
-class _Totals:
-    """What the stopped actors of one kind had counted, so counters never go back when actors stop."""
-
-    received: int = 0
-    failures: int = 0
-    seconds: float = 0.0
-    high_water: int = 0
-    buckets: list[int] = field(default_factory=lambda: [0] * (len(PROCESSING_BUCKETS) + 1))
-
-    def add(self, box: Mailbox) -> None:
-        self.received += box.received
-        self.failures += box.failures
-        self.seconds += box.seconds
-        self.high_water = max(self.high_water, box.high_water, box.qsize())
-        for i, n in enumerate(box.buckets):
-            self.buckets[i] += n
-
-
-@dataclass
-class _Kind:
-    """One kind's figures in one scrape."""
-
-    instances: int = 0
-    depth: int = 0
-    depth_max: int = 0
-    oldest: float = 0.0
-    totals: _Totals = field(default_factory=_Totals)
-
-
 class ActorMetrics:
     """The shell base's metrics, read at scrape time over one orchestrator's live actors, by kind."""
 
@@ -91,7 +61,7 @@ class ActorMetrics:
         self.monotonic: Callable[[], float] = clock.monotonic
         self._lock = threading.Lock()
         self._live: dict[int, Counted] = {}
-        self._retired: dict[str, _Totals] = {}
+        self._retired: dict[str, Totals] = {}
         self._stall = StallCheck()
         if registry is not None:
             registry.register(self)
@@ -107,7 +77,7 @@ class ActorMetrics:
         if self._on:
             with self._lock:
                 if self._live.pop(id(actor), None) is not None:
-                    self._retired.setdefault(type(actor).__name__, _Totals()).add(actor.mailbox)
+                    self._retired.setdefault(type(actor).__name__, Totals()).add(actor.mailbox)
 
     def stalled(self, bound: float) -> str:
         """An actor whose oldest waiting message has waited past `bound` (stuck, not slow), named with that age;
@@ -123,22 +93,30 @@ class ActorMetrics:
         now = self.monotonic()
         with self._lock:
             live = list(self._live.values())
-            kinds = {kind: _Kind(totals=_Totals(t.received, t.failures, t.seconds, t.high_water, list(t.buckets)))
+            kinds = {kind: Kind(totals=Totals(t.received, t.failures, t.seconds, t.high_water, list(t.buckets)))
                      for kind, t in self._retired.items()}
         busiest: dict[tuple[str, str], tuple[int, float]] = {}  # (kind, shown name): two of a run's are one
+        by_kind: dict[str, list[Counted]] = {}
         for actor in live:
-            box = actor.mailbox
-            kind = kinds.setdefault(type(actor).__name__, _Kind())
-            waiting, age = box.qsize(), box.oldest_age(now)
-            kind.instances += 1
-            kind.depth += waiting
-            kind.depth_max = max(kind.depth_max, waiting)
-            kind.oldest = max(kind.oldest, age)
-            kind.totals.add(box)
-            if waiting:
-                key = (type(actor).__name__, shown_name(actor))
-                had, oldest_age = busiest.get(key, (0, 0.0))
-                busiest[key] = (had + waiting, max(oldest_age, age))
+            by_kind.setdefault(type(actor).__name__, []).append(actor)
+        # Per kind, each figure one pass in C over its mailboxes (shell/kind_totals.py).
+        for name, actors in by_kind.items():
+            boxes = [actor.mailbox for actor in actors]
+            kind = kinds.setdefault(name, Kind())
+            depths = [len(box.queue) for box in boxes]  # a deque's length: no lock, as `stalled` reads the heads
+            kind.instances = len(boxes)
+            kind.depth = sum(depths)
+            kind.depth_max = max(depths)
+            kind.totals.add_all(boxes, kind.depth_max)
+            if not kind.depth:
+                continue
+            for actor, waiting in zip(actors, depths, strict=True):
+                if waiting:
+                    age = actor.mailbox.oldest_age(now)
+                    kind.oldest = max(kind.oldest, age)
+                    key = (name, shown_name(actor))
+                    had, oldest_age = busiest.get(key, (0, 0.0))
+                    busiest[key] = (had + waiting, max(oldest_age, age))
         label = ["kind"]
         instances = GaugeMetricFamily(ACTOR_INSTANCES, "Live actors of a kind.", labels=label)
         depth = GaugeMetricFamily(ACTOR_MAILBOX_DEPTH, "Messages waiting in the mailboxes of a kind's actors, "
@@ -181,13 +159,6 @@ class ActorMetrics:
         yield age_family
 
 
-def cumulative(bounds: tuple[float, ...], counts: list[int]) -> list[tuple[str, float]]:
-    out: list[tuple[str, float]] = []
-    running = 0
-    for bound, n in zip((*bounds, float("inf")), counts, strict=True):
-        running += n
-        out.append(("+Inf" if bound == float("inf") else repr(bound), running))
-    return out
 
 
 OFF = ActorMetrics(None, SystemClock())
