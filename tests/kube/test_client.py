@@ -15,7 +15,7 @@ from responses import matchers
 
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.client import KubeClient
-from jr2_actors.kube.kinds import JR2_KINDS, SANDBOX, SECRET
+from jr2_actors.kube.kinds import JR2_KINDS, SANDBOX
 from jr2_actors.values.errors import ClusterAccessError, KubeError, KubeProtocolError, KubeTransportError
 
 READ_TIMEOUT = urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out")  # type: ignore[arg-type]
@@ -34,24 +34,6 @@ def status(code: int, reason: str, message: str) -> dict[str, Any]:
 
 
 @responses.activate
-def test_apply_sends_field_manager_force_and_apply_content_type() -> None:
-    responses.patch(
-        f"{SANDBOXES}/ws-1",
-        json={"metadata": {"name": "ws-1", "uid": "u-1"}},
-        match=[
-            matchers.query_param_matcher({"fieldManager": "jr2", "force": "true"}),
-            matchers.header_matcher({"Content-Type": "application/apply-patch+yaml",
-                                     "Authorization": "Bearer inline"}),
-        ],
-    )
-    answer = client().apply(SANDBOX, "ws-1", {"spec": {"port": 8080}})
-    assert answer["metadata"]["uid"] == "u-1"
-    sent = json.loads(responses.calls[0].request.body or b"")
-    assert sent == {"apiVersion": "core.jr2.dev/v1alpha1", "kind": "Sandbox", "metadata": {"name": "ws-1"},
-                    "spec": {"port": 8080}}
-
-
-@responses.activate
 def test_get_404_is_none_and_other_errors_raise() -> None:
     responses.get(f"{SANDBOXES}/gone", status=404, json=status(404, "NotFound", 'sandboxes "gone" not found'))
     responses.get(f"{SANDBOXES}/denied", status=403, json=status(403, "Forbidden", "no"))
@@ -60,58 +42,6 @@ def test_get_404_is_none_and_other_errors_raise() -> None:
     with pytest.raises(KubeError) as err:
         c.get(SANDBOX, "denied")
     assert (err.value.status, err.value.reason, err.value.message) == (403, "Forbidden", "no")
-
-
-@responses.activate
-def test_delete_absent_counts_as_success() -> None:
-    secrets = f"{BASE}/api/v1/namespaces/jr2/secrets"
-    responses.delete(f"{secrets}/here", json=status(200, "", "") | {"status": "Success"})
-    responses.delete(f"{secrets}/gone", status=404, json=status(404, "NotFound", "not found"))
-    c = client()
-    assert c.delete(SECRET, "here") is True
-    assert c.delete(SECRET, "gone") is False
-    assert json.loads(responses.calls[0].request.body or b"")["propagationPolicy"] == "Background"
-
-
-@responses.activate
-def test_delete_names_what_it_deletes_by_uid_and_version() -> None:
-    responses.delete(f"{SANDBOXES}/ws-1", json=status(200, "", "") | {"status": "Success"})
-    assert client().delete(SANDBOX, "ws-1", uid="u-1", resource_version="41") is True
-    sent = json.loads(responses.calls[0].request.body or b"")
-    assert sent["preconditions"] == {"uid": "u-1", "resourceVersion": "41"}
-    assert sent["kind"] == "DeleteOptions" and sent["propagationPolicy"] == "Background"
-
-
-@responses.activate
-def test_delete_without_preconditions_sends_none() -> None:
-    responses.delete(f"{SANDBOXES}/ws-1", json=status(200, "", "") | {"status": "Success"})
-    client().delete(SANDBOX, "ws-1")
-    assert "preconditions" not in json.loads(responses.calls[0].request.body or b"")
-
-
-@responses.activate
-def test_a_delete_whose_precondition_fails_raises_the_servers_409() -> None:
-    message = ('Operation cannot be fulfilled on sandboxes.core.jr2.dev "ws-1": Precondition failed: '
-               "UID in precondition: u-old, UID in object meta: u-new")
-    responses.delete(f"{SANDBOXES}/ws-1", status=409, json=status(409, "Conflict", message))
-    with pytest.raises(KubeError) as err:
-        client().delete(SANDBOX, "ws-1", uid="u-old")
-    assert (err.value.status, err.value.reason) == (409, "Conflict")
-    assert "u-new" in err.value.message
-    assert json.loads(responses.calls[0].request.body or b"")["preconditions"] == {"uid": "u-old"}
-
-
-@responses.activate
-def test_error_status_decoded_with_reason_and_message() -> None:
-    responses.post(SANDBOXES, status=409,
-                   json=status(409, "AlreadyExists", 'sandboxes.core.jr2.dev "ws-1" already exists'))
-    with pytest.raises(KubeError) as err:
-        client().create(SANDBOX, {"metadata": {"name": "ws-1"}})
-    e = err.value
-    assert e.status == 409
-    assert e.reason == "AlreadyExists"
-    assert "already exists" in e.message
-    assert e.method == "POST" and e.path.endswith("/sandboxes")
 
 
 @responses.activate

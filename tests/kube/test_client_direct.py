@@ -1,5 +1,6 @@
-"""The merge patch on urllib3 straight (`kube/direct.py`, issue 18 item 7), against the loopback server: what a
-requests call gave — the headers, the errors, the size cap, the 401 retry, the Cut — it gives too."""
+"""The writes on urllib3 straight (`kube/direct.py`) — the Lease's merge patch, the server-side apply, the
+create and the delete — against the loopback server: what a requests call gave — the headers, the errors, the
+size cap, the 401 retry, the Cut — they give too."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from jr2_actors.kube.access import ClusterAccess
 from jr2_actors.kube.client import KubeClient
-from jr2_actors.kube.kinds import SANDBOX
+from jr2_actors.kube.kinds import SANDBOX, SECRET
 from jr2_actors.values.errors import KubeError, KubeProtocolError, KubeTransportError
 from tests.support.loopback_kube import Recorder, make_handler
 from tests.support.waiting import WAIT
@@ -131,3 +132,74 @@ def test_the_merge_patch_shares_the_pool_with_every_other_call(server: tuple[Rec
     client.merge_patch(SANDBOX, "ws-1", LEASE)
     assert client.get(SANDBOX, "read") == {"metadata": {"name": "read"}}
     assert rec.connections == 1
+
+
+def _sent(rec: Recorder, i: int = 0) -> tuple[str, str, dict[str, str], dict[str, object]]:
+    method, path, headers, body = rec.sent[i]
+    return method, path, headers, json.loads(body)
+
+
+def test_apply_sends_field_manager_force_and_apply_content_type(server: tuple[Recorder, KubeClient]) -> None:
+    rec, client = server
+    rec.patch_answers.append((200, b'{"metadata":{"name":"ws-1","uid":"u-1"}}'))
+    answer = client.apply(SANDBOX, "ws-1", {"spec": {"port": 8080}})
+    assert answer["metadata"]["uid"] == "u-1"
+    method, path, headers, sent = _sent(rec)
+    assert (method, path) == ("PATCH", f"{SANDBOXES}/ws-1?fieldManager=jr2&force=true")
+    assert headers["Content-Type"] == "application/apply-patch+yaml"
+    assert sent == {"apiVersion": "core.jr2.dev/v1alpha1", "kind": "Sandbox", "metadata": {"name": "ws-1"},
+                    "spec": {"port": 8080}}
+
+
+def test_delete_absent_counts_as_success(server: tuple[Recorder, KubeClient]) -> None:
+    rec, client = server
+    rec.patch_answers += [(200, b'{"kind":"Status","status":"Success"}'), (404, _status(404, "NotFound", "gone"))]
+    assert client.delete(SECRET, "here") is True
+    assert client.delete(SECRET, "gone") is False
+    method, path, _, sent = _sent(rec)
+    assert (method, path) == ("DELETE", "/api/v1/namespaces/jr2/secrets/here")
+    assert sent["propagationPolicy"] == "Background"
+
+
+def test_delete_names_what_it_deletes_by_uid_and_version(server: tuple[Recorder, KubeClient]) -> None:
+    rec, client = server
+    rec.patch_answers.append((200, b'{"kind":"Status","status":"Success"}'))
+    assert client.delete(SANDBOX, "ws-1", uid="u-1", resource_version="41") is True
+    _, _, headers, sent = _sent(rec)
+    assert sent["preconditions"] == {"uid": "u-1", "resourceVersion": "41"}
+    assert sent["kind"] == "DeleteOptions" and sent["propagationPolicy"] == "Background"
+    assert headers["Content-Type"] == "application/json"
+
+
+def test_delete_without_preconditions_sends_none(server: tuple[Recorder, KubeClient]) -> None:
+    rec, client = server
+    rec.patch_answers.append((200, b'{"kind":"Status","status":"Success"}'))
+    client.delete(SANDBOX, "ws-1")
+    assert "preconditions" not in _sent(rec)[3]
+
+
+def test_a_delete_whose_precondition_fails_raises_the_servers_409(server: tuple[Recorder, KubeClient]) -> None:
+    rec, client = server
+    message = ('Operation cannot be fulfilled on sandboxes.core.jr2.dev "ws-1": Precondition failed: '
+               "UID in precondition: u-old, UID in object meta: u-new")
+    rec.patch_answers.append((409, _status(409, "Conflict", message)))
+    with pytest.raises(KubeError) as err:
+        client.delete(SANDBOX, "ws-1", uid="u-old")
+    assert (err.value.status, err.value.reason) == (409, "Conflict")
+    assert "u-new" in err.value.message
+    assert _sent(rec)[3]["preconditions"] == {"uid": "u-old"}
+
+
+def test_error_status_decoded_with_reason_and_message(server: tuple[Recorder, KubeClient]) -> None:
+    rec, client = server
+    rec.patch_answers.append((409, _status(409, "AlreadyExists", 'sandboxes.core.jr2.dev "ws-1" already exists')))
+    with pytest.raises(KubeError) as err:
+        client.create(SANDBOX, {"metadata": {"name": "ws-1"}})
+    e = err.value
+    assert e.status == 409
+    assert e.reason == "AlreadyExists"
+    assert "already exists" in e.message
+    assert e.method == "POST" and e.path.endswith("/sandboxes")
+    method, path, headers, sent = _sent(rec)
+    assert (method, path, headers["Content-Type"]) == ("POST", SANDBOXES, "application/json")
+    assert sent == {"apiVersion": "core.jr2.dev/v1alpha1", "kind": "Sandbox", "metadata": {"name": "ws-1"}}

@@ -24,7 +24,8 @@ class Recorder:
         self.connections = 0  # accepted by the server
         self.watch_tail = b"0\r\n\r\n"  # what ends a watch's answer: the last chunk, or a broken end
         self.patches: list[tuple[str, dict[str, str], bytes]] = []  # each PATCH's path, headers, body
-        self.patch_answers: list[tuple[int, bytes]] = []  # answered in turn (then the default)
+        self.patch_answers: list[tuple[int, bytes]] = []  # every write's, answered in turn (then the default)
+        self.sent: list[tuple[str, str, dict[str, str], bytes]] = []  # every write's method, path, headers, body
 
 
 def make_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
@@ -47,9 +48,20 @@ def make_handler(rec: Recorder) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def do_PATCH(self) -> None:
+            self._write()
+
+        def do_POST(self) -> None:
+            self._write()
+
+        def do_DELETE(self) -> None:
+            self._write()
+
+        def _write(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             with rec.lock:
-                rec.patches.append((self.path, dict(self.headers.items()), body))
+                if self.command == "PATCH":
+                    rec.patches.append((self.path, dict(self.headers.items()), body))
+                rec.sent.append((self.command, self.path, dict(self.headers.items()), body))
                 scripted = rec.patch_answers.pop(0) if rec.patch_answers else None
             if scripted is not None:
                 self._reply(*scripted)
