@@ -29,7 +29,7 @@ our bug (`OffTable`). A result names its Turn; one of a Turn the seat has left i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -180,13 +180,13 @@ class SeatCore:
         if t.held is not None:
             self._notes.append(f"an admission of turn {t.turn_id} before its start: dropped")
             return
-        step = t.core.step(seat.Admitting(_allowed(m.body)))
+        step = t.core.step(seat.Admitting(m.admission.allowed[:MAX_ALLOWED]))
         self._apply(t, step)
         if step.note:
             return
         t.admitting = True
         # CONTRACTS.md §3: a 409 to an admission into a conversation the Harness holds is "not yet".
-        self._jobs.append(AdmitJob(t.turn_id, dict(m.body), m.body.get("kept") is True or t.abort_first))
+        self._jobs.append(AdmitJob(t.turn_id, m.admission, m.admission.kept or t.abort_first))
 
     def _answer_pick(self, m: AnswerPick) -> None:
         t = self._current(m.turn_id, m)
@@ -379,14 +379,6 @@ class SeatCore:
 
     def _dropped(self, message: object) -> None:
         self._notes.append(f"{type(message).__name__} while the seat has no turn: dropped")
-
-
-def _allowed(body: Mapping[str, Any]) -> tuple[str, ...]:
-    """The Allowed picks the admission tells the model (CONTRACTS.md §3: `allowed: [pick…]`)."""
-    allowed = body.get("allowed")
-    if not isinstance(allowed, list):
-        return ()
-    return tuple(p for p in allowed[:MAX_ALLOWED] if isinstance(p, str))
 
 
 S = SeatCore

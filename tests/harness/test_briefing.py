@@ -12,6 +12,7 @@ from jr2_actors.harness import briefing
 from jr2_actors.harness.client import HarnessClient
 from jr2_actors.testing.clock import VirtualClock
 from tests.support import paths
+from tests.support.admissions import admission
 from tests.support.sandboxes import ready_sandbox
 
 GOLDEN = paths.GOLDEN / "briefing"
@@ -24,6 +25,8 @@ def golden(name: str) -> str:
 
 
 MENU: list[Any] = ["dispute", {"pick": "finish", "briefing": "Pass `summary`: one line on what changed."}]
+# What `body()` says beside its Allowed picks and notices, for an admission a client posts.
+AS_BODY: dict[str, Any] = {"message": "Fix the failing test.", "cwd": "/work/app/feat-fix", "menu": MENU}
 
 
 def definition(access: str = "write", menu: list[Any] | None = None,
@@ -189,8 +192,8 @@ def test_the_fake_harness_records_what_the_model_sees() -> None:
         endpoint = ready_sandbox(cluster, clock, NAME)
         client = HarnessClient(endpoint, cluster.harness_token(NAME))
         try:
-            client.admit("coder", "c-1", body())
-            client.admit("coder", "c-2", body(allowed=["dispute"], notices=EVERY_NOTICE))
+            client.admit("coder", "c-1", admission(["finish", "dispute"], **AS_BODY))
+            client.admit("coder", "c-2", admission(["dispute"], notices=EVERY_NOTICE, **AS_BODY))
         finally:
             client.close()
         first, second = (a["briefing"] for a in cluster.admissions())
