@@ -499,8 +499,6 @@ def _seg(text: str) -> str:
     return quote(text, safe="")
 
 
-
-
 def admission_body(admission: Admission) -> dict[str, Any]:
     """The admission's JSON body (CONTRACTS.md §3): `cwd`, `notices` and `kept` only when said."""
     a, d = admission, admission.definition

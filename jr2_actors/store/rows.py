@@ -39,7 +39,7 @@ from typing import Any
 import peewee
 
 from jr2_actors.store import codec, files
-from jr2_actors.store.files import APPLICATION_ID as APPLICATION_ID  # the stamp, read by tests
+from jr2_actors.store.files import APPLICATION_ID
 from jr2_actors.store.messages import Restored, RunRecord, StoreError, StoreUnusable, Unreadable
 from jr2_actors.values.constants import RETENTION_SECONDS
 from jr2_actors.values.run_ids import Keyed

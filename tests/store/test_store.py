@@ -13,6 +13,7 @@ from typing import cast
 import pytest
 
 from jr2_actors.store.actor import StoreActor
+from jr2_actors.store.files import APPLICATION_ID
 from jr2_actors.store.messages import (
     Fetch,
     Healthy,
@@ -25,7 +26,7 @@ from jr2_actors.store.messages import (
     Sweep,
     WriteFailed,
 )
-from jr2_actors.store.rows import APPLICATION_ID, Row, RunStore
+from jr2_actors.store.rows import Row, RunStore
 from jr2_actors.testing.clock import VirtualClock
 from tests.support.stores import unwritable
 
