@@ -32,12 +32,12 @@ import requests
 from jr2_actors.harness.pools import HarnessPools, shared_session
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.revival import Revival
-from jr2_actors.run.actor import RunActor, RunEnv, RunFinished, Status, row_status
+from jr2_actors.run.actor import RunActor, RunEnv, row_status
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed.hub import FeedHub, FeedRead
 from jr2_actors.run.listing.table import RunRow, RunTable, with_member
 from jr2_actors.run.listing.wire import listing_doc, status_doc, stored_listing_doc
-from jr2_actors.run.messages import Cancel, RunStep, Save, Start
+from jr2_actors.run.messages import Cancel, RunFinished, RunStep, Save, Start, Status
 from jr2_actors.shell import ActorFault, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.shell.last_answer import LastAnswer

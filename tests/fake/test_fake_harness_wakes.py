@@ -11,8 +11,8 @@ import pytest
 import requests
 
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.harness.actor import HarnessReply, HarnessRequest
 from jr2_actors.fake.harness.core import Hang
+from jr2_actors.fake.harness.messages import HarnessReply, HarnessRequest
 from jr2_actors.testing.clock import VirtualClock
 from tests.support.sandboxes import ready_sandbox
 
