@@ -132,7 +132,7 @@ class Orchestrator:
     def _start(self) -> None:
         self._store = StoreActor.start(self.state_dir, clock=self.clock, parent=self, telemetry=self.telemetry)
         restored = self._store.ask(store.Restore(), timeout=ORCHESTRATOR_ASK_SECONDS)  # StoreUnusable: not ours
-        assert isinstance(restored, store.Restored)
+        assert isinstance(restored, store.RestoredRuns)
         self._revival = Revival(client=self.client, clock=self.clock, feed_hub=self.feed_hub, store_ref=self._store,
                                 restore=self._restore, forget=self._forget)
         options: dict[str, Any] = {"namespace": self.namespace, "clock": self.clock, "parent": self,
@@ -261,7 +261,7 @@ class Orchestrator:
         try:
             found = self._ready().store.ask(store.FindKey(key), timeout=ORCHESTRATOR_ASK_SECONDS)
             return cast("tuple[str, Keyed] | None", found)
-        except (store.WriteFailed, store.StoreUnusable, pykka.Timeout, pykka.ActorDeadError) as e:
+        except (store.DiskWriteFailed, store.StoreUnusable, pykka.Timeout, pykka.ActorDeadError) as e:
             raise Unavailable(f"the store cannot be read: {e}") from None
 
     def status(self, run_id: str) -> dict[str, Any] | None:

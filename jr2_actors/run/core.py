@@ -393,7 +393,7 @@ class RunCore:
         core = cls(kept.run_id, kept.workflow, kept.document, instance_harness=instance_harness)
         return core, core._adopt_kept(kept, now, wall)
 
-    def _adopt_kept(self, kept: blob.Kept, now: float, wall: float) -> RunStep:
+    def _adopt_kept(self, kept: blob.KeptRun, now: float, wall: float) -> RunStep:
         self.status, self.state, self.path, self.path_dropped = kept.status, kept.state, kept.path, kept.path_dropped
         self.fault, self.started_wall, self.ended_wall = kept.fault, kept.started_wall, kept.ended_wall
         self.duration_seconds = kept.duration_seconds
