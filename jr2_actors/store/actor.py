@@ -61,7 +61,7 @@ STORE_DOWN: tuple[type[BaseException], ...] = (DiskWriteFailed, pykka.Timeout, p
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
 
-class Answer:
+class AnswerLatch:
     """One persist's answer: a lock taken as it is made and released once, by the store's
     thread after the commit that holds the row — one C call that wakes exactly its asker. A pykka ask's
     Future is a `queue.Queue` (three Conditions, a Python-level notify per answer, built per ask): answering
@@ -91,11 +91,11 @@ class Answer:
 
 
 def save(store: pykka.ActorRef[Any], message: Persist, timeout: float) -> None:
-    """`store.ask(message, timeout=timeout)` with an `Answer` for a Future: it returns once the commit
+    """`store.ask(message, timeout=timeout)` with an `AnswerLatch` for a Future: it returns once the commit
     holds the row (ADR-0065) and raises what the ask would (`STORE_DOWN`, `StoreError`). How runs persist."""
     if not store.is_alive():
         raise pykka.ActorDeadError(f"{store} not found")
-    answer = Answer()
+    answer = AnswerLatch()
     store.actor_inbox.put(Envelope(message, reply_to=cast("pykka.Future[Any]", answer)))
     answer.get(timeout)
 

@@ -299,7 +299,7 @@ def test_a_persists_then_is_not_told_when_the_disk_refuses_the_batch(
 
 def test_save_returns_once_the_commit_holds_its_row_and_raises_what_an_ask_would(
         tmp_path: Path, held: Held, actor: pykka.ActorRef[Any]) -> None:
-    """`store.save` (how runs persist: an `Answer` for a Future) keeps the ask's promise and its errors."""
+    """`store.save` (how runs persist: an `AnswerLatch` for a Future) keeps the ask's promise and its errors."""
     first, _ = asks(actor, [Persist("first", "live", {"n": 0})])
     assert held.holding.wait(WAIT)
     batch = [*(Persist(f"r{i}", "live", {"n": i}) for i in range(20)), Persist("odd", "paused", {})]
