@@ -44,6 +44,8 @@ class Definition:
 
 @dataclass(frozen=True)
 class Admission:
+    """One admission of a Turn: `cwd`, `notices` and `kept` are sent only when said."""
+
     definition: Definition = field(repr=False)
     message: str = field(repr=False)
     allowed: tuple[str, ...] = ()
