@@ -9,7 +9,7 @@
    thread, `json.dumps` + the upsert + its commit, as fast as it goes, with the store's settings (NORMAL:
    no flush) and with `synchronous=FULL` (each commit flushed) — and against the same StoreActor with its
    group capped at one row (what it was before group commit), and the same persists each a pykka `ask` (a
-   Future per ask, before `store.save`'s `Answer`), and the group commit's write alone (`persist_many` of
+   Future per ask, before `store.save`'s `AnswerLatch`), and the group commit's write alone (`persist_many` of
    100 rows at a time on one thread: what no way of asking can beat). Rows per second and per CPU-second.
    Goal ≥ 5× raw.
 
@@ -90,7 +90,7 @@ def raw_one(size: int, n: int) -> float:
 def ours_at_once(runs: int, each: int, *, group: bool = True, asked: bool = False) -> tuple[float, float]:
     """Rows/s and rows per CPU-second: `runs` threads saving `each` persists apiece through the StoreActor
     (`store.save`, as a RunActor does). `group=False`: one row a transaction, as before group commit (the group's
-    cap set to one); `asked`: each a pykka ask (a Future per ask, as before the `Answer`)."""
+    cap set to one); `asked`: each a pykka ask (a Future per ask, as before the `AnswerLatch`)."""
     cap = vars(store_actor)  # the actor reads its own binding of the cap (imported from values.constants)
     saved = cap["STORE_GROUP_COMMIT_ROWS"]
     cap["STORE_GROUP_COMMIT_ROWS"] = saved if group else 1

@@ -32,12 +32,12 @@ import requests
 from jr2_actors.harness.pools import HarnessPools, shared_session
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.revival import Revival
-from jr2_actors.run.actor import RunActor, RunEnv, RunFinished, Status, row_status
+from jr2_actors.run.actor import RunActor, RunEnv, row_status
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed.hub import FeedHub, FeedRead
 from jr2_actors.run.listing.table import RunRow, RunTable, with_member
 from jr2_actors.run.listing.wire import listing_doc, status_doc, stored_listing_doc
-from jr2_actors.run.messages import Cancel, RunStep, Save, Start
+from jr2_actors.run.messages import Cancel, RunFinished, RunStep, Save, Start, Status
 from jr2_actors.shell import ActorFault, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.shell.last_answer import LastAnswer
@@ -132,7 +132,7 @@ class Orchestrator:
     def _start(self) -> None:
         self._store = StoreActor.start(self.state_dir, clock=self.clock, parent=self, telemetry=self.telemetry)
         restored = self._store.ask(store.Restore(), timeout=ORCHESTRATOR_ASK_SECONDS)  # StoreUnusable: not ours
-        assert isinstance(restored, store.Restored)
+        assert isinstance(restored, store.RestoredRuns)
         self._revival = Revival(client=self.client, clock=self.clock, feed_hub=self.feed_hub, store_ref=self._store,
                                 restore=self._restore, forget=self._forget)
         options: dict[str, Any] = {"namespace": self.namespace, "clock": self.clock, "parent": self,
@@ -263,7 +263,7 @@ class Orchestrator:
         try:
             found = self._ready().store.ask(store.FindKey(key), timeout=ORCHESTRATOR_ASK_SECONDS)
             return cast("tuple[str, Keyed] | None", found)
-        except (store.WriteFailed, store.StoreUnusable, pykka.Timeout, pykka.ActorDeadError) as e:
+        except (store.DiskWriteFailed, store.StoreUnusable, pykka.Timeout, pykka.ActorDeadError) as e:
             raise Unavailable(f"the store cannot be read: {e}") from None
 
     def status(self, run_id: str) -> dict[str, Any] | None:

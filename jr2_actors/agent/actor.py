@@ -152,7 +152,7 @@ class AgentActor(Shell):
         elif isinstance(job, AdmitJob):
             self._admit_cuts[turn_id] = cut = Cut()
             self._submit("the admission",
-                         lambda: jobs.admission(harness, ref, agent, conversation, turn_id, dict(job.body),
+                         lambda: jobs.admission(harness, ref, agent, conversation, turn_id, job.admission,
                                                 job.not_yet, cut),
                          lambda problem: AdmitDone(turn_id, turn.AdmitRefused(problem)))
         elif isinstance(job, AnswerJob):

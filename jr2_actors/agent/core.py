@@ -1,11 +1,11 @@
 """TurnCore: one Turn of an Agent seat — its admissions and its Submissions' updates stream. Pure.
 
-Theory of operation. A Turn has an id the run gives it and one conversation. Its states:
+Theory of operation. A Turn has an id the run gives it and one conversation. Its phases:
 
     idle ──Admitting──▶ admitting ──Admitted──▶ following ──settle completed/aborted──▶ idle
       ▲                     │ not kept (404, kept: false) ─▶ idle, `NotKept`
       └─────────────────────┘ (a nudge, a wake, a re-admission: another `Admitting` of the same Turn)
-    any state ──refused / failed settle / lost stream / Stop──▶ ended
+    any phase ──refused / failed settle / lost stream / Stop──▶ ended
 
 - `following`: the core asks for updates from the admission's offset and reads each event:
   - `pick`: an Allowed pick goes to the run (`Picked`), and every outstanding pick of a batch is kept
@@ -32,7 +32,7 @@ Theory of operation. A Turn has an id the run gives it and one conversation. Its
   asks the seat to abort the Submission (`AbortSubmission`): it waits for a tool result that will never
   come, and would never settle.
 
-The machine is `MACHINE` at the bottom (`step.Machine`): an input with no row in the current state is our
+The machine is `MACHINE` at the bottom (`step.Machine`): an input with no row in the current phase is our
 bug and raises `OffTable`; what may arrive late or twice has a row that drops it with a note.
 
 The core never calls the Harness and reads no clock: it returns `ReadUpdates` and `PostAnswer`, and

@@ -27,6 +27,7 @@ from jr2_actors.agent.messages import (
     ReadDone,
     TurnId,
 )
+from jr2_actors.harness.admission import Admission
 from jr2_actors.harness.client import HarnessClient
 from jr2_actors.harness.errors import (
     HARNESS_ERRORS,
@@ -84,10 +85,10 @@ def read_loop(reads: queue.Queue[StreamRead | None], ref: pykka.ActorRef[Any], a
 
 
 def admission(harness: HarnessClient, ref: pykka.ActorRef[Any], agent: str, conversation: str, turn_id: TurnId,
-              body: dict[str, Any], not_yet: bool, cut: Cut) -> None:
+              admission: Admission, not_yet: bool, cut: Cut) -> None:
     """Post an admission; its result is an `AdmitDone` told to the seat (an unwanted one is aborted)."""
     try:
-        answer = harness.admit(agent, conversation, body, retry_busy=not_yet, cut=cut)
+        answer = harness.admit(agent, conversation, admission, retry_busy=not_yet, cut=cut)
     except ConversationNotKept as e:
         tell_quietly(ref, AdmitDone(turn_id, turn.AdmitNotKept(e.error), outcome="not_kept"))
     except HARNESS_ERRORS as e:

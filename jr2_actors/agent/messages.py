@@ -7,7 +7,7 @@ report names the agent and the Turn, so the run drops what a Turn it has left st
     run → actor                                      actor → run
     StartTurn(turn_id, conversation_id, endpoint,    KillsRead(agent, turn_id, read, problem, source, asked)
               token, in_workspace)
-    Admit(turn_id, body)                             Picked, Said, GuardKill, Settled, NotKept, TurnFault
+    Admit(turn_id, admission)                        Picked, Said, GuardKill, Settled, NotKept, TurnFault
     AnswerPick(turn_id, call_id, over, answer)       AnswerFailed (the answer did not reach the Harness)
     AbortTurn(turn_id)                               TurnAborted(agent, turn_id, aborted, problem)
     EndTurn(turn_id, fault)                          TurnFault(cause="ended", reason=fault)
@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from jr2_actors.harness.admission import Admission
 from jr2_actors.harness.memory_kills import MemoryKillRead
 from jr2_actors.values.step import Step
 
@@ -54,7 +55,7 @@ class ReadKills:
 @dataclass(frozen=True)
 class Admit:
     turn_id: TurnId
-    body: Mapping[str, Any] = field(repr=False)  # {definition, message, allowed, notices?, kept?, cwd?}
+    admission: Admission
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ ToSeat = StartTurn | ReadKills | Admit | AnswerPick | AbortTurn | EndTurn | Chec
 
 @dataclass(frozen=True)
 class Admitting:
-    """The run told `Admit`: the body's Allowed picks are what the Harness tells the model."""
+    """The run told `Admit`: the admission's Allowed picks are what the Harness tells the model."""
 
     allowed: tuple[str, ...]
 
@@ -367,7 +368,7 @@ class ReadKillsJob:
 @dataclass(frozen=True)
 class AdmitJob:
     turn_id: TurnId
-    body: Mapping[str, Any] = field(repr=False)
+    admission: Admission
     not_yet: bool  # a 409 is "not yet" (CONTRACTS.md §3: a conversation the Harness holds)
 
 

@@ -23,13 +23,13 @@ run (`ToRun`). Each Turn's own machine is a `TurnCore`; the seat decides what li
 - **The run ends a Turn.** `AbortTurn` cuts the read, drops what the Turn says later, aborts and reports
   `TurnAborted` once; `EndTurn` ends it with the run's fault.
 
-The seat's state is its phase (`empty`, `open`, `held`), and `MACHINE` its table: an input with no row is
+The seat's position is its phase (`empty`, `open`, `held`), and `MACHINE` its table: an input with no row is
 our bug (`OffTable`). A result names its Turn; one of a Turn the seat has left is dropped with a note.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -145,7 +145,7 @@ class SeatCore:
             else:
                 self._notes.append(f"turn {m.turn_id} starts while turn {old.turn_id} is open; the open one is "
                                    "left unread")
-                self._stop_reading(old)
+                self._stop_following(old)
         self.turn = new
         previous = self.previous
         if previous is not None and previous.core.busy and previous.core.conversation_id == conversation:
@@ -180,13 +180,13 @@ class SeatCore:
         if t.held is not None:
             self._notes.append(f"an admission of turn {t.turn_id} before its start: dropped")
             return
-        step = t.core.step(seat.Admitting(_allowed(m.body)))
+        step = t.core.step(seat.Admitting(m.admission.allowed[:MAX_ALLOWED]))
         self._apply(t, step)
         if step.note:
             return
         t.admitting = True
         # CONTRACTS.md §3: a 409 to an admission into a conversation the Harness holds is "not yet".
-        self._jobs.append(AdmitJob(t.turn_id, dict(m.body), m.body.get("kept") is True or t.abort_first))
+        self._jobs.append(AdmitJob(t.turn_id, m.admission, m.admission.kept or t.abort_first))
 
     def _answer_pick(self, m: AnswerPick) -> None:
         t = self._current(m.turn_id, m)
@@ -197,7 +197,7 @@ class SeatCore:
         t = self._current(m.turn_id, m)
         if t is None:
             return
-        self._stop_reading(t)  # before the abort leaves: nothing the stream says later is reported
+        self._stop_following(t)  # before the abort leaves: nothing the stream says later is reported
         t.core.step(seat.Stop())
         if t.admitting:
             t.abort_when_admitted = True  # posted once the admission's answer is in
@@ -209,7 +209,7 @@ class SeatCore:
     def _end(self, m: EndTurn) -> None:
         t = self._current(m.turn_id, m)
         if t is not None:
-            self._stop_reading(t)
+            self._stop_following(t)
             self._apply(t, t.core.step(seat.Stop(m.fault)))
 
     def _check(self, m: CheckHarness) -> None:
@@ -291,7 +291,7 @@ class SeatCore:
             self._jobs.append(ArmSettle(t.turn_id))
             return
         self._notes.append(f"turn {t.turn_id}'s Submission did not settle after its abort; the next turn goes on")
-        self._stop_reading(t)
+        self._stop_following(t)
         self._jobs.append(CutAdmission(t.turn_id))
         self.previous = None
         self._release_held()
@@ -312,7 +312,7 @@ class SeatCore:
         core = t.core
         cut = (core.open_submission or core.phase == "stopping") and (not boot or not t.boot or t.boot != boot)
         if cut:
-            self._stop_reading(t)
+            self._stop_following(t)
             self._apply(t, core.step(seat.Restarted()))
         self._reports.append(HarnessJudged(self.agent, t.turn_id, cut and core.phase == "idle"))
 
@@ -321,7 +321,7 @@ class SeatCore:
         prev = self.previous
         if prev is None or not prev.boot or not boot or boot == prev.boot or prev.endpoint != endpoint:
             return
-        self._stop_reading(prev)
+        self._stop_following(prev)
         if prev.core.phase in ("idle", "following", "stopping") or prev.core.open_submission:
             prev.core.step(seat.Restarted())
         self.previous = None
@@ -338,7 +338,7 @@ class SeatCore:
 
     def _abort_quietly(self, t: SeatTurn) -> None:
         """The seat's own abort of a Turn's Submission (the run did not ask: it hears no TurnAborted)."""
-        self._stop_reading(t)
+        self._stop_following(t)
         t.core.step(seat.Stop())
         if t.admitting:
             t.abort_when_admitted = True
@@ -357,7 +357,7 @@ class SeatCore:
             elif isinstance(action, seat.AbortSubmission):
                 self._jobs.append(AbortJob(t.turn_id, asked=False, unsure=False))
         if t.core.phase == "ended":
-            self._stop_reading(t)  # nothing the stream says after the Turn's end is read
+            self._stop_following(t)  # nothing the stream says after the Turn's end is read
         if t is self.previous and not t.core.busy:
             self.previous = None  # its Submission settled: the held Turn may start
             self._release_held()
@@ -366,7 +366,7 @@ class SeatCore:
         t.read_seq += 1
         self._jobs.append(ReadJob(t.turn_id, t.read_seq, t.stream_url, offset, after))
 
-    def _stop_reading(self, t: SeatTurn) -> None:
+    def _stop_following(self, t: SeatTurn) -> None:
         t.read_seq += 1  # whatever is in flight, or due on a timer, is dropped when it comes back
         self._jobs.append(CutRead(t.turn_id))
 
@@ -379,14 +379,6 @@ class SeatCore:
 
     def _dropped(self, message: object) -> None:
         self._notes.append(f"{type(message).__name__} while the seat has no turn: dropped")
-
-
-def _allowed(body: Mapping[str, Any]) -> tuple[str, ...]:
-    """The Allowed picks the admission tells the model (CONTRACTS.md §3: `allowed: [pick…]`)."""
-    allowed = body.get("allowed")
-    if not isinstance(allowed, list):
-        return ()
-    return tuple(p for p in allowed[:MAX_ALLOWED] if isinstance(p, str))
 
 
 S = SeatCore

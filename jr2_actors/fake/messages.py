@@ -16,5 +16,21 @@ class Run:
     fn: Callable[[Any], Any]
 
 
+@dataclass(frozen=True)
+class SandboxChanged:
+    """A Sandbox change the API server's in-process watcher feeds a fake actor (`operator/actor.py`'s
+    `subscribe`): the frame's type and object."""
+
+    type: str
+    object: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Subscribed:
+    """The watcher feeding a fake actor its Sandbox changes is `watcher`: what ends it."""
+
+    watcher: int
+
+
 class NoSuchSandbox(KeyError):
     """A scripted fault names a Sandbox the operator does not hold (never made, or deleted already)."""

@@ -11,7 +11,9 @@ RETRY_AFTER_MAX_SECONDS = 30.0  # a 429's Retry-After is honoured up to this; lo
 
 
 @dataclass(frozen=True)
-class Admission:
+class AdmissionAnswer:
+    """The Harness's answer to an admission: where to read its Submission's updates, from where."""
+
     stream_url: str
     offset: str
     submission_id: str

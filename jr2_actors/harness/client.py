@@ -37,7 +37,8 @@ from urllib.parse import quote, urljoin, urlsplit
 import requests
 import urllib3.exceptions
 
-from jr2_actors.harness.answers import Admission, Updates, boot_id_of, retry_after
+from jr2_actors.harness.admission import Admission
+from jr2_actors.harness.answers import AdmissionAnswer, Updates, boot_id_of, retry_after
 from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillListError, MemoryKillRead, parse_memory_kills
 from jr2_actors.harness.pools import hold_address
@@ -160,8 +161,8 @@ class HarnessClient:
             raise HarnessProtocolError("attach answer lacks a repos map of paths")
         return dict(repos)
 
-    def admit(self, agent: str, conversation_id: str, body: Mapping[str, Any], *, retry_busy: bool = False,
-              cut: Cut | None = None) -> Admission:
+    def admit(self, agent: str, conversation_id: str, admission: Admission, *, retry_busy: bool = False,
+              cut: Cut | None = None) -> AdmissionAnswer:
         """POST the admission. A 503 (draining) is sent again within 30 s (CONTRACTS.md §3); with
         `retry_busy` (a conversation the Harness holds), a 409 — its last Submission has not settled — is
         "not yet", sent again within `ADMISSION_BUSY_SECONDS`. The answer is awaited as long as the Harness
@@ -169,6 +170,7 @@ class HarnessClient:
         meanwhile, and `ADMISSION_PROBE_MISSES` misses in a row cut the admission (`HarnessUnreachable`,
         reached). `cut.fire()` from another thread ends it too."""
         path = f"/agents/{_seg(agent)}/{_seg(conversation_id)}"
+        body = admission_body(admission)
         cut = cut or Cut()
         started = self.clock.monotonic()
         drain_deadline = started + ADMISSION_DRAIN_SECONDS
@@ -177,7 +179,7 @@ class HarnessClient:
         while True:
             with self._while_alive(cut) as dead:
                 try:
-                    resp = self._send("POST", path, dict(body), raise_status=False, read_timeout=None, cut=cut)
+                    resp = self._send("POST", path, body, raise_status=False, read_timeout=None, cut=cut)
                     if resp.status_code in (503, 429):  # draining, or refused before anything ran
                         drains += 1
                         delay = HARNESS_RETRY.delay(drains)
@@ -208,7 +210,7 @@ class HarnessClient:
             if not isinstance(stream_url, str) or not stream_url or not isinstance(submission, str) \
                     or not submission or not isinstance(offset, str):
                 raise HarnessProtocolError("admission answer lacks streamUrl, offset or submissionId")
-            return Admission(self._own_url(stream_url), offset, submission, boot_id_of(doc))
+            return AdmissionAnswer(self._own_url(stream_url), offset, submission, boot_id_of(doc))
 
     @contextlib.contextmanager
     def _while_alive(self, cut: Cut) -> Iterator[threading.Event]:
@@ -497,3 +499,10 @@ def _seg(text: str) -> str:
     return quote(text, safe="")
 
 
+def admission_body(admission: Admission) -> dict[str, Any]:
+    """The admission's JSON body (CONTRACTS.md §3): `cwd`, `notices` and `kept` only when said."""
+    a, d = admission, admission.definition
+    said = {"cwd": a.cwd, "notices": [n.wire() for n in a.notices] or None, "kept": a.kept or None}
+    return {"definition": {"agent": d.agent, "instructions": d.instructions, "access": d.access,
+                           "menu": [item if isinstance(item, str) else dict(item) for item in d.menu]},
+            "message": a.message, "allowed": list(a.allowed), **{k: v for k, v in said.items() if v is not None}}

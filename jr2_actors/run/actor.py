@@ -87,20 +87,6 @@ class RunEnv:
 
 
 @dataclass(frozen=True)
-class Status:
-    """Ask: the run's RunStatus, as the API shows it."""
-
-
-@dataclass(frozen=True)
-class RunFinished:
-    """Told to the orchestrator once the run has ended and every teardown is over."""
-
-    run_id: str
-    status: str
-    fault: str | None
-
-
-@dataclass(frozen=True)
 class _Tick:
     pass
 
@@ -162,7 +148,7 @@ class RunActor(Shell):
         self.env.stops.handed([*self._agents.values(), *self._workspaces.values()])
 
     def on_receive(self, message: Any) -> Any:
-        if isinstance(message, Status):
+        if isinstance(message, run.Status):
             return status_doc(self.core)
         if isinstance(message, _SaveAgain):
             self._save_again = None
@@ -318,7 +304,7 @@ class RunActor(Shell):
         self._done = True
         tell_quietly(self.env.feed, Published(self.core.run_id, (), finished=True))
         log.info("run %s ended %s%s", self.core.run_id, action.status, f": {action.fault}" if action.fault else "")
-        tell_quietly(self.parent, RunFinished(self.core.run_id, action.status, action.fault))
+        tell_quietly(self.parent, run.RunFinished(self.core.run_id, action.status, action.fault))
         self.actor_ref.stop(block=False)
 
     # -- what the children say -------------------------------------------------------------------------

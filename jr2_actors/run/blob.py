@@ -1,4 +1,4 @@
-"""A run's blob (ADR-0065: one per run, plain JSON): what `RunCore.snapshot()` saves, and the values (`Kept`)
+"""A run's blob (ADR-0065: one per run, plain JSON): what `RunCore.snapshot()` saves, and the values (`KeptRun`)
 `RunCore.restore()` adopts to continue from it. Pure. Next stage: the store (`store/`) writes it.
 
 The blob holds the §5 document as submitted, the state, each Workspace's `Restored`, the Turn with its
@@ -67,7 +67,7 @@ def snapshot(core: RunCore) -> dict[str, Any]:
 
 
 @dataclass
-class Kept:
+class KeptRun:
     """What a blob keeps, read back: the values `RunCore.restore` adopts."""
 
     run_id: str
@@ -93,7 +93,7 @@ class Kept:
     turn: TurnRecord | None  # a running run's Turn, restored (`resumed`)
 
 
-def restore(blob: Mapping[str, Any], *, feed_after: int = 0) -> Kept:
+def restore(blob: Mapping[str, Any], *, feed_after: int = 0) -> KeptRun:
     """The run as its blob left it. New feed lines are numbered from what the blob reserved
     (lines of steps that saved nothing reached readers; an older blob, which reserved nothing, skips
     `FEED_IDS_RESERVED`) and after `feed_after`, the newest id readers may already hold (a run revived in the
@@ -131,7 +131,7 @@ def restore(blob: Mapping[str, Any], *, feed_after: int = 0) -> Kept:
                             took=[entry_from(e) for e in turn.get("took") or []])
     started_wall, ended_wall = (float(v) if isinstance(v, int | float) else None  # an older blob: None
                                 for v in (blob.get("startedWall"), blob.get("endedWall")))
-    return Kept(
+    return KeptRun(
         run_id=str(blob["runId"]), document=document, workflow=parse_workflow(document), status=status,
         state=state, path=[str(s) for s in path] if isinstance(path, list) and path else [state],
         path_dropped=int(blob.get("pathDropped") or 0), fault=blob.get("fault"),

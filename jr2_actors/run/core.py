@@ -57,7 +57,6 @@ from jr2_actors.run.messages import (
     FromWorkspace,
     Input,
     PlaceWorkspace,
-    ReleaseWhy,
     ReleaseWorkspace,
     RunStatusName,
     RunStep,
@@ -229,7 +228,7 @@ class RunCore:
         self.workspaces[path] = WorkspaceRecord(path)
         self._out.append(PlaceWorkspace(path))
 
-    def _release(self, record: WorkspaceRecord, why: ReleaseWhy) -> None:
+    def _release(self, record: WorkspaceRecord, why: ws.ReleaseWhy) -> None:
         record.releasing = True
         record.held_again = False
         record.waiting = None
@@ -246,7 +245,7 @@ class RunCore:
         self._persist = True
         self._after_mono = self.after_wall = None
         self._stop_turn()
-        why: ReleaseWhy = {"done": "teardown", "cancelled": "run-stopped"}.get(status, "run-faulted")  # type: ignore[assignment]
+        why: ws.ReleaseWhy = {"done": "teardown", "cancelled": "run-stopped"}.get(status, "run-faulted")  # type: ignore[assignment]
         for record in self.workspaces.values():
             if not record.releasing:
                 self._release(record, why)
@@ -394,7 +393,7 @@ class RunCore:
         core = cls(kept.run_id, kept.workflow, kept.document, instance_harness=instance_harness)
         return core, core._adopt_kept(kept, now, wall)
 
-    def _adopt_kept(self, kept: blob.Kept, now: float, wall: float) -> RunStep:
+    def _adopt_kept(self, kept: blob.KeptRun, now: float, wall: float) -> RunStep:
         self.status, self.state, self.path, self.path_dropped = kept.status, kept.state, kept.path, kept.path_dropped
         self.fault, self.started_wall, self.ended_wall = kept.fault, kept.started_wall, kept.ended_wall
         self.duration_seconds = kept.duration_seconds

@@ -1,5 +1,6 @@
-"""The run's vocabulary: the inputs `RunCore` takes, the actions it asks its shell to perform, and its
-records of the Workspaces it holds. Pure values; `core.py` holds the engine, `turn.py` the run's Turn.
+"""The run's vocabulary: the inputs `RunCore` takes, the actions it asks its shell to perform, what the
+orchestrator asks of a RunActor and is told by it, and the run's records of the Workspaces it holds. Pure
+values; `core.py` holds the engine, `turn.py` the run's Turn.
 Next stage: `core.py`, which takes them.
 """
 
@@ -14,7 +15,6 @@ from jr2_actors.values.step import Step
 from jr2_actors.workspace import messages as ws
 
 RunStatusName = Literal["running", "done", "failed", "cancelled", "error", "lost"]
-ReleaseWhy = ws.ReleaseWhy
 
 # -- inputs ------------------------------------------------------------------------------------------
 
@@ -71,7 +71,7 @@ class PlaceWorkspace:
 @dataclass(frozen=True)
 class ReleaseWorkspace:
     path: str
-    why: ReleaseWhy
+    why: ws.ReleaseWhy
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,22 @@ class Finished:
 Action = Save | PlaceWorkspace | ReleaseWorkspace | ToAgent | Finished
 
 
+# -- with the orchestrator: its ask, the RunActor's last word ---------------------------------------
+
+@dataclass(frozen=True)
+class Status:
+    """Ask: the run's RunStatus, as the API shows it."""
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    """Told to the orchestrator once the run has ended and every teardown is over."""
+
+    run_id: str
+    status: str
+    fault: str | None
+
+
 # -- reports: the feed -------------------------------------------------------------------------------
 
 RunStep = Step[Action, FeedEvent]
@@ -104,7 +120,7 @@ RunStep = Step[Action, FeedEvent]
 @dataclass
 class WorkspaceRecord:
     path: str
-    phase: str = "placing"  # the WorkspaceCore's state as last reported, or "releasing"
+    phase: str = "placing"  # the WorkspaceCore's phase as last reported, or "releasing"
     restored: ws.Restored = field(default_factory=ws.Restored)
     waiting: ws.WaitEntry | None = None
     repos: dict[str, str] = field(default_factory=dict)

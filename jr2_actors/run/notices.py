@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
+from jr2_actors.harness.admission import Notice
 from jr2_actors.harness.memory_kills import MemoryKill
 from jr2_actors.values.quantity import QuantityError, format_size, is_size, memory_bytes
 from jr2_actors.values.timefmt import parse_rfc3339
@@ -48,23 +49,6 @@ NO_KILL = "none"  # the mark of a Turn whose first read saw an empty list
 
 
 NoticeKind = Literal["memory-limit", "conversation-new", "pick-answer"]
-
-
-@dataclass(frozen=True)
-class Notice:
-    """A typed notice as the admission body carries it (CONTRACTS.md §3); the Harness words it."""
-
-    kind: str  # memory-limit | conversation-new | pick-answer
-    fields: Mapping[str, Any] = field(default_factory=dict)
-
-    def wire(self) -> dict[str, Any]:
-        return {"kind": self.kind, **{k: v for k, v in self.fields.items() if v is not None}}
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Notice) and self.wire() == other.wire()
-
-    def __hash__(self) -> int:
-        return hash(repr(sorted(self.wire().items())))
 
 
 @dataclass(frozen=True)

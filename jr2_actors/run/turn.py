@@ -43,7 +43,8 @@ from jr2_actors.agent.messages import (
     TurnAborted,
     TurnFault,
 )
-from jr2_actors.run.admission import admission_body
+from jr2_actors.harness.admission import Notice
+from jr2_actors.run.admission import admission
 from jr2_actors.run.feed.lines import (
     AdmittedLine,
     FeedLine,
@@ -54,7 +55,7 @@ from jr2_actors.run.feed.lines import (
     TurnLine,
 )
 from jr2_actors.run.messages import ToAgent
-from jr2_actors.run.notices import Entry, Ledger, Notice, mark_of, nudge_eligible, said_once
+from jr2_actors.run.notices import Entry, Ledger, mark_of, nudge_eligible, said_once
 from jr2_actors.run.notices import conversation_new as conversation_new_notice
 from jr2_actors.run.turn_record import (
     UNSURE_LIMIT,
@@ -421,8 +422,8 @@ class TurnKeeper:
         if path is not None:
             record = self._at.workspaces.get(path)
             cwd = next(iter((record.repos if record is not None else {}).values()), "/work")
-        body = admission_body(self.workflow, turn.state, agent.name, purpose, readmit=readmit, cwd=cwd,
-                              notices=notices, kept=kept)
+        admitted = admission(self.workflow, turn.state, agent.name, purpose, readmit=readmit, cwd=cwd,
+                             notices=notices, kept=kept)
         turn.kept = kept
         turn.admitted_as = purpose if not readmit else "resume"
         turn.heard = False
@@ -430,7 +431,7 @@ class TurnKeeper:
         turn.took.extend(e for e in entries if e not in turn.took)
         self._go(turn, "admitting")
         self._feed(AdmittedLine(turn.agent, turn.id, kept, purpose == "nudge", notices))
-        self._tell(turn, seat.Admit(turn.id, body))
+        self._tell(turn, seat.Admit(turn.id, admitted))
 
     def _unheard(self, turn: TurnRecord, *, every: bool = False) -> None:
         """ADR-0062: the Turn ends, or its admission failed, before the Harness read that admission's surface:

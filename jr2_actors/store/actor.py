@@ -9,7 +9,7 @@ disk before its next side effect. Nothing waits for company: a lone persist is w
 batch is only what queued while the previous write was on the disk. A persist may carry a tell to make
 once its row is committed (`then`: a run's feed lines), made on this thread before the answers.
 
-A write the disk refuses (read-only, full, I/O) is answered `WriteFailed` with the reason: the caller
+A write the disk refuses (read-only, full, I/O) is answered `DiskWriteFailed` with the reason: the caller
 holds and retries (a run stops before its next side effect; a submission is refused with 503), and
 `Healthy` says the store cannot write until a write lands again — its own probe, a real committed write,
 finds that out when no run is asking. A file that is not ours is `StoreUnusable`, answered to `Restore`
@@ -36,6 +36,7 @@ from jr2_actors.shell import Recipient, Shell, Timers, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
 from jr2_actors.store import metrics as store_metrics
 from jr2_actors.store.messages import (
+    DiskWriteFailed,
     Fetch,
     FindKey,
     Healthy,
@@ -46,7 +47,6 @@ from jr2_actors.store.messages import (
     StoreUnusable,
     Sweep,
     Withdraw,
-    WriteFailed,
 )
 from jr2_actors.store.metrics import StoreTelemetry
 from jr2_actors.store.rows import Row, RunStore
@@ -56,12 +56,12 @@ log = logging.getLogger(__name__)
 
 
 # What a persist's asker may meet when the store cannot write now: hold, retry, and say so.
-STORE_DOWN: tuple[type[BaseException], ...] = (WriteFailed, pykka.Timeout, pykka.ActorDeadError)
+STORE_DOWN: tuple[type[BaseException], ...] = (DiskWriteFailed, pykka.Timeout, pykka.ActorDeadError)
 
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
 
-class Answer:
+class AnswerLatch:
     """One persist's answer: a lock taken as it is made and released once, by the store's
     thread after the commit that holds the row — one C call that wakes exactly its asker. A pykka ask's
     Future is a `queue.Queue` (three Conditions, a Python-level notify per answer, built per ask): answering
@@ -91,11 +91,11 @@ class Answer:
 
 
 def save(store: pykka.ActorRef[Any], message: Persist, timeout: float) -> None:
-    """`store.ask(message, timeout=timeout)` with an `Answer` for a Future: it returns once the commit
+    """`store.ask(message, timeout=timeout)` with an `AnswerLatch` for a Future: it returns once the commit
     holds the row (ADR-0065) and raises what the ask would (`STORE_DOWN`, `StoreError`). How runs persist."""
     if not store.is_alive():
         raise pykka.ActorDeadError(f"{store} not found")
-    answer = Answer()
+    answer = AnswerLatch()
     store.actor_inbox.put(Envelope(message, reply_to=cast("pykka.Future[Any]", answer)))
     answer.get(timeout)
 
@@ -162,7 +162,7 @@ class StoreActor(Shell):
             try:
                 return self.store.keyed(message.key)
             except sqlite3.Error as e:  # the disk's (what the API answers 503), not our bug
-                raise WriteFailed(f"the store cannot be read: {type(e).__name__}: {e}") from e
+                raise DiskWriteFailed(f"the store cannot be read: {type(e).__name__}: {e}") from e
         if isinstance(message, ListFinished):
             return self.store.finished(message.prefix, message.limit)
         if isinstance(message, Sweep):
@@ -178,7 +178,7 @@ class StoreActor(Shell):
         batch = [first, *(envelope.message for envelope in waiting)]
         metrics = self.metrics
         began = metrics.monotonic()
-        outcomes: list[int | StoreError | WriteFailed]
+        outcomes: list[int | StoreError | DiskWriteFailed]
         try:
             outcomes = [*self.store.persist_many(
                 [Row(p.run_id, p.status, p.blob, p.reason, p.create, p.keyed) for p in batch], self.clock.wall())]
@@ -187,7 +187,7 @@ class StoreActor(Shell):
                 log.error("the store cannot write %s: %s: %s", self.store.path, type(e).__name__, e)
             self._write_error = f"{type(e).__name__}: {e}"
             self.metrics.writes(self._write_error)
-            failed = WriteFailed(self._write_error)
+            failed = DiskWriteFailed(self._write_error)
             failed.__cause__ = e
             outcomes = [failed] * len(batch)
         took = metrics.monotonic() - began

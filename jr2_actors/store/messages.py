@@ -38,7 +38,7 @@ class Withdraw:
 
 @dataclass(frozen=True)
 class Restore:
-    """Answered with `Restored`: the live runs, and the live rows set aside as unreadable (the boot's
+    """Answered with `RestoredRuns`: the live runs, and the live rows set aside as unreadable (the boot's
     restore reads nothing else)."""
 
 
@@ -100,10 +100,10 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
-class Restored:
+class RestoredRuns:
     runs: list[RunRecord]
     unreadable: list[Unreadable]
 
 
-class WriteFailed(Exception):
+class DiskWriteFailed(Exception):
     """The disk refused a persist (read-only, full, I/O error): nothing is wrong with the row; try again."""

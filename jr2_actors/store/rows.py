@@ -39,8 +39,8 @@ from typing import Any
 import peewee
 
 from jr2_actors.store import codec, files
-from jr2_actors.store.files import APPLICATION_ID as APPLICATION_ID  # the stamp, read by tests
-from jr2_actors.store.messages import Restored, RunRecord, StoreError, StoreUnusable, Unreadable
+from jr2_actors.store.files import APPLICATION_ID
+from jr2_actors.store.messages import RestoredRuns, RunRecord, StoreError, StoreUnusable, Unreadable
 from jr2_actors.values.constants import RETENTION_SECONDS
 from jr2_actors.values.run_ids import Keyed
 
@@ -297,7 +297,7 @@ class RunStore:
         """A real committed write (the files' stamps, rewritten): raises when the disk cannot take one."""
         self._write_meta()
 
-    def restore(self) -> Restored:
+    def restore(self) -> RestoredRuns:
         """Live runs only, oldest write first; the history is not read. A live row whose blob is not a JSON
         object is set aside (left as it is), so it cannot keep every other run from its restore."""
         runs: list[RunRecord] = []
@@ -309,7 +309,7 @@ class RunStore:
                 runs.append(record)
             else:
                 unreadable.append(Unreadable(str(row[0]), record))
-        return Restored(runs, unreadable)
+        return RestoredRuns(runs, unreadable)
 
     def get(self, run_id: str) -> RunRecord | None:
         """The run's row; None when there is none, or when its blob cannot be read (a set-aside row)."""

@@ -3,9 +3,9 @@
 A core's `step(input, now, …)` returns a `Step`; its shell performs the actions, tells the reports to
 whoever listens, and arms one timer at `deadline` (None: nothing is due).
 
-A core's machine is one `Machine`: rows of (from states, input type, the states that edge may lead to,
+A core's machine is one `Machine`: rows of (from phases, input type, the phases that edge may lead to,
 the handler that takes it). One misuse policy holds for all of them: an input with no row in the current
-state is our bug and raises `OffTable` in the core (an input the world may send late is a row of its own,
+phase is our bug and raises `OffTable` in the core (an input the world may send late is a row of its own,
 whose handler ignores it and says why); a handler that moves off its edge raises `OffTable` as it moves.
 `markdown()` prints the table for docs/architecture.md, and a test keeps each copy true. A core walks its
 table with one `Walk`: it takes an input's edge and checks every move its handler makes against it.
@@ -41,29 +41,29 @@ class Edge(Generic[H]):
     handler: H
 
 
-# (from states, the input type — or several that share the edge —, where it may lead, its handler)
+# (from phases, the input type — or several that share the edge —, where it may lead, its handler)
 Row = tuple[tuple[str, ...], type | tuple[type, ...], tuple[str, ...], H]
 
 
 class Machine(Generic[H]):
-    """(state, input type) → `Edge`: the one table a core's `step` dispatches on."""
+    """(phase, input type) → `Edge`: the one table a core's `step` dispatches on."""
 
     def __init__(self, name: str, rows: Iterable[Row[H]]) -> None:
         self.name = name
         self.rows: tuple[Row[H], ...] = tuple(rows)
         self.edges: dict[tuple[str, type], Edge[H]] = {}
-        for states, events, to, handler in self.rows:
+        for phases, events, to, handler in self.rows:
             for event in events if isinstance(events, tuple) else (events,):
-                for state in states:
-                    if (state, event) in self.edges:
-                        raise ValueError(f"{name}: two rows for {event.__name__} in {state}")
-                    self.edges[(state, event)] = Edge(frozenset(to), handler)
+                for phase in phases:
+                    if (phase, event) in self.edges:
+                        raise ValueError(f"{name}: two rows for {event.__name__} in {phase}")
+                    self.edges[(phase, event)] = Edge(frozenset(to), handler)
 
-    def edge(self, who: str, state: str, event: object) -> Edge[H]:
-        """The edge `event` takes in `state`; none is our bug (`OffTable`)."""
-        found = self.edges.get((state, type(event)))
+    def edge(self, who: str, phase: str, event: object) -> Edge[H]:
+        """The edge `event` takes in `phase`; none is our bug (`OffTable`)."""
+        found = self.edges.get((phase, type(event)))
         if found is None:
-            raise OffTable(f"{who}: {type(event).__name__} in {state}")
+            raise OffTable(f"{who}: {type(event).__name__} in {phase}")
         return found
 
     def move(self, who: str, at: tuple[str, type] | None, to: str) -> None:
@@ -78,9 +78,9 @@ class Machine(Generic[H]):
     def markdown(self) -> str:
         """The table as markdown, for docs/architecture.md (a test keeps the two the same)."""
         rows = ["| in | input | may lead to |", "| --- | --- | --- |"]
-        for states, events, to, _ in self.rows:
+        for phases, events, to, _ in self.rows:
             names = ", ".join(e.__name__ for e in (events if isinstance(events, tuple) else (events,)))
-            rows.append(f"| {', '.join(states)} | {names} | {', '.join(to) if to else '(stays)'} |")
+            rows.append(f"| {', '.join(phases)} | {names} | {', '.join(to) if to else '(stays)'} |")
         return "\n".join(rows)
 
 

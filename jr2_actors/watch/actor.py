@@ -1,4 +1,4 @@
-"""WatchActor: the one Sandbox watch of the process (ADR-0063), a thin shell over `ObserverCore`.
+"""WatchActor: the one Sandbox watch of the process (ADR-0063), a thin shell over `WatchCore`.
 
 Theory of operation: the actor owns the core, one I/O thread and its timers. The I/O thread performs
 the calls the core asks for — list, open a watch, read it — and steps the core itself with each result
@@ -245,7 +245,7 @@ class WatchActor(Shell):
         self.metrics = watch_metrics.OFF if telemetry is None else telemetry.watch
         self.parent = parent  # told an ActorFault if this actor dies of our bug (the orchestrator)
         self.clock = clock or SystemClock()
-        self.core = core.ObserverCore(stall_bound=stall_bound, rng=jitter_source(seed), deliver_all=tap is not None,
+        self.core = core.WatchCore(stall_bound=stall_bound, rng=jitter_source(seed), deliver_all=tap is not None,
                                       **core_options)
         self._tap = tap
         self._recipients: dict[SandboxKey, Recipient] = {}

@@ -1,4 +1,4 @@
-"""ObserverCore: the one Sandbox watch of the process, as a deterministic state machine (ADR-0063).
+"""WatchCore: the one Sandbox watch of the process, as a deterministic state machine (ADR-0063).
 
 Theory of operation. Two halves, one reason to change each, as client-go splits its Reflector from its
 Store and handlers:
@@ -84,7 +84,7 @@ def reports(step: WatchStep) -> tuple[Report, ...]:
     return tuple(r for r in step.reports if not isinstance(r, DELIVERIES))
 
 
-class ObserverCore:
+class WatchCore:
     def __init__(self, *, stall_bound: float = STALL_BOUND_SECONDS, list_deadline: float = WATCH_LIST_DEADLINE_SECONDS,
                  max_failures: int = WATCH_MAX_FAILURES, max_failure_seconds: float = WATCH_MAX_FAILURE_SECONDS,
                  rng: Jitter | None = None, backoff: Backoff = WATCH_BACKOFF, keep_latest: int = KEEP_LATEST,

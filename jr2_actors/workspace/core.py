@@ -1,15 +1,15 @@
 """WorkspaceCore: one Workspace's Sandbox from its write to its teardown. Pure (ADR-0064, ADR-0063).
 
-Theory of operation. The machine is the table `MACHINE` at the bottom (`step.Machine`): (state, input) →
-the states that edge may lead to, and its handler. A handler moves only along its edge (`_go` checks); an
-input with no edge in the current state is our bug and raises `OffTable`. What the world may say to a
+Theory of operation. The machine is the table `MACHINE` at the bottom (`step.Machine`): (phase, input) →
+the phases that edge may lead to, and its handler. A handler moves only along its edge (`_go` checks); an
+input with no edge in the current phase is our bug and raises `OffTable`. What the world may say to a
 Workspace that has not begun or has ended (the watch, a timer, a late answer) has its rows, which ignore
 it. The inputs, actions and reports are in `messages.py`.
 
     new ──Begin──▶ placing ──scheduled──▶ provisioning ──Ready──▶ attaching ──attached──▶ running
      │                └── (restored after it had placed) ──▶ reconciling ──first list──▶ …
-     └─ any live state ── Lost / gone ──▶ lost;  crash loop, bad image, 120 s, attach refused ──▶ faulted
-        any state ── Release ──▶ released (then the delete, if any, and `Released`)
+     └─ any live phase ── Lost / gone ──▶ lost;  crash loop, bad image, 120 s, attach refused ──▶ faulted
+        any phase ── Release ──▶ released (then the delete, if any, and `Released`)
 
 - `placing` writes the CR and waits for a node with **no deadline** (ADR-0064): an Unschedulable pod
   waits `on: node`, a quota refusal `on: quota`, with the scheduler's or the quota's own words; a pod
@@ -31,7 +31,7 @@ it. The inputs, actions and reports are in `messages.py`.
 - A Sandbox `Lost` or gone is `workspace.lost` with the operator's reason. A dropped watch is unknown,
   never loss. A Harness restart is reported (it ends the Turns waiting on it); an `OOMKilled` end names the
   memory limit. Every change of the Harness's last end is reported too (the notice ledger reads it).
-- The Lease covers the Sandbox from its write to its teardown, in every state: the first renewal within
+- The Lease covers the Sandbox from its write to its teardown, in every phase: the first renewal within
   the first fifth of the interval, then every 5 min ±20 %, never in lockstep.
 - Events of another uid under this key (an older incarnation being deleted, a successor) are not ours
   and are ignored once the core knows its uid.
@@ -229,14 +229,14 @@ class WorkspaceCore:
         self._fault(f"attach: {event.message}")
 
     def _release(self, event: m.Release, now: float, wall: float) -> None:
-        state = self.phase
+        was = self.phase
         self._end_wait("released")
         self._go("released")
         self._retry_at = self._retry = None
-        ran = self._placed and state != "placing"
+        ran = self._placed and was != "placing"
         # ADR-0064: what never ran is deleted at once; what ran is kept when the run stopped or faulted, or
         # when it faulted itself after it placed (inspectable, the idle GC ages it out).
-        if ran and (event.why != "teardown" or state == "faulted"):
+        if ran and (event.why != "teardown" or was == "faulted"):
             self._teardown_over(deleted=False)
         else:
             self._forbidden_since = None
@@ -287,7 +287,7 @@ class WorkspaceCore:
         if not self._released and event.uid in (self.uid, ""):
             self._teardown_over(deleted=True)
 
-    # -- what the watch says, in each state ------------------------------------------------------------
+    # -- what the watch says, in each phase ------------------------------------------------------------
 
     def _seen(self, event: SandboxSeen, now: float, wall: float) -> None:
         sandbox = event.sandbox
@@ -384,7 +384,7 @@ class WorkspaceCore:
         self._out.append(m.Released(self.path, deleted=deleted))
 
     def _leased(self) -> bool:
-        """ADR-0064: the Lease is renewed from the write to the teardown, in every live state — a restored
+        """ADR-0064: the Lease is renewed from the write to the teardown, in every live phase — a restored
         Workspace waiting for the first list too: each renewal carries the uid it wrote, so it renews only
         that Sandbox."""
         return self.phase in LIVE and bool(self.uid)
@@ -442,7 +442,7 @@ def _ignore(core: WorkspaceCore, event: Any, now: float, wall: float) -> None:
 
 W = WorkspaceCore
 NOT_LIVE: tuple[WorkspacePhase, ...] = ("new", "lost", "faulted")
-# One table holds the machine: (from states, input, where the edge may lead, who takes it). Every edge
+# One table holds the machine: (from phases, input, where the edge may lead, who takes it). Every edge
 # not listed is off the table (`OffTable`). docs/architecture.md prints it (`transitions_markdown`); a test
 # keeps the copy true.
 MACHINE: Machine[Handler] = Machine("Workspace", (

@@ -29,6 +29,7 @@ from jr2_actors.agent.messages import (
 )
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import GuardKill, Hang, KernelKill, Pick, ProviderLimit, Say
+from jr2_actors.harness.admission import Admission
 from jr2_actors.harness.client import HarnessClient, HarnessClients
 from jr2_actors.harness.errors import HarnessError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillRead
@@ -36,7 +37,7 @@ from jr2_actors.harness.tokens import INSTANCE_HARNESS
 from jr2_actors.shell import Timers
 from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.constants import PREVIOUS_SETTLE_SECONDS
-from tests.support.admissions import NAME, body
+from tests.support.admissions import NAME, admission, body
 from tests.support.probes import Inbox
 from tests.support.sandboxes import ready_sandbox
 from tests.support.waiting import wait_until
@@ -57,7 +58,7 @@ class Seat:
                                 in_workspace))
 
     def admit(self, turn_id: int, **extra: Any) -> None:
-        self.ref.tell(Admit(turn_id, body(**extra)))
+        self.ref.tell(Admit(turn_id, admission(**extra)))
 
     def first(self, kind: type, turn_id: int) -> Any:
         def mine(m: Any) -> bool:
@@ -311,7 +312,7 @@ def test_an_unexpected_error_in_a_job_reaches_the_run(make_seat: Callable[..., S
         def memory_kills(self) -> MemoryKillRead:
             raise RuntimeError("boom")
 
-        def admit(self, agent: str, conversation_id: str, body: Any, **_: Any) -> Any:
+        def admit(self, agent: str, conversation_id: str, admission: Admission, **_: Any) -> Any:
             raise KeyError("streamUrl")
 
     seat = make_seat(_Stubbed(lambda url, token: Broken(url, token)))
@@ -430,7 +431,7 @@ def test_a_restored_turns_admission_waits_for_its_aborts_settle(seat: Seat) -> N
     try:
         again.tell(StartTurn(1, "c-1", seat.endpoint, seat.cluster.harness_token(NAME), abort_first=True))
         inbox.wait_for(lambda ms: any(isinstance(m, KillsRead) for m in ms), what="the read after the abort")
-        again.tell(Admit(1, body(kept=True)))
+        again.tell(Admit(1, admission(kept=True)))
         seat.advance_until(lambda: any(isinstance(m, (turn.Settled, turn.TurnFault)) for m in inbox.snapshot()),
                            "the re-admission")
         assert [type(m) for m in inbox.snapshot() if isinstance(m, (turn.Settled, turn.TurnFault))] == [turn.Settled]
@@ -484,8 +485,8 @@ def test_an_answer_that_never_reached_its_call_is_reported_and_its_submission_ab
 def test_an_admission_whose_fate_is_unknown_is_found_out_by_an_abort_not_faulted(
         make_seat: Callable[..., Seat]) -> None:
     class Reset(HarnessClient):
-        def admit(self, agent: str, conversation_id: str, body: Any, **kw: Any) -> Any:
-            super().admit(agent, conversation_id, body, **kw)
+        def admit(self, agent: str, conversation_id: str, admission: Admission, **kw: Any) -> Any:
+            super().admit(agent, conversation_id, admission, **kw)
             raise HarnessUnreachable("POST admission: connection reset", reached=True)
 
     seat = make_seat(_Stubbed(lambda url, token: Reset(url, token)))
@@ -509,7 +510,7 @@ def test_a_stopped_seat_cuts_an_admission_that_waits_on_a_live_harness(make_seat
     ended = threading.Event()
 
     class Unanswered(HarnessClient):
-        def admit(self, agent: str, conversation_id: str, body: Any, **kw: Any) -> Any:
+        def admit(self, agent: str, conversation_id: str, admission: Admission, **kw: Any) -> Any:
             cut = kw["cut"]
             while not cut.fired:  # a Harness alive and never answering: only the cut ends the wait
                 ended.wait(0.01)

@@ -32,12 +32,9 @@ from jr2_actors.agent.messages import (
 )
 from jr2_actors.agent.seat_core import SeatCore, SeatStep
 from jr2_actors.values.step import OffTable
+from tests.support.admissions import admission
 
 H = "http://h"
-
-
-def body(**extra: Any) -> dict[str, Any]:
-    return {"definition": {"agent": "coder"}, "message": "Fix it.", "allowed": ["finish"], **extra}
 
 
 def phase(seat: SeatCore) -> str:
@@ -56,7 +53,7 @@ def admitted(seat: SeatCore, turn_id: int, conv: str = "c-1", boot: str = "b-1",
     """Start, read, admit and accept a Turn: its Submission runs, its stream is read."""
     seat.step(StartTurn(turn_id, conv, H, **start))
     seat.step(KillsDone(turn_id, None, "could not tell"))
-    seat.step(Admit(turn_id, body()))
+    seat.step(Admit(turn_id, admission()))
     return seat.step(AdmitDone(turn_id, turn.Admitted(f"s-{turn_id}", "0"), f"{H}/s", "admitted", boot_id=boot))
 
 
@@ -72,7 +69,7 @@ def test_a_turn_in_a_workspace_reads_the_list_before_its_admission() -> None:
     assert jobs(step, ReadKillsJob) == [ReadKillsJob(1, abort_first=False, read=True)] and not step.reports
     step = seat.step(KillsDone(1, None, "timed out", outcome="unreachable"))
     assert reports(step, KillsRead) == [KillsRead("coder", 1, None, "timed out", H)]
-    step = seat.step(Admit(1, body()))
+    step = seat.step(Admit(1, admission()))
     assert jobs(step, AdmitJob)[0].not_yet is False
 
 
@@ -85,7 +82,7 @@ def test_a_kept_admission_takes_a_409_as_not_yet() -> None:
     seat = SeatCore("coder")
     seat.step(StartTurn(1, "c-1", H))
     seat.step(KillsDone(1, None, ""))
-    assert jobs(seat.step(Admit(1, body(kept=True))), AdmitJob)[0].not_yet is True
+    assert jobs(seat.step(Admit(1, admission(kept=True))), AdmitJob)[0].not_yet is True
 
 
 def test_the_next_turn_of_a_conversation_is_held_until_the_previous_submission_settles() -> None:
@@ -143,7 +140,7 @@ def test_a_restart_reported_while_the_admission_is_out_is_judged_on_its_answer()
     seat = SeatCore("coder")
     seat.step(StartTurn(1, "c-1", H))
     seat.step(KillsDone(1, None, ""))
-    seat.step(Admit(1, body()))
+    seat.step(Admit(1, admission()))
     seat.step(CheckHarness(1))
     assert not seat.step(BootDone(1, "b-2", judge=True)).reports  # the admission's answer decides
     step = seat.step(AdmitDone(1, turn.Admitted("s-1", "0"), f"{H}/s", "admitted", boot_id="b-2"))
@@ -155,7 +152,7 @@ def test_an_admission_whose_fate_is_unknown_is_found_out_by_an_abort() -> None:
     seat = SeatCore("coder")
     seat.step(StartTurn(1, "c-1", H))
     seat.step(KillsDone(1, None, ""))
-    seat.step(Admit(1, body()))
+    seat.step(Admit(1, admission()))
     step = seat.step(AdmitDone(1, turn.AdmitRefused("connection reset"), outcome="unreachable", reached=True))
     assert jobs(step, AbortJob) == [AbortJob(1, asked=False, unsure=True)] and not step.reports
     step = seat.step(AbortDone(1, True, "", asked=False, unsure=True))
@@ -168,7 +165,7 @@ def test_an_abort_while_admitting_is_posted_once_the_answer_is_in_and_the_take_i
     seat = SeatCore("coder")
     seat.step(StartTurn(1, "c-1", H))
     seat.step(KillsDone(1, None, ""))
-    seat.step(Admit(1, body()))
+    seat.step(Admit(1, admission()))
     assert not seat.step(AbortTurn(1)).reports
     step = seat.step(AdmitDone(1, turn.Admitted("s-1", "0"), f"{H}/s", "admitted"))
     assert jobs(step, AbortJob) == [AbortJob(1, asked=True, unsure=False)]
@@ -186,8 +183,8 @@ def test_a_result_of_a_turn_the_seat_left_is_dropped() -> None:
 
 def test_the_runs_message_for_another_turn_is_dropped_with_a_note_and_an_unknown_input_is_our_bug() -> None:
     seat = SeatCore("coder")
-    assert "dropped" in seat.step(Admit(3, body())).note
+    assert "dropped" in seat.step(Admit(3, admission())).note
     seat.step(StartTurn(1, "c-1", H))
-    assert "not the seat's turn" in seat.step(Admit(3, body())).note
+    assert "not the seat's turn" in seat.step(Admit(3, admission())).note
     with pytest.raises(OffTable):
         seat.step(object())

@@ -11,9 +11,10 @@ import pytest
 import requests
 
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.harness.actor import HarnessReply, HarnessRequest
 from jr2_actors.fake.harness.core import Hang
+from jr2_actors.fake.harness.messages import HarnessReply, HarnessRequest
 from jr2_actors.testing.clock import VirtualClock
+from tests.support import admissions
 from tests.support.sandboxes import ready_sandbox
 
 A, B = "ws-wake-f-1-aaaaaa", "ws-wake-f-2-bbbbbb"
@@ -29,9 +30,7 @@ def two() -> Iterator[tuple[FakeCluster, dict[str, str]]]:
 
 
 def admit(cluster: FakeCluster, endpoint: str, name: str) -> dict[str, Any]:
-    body = {"definition": {"agent": "coder", "instructions": "You fix bugs.", "access": "write", "menu": ["finish"]},
-            "message": "Fix it.", "allowed": ["finish"]}
-    resp = requests.post(f"{endpoint}/agents/coder/c-1", json=body, timeout=10,
+    resp = requests.post(f"{endpoint}/agents/coder/c-1", json=admissions.body(), timeout=10,
                          headers={"Authorization": f"Bearer {cluster.harness_token(name)}"})
     assert resp.status_code == 200, resp.text
     return cast(dict[str, Any], resp.json())

@@ -28,6 +28,7 @@ from jr2_actors.values.constants import (
     PROVISION_BUDGET_SECONDS,
     READ_TIMEOUT_SECONDS,
 )
+from tests.support import admissions
 from tests.support.paths import FIXTURES
 from tests.support.sandboxes import ready_sandbox
 from tests.support.slow_server import Mode, SlowServer
@@ -47,11 +48,6 @@ def live() -> Iterator[tuple[FakeCluster, HarnessClient]]:
         client.close()
 
 
-def body(agent: str = "coder", **extra: Any) -> dict[str, Any]:
-    return {"definition": {"agent": agent, "instructions": "You fix bugs.", "access": "write", "menu": ["finish"]},
-            "message": "Fix it.", "allowed": ["finish"], **extra}
-
-
 def test_attach_admit_and_read_updates(live: tuple[FakeCluster, HarnessClient]) -> None:
     cluster, harness = live
     assert harness.healthz()
@@ -59,7 +55,7 @@ def test_attach_admit_and_read_updates(live: tuple[FakeCluster, HarnessClient]) 
                            "feat/x")
     assert repos == {"app": "/work/app/feat-x"}
     cluster.script("coder", [Pick("finish", {"why": "tests pass"}), Say("ok")])
-    admission = harness.admit("coder", "c-1", body())
+    admission = harness.admit("coder", "c-1", admissions.admission())
     first = harness.updates(admission.stream_url, admission.offset)
     (pick,) = first.events
     assert pick["type"] == "pick" and first.next_offset == "1" and first.up_to_date
@@ -73,7 +69,7 @@ def test_attach_admit_and_read_updates(live: tuple[FakeCluster, HarnessClient]) 
 def test_refusals_carry_the_harness_words(live: tuple[FakeCluster, HarnessClient]) -> None:
     _, harness = live
     with pytest.raises(ConversationNotKept) as err:
-        harness.admit("coder", "c-unknown", body(kept=True))
+        harness.admit("coder", "c-unknown", admissions.admission(kept=True))
     assert err.value.status == 404 and err.value.body["kept"] is False
     stranger = HarnessClient(harness.base_url, "not-the-token")
     with pytest.raises(HarnessError) as denied:
@@ -86,9 +82,9 @@ def test_refusals_carry_the_harness_words(live: tuple[FakeCluster, HarnessClient
 def test_abort_and_memory_kills(live: tuple[FakeCluster, HarnessClient]) -> None:
     cluster, harness = live
     cluster.script("coder", [Hang()], [GuardKill("1.9Gi", "2Gi")])
-    harness.admit("coder", "c-1", body())
+    harness.admit("coder", "c-1", admissions.admission())
     assert harness.abort("coder", "c-1") is True
-    harness.admit("coder", "c-2", body())
+    harness.admit("coder", "c-2", admissions.admission())
     read = harness.memory_kills()
     (kill,) = read.kills
     assert (kill.peak, kill.limit, kill.told) == ("1.9Gi", "2Gi", ("c-2",))
@@ -178,7 +174,7 @@ def test_an_answer_that_is_not_2xx_is_never_resent(status: int, client_with_cloc
     harness, _, _ = client_with_clock()
     responses.post(f"{BASE}/agents/coder/c-1", status=status, json={"error": "no"})
     with pytest.raises(HarnessError) as err:
-        harness.admit("coder", "c-1", body())
+        harness.admit("coder", "c-1", admissions.admission())
     assert err.value.status == status
     assert len(responses.calls) == 1
 
@@ -188,7 +184,7 @@ def test_a_request_that_may_have_arrived_is_not_resent(client_with_clock: Any) -
     harness, _, _ = client_with_clock()
     responses.post(f"{BASE}/agents/coder/c-1", body=RESET)
     with pytest.raises(HarnessUnreachable) as err:
-        harness.admit("coder", "c-1", body())
+        harness.admit("coder", "c-1", admissions.admission())
     assert err.value.reached is True
     assert len(responses.calls) == 1
 
@@ -218,7 +214,7 @@ def test_malformed_admission_answers_are_protocol_errors(answer: bytes, client_w
     harness, _, _ = client_with_clock()
     responses.post(f"{BASE}/agents/coder/c-1", body=answer)
     with pytest.raises(HarnessProtocolError):
-        harness.admit("coder", "c-1", body())
+        harness.admit("coder", "c-1", admissions.admission())
 
 
 @responses.activate
@@ -237,7 +233,7 @@ def test_an_admission_answered_503_is_sent_again(client_with_clock: Any) -> None
     responses.post(f"{BASE}/agents/coder/c-1", status=503, json={"error": "draining"})
     responses.post(f"{BASE}/agents/coder/c-1", json={"streamUrl": f"{BASE}/streams/coder/c-1", "offset": "0",
                                                      "submissionId": "s-1"})
-    admission = harness.admit("coder", "c-1", body())
+    admission = harness.admit("coder", "c-1", admissions.admission())
     assert (admission.submission_id, len(responses.calls), waits) == ("s-1", 3, [0.25, 0.5])
 
 
@@ -246,7 +242,7 @@ def test_an_admission_draining_for_thirty_seconds_fails(client_with_clock: Any) 
     harness, _, waits = client_with_clock()
     responses.post(f"{BASE}/agents/coder/c-1", status=503, json={"error": "draining"})
     with pytest.raises(HarnessError) as err:
-        harness.admit("coder", "c-1", body())
+        harness.admit("coder", "c-1", admissions.admission())
     assert err.value.status == 503
     assert waits == [0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0]  # 27.75 s; one more would pass 30 s
     assert len(responses.calls) == len(waits) + 1
@@ -265,7 +261,7 @@ def test_a_client_closed_while_it_waits_to_retry_gives_up_at_once(clients: list[
 
     def admit() -> None:
         try:
-            harness.admit("coder", "c-1", body())
+            harness.admit("coder", "c-1", admissions.admission())
         except HarnessUnreachable as e:
             failed.append(e)
         done.set()
@@ -290,7 +286,7 @@ def test_only_a_404_saying_kept_false_is_the_refusal(answer: dict[str, Any], not
     harness, _, _ = client_with_clock()
     responses.post(f"{BASE}/agents/coder/c-1", status=404, json=answer)
     with pytest.raises(HarnessError) as err:
-        harness.admit("coder", "c-1", body(kept=True))
+        harness.admit("coder", "c-1", admissions.admission(kept=True))
     assert isinstance(err.value, ConversationNotKept) is not_kept
     assert err.value.status == 404
 
@@ -309,7 +305,7 @@ def test_a_stream_url_off_the_harness_is_refused(stream_url: str, client_with_cl
     harness, _, _ = client_with_clock()
     responses.post(f"{BASE}/agents/coder/c-1", json={"streamUrl": stream_url, "offset": "0", "submissionId": "s"})
     with pytest.raises(HarnessProtocolError) as err:
-        harness.admit("coder", "c-1", body())
+        harness.admit("coder", "c-1", admissions.admission())
     assert "not on the Harness" in str(err.value)
     with pytest.raises(HarnessProtocolError):
         harness.updates(stream_url, "0")
@@ -321,7 +317,7 @@ def test_a_relative_stream_url_is_resolved_on_the_harness(client_with_clock: Any
     harness, _, _ = client_with_clock()
     responses.post(f"{BASE}/agents/coder/c-1", json={"streamUrl": "/ws-1/streams/coder/c-1", "offset": "0",
                                                      "submissionId": "s"})
-    assert harness.admit("coder", "c-1", body()).stream_url == f"{BASE}/streams/coder/c-1"
+    assert harness.admit("coder", "c-1", admissions.admission()).stream_url == f"{BASE}/streams/coder/c-1"
 
 
 @responses.activate
@@ -537,7 +533,7 @@ def test_a_409_to_an_admission_into_a_held_conversation_is_not_yet_and_sent_agai
     responses.post(f"{BASE}/agents/coder/c-1", status=409, json=BUSY)
     responses.post(f"{BASE}/agents/coder/c-1", status=409, json=BUSY)
     responses.post(f"{BASE}/agents/coder/c-1", json=ADMITTED)
-    admission = harness.admit("coder", "c-1", body(kept=True), retry_busy=True)
+    admission = harness.admit("coder", "c-1", admissions.admission(kept=True), retry_busy=True)
     assert (admission.submission_id, len(responses.calls), waits) == ("s-1", 3, [0.25, 0.5])
 
 
@@ -546,10 +542,10 @@ def test_a_409_is_not_yet_only_for_a_held_conversation_and_only_for_a_while(clie
     harness, _, waits = client_with_clock()
     responses.post(f"{BASE}/agents/coder/c-1", status=409, json=BUSY)
     with pytest.raises(HarnessError) as err:
-        harness.admit("coder", "c-1", body())  # a new conversation: a 409 is the Harness's refusal
+        harness.admit("coder", "c-1", admissions.admission())  # a new conversation: a 409 is the Harness's refusal
     assert (err.value.status, len(responses.calls), waits) == (409, 1, [])
     with pytest.raises(HarnessError) as busy:
-        harness.admit("coder", "c-1", body(kept=True), retry_busy=True)
+        harness.admit("coder", "c-1", admissions.admission(kept=True), retry_busy=True)
     assert busy.value.status == 409 and 55 < sum(waits) <= ADMISSION_BUSY_SECONDS
 
 
@@ -619,7 +615,7 @@ def test_an_admission_waits_for_its_answer_as_long_as_the_harness_is_alive(
         slow_admission: tuple[HarnessClient, VirtualClock, Timers]) -> None:
     harness, clock, timers = slow_admission
     _SlowAdmission.alive.set()
-    thread, out = in_thread(lambda: harness.admit("coder", "c-1", body()))
+    thread, out = in_thread(lambda: harness.admit("coder", "c-1", admissions.admission()))
     # Past the read timeout's 30 s of (virtual) waiting, and past the misses that would cut it: it is alive.
     advance_until(clock, timers, lambda: len(_SlowAdmission.probes) > ADMISSION_PROBE_MISSES + 3,
                   "the Harness asked whether it is alive")
@@ -632,7 +628,7 @@ def test_an_admission_waits_for_its_answer_as_long_as_the_harness_is_alive(
 def test_an_admission_is_cut_once_the_harness_stops_answering(
         slow_admission: tuple[HarnessClient, VirtualClock, Timers]) -> None:
     harness, clock, timers = slow_admission
-    thread, out = in_thread(lambda: harness.admit("coder", "c-1", body()))
+    thread, out = in_thread(lambda: harness.admit("coder", "c-1", admissions.admission()))
     advance_until(clock, timers, lambda: not thread.is_alive(), "the admission cut")
     error = out["error"]
     assert isinstance(error, HarnessUnreachable) and error.reached  # it may have arrived: the seat aborts

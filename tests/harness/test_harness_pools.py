@@ -18,6 +18,7 @@ from jr2_actors.harness.pools import HarnessPools, address_of, pools_of, shared_
 from jr2_actors.net.cut import Cut
 from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.constants import HARNESS_POOL_SIZE
+from tests.support import admissions
 from tests.support.sandboxes import ready_sandbox
 from tests.support.waiting import wait_until
 
@@ -152,9 +153,7 @@ def test_the_fake_can_give_each_sandbox_a_harness_address_of_its_own() -> None:
         for name, endpoint in zip(names, endpoints, strict=True):
             client = HarnessClient(endpoint, cluster.harness_token(name), session=session)
             cluster.script("coder", [Pick("finish", {"why": "done"})])
-            admission = client.admit("coder", "c-1", {
-                "definition": {"agent": "coder", "instructions": "You fix bugs.", "access": "write",
-                               "menu": ["finish"]}, "message": "Fix it.", "allowed": ["finish"]})
+            admission = client.admit("coder", "c-1", admissions.admission())
             assert address_of(admission.stream_url) == address_of(endpoint)
             assert [e["type"] for e in client.updates(admission.stream_url, admission.offset).events] == ["pick"]
             client.close()
@@ -190,7 +189,7 @@ def test_an_idle_long_poll_and_a_refused_admission_give_their_connection_back(se
     client = HarnessClient(server.url + "/ws-1", "t0k3n", session=session, clock=clock, wait=lambda _: None)
     for _ in range(3):
         assert client.updates(server.url + "/ws-1/streams/coder/c-1", "0").events == []
-    assert client.admit("coder", "c-1", {"message": "Go."}).submission_id == "s-1"  # after one 503
+    assert client.admit("coder", "c-1", admissions.admission(message="Go.")).submission_id == "s-1"  # after one 503
     assert server.accepted == 1, f"{server.accepted} connections for 5 calls one after another"
     client.close()
     session.close()

@@ -15,16 +15,16 @@ from jr2_actors.agent.jobs import outcome_of
 from jr2_actors.agent.messages import Admit, KillsRead, StartTurn
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Say
+from jr2_actors.harness.admission import Notice
 from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MemoryKillListError
 from jr2_actors.run.feed.hub import FeedHub, Published
 from jr2_actors.run.feed.lines import AdmittedLine, FeedEvent, SaidLine
-from jr2_actors.run.notices import Notice
 from jr2_actors.shell import Timers
 from jr2_actors.telemetry import Telemetry
 from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.workspace.messages import WaitEntry
-from tests.support.admissions import NAME, body
+from tests.support.admissions import NAME, admission
 from tests.support.metrics_text import FakeRun, Record, samples, series, value
 from tests.support.probes import Inbox
 from tests.support.sandboxes import ready_sandbox
@@ -64,9 +64,9 @@ def test_admissions_and_memory_kill_reads_are_counted_by_outcome(
     cluster.script("coder", [Say("ok")])
     ref.tell(StartTurn(1, "c-1", endpoint, cluster.harness_token(NAME)))
     inbox.wait_for(lambda ms: any(isinstance(m, KillsRead) for m in ms))
-    ref.tell(Admit(1, body(kept=True)))  # a conversation the Harness was never asked to keep
+    ref.tell(Admit(1, admission(kept=True)))  # a conversation the Harness was never asked to keep
     inbox.wait_for(lambda ms: any(isinstance(m, turn.NotKept) for m in ms))
-    ref.tell(Admit(1, body()))
+    ref.tell(Admit(1, admission()))
     inbox.wait_for(lambda ms: any(isinstance(m, turn.Settled) for m in ms))
     got = samples(text(telemetry))
     assert value(got, "jr2_harness_memory_kill_reads_total", outcome="read") == 1

@@ -21,6 +21,7 @@ from jr2_actors.harness import briefing
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.values.constants import MAX_PICK_BRIEFING
 from jr2_actors.values.workflow import Workflow, WorkflowError, load_workflow, parse_workflow, read_document
+from tests.support import admissions
 from tests.support.workflows import BRIEFED
 from tests.support.workflows import BRIEFING_FINISH as FINISH
 from tests.support.workflows import BRIEFING_NEXT as NEXT
@@ -150,10 +151,9 @@ def test_any_way_out_is_a_workflow_or_an_error_naming_its_state_and_pick(way: An
 def admission(wf: Workflow, state: str, notices: list[Any] | None = None) -> dict[str, Any]:
     """An admission body as the run sends one (`run/turn.py` `_admit`), for `state`'s Turn."""
     agent = wf.agents["coder"]
-    return {"definition": {"agent": agent.name, "instructions": agent.instructions, "access": agent.access,
-                           "menu": wf.menu_body(agent.name)},
-            "message": "Code.", "cwd": "/work/app", "allowed": list(wf.states[state].allowed),
-            "notices": notices or []}
+    return admissions.body(wf.states[state].allowed, agent=agent.name, instructions=agent.instructions,
+                           access=agent.access, menu=wf.menu_body(agent.name), message="Code.", cwd="/work/app",
+                           notices=notices or ())
 
 
 def test_the_turn_part_says_each_allowed_picks_briefing_after_the_notices_and_before_the_allowed_picks() -> None:

@@ -275,10 +275,10 @@ def test_close_from_another_thread_ends_a_reader_waiting_inside_a_chunk(
 def test_broken_framing_ends_the_stream_as_a_transport_failure_and_the_watch_resumes() -> None:
     # What the WatchActor's I/O thread does with the client's refusal: the core resumes from the last version.
     from jr2_actors.watch.actor import failure_of
-    from jr2_actors.watch.core import ObserverCore
+    from jr2_actors.watch.core import WatchCore
     from jr2_actors.watch.stream import FrameReceived, Listed, Started, StreamEnded, WatchFrom, WatchOpened
 
-    c = ObserverCore()
+    c = WatchCore()
     c.step(Started(), 0.0)
     c.step(Listed([], "10"), 0.0)
     c.step(WatchOpened(c.stream), 0.0)

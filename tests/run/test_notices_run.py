@@ -11,6 +11,7 @@ import pytest
 
 from jr2_actors.agent import messages as seat
 from jr2_actors.harness import briefing
+from jr2_actors.harness.client import admission_body
 from jr2_actors.harness.memory_kills import MemoryKill
 from jr2_actors.run import messages as run
 from jr2_actors.run.core import RunCore
@@ -57,7 +58,7 @@ class Engine:
         return str(self.core.status)
 
     def admissions(self) -> list[Mapping[str, Any]]:
-        return [a.message.body for a in self.actions
+        return [admission_body(a.message.admission) for a in self.actions
                 if isinstance(a, run.ToAgent) and isinstance(a.message, seat.Admit)]
 
     def running(self) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.orchestrator import Orchestrator
-from jr2_actors.run.actor import RunFinished
+from jr2_actors.run.messages import RunFinished
 from jr2_actors.shell.mailbox import Mailbox
 
 

@@ -13,19 +13,20 @@ from typing import cast
 import pytest
 
 from jr2_actors.store.actor import StoreActor
+from jr2_actors.store.files import APPLICATION_ID
 from jr2_actors.store.messages import (
+    DiskWriteFailed,
     Fetch,
     Healthy,
     Persist,
     Restore,
-    Restored,
+    RestoredRuns,
     RunRecord,
     StoreError,
     StoreUnusable,
     Sweep,
-    WriteFailed,
 )
-from jr2_actors.store.rows import APPLICATION_ID, Row, RunStore
+from jr2_actors.store.rows import Row, RunStore
 from jr2_actors.testing.clock import VirtualClock
 from tests.support.stores import unwritable
 
@@ -124,7 +125,7 @@ def test_store_actor_persists_by_ask_restores_and_sweeps_at_boot(tmp_path: Path)
     try:
         assert ref.ask(Fetch("stale"), timeout=10) is None  # swept at boot
         ref.ask(Persist("r2", "live", {"state": "code"}), timeout=10)
-        restored = cast(Restored, ref.ask(Restore(), timeout=10))
+        restored = cast(RestoredRuns, ref.ask(Restore(), timeout=10))
         assert [r.run_id for r in restored.runs] == ["kept", "r2"]
         ref.ask(Persist("r2", "done", {"state": "done"}), timeout=10)
         clock.advance(8 * DAY)
@@ -238,7 +239,7 @@ def test_a_store_that_cannot_write_answers_write_failed_and_health_follows_the_p
         ref.ask(Persist("r1", "live", {"s": 1}), timeout=10)
         assert ref.ask(Healthy(), timeout=10) is True
         refuse.set()
-        with pytest.raises(WriteFailed, match="attempt to write a readonly database"):
+        with pytest.raises(DiskWriteFailed, match="attempt to write a readonly database"):
             ref.ask(Persist("r1", "live", {"s": 2}), timeout=10)
         assert "readonly" in str(ref.ask(Healthy(), timeout=10))
         assert "readonly" in str(ref.ask(Healthy(), timeout=10))  # still: its probe is a real write

@@ -21,7 +21,7 @@ import pytest
 
 from jr2_actors.shell.mailbox import Mailbox
 from jr2_actors.store.actor import StoreActor, save
-from jr2_actors.store.messages import Fetch, Healthy, Persist, StoreError, WriteFailed
+from jr2_actors.store.messages import DiskWriteFailed, Fetch, Healthy, Persist, StoreError
 from jr2_actors.store.rows import Row, RunStore
 from tests.support.paths import ROOT
 from tests.support.stores import unwritable
@@ -152,7 +152,7 @@ def test_a_batch_the_disk_refuses_is_write_failed_to_every_asker_and_none_of_it_
         for t in [*first, *threads]:
             t.join(WAIT)
         assert {k: type(v) for k, v in {**first_heard, **heard}.items()} == dict.fromkeys(
-            ["first", *(m.run_id for m in batch)], WriteFailed)
+            ["first", *(m.run_id for m in batch)], DiskWriteFailed)
         assert on_disk(tmp_path) == {}
         assert isinstance(ref.ask(Healthy(), timeout=WAIT), str)
         refuse.clear()
@@ -287,7 +287,7 @@ def test_a_persists_then_is_not_told_when_the_disk_refuses_the_batch(
     try:
         told = Told(tmp_path, {})
         refuse.set()
-        with pytest.raises(WriteFailed):
+        with pytest.raises(DiskWriteFailed):
             ref.ask(Persist("r0", "live", {"n": 1}, then=(told, "r0's lines")), timeout=WAIT)
         assert told.seen == {}
         refuse.clear()
@@ -299,7 +299,7 @@ def test_a_persists_then_is_not_told_when_the_disk_refuses_the_batch(
 
 def test_save_returns_once_the_commit_holds_its_row_and_raises_what_an_ask_would(
         tmp_path: Path, held: Held, actor: pykka.ActorRef[Any]) -> None:
-    """`store.save` (how runs persist: an `Answer` for a Future) keeps the ask's promise and its errors."""
+    """`store.save` (how runs persist: an `AnswerLatch` for a Future) keeps the ask's promise and its errors."""
     first, _ = asks(actor, [Persist("first", "live", {"n": 0})])
     assert held.holding.wait(WAIT)
     batch = [*(Persist(f"r{i}", "live", {"n": i}) for i in range(20)), Persist("odd", "paused", {})]

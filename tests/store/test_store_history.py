@@ -13,8 +13,9 @@ import pytest
 
 from jr2_actors.store import codec
 from jr2_actors.store.actor import StoreActor
+from jr2_actors.store.files import APPLICATION_ID
 from jr2_actors.store.messages import Healthy, Persist, Sweep
-from jr2_actors.store.rows import APPLICATION_ID, RunStore
+from jr2_actors.store.rows import RunStore
 from jr2_actors.telemetry import Telemetry
 from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.run_ids import Keyed

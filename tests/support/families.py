@@ -62,7 +62,7 @@ PREFIXES: dict[str, str] = {
     "test_store": "store", "test_sweep": "store",
     "test_virtual": "testing", "test_testing": "testing",
     "test_values": "values", "test_sizes": "values", "test_workflow": "values",
-    "test_watch": "watch", "test_observer": "watch", "test_identity": "watch", "test_sandbox": "watch",
+    "test_watch": "watch", "test_identity": "watch", "test_sandbox": "watch",
     "test_workspace": "workspace", "test_lease": "workspace", "test_renewal": "workspace",
     "test_wait_reasons": "workspace",
 }

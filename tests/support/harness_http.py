@@ -10,6 +10,7 @@ import requests
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.watch.sandbox import view
+from tests.support import admissions
 
 NAME = "ws-run1-f-1-abc123"
 T0 = 1_790_000_000.0
@@ -26,8 +27,8 @@ def auth(cluster: FakeCluster, name: str = NAME) -> dict[str, str]:
 
 
 def admission(agent: str = "coder", **extra: Any) -> dict[str, Any]:
-    return {"definition": {"agent": agent, "instructions": "You fix bugs.", "access": "write", "menu": ["finish"]},
-            "message": "Fix the failing test.", "allowed": ["finish"], **extra}
+    """An admission's JSON body, as a test posts it to the fake Harness over HTTP."""
+    return admissions.body(agent=agent, message="Fix the failing test.", **extra)
 
 
 def poll(cluster: FakeCluster, stream_url: str, offset: str) -> requests.Response:

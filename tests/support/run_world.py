@@ -10,6 +10,7 @@ from importlib import resources
 from typing import Any
 
 from jr2_actors.agent import messages as seat
+from jr2_actors.harness.client import admission_body
 from jr2_actors.run import messages as run
 from jr2_actors.run.core import RunCore
 from jr2_actors.run.feed.lines import FeedEvent
@@ -73,10 +74,10 @@ class World:
         if isinstance(message, (seat.StartTurn, seat.ReadKills)):
             return [kills_read(turn, ())]
         if isinstance(message, seat.Admit):
-            self.admissions.append(dict(message.body))
+            self.admissions.append(admission_body(message.admission))
             if turn not in self.turn_state:  # a nudge repeats no prompt: the Turn's first admission told
                 self.turn_state[turn] = next(s for s, d in WORKFLOW_STATES(self).items()
-                                                    if message.body["message"].endswith(d))
+                                                    if message.admission.message.endswith(d))
             state = self.turn_state[turn]
             pick = self.behaviour(state, turn)
             out = [accepted(turn)]

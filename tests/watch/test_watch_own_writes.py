@@ -8,7 +8,7 @@ import random
 from typing import Any
 
 from jr2_actors.kube.frames import WatchEvent
-from jr2_actors.watch.core import ObserverCore, Owned, Registered, Unregistered, deliveries
+from jr2_actors.watch.core import Owned, Registered, Unregistered, WatchCore, deliveries
 from jr2_actors.watch.deliveries import Delivery, SandboxSeen
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION, SandboxKey
 from jr2_actors.watch.stream import FrameReceived, Listed, Started, WatchOpened
@@ -28,7 +28,7 @@ def renewed(obj: dict[str, Any], rv: int, stamp: str = STAMP, **status: Any) -> 
 
 class Watch:
     def __init__(self) -> None:
-        self.core = ObserverCore(rng=random.Random(1))
+        self.core = WatchCore(rng=random.Random(1))
         self.core.step(Started(), 0)
         self.core.step(Listed([], "1"), 0)
         self.core.step(WatchOpened(self.core.stream), 0)

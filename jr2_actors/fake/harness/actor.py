@@ -25,16 +25,17 @@ import functools
 import json
 import logging
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, cast
 from urllib.parse import unquote
 
 import pykka
 
 from jr2_actors.fake.harness.core import INSTANCE, Answer, Effect, HarnessCore, KillHarness, SettleLater
+from jr2_actors.fake.harness.messages import HarnessReply, HarnessRequest
 from jr2_actors.fake.http import HttpFront, HttpServer, Request
-from jr2_actors.fake.messages import Run
-from jr2_actors.fake.operator.actor import SandboxChanged, Subscribed, subscribe, unsubscribe
+from jr2_actors.fake.messages import Run, SandboxChanged, Subscribed
+from jr2_actors.fake.operator.actor import subscribe, unsubscribe
 from jr2_actors.fake.operator.core import OperatorCore
 from jr2_actors.harness.tokens import DIGEST_ENV, verify_bearer
 from jr2_actors.shell import Shell, Timers, tell_quietly
@@ -49,18 +50,6 @@ ASK_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
-class HarnessRequest:
-    sandbox: str
-    method: str
-    parts: tuple[str, ...]
-    query: dict[str, str]
-    authorization: str
-    body: bytes = field(repr=False)
-    delayed: bool = False  # the answer latency lever was already waited for
-    origin: str = ""  # the scheme, host and port the request came to (one of `listen_more`'s, or the first)
-
-
-@dataclass(frozen=True)
 class _Settle:
     effect: SettleLater
 
@@ -70,14 +59,6 @@ class _Begin:
     """A new Harness process begins, once the watch showed its old one's end (a `KillHarness` lag below 0)."""
 
     sandbox: str
-
-
-@dataclass(frozen=True)
-class HarnessReply:
-    answer: Answer
-    raw: bytes | None = None
-    changed: threading.Event | None = None  # set when its Sandbox's Harness changes (for a long-poll)
-    delay: float = 0.0  # wait this long, then ask again with `delayed` (the answer latency lever)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import pykka
 from jr2_actors.fake.apiserver.selectors import Selector
 from jr2_actors.fake.apiserver.state import ClusterState
 from jr2_actors.fake.apiserver.status import StatusError
-from jr2_actors.fake.messages import Run
+from jr2_actors.fake.messages import Run, SandboxChanged, Subscribed
 from jr2_actors.fake.operator.core import Decision, OperatorCore
 from jr2_actors.kube.kinds import SANDBOX
 from jr2_actors.shell import Deadline, Shell, Timers, tell_quietly
@@ -29,23 +29,12 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class SandboxChanged:
-    type: str
-    object: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Subscribed:
-    watcher: int
-
-
-@dataclass(frozen=True)
-class Reconcile:
+class _Reconcile:
     pass
 
 
 @dataclass(frozen=True)
-class Wake:
+class _Due:
     """The timer: a start time or an idle deadline came due."""
 
 
@@ -86,7 +75,7 @@ class OperatorActor(Shell):
         self._watch: int | None = None
 
     def started(self) -> None:
-        self._wake = Deadline(self._timers, self.actor_ref, Wake())
+        self._wake = Deadline(self._timers, self.actor_ref, _Due())
         subscribe(self.api, self.actor_ref, None)
 
     def cleanup(self) -> None:
@@ -98,11 +87,11 @@ class OperatorActor(Shell):
             self.core.observe(message.type, message.object)
             if not self._scheduled:  # coalesce a burst of changes into one step
                 self._scheduled = True
-                tell_quietly(self.actor_ref, Reconcile())
-        elif isinstance(message, Reconcile):
+                tell_quietly(self.actor_ref, _Reconcile())
+        elif isinstance(message, _Reconcile):
             self._scheduled = False
             self._step()
-        elif isinstance(message, Wake):
+        elif isinstance(message, _Due):
             if self._wake is not None:
                 self._wake.fired()
             self._wake_at = None

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jr2_actors.run.notices import Notice
+from jr2_actors.harness.admission import Notice
 from jr2_actors.workspace.messages import PlacedLine, PlacingLine, WaitEndedLine
 
 

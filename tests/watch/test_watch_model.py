@@ -20,7 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, WatchEvent
 from jr2_actors.values.errors import ApiStatus
-from jr2_actors.watch.core import Input, ObserverCore, Registered, deliveries
+from jr2_actors.watch.core import Input, Registered, WatchCore, deliveries
 from jr2_actors.watch.deliveries import Delivery, SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import SandboxKey
 from jr2_actors.watch.stream import (
@@ -47,7 +47,7 @@ EXPIRED = ErrorFrame(ApiStatus(410, "Expired", f"too old resource version: 1 ({E
 class WatchModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.core = ObserverCore(rng=random.Random(1), max_failures=MAX_FAILURES, max_failure_seconds=1e12,
+        self.core = WatchCore(rng=random.Random(1), max_failures=MAX_FAILURES, max_failure_seconds=1e12,
                                  stall_bound=90)
         self.now = 0.0
         self.rv = 100

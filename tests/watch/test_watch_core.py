@@ -1,4 +1,4 @@
-"""ObserverCore on a virtual clock, no threads: every dagr T107 scenario, each fix it needed after, and
+"""WatchCore on a virtual clock, no threads: every dagr T107 scenario, each fix it needed after, and
 issue 7's hardening (any ERROR re-lists, the watch never stops for good, a key that comes back)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from jr2_actors.kube.frames import Bookmark, ErrorFrame, FrameError, WatchEvent
 from jr2_actors.values.errors import ApiStatus
-from jr2_actors.watch.core import Input, ObserverCore, Registered, Unregistered, WatchStep, deliveries
+from jr2_actors.watch.core import Input, Registered, Unregistered, WatchCore, WatchStep, deliveries
 from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import Foreign, SandboxKey
 from jr2_actors.watch.stream import (
@@ -42,7 +42,7 @@ class Drive:
     """Feeds the core and keeps everything it said, with time as a number."""
 
     def __init__(self, **kw: Any) -> None:
-        self.core = ObserverCore(rng=random.Random(7), **kw)
+        self.core = WatchCore(rng=random.Random(7), **kw)
         self.now = 0.0
         self.steps: list[WatchStep] = []
 
