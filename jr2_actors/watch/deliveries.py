@@ -278,7 +278,8 @@ class DeliveryCache:
             self._last.popitem(last=False)
         if key in self.waiters:
             self._answered.add(key)
-        if key in self.waiters or self.deliver_all:
+            told.deliveries.append(delivery)
+        elif self.deliver_all:
             told.deliveries.append(delivery)
 
     def _retire(self, uid: str) -> None:
