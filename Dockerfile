@@ -15,7 +15,7 @@ COPY pyproject.toml setup.cfg README.md ./
 COPY jr2_actors ./jr2_actors
 # jr2_actors/crds links here: the CRDs ship in the package (the fake cluster validates against them).
 COPY manifests/crds ./manifests/crds
-RUN /opt/jr2/bin/pip install --no-cache-dir . \
+RUN /opt/jr2/bin/pip install --no-cache-dir '.[fast]' \
  && /opt/jr2/bin/pip uninstall --yes pip setuptools wheel
 
 FROM ${PYTHON_IMAGE}

@@ -196,11 +196,11 @@ class Hops:
 
         publish = FeedHub.publish
 
-        def publish_stamped(hub: FeedHub, run_id: str, events: Any, **kw: Any) -> None:
+        def publish_stamped(hub: FeedHub, run_id: str, events: Any, **kw: Any) -> Any:
             events = tuple(events)
             if any(isinstance(e.line, EventLine) and e.line.event == "workspace.lost" for e in events):
                 hops.stamp(run_id, "published")
-            publish(hub, run_id, events, **kw)
+            return publish(hub, run_id, events, **kw)  # the lines it took: the run's metrics read them
 
         FeedHub.publish = publish_stamped  # type: ignore[method-assign,assignment]
 

@@ -26,12 +26,12 @@ are read and ignored, as RFC 9112 allows.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
 
+from jr2_actors.kube.decode import Loads, loads
 from jr2_actors.values.constants import MAX_CHUNK_LINE_BYTES, MAX_FRAME_BYTES, WATCH_WRITTEN_AT_FIELD
 from jr2_actors.values.errors import ApiStatus
 from jr2_actors.values.metadata import meta_text
@@ -40,12 +40,22 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 EXCERPT_CHARS = 120
 
 
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
+class WatchEvent(NamedTuple):
+    """A tuple, not a frozen dataclass: one is built per frame. Equal as the dataclass was, the write time aside."""
+
     type: EventType
-    object: Mapping[str, Any] = field(repr=False)
+    object: Mapping[str, Any]
     resource_version: str | None
-    written_at: float | None = field(default=None, compare=False)  # the fake server's write time, if sent
+    written_at: float | None = None  # the fake server's write time, if sent
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, WatchEvent) and self[:3] == other[:3]
+
+    def __ne__(self, other: Any) -> bool:
+        return not self == other
+
+    def __repr__(self) -> str:
+        return f"WatchEvent(type={self.type!r}, resource_version={self.resource_version!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +83,9 @@ Decoded = Frame | FrameError
 
 
 class FrameDecoder:
-    def __init__(self, max_line_bytes: int = MAX_FRAME_BYTES) -> None:
+    def __init__(self, max_line_bytes: int = MAX_FRAME_BYTES, decoder: Loads = loads) -> None:
         self._max = max_line_bytes
+        self._loads = decoder  # `kube/decode.py`'s: orjson when installed (the tests run both)
         self._buf = bytearray()
         self._discarding = False
         self._discarded = 0
@@ -97,7 +108,7 @@ class FrameDecoder:
             elif nl > start:  # the common case: a whole line in this chunk, decoded from it without a copy
                 line = chunk[start:nl]
                 if not line.isspace():
-                    out.append(decode_line(line))
+                    out.append(decode_line(line, self._loads))
             start = nl + 1
         return out
 
@@ -127,7 +138,7 @@ class FrameDecoder:
         line = bytes(self._buf)
         self._buf = bytearray()
         if line and not line.isspace():
-            out.append(decode_line(line))
+            out.append(decode_line(line, self._loads))
 
 
 class ChunkError(ValueError):
@@ -254,12 +265,12 @@ class ChunkDecoder:
         return f"{what} over the {self._max}-byte limit"
 
 
-def decode_line(line: bytes) -> Decoded:
+def decode_line(line: bytes, decoder: Loads = loads) -> Decoded:
     """One complete line → a frame, or the reason it is not one."""
     size = len(line)
     try:
-        doc = json.loads(line)
-    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        doc = decoder(line)
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError and orjson's JSONDecodeError are ValueErrors
         return FrameError("malformed", f"not JSON: {_short(str(e))}", size, _excerpt(line))
     if not isinstance(doc, dict):
         return FrameError("malformed", "not a JSON object", size, _excerpt(line))

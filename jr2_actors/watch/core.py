@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jr2_actors.kube.frames import WatchEvent
 from jr2_actors.values.backoff import Backoff, Jitter
 from jr2_actors.values.constants import (
     STALL_BOUND_SECONDS,
@@ -32,6 +33,7 @@ from jr2_actors.watch.deliveries import KEEP_LATEST, Delivery, DeliveryCache, Sa
 from jr2_actors.watch.identity import Foreign, SandboxKey
 from jr2_actors.watch.stream import (
     Action,
+    FrameReceived,
     Phase,
     StreamInput,
     StreamKeeper,
@@ -103,6 +105,10 @@ class WatchCore:
         if isinstance(event, Owned):
             self.cache.own(event.key, event.stamp)
             return Step(deadline=self.deadline)
+        if type(event) is FrameReceived and type(event.frame) is WatchEvent \
+                and self.keeper.took_event(event.stream, event.frame, now):  # nearly every frame: no table walk
+            told = self.cache.change(event.frame)
+            return Step((), (*told.deliveries, *told.reports), self.deadline)
         if isinstance(event, Ended):
             self.cache.run_ended(event.run_id)
             return Step(deadline=self.deadline)

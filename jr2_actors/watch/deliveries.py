@@ -8,7 +8,8 @@ knows nothing of streams, versions to resume from or backoff.
   reported `Foreign` once per uid and reason, and routed nowhere.
 - Dedup: deliveries collapse on (uid, resourceVersion, phase, scheduling reason, waiting reason), so a
   repeat from the API, across a reconnect or during a re-list notifies once; an older version after a
-  newer one is dropped.
+  newer one is dropped. The signature is read straight from the object (`watch/signature.py`); the typed
+  `SandboxView` is built only for a frame that is delivered (or recorded as the key's latest).
 - Retirement: a deleted object, or one a list no longer returns, is `Gone` exactly once and its uid
   retires (late frames for it are ignored); `Lost` is terminal and retires too, and its traces are
   dropped when the object goes. A new object under the same key re-arms; an older incarnation's
@@ -18,8 +19,7 @@ knows nothing of streams, versions to resume from or backoff.
   the same `SandboxView` but for the resourceVersion — since the PATCH answer already gave it that
   version. Anything else in the change, a stamp it did not announce, or the stamp of another writer is
   delivered as ever; the object is still recorded as the key's latest.
-- The latest delivery per key is kept (bounded) for waiters that register after it, none of a run over for
-  good (`watch/latest.py`).
+- The latest delivery per key is kept (bounded) for later waiters, none of an ended run's (`watch/latest.py`).
 - Registrations (ADR-0064: a state re-entered gets the same name, so a key comes back): a fresh waiter
   — its Workspace applies the Sandbox after registering — is handed the latest `SandboxSeen` (the
   object its apply may adopt unchanged) but never a cached `SandboxGone`: that can only be an older
@@ -38,10 +38,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from jr2_actors.kube.frames import WatchEvent
 from jr2_actors.values.metadata import meta_text
 from jr2_actors.watch.identity import KEEPALIVE_ANNOTATION, Foreign, SandboxKey, identify
 from jr2_actors.watch.latest import Latest
 from jr2_actors.watch.sandbox import SandboxView, view
+from jr2_actors.watch.signature import Signature
+from jr2_actors.watch.signature import signature as signature_of
 from jr2_actors.watch.stream import Blind, Change, Signal, Snapshot, Termination, older
 
 KEEP_LATEST = 10_000
@@ -90,7 +93,7 @@ class DeliveryCache:
         self._restored: set[SandboxKey] = set()
         self._answered: set[SandboxKey] = set()  # waiters handed an object delivery since they registered
         self._last: Latest[SandboxSeen | SandboxGone] = Latest(keep_latest)
-        self._signature: dict[SandboxKey, tuple[str, tuple[str, str, str, str]]] = {}  # key → (uid, signature)
+        self._signature: dict[SandboxKey, tuple[str, Signature]] = {}  # key → (uid, signature)
         self._known: dict[str, tuple[SandboxKey, str]] = {}  # name → (key, uid) of objects present
         self._retired: OrderedDict[str, None] = OrderedDict()  # uids (bounded)
         self._foreign_reported: OrderedDict[str, None] = OrderedDict()
@@ -152,13 +155,18 @@ class DeliveryCache:
         if isinstance(signal, Snapshot):
             self._snapshot(signal, told)
         elif isinstance(signal, Change):
-            event = signal.event
-            if event.type == "DELETED":
-                self._deleted(event.object, told, event.written_at)
-            else:
-                self._observe(event.object, told, event.written_at)
+            return self.change(signal.event)
         else:
             self._go_blind(signal, told)
+        return told
+
+    def change(self, event: WatchEvent) -> Told:
+        """A watch event (`hear(Change(event))`, which the core calls straight for a frame off the stream)."""
+        told = Told()
+        if event.type == "DELETED":
+            self._deleted(event.object, told, event.written_at)
+        else:
+            self._observe(event.object, told, event.written_at)
         return told
 
     def _snapshot(self, snapshot: Snapshot, told: Told) -> None:
@@ -211,25 +219,26 @@ class DeliveryCache:
             self._foreign(ident, told)
             return None
         key = ident
-        sandbox = view(obj)
-        if sandbox.uid in self._retired:
+        uid = _uid(obj)
+        if uid in self._retired:
             return key  # a late frame for a retired object
         previous = self._signature.get(key)
-        signature = sandbox.signature  # a computed property: once an event
-        if previous is not None and previous[0] != sandbox.uid:
+        signature = signature_of(obj)  # read from the object: the typed view is built only for a delivery
+        if previous is not None and previous[0] != uid:
             if previous[0] not in self._retired:
-                self._gone(key, sandbox.name, previous[0], "replaced", told, written_at)
-        elif previous is not None and (previous[1] == signature or older(sandbox.resource_version, previous[1][0])):
+                self._gone(key, _name(obj), previous[0], "replaced", told, written_at)
+        elif previous is not None and (previous[1] == signature or older(signature[0], previous[1][0])):
             return key
-        elif previous is not None and self._own_renewal(key, sandbox, obj):
-            self._signature[key] = (sandbox.uid, signature)
+        elif previous is not None and key in self._own and self._own_renewal(key, sandbox := view(obj), obj):
+            self._signature[key] = (uid, signature)
             self._last.keep(SandboxSeen(key, sandbox, obj), key in self.waiters)  # for a later registration
             return key
-        self._signature[key] = (sandbox.uid, signature)
-        self._known[sandbox.name] = (key, sandbox.uid)
+        sandbox = view(obj)
+        self._signature[key] = (uid, signature)
+        self._known[sandbox.name] = (key, uid)
         self._deliver(SandboxSeen(key, sandbox, obj, written_at), told)
         if sandbox.terminal:
-            self._retire(sandbox.uid)  # Lost is the last word; its traces go when the object does
+            self._retire(uid)  # Lost is the last word; its traces go when the object does
         return key
 
     def _own_renewal(self, key: SandboxKey, sandbox: SandboxView, obj: Mapping[str, Any]) -> bool:
@@ -239,7 +248,7 @@ class DeliveryCache:
             return False
         del self._own[key]  # one change per announced stamp: a later one carrying it is someone else's write
         last = self._last.get(key)
-        return isinstance(last, SandboxSeen) and replace(sandbox, resource_version=last.sandbox.resource_version) \
+        return isinstance(last, SandboxSeen) and sandbox._replace(resource_version=last.sandbox.resource_version) \
             == last.sandbox
 
     def _deleted(self, obj: Mapping[str, Any], told: Told, written_at: float | None) -> None:
@@ -272,7 +281,8 @@ class DeliveryCache:
         self._last.keep(delivery, key in self.waiters)
         if key in self.waiters:
             self._answered.add(key)
-        if key in self.waiters or self.deliver_all:
+            told.deliveries.append(delivery)
+        elif self.deliver_all:
             told.deliveries.append(delivery)
 
     def _retire(self, uid: str) -> None:

@@ -2,29 +2,30 @@
 
 The status is read leniently: a field of the wrong shape reads as absent, never as a crash, because
 the object comes from outside. Bookmarks never pass through here (their object is only a version).
+
+`view` reads every field, for a frame that is delivered (`watch/signature.py` reads the few that decide
+whether it is). Named tuples, not frozen dataclasses: as immutable, built in a fraction of the time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from jr2_actors.values.metadata import text
+from jr2_actors.watch.signature import Signature
 
 TERMINAL_PHASES = frozenset({"Lost"})
 
 
-@dataclass(frozen=True, slots=True)
-class Condition:
+class Condition(NamedTuple):
     type: str
     status: str
     reason: str
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class LastEnd:
+class LastEnd(NamedTuple):
     """How the Harness container last ended (`status.harness.lastTerminated`): not the watch's termination."""
 
     reason: str
@@ -33,8 +34,7 @@ class LastEnd:
     finished_at: str
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerWaiting:
+class ContainerWaiting(NamedTuple):
     """A container kept from running (`status.waiting[]`, e.g. CrashLoopBackOff): not a Workspace's wait."""
 
     container: str
@@ -42,8 +42,7 @@ class ContainerWaiting:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class SandboxView:
+class SandboxView(NamedTuple):
     name: str
     uid: str
     resource_version: str
@@ -67,13 +66,13 @@ class SandboxView:
         return self.phase in TERMINAL_PHASES
 
     @property
-    def signature(self) -> tuple[str, str, str, str]:
+    def signature(self) -> Signature:
         """What makes two observations the same transition (dagr T107's fix: not phase alone)."""
         return (self.resource_version, self.phase, self.scheduling_reason, self.waiting_reason)
 
 
 def view(obj: Mapping[str, Any]) -> SandboxView:
-    """The typed view, every field read once from the decoded object. read on every event, so the
+    """The typed view, every field read once from the decoded object. Read for every delivery, so the
     lenient reads of its own fields are inline (a string, else "") rather than a call per field."""
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, dict) else _EMPTY

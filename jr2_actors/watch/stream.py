@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, FrameError, WatchEvent
 from jr2_actors.values.backoff import Backoff, Jitter, NoJitter
@@ -106,8 +106,7 @@ class WatchOpenFailed:
     failure: Failure
 
 
-@dataclass(frozen=True, slots=True)
-class FrameReceived:
+class FrameReceived(NamedTuple):  # a tuple: one is built per frame
     stream: int
     frame: Decoded
 
@@ -314,15 +313,26 @@ class StreamKeeper:
         self._failure_began = None
         self._watch(now, out)
 
+    def took_event(self, stream: int, event: WatchEvent, now: float) -> bool:
+        """`step(FrameReceived(stream, event))` for nearly every frame (an event on the stream watched), without
+        the table's walk or a `Kept`: the caller hands the event on. False, having done nothing, otherwise."""
+        if self.phase != "watching" or stream != self.stream:
+            return False
+        self._progress(event, now)
+        return True
+
+    def _progress(self, frame: WatchEvent | Bookmark, now: float) -> None:
+        self._progress_at, self._stream_progressed = now, True
+        self._advance(frame.resource_version)
+        self.failures = self._retries = 0
+        self._failure_began = None
+
     def _frame(self, frame: Decoded, now: float, out: Kept) -> None:
         self._progress_at = now
         if isinstance(frame, WatchEvent | Bookmark):
-            self._stream_progressed = True
             if isinstance(frame, WatchEvent):
                 out.signals.append(Change(frame))
-            self._advance(frame.resource_version)
-            self.failures = self._retries = 0
-            self._failure_began = None
+            self._progress(frame, now)
         elif isinstance(frame, ErrorFrame):
             out.actions.append(CloseStream(self.stream))
             failure = Failure("api", frame.status.message, frame.status.code, frame.status.reason)

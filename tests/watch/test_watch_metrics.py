@@ -61,7 +61,7 @@ def test_frame_types_and_the_servers_write_stamp_are_read_from_the_wire() -> Non
     obj = {"metadata": {"name": "a", "resourceVersion": "7"}}
     stamped = decode_line(json.dumps({"type": "ADDED", "object": obj, WATCH_WRITTEN_AT_FIELD: 1790000000.25}).encode())
     assert isinstance(stamped, WatchEvent) and stamped.written_at == 1790000000.25
-    for junk in ("soon", True, None, float("nan")):
+    for junk in ("soon", True, None, [1.5]):  # NaN is no JSON at all: the frame is malformed (kube/test_decode.py)
         line = json.dumps({"type": "MODIFIED", "object": obj, WATCH_WRITTEN_AT_FIELD: junk}).encode()
         event = decode_line(line)
         assert isinstance(event, WatchEvent) and event.written_at is None and event.type == "MODIFIED"

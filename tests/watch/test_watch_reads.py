@@ -1,5 +1,6 @@
-"""The watch's per-event reads of a Sandbox, rewritten for speed (issue 18), answer as the plain readers did
-for any JSON at all: `view` and `identify` against reference copies of their earlier, call-per-field forms."""
+"""The watch's per-event reads of a Sandbox, rewritten for speed, answer as the plain readers did for any JSON
+at all: `view` and `identify` against reference copies of their earlier, call-per-field forms, and the
+de-duplication signature read straight from the object against the typed view's."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from jr2_actors.watch.identity import (
     label_value,
 )
 from jr2_actors.watch.sandbox import Condition, ContainerWaiting, LastEnd, SandboxView, view
+from jr2_actors.watch.signature import signature
 
 
 def _int(value: object) -> int | None:
@@ -98,6 +100,12 @@ SANDBOX = st.fixed_dictionaries({}, optional={"metadata": st.one_of(JSON, METADA
 @given(SANDBOX)
 def test_view_reads_any_object_as_the_plain_reader_did(obj: dict[str, Any]) -> None:
     assert view(obj) == reference_view(obj)
+
+
+@settings(max_examples=400)
+@given(SANDBOX)
+def test_the_signature_read_from_the_object_is_the_views_for_any_object(obj: dict[str, Any]) -> None:
+    assert signature(obj) == view(obj).signature
 
 
 @settings(max_examples=400)
