@@ -117,6 +117,7 @@ REGISTRY: tuple[Bench, ...] = (
     Bench("store_history", quick=("--runs", "2000", "--samples", "3"), parse=ratio_column),
     Bench("workspace_start", quick=("--n", "20", "--rounds", "1")),
     Bench("lease_patch", quick=("--calls", "100", "--rounds", "3")),
+    Bench("renewal_cost", quick=("--n", "200", "--window", "330"), full=("--n", "5000", "--window", "300")),
     Bench("restart_readmit", quick=("--rounds", "2")),
     Bench("serve_runs", quick=("--runs", "50"), full=("--runs", "1000")),
     Bench("release", quick=("--runs", "100", "--runs", "300", "--layout", "one"),

@@ -308,8 +308,8 @@ def scale(n: int, window: float, profile: str = "") -> dict[str, float]:
         time.sleep(max(2.0, LEASE_INTERVAL_SECONDS / 5 + 5 - (time.perf_counter() - t0)))
         out["threads"] = threading.active_count()
         if lane is not None:  # the first renewals still queued on the lane (the start's writes went first)
-            out["lane_queued"] = len(lane._queue)
-            while lane._queue:
+            out["lane_queued"] = len(lane._ready)
+            while lane._ready:
                 time.sleep(0.5)
             out["lane_drained_s"] = round(time.perf_counter() - t0, 1)
             time.sleep(2.0)
@@ -319,9 +319,14 @@ def scale(n: int, window: float, profile: str = "") -> dict[str, float]:
         now = time.monotonic()
         for i, actor in enumerate(actors):  # every renewal due within the window, spread over it
             assert isinstance(actor, WorkspaceActor)
-            actor.core._lease_interval = window
-            actor.core._lease_due = now + window * i / n
-        for ref in refs:
+            if lane is None:  # a tree whose core keeps the due times
+                actor.core._lease_interval = window
+                actor.core._lease_due = now + window * i / n
+            elif actor._lease is not None:  # the lane keeps them: each Lease handed to it again, due in the window
+                uid, lease = actor._lease
+                lane.take_back(lease)
+                actor._lease = (uid, lane.hold(lease.key, lease.renew, now + window * i / n, window))
+        for ref in refs if lane is None else ():
             ref.tell(workspace_tick())
         c0, t1 = own_cpu(), time.perf_counter()
         spy = None if not profile else subprocess.Popen(

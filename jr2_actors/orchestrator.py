@@ -64,7 +64,7 @@ from jr2_actors.values.timefmt import rfc3339_ms
 from jr2_actors.values.workflow import Workflow, WorkflowError, parse_workflow
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.messages import Health as WatchHealthAsk
-from jr2_actors.watch.messages import RunEnded, WatchHealth
+from jr2_actors.watch.messages import OwnStamps, RunEnded, WatchHealth
 from jr2_actors.workspace.renewals import RenewalLane
 
 log = logging.getLogger(__name__)
@@ -135,8 +135,11 @@ class Orchestrator:
         assert isinstance(restored, store.RestoredRuns)
         self._revival = Revival(client=self.client, clock=self.clock, feed_hub=self.feed_hub, store_ref=self._store,
                                 restore=self._restore, forget=self._forget)
+        # The renewal lane notes the Lease stamps it writes where the watch reads them: a Workspace's own
+        # renewal is not delivered back to it, with no message per renewal.
+        own_stamps = OwnStamps()
         options: dict[str, Any] = {"namespace": self.namespace, "clock": self.clock, "parent": self,
-                                   "telemetry": self.telemetry}
+                                   "telemetry": self.telemetry, "own_stamps": own_stamps}
         if self._stall_bound is not None:
             options["stall_bound"] = self._stall_bound
         self._watch = WatchActor.start(self.client, **options)
@@ -145,7 +148,7 @@ class Orchestrator:
         kube, attach, agent = (CountedPool(n, thread_name_prefix=f"jr2-{name}", clock=self.clock)
                                for n, name in zip(self._threads, ("kube", "attach", "agent"), strict=True))
         self._pools = [kube, attach, agent]
-        self._renewals = RenewalLane(clock=self.clock)  # Every Lease renewal leaves from one lane
+        self._renewals = RenewalLane(clock=self.clock, stamps=own_stamps)  # it owns every Lease's due times
         self._harness_session = shared_session(self.telemetry.harness.read_pools(HarnessPools()))  # every Harness call
         self._timers = Timers(self.clock, name="jr2-run-timers")
         self._env = RunEnv(client=self.client, watch=self._watch, store=self._store,

@@ -12,8 +12,9 @@ re-arms one timer at the core's deadline (recomputed at every step from the last
 registration never postpones it). A step that raises on the I/O thread (our bug) is handed to the actor,
 which dies of it as of any other: the I/O thread steps nothing more.
 
-A Workspace that renews its Lease says so first (`OwnWrite` with the stamp it is about to write): the
-change that only carries that stamp is not delivered back to it (see `watch/deliveries.py`).
+A Workspace's own Lease renewal is recognised without a message: the renewal lane notes each stamp it is
+about to write in the `OwnStamps` this actor's core reads (`own_stamps=`), and the change that only carries
+that stamp is not delivered back (see `watch/deliveries.py`).
 
 The I/O thread never dies of a surprise: whatever a call raises that it does not expect (our bug or a
 library's) is logged with its traceback and reported to the core as a transport failure, and the thread
@@ -57,7 +58,7 @@ from jr2_actors.watch import core, messages
 from jr2_actors.watch import metrics as watch_metrics
 from jr2_actors.watch import stream as watch_stream
 from jr2_actors.watch.identity import RUN_LABEL, Foreign, SandboxKey
-from jr2_actors.watch.messages import Health, OwnWrite, Register, Unregister, WatchClosed, WatchHealth, WatchReport
+from jr2_actors.watch.messages import Health, Register, Unregister, WatchClosed, WatchHealth, WatchReport
 from jr2_actors.watch.metrics import WatchState, WatchTelemetry, relist_cause
 from jr2_actors.watch.stream import Failure, Termination
 
@@ -313,11 +314,9 @@ class WatchActor(Shell):
         self._kept = None
         return deadline
 
-    def _control(self, message: Register | Unregister | OwnWrite | messages.RunEnded | _Tick) -> None:
+    def _control(self, message: Register | Unregister | messages.RunEnded | _Tick) -> None:
         """A message that steps the core; the caller holds `_lock`."""
-        if isinstance(message, OwnWrite):
-            self._step(core.Owned(message.key, message.stamp))
-        elif isinstance(message, messages.RunEnded):
+        if isinstance(message, messages.RunEnded):
             self._step(core.Ended(message.run_id))
         elif isinstance(message, _Tick):
             if self._deadline is not None:
@@ -335,7 +334,7 @@ class WatchActor(Shell):
     def _from_io(self, event: core.Input) -> None:
         """On the I/O thread: step the core here, where the frame was read (after the stop, the stopped
         core ignores whatever still comes). What was told to this actor before the write that made the
-        frame — a Register before its apply, an OwnWrite before its renewal — may still wait in the mailbox
+        frame — a Register before its apply — may still wait in the mailbox
         (the frame overtook it): the messages at its head that step the core are taken and stepped first,
         so the order a sender relies on holds."""
         with self._lock:
@@ -387,7 +386,7 @@ class WatchActor(Shell):
                                        c.resource_version, c.listed))
 
 
-_CONTROL = (Register, Unregister, OwnWrite, messages.RunEnded, _Tick)
+_CONTROL = (Register, Unregister, messages.RunEnded, _Tick)
 
 
 def _is_control(message: object) -> bool:

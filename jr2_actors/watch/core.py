@@ -29,7 +29,15 @@ from jr2_actors.values.constants import (
     WATCH_MAX_FAILURES,
 )
 from jr2_actors.values.step import Step
-from jr2_actors.watch.deliveries import KEEP_LATEST, Delivery, DeliveryCache, SandboxGone, SandboxSeen, WatchFailed
+from jr2_actors.watch.deliveries import (
+    KEEP_LATEST,
+    Delivery,
+    DeliveryCache,
+    OwnStampsView,
+    SandboxGone,
+    SandboxSeen,
+    WatchFailed,
+)
 from jr2_actors.watch.identity import Foreign, SandboxKey
 from jr2_actors.watch.stream import (
     Action,
@@ -54,19 +62,13 @@ class Unregistered:
 
 
 @dataclass(frozen=True, slots=True)
-class Owned:
-    """The waiter of `key` is writing the Lease stamp `stamp` itself (see `DeliveryCache.own`)."""
+class Ended:
+    """The run is over for good (`DeliveryCache.run_ended`)."""
 
-    key: SandboxKey
-    stamp: str
-
-
-@dataclass(frozen=True, slots=True)
-class Ended:  # the run is over for good (`DeliveryCache.run_ended`)
     run_id: str
 
 
-Input = StreamInput | Registered | Unregistered | Owned | Ended
+Input = StreamInput | Registered | Unregistered | Ended
 Report = Terminated | Foreign | UnusableFrame
 
 
@@ -90,10 +92,10 @@ class WatchCore:
     def __init__(self, *, stall_bound: float = STALL_BOUND_SECONDS, list_deadline: float = WATCH_LIST_DEADLINE_SECONDS,
                  max_failures: int = WATCH_MAX_FAILURES, max_failure_seconds: float = WATCH_MAX_FAILURE_SECONDS,
                  rng: Jitter | None = None, backoff: Backoff = WATCH_BACKOFF, keep_latest: int = KEEP_LATEST,
-                 deliver_all: bool = False) -> None:
+                 deliver_all: bool = False, own_stamps: OwnStampsView | None = None) -> None:
         self.keeper = StreamKeeper(stall_bound=stall_bound, list_deadline=list_deadline, max_failures=max_failures,
                                    max_failure_seconds=max_failure_seconds, rng=rng, backoff=backoff)
-        self.cache = DeliveryCache(keep_latest=keep_latest, deliver_all=deliver_all)
+        self.cache = DeliveryCache(keep_latest=keep_latest, deliver_all=deliver_all, own_stamps=own_stamps)
 
     def step(self, event: Input, now: float) -> WatchStep:
         if isinstance(event, Registered):
@@ -101,9 +103,6 @@ class WatchCore:
             return Step(reports=tuple(told.deliveries), deadline=self.deadline)
         if isinstance(event, Unregistered):
             self.cache.unregister(event.key)
-            return Step(deadline=self.deadline)
-        if isinstance(event, Owned):
-            self.cache.own(event.key, event.stamp)
             return Step(deadline=self.deadline)
         if type(event) is FrameReceived and type(event.frame) is WatchEvent \
                 and self.keeper.took_event(event.stream, event.frame, now):  # nearly every frame: no table walk

@@ -14,11 +14,12 @@ knows nothing of streams, versions to resume from or backoff.
   retires (late frames for it are ignored); `Lost` is terminal and retires too, and its traces are
   dropped when the object goes. A new object under the same key re-arms; an older incarnation's
   deletion does not bury the current object.
-- The waiter's own Lease renewal: a waiter that said it is writing a keepalive stamp (`own`) is
-  not told of the first change carrying that stamp when nothing else it reads changed — the same uid and
-  the same `SandboxView` but for the resourceVersion — since the PATCH answer already gave it that
-  version. Anything else in the change, a stamp it did not announce, or the stamp of another writer is
-  delivered as ever; the object is still recorded as the key's latest.
+- The waiter's own Lease renewal: the first change carrying the keepalive stamp the process's renewal
+  lane is writing for that key (`own_stamps`, read here: no message per renewal) is not told when nothing
+  else the waiter reads changed — the same uid and the same `SandboxView` but for the resourceVersion —
+  since the PATCH answer already gave the lane that version. Anything else in the change, a second change
+  carrying the same stamp, or the stamp of another writer (another holder) is delivered as ever; the
+  object is still recorded as the key's latest.
 - The latest delivery per key is kept (bounded) for later waiters, none of an ended run's (`watch/latest.py`).
 - Registrations (ADR-0064: a state re-entered gets the same name, so a key comes back): a fresh waiter
   — its Workspace applies the Sandbox after registering — is handed the latest `SandboxSeen` (the
@@ -36,7 +37,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from jr2_actors.kube.frames import WatchEvent
 from jr2_actors.values.metadata import meta_text
@@ -48,6 +49,12 @@ from jr2_actors.watch.signature import signature as signature_of
 from jr2_actors.watch.stream import Blind, Change, Signal, Snapshot, Termination, older
 
 KEEP_LATEST = 10_000
+
+
+class OwnStampsView(Protocol):
+    """Where the renewal lane notes the stamp it is writing per key (`watch.messages.OwnStamps`)."""
+
+    def get(self, key: SandboxKey) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)  # slots: one per event
@@ -86,7 +93,8 @@ class Told:
 
 
 class DeliveryCache:
-    def __init__(self, *, keep_latest: int = KEEP_LATEST, deliver_all: bool = False) -> None:
+    def __init__(self, *, keep_latest: int = KEEP_LATEST, deliver_all: bool = False,
+                 own_stamps: OwnStampsView | None = None) -> None:
         self._keep = keep_latest
         self.deliver_all = deliver_all  # a tap (the `watch` command) hears every key, registered or not
         self.waiters: set[SandboxKey] = set()
@@ -99,7 +107,8 @@ class DeliveryCache:
         self._foreign_reported: OrderedDict[str, None] = OrderedDict()
         self._listed_once = False
         self._blind: Blind | None = None
-        self._own: dict[SandboxKey, str] = {}  # a waiter's Lease stamp it is writing itself: one per waiter
+        self._own_stamps = own_stamps
+        self._held: dict[SandboxKey, str] = {}  # the own stamp whose change was held back, per waiter
 
     @property
     def listed_once(self) -> bool:
@@ -136,17 +145,12 @@ class DeliveryCache:
         self.waiters.discard(key)
         self._restored.discard(key)
         self._answered.discard(key)
-        self._own.pop(key, None)
+        self._held.pop(key, None)
         self._last.left(key)
 
     def run_ended(self, run_id: str) -> None:
         """The run is over for good: none of its keys' deliveries is kept for a waiter (none comes)."""
         self._last.run_ended(run_id, self.waiters)
-
-    def own(self, key: SandboxKey, stamp: str) -> None:
-        """The waiter of `key` is writing the keepalive `stamp` itself: its own change is not told back."""
-        if key in self.waiters:  # bounded by the waiters; the newest stamp replaces one that never landed
-            self._own[key] = stamp
 
     # -- signals ---------------------------------------------------------------------------------------
 
@@ -229,7 +233,8 @@ class DeliveryCache:
                 self._gone(key, _name(obj), previous[0], "replaced", told, written_at)
         elif previous is not None and (previous[1] == signature or older(signature[0], previous[1][0])):
             return key
-        elif previous is not None and key in self._own and self._own_renewal(key, sandbox := view(obj), obj):
+        elif previous is not None and self._own_stamps is not None and self._own_stamps.get(key) is not None \
+                and self._own_renewal(key, sandbox := view(obj), obj):  # a view only when a stamp is noted
             self._signature[key] = (uid, signature)
             self._last.keep(SandboxSeen(key, sandbox, obj), key in self.waiters)  # for a later registration
             return key
@@ -242,11 +247,12 @@ class DeliveryCache:
         return key
 
     def _own_renewal(self, key: SandboxKey, sandbox: SandboxView, obj: Mapping[str, Any]) -> bool:
-        """The first change carrying the stamp the waiter announced, with nothing else it reads changed."""
-        stamp = self._own.get(key)
-        if stamp is None or _keepalive(obj) != stamp:
+        """The first change carrying the stamp the lane is writing for the waiter, nothing else it reads changed."""
+        own = self._own_stamps
+        stamp = None if own is None or key not in self.waiters else own.get(key)
+        if stamp is None or _keepalive(obj) != stamp or self._held.get(key) == stamp:
             return False
-        del self._own[key]  # one change per announced stamp: a later one carrying it is someone else's write
+        self._held[key] = stamp  # one change per stamp: a later one carrying it is someone else's write
         last = self._last.get(key)
         return isinstance(last, SandboxSeen) and sandbox._replace(resource_version=last.sandbox.resource_version) \
             == last.sandbox

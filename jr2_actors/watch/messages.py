@@ -3,6 +3,7 @@ The deliveries themselves (`SandboxSeen`, `SandboxGone`, `WatchFailed`) are `wat
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 from jr2_actors.shell.recipient import Recipient
@@ -25,14 +26,32 @@ class Unregister:
     recipient: Recipient = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
-class OwnWrite:
-    """A Workspace is about to renew its Lease with `stamp` (the `jr2.dev/keepalive` value it writes): the
-    change that only carries that stamp is its own write, whose PATCH answer it already has, and is not
-    delivered back to it. Told before the write, so the watch knows it before the event."""
+class OwnStamps:
+    """The Lease stamps (`jr2.dev/keepalive` values) the process's renewal lane is writing, by Sandbox key:
+    the watch reads them, so the change that only carries a Workspace's own renewal — whose PATCH answer
+    the lane already has — is not delivered back to it, and no message per renewal is needed (see
+    `watch/deliveries.py`). Noted before the write leaves, so the watch knows it before the event. The lane
+    writes under a lock; the watch's read is one dict lookup, atomic."""
 
-    key: SandboxKey
-    stamp: str
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stamps: dict[SandboxKey, str] = {}
+
+    def get(self, key: SandboxKey) -> str | None:
+        return self._stamps.get(key)
+
+    def note(self, key: SandboxKey, stamp: str) -> None:
+        with self._lock:
+            self._stamps[key] = stamp
+
+    def forget(self, key: SandboxKey, stamp: str) -> None:
+        """Forget `key`'s stamp if it is still `stamp` (a successor under the same key may have noted its own)."""
+        with self._lock:
+            if self._stamps.get(key) == stamp:
+                del self._stamps[key]
+
+    def __len__(self) -> int:
+        return len(self._stamps)
 
 
 @dataclass(frozen=True, slots=True)

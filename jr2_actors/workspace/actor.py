@@ -7,7 +7,10 @@ Lease (a merge patch of `jr2.dev/keepalive`); attach through the Harness; delete
 the newest version it knows as preconditions (a 409 is read again and told as `DeleteConflict`, with the
 Lease stamps this Workspace sent: the core's delete guard decides). Cluster writes run one at a time, in
 order, on the kube pool (a delete never overtakes the write before it); the attach runs on a pool of its
-own, so a slow Harness never delays any Workspace's Lease, write or delete. Every report goes to the parent;
+own, so a slow Harness never delays any Workspace's Lease, write or delete. The Lease's schedule is the
+process's renewal lane's (`workspace/renewals.py`) from `HoldLease` to `DropLease`: a renewal is no message
+here, only one refused for good is (`LeaseRefused`); the delete takes the Lease back and waits for its
+renewal in flight before it leaves, and carries the version that renewal wrote. Every report goes to the parent;
 `Release(why)` ends it, and it stops itself once `Released` is told and its last call is back. A stop ends
 its attach at once (the attach's Harness client is closed: its retries and its request in flight end), so an
 orchestrator's stop never waits for a Harness that refuses connections; its cluster writes' retries are
@@ -29,17 +32,17 @@ import pykka
 import requests
 
 from jr2_actors.harness.client import HarnessClient
-from jr2_actors.harness.errors import HARNESS_ERRORS, HarnessError, HarnessUnreachable
+from jr2_actors.harness.errors import HARNESS_ERRORS
 from jr2_actors.harness.tokens import harness_token
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.kinds import SANDBOX, SECRET
 from jr2_actors.shell import Deadline, Recipient, Shell, Timers, jitter_source, logs, tell_quietly
 from jr2_actors.shell.clock import Clock, SystemClock
-from jr2_actors.values.errors import KUBE_ERRORS, KubeError, KubeProtocolError
-from jr2_actors.values.metadata import meta_text
+from jr2_actors.values.errors import KUBE_ERRORS, KubeError
 from jr2_actors.watch import messages as watch
 from jr2_actors.watch.deliveries import SandboxGone, SandboxSeen, WatchFailed
 from jr2_actors.watch.identity import identify
+from jr2_actors.workspace import answers, reading
 from jr2_actors.workspace import core as ws_core
 from jr2_actors.workspace import messages as ws
 from jr2_actors.workspace import metrics as workspace_metrics
@@ -54,7 +57,7 @@ from jr2_actors.workspace.manifest import (
 )
 from jr2_actors.workspace.messages import Release
 from jr2_actors.workspace.metrics import WorkspaceTelemetry
-from jr2_actors.workspace.renewals import RenewalLane
+from jr2_actors.workspace.renewals import Lease, RenewalLane
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +95,8 @@ class WorkspaceActor(Shell):
                  renewals: RenewalLane | None = None, harness_session: requests.Session | None = None,
                  **core_options: Any) -> None:
         """`timers`: a run's Workspaces share one timer thread (on the same clock); by default the actor
-        keeps its own. `renewals`: the process's one renewal lane; without it a renewal is a job
-        on the kube pool like the other writes. `harness_session`: the process's one Harness session
+        keeps its own. `renewals`: the process's one renewal lane; without it the actor keeps a lane of
+        one thread of its own (on its timers). `harness_session`: the process's one Harness session
         (`harness.client.shared_session`), which the attach's client uses and leaves open."""
         super().__init__(telemetry=telemetry)
         self.metrics = workspace_metrics.OFF if telemetry is None else telemetry.workspaces
@@ -104,7 +107,8 @@ class WorkspaceActor(Shell):
         self.name = spec.path
         self.key = signing_key
         self.kube_pool = kube_pool
-        self.renewals = renewals
+        self._owns_lane = renewals is None
+        self._lease: tuple[str, Lease] | None = None  # the uid the lane renews, and its Lease there
         self.attach_pool = attach_pool
         self.clock = clock or SystemClock()
         self.core = ws_core.WorkspaceCore(spec.path, memory_limit=spec.definition.memory, rng=jitter_source(seed),
@@ -118,12 +122,15 @@ class WorkspaceActor(Shell):
         # not by the collector's full passes).
         self._harness_factory = harness_factory or partial(HarnessClient, clock=self.clock, timers=self._timers,
                                                            session=harness_session)
+        self.renewals = renewals or RenewalLane(clock=self.clock, name=f"jr2-ws-renewals-{spec.name}", threads=1,
+                                                timers=self._timers, seed=seed)
         self._deadline: Deadline | None = None
         self._in_flight = 0
         self._released = False
-        self._kube_queue: deque[tuple[Callable[[], _Done], bool]] = deque()  # each call, and whether a renewal
+        self._kube_queue: deque[Callable[[], _Done]] = deque()
         # The Lease stamps this Workspace sent (a write that timed out may still have landed), and whether
-        # one of its writes is known to have landed: only the kube lane's calls touch them, one at a time.
+        # one of its writes is known to have landed: its writes and its renewals append and set them (a
+        # deque's append is atomic); the delete reads them once its Lease is back from the lane.
         self._stamps: deque[str] = deque(maxlen=64)  # 64 renewals: over five hours of failed ones
         self._landed = False
         self._kube_busy = False
@@ -148,6 +155,10 @@ class WorkspaceActor(Shell):
             attaching.close()  # its retries and its request in flight end now: the attach lane is free
         if self._deadline is not None:
             self._deadline.cancel()
+        if self._lease is not None:
+            self.renewals.take_back(self._lease[1])
+        if self._owns_lane:
+            self.renewals.shutdown(wait=False)
         if self._owns_timers:
             self._timers.stop()
         tell_quietly(self.watch, watch.Unregister(self.spec.key, self.actor_ref))
@@ -173,7 +184,7 @@ class WorkspaceActor(Shell):
             if self._deadline is not None:
                 self._deadline.fired()
             self._step(ws.WorkspaceTick())
-        elif isinstance(message, Release):
+        elif isinstance(message, (Release, ws.LeaseRefused)):
             self._step(message)
         self._stop_when_done()
         return None
@@ -191,8 +202,13 @@ class WorkspaceActor(Shell):
                 self._kube(partial(self._apply, action.create))
             elif isinstance(action, ws.ApplySecret):
                 self._kube(partial(self._apply_secret, action.uid))
-            elif isinstance(action, ws.RenewLease):
-                self._kube(partial(self._renew, action.uid), renewal=True)
+            elif isinstance(action, ws.HoldLease):
+                lease = self.renewals.hold(self.spec.key, partial(self._renew, action.uid), action.first_due,
+                                           action.interval)
+                self._lease = (action.uid, lease)
+            elif isinstance(action, ws.DropLease):
+                if self._lease is not None:
+                    self.renewals.take_back(self._lease[1])
             elif isinstance(action, ws.Attach):
                 self._submit(partial(self._attach, action.endpoint), "attach")
             elif isinstance(action, ws.DeleteSandbox):
@@ -200,24 +216,21 @@ class WorkspaceActor(Shell):
         if self._deadline is not None:
             self._deadline.arm(step.deadline)
 
-    def _kube(self, call: Callable[[], _Done], *, renewal: bool = False) -> None:
-        """Cluster writes run one at a time, in order: a delete never overtakes the write before it. A
-        renewal leaves from the process's renewal lane when there is one, still in its turn."""
-        self._kube_queue.append((call, renewal))
+    def _kube(self, call: Callable[[], _Done]) -> None:
+        """Cluster writes run one at a time, in order: a delete never overtakes the write before it."""
+        self._kube_queue.append(call)
         if not self._kube_busy:
             self._next_kube()
 
     def _next_kube(self) -> None:
         self._kube_busy = bool(self._kube_queue)
         if self._kube_queue:
-            call, renewal = self._kube_queue.popleft()
-            self._submit(call, "kube", self.renewals if renewal else None)
+            self._submit(self._kube_queue.popleft(), "kube")
 
-    def _submit(self, call: Callable[[], _Done], lane: Literal["kube", "attach"],
-                via: RenewalLane | None = None) -> None:
+    def _submit(self, call: Callable[[], _Done], lane: Literal["kube", "attach"]) -> None:
         self._in_flight += 1
         ref = self.actor_ref
-        pool: Executor | RenewalLane = via or (self.kube_pool if lane == "kube" else self.attach_pool)
+        pool = self.kube_pool if lane == "kube" else self.attach_pool
 
         def work() -> None:
             try:
@@ -245,7 +258,7 @@ class WorkspaceActor(Shell):
         try:
             if create:
                 try:
-                    created = _Done(_applied(self.client.create(SANDBOX, body)), "kube")
+                    created = _Done(answers.applied(self.client.create(SANDBOX, body)), "kube")
                     self._landed = True
                     return created
                 except KubeError as e:
@@ -254,9 +267,9 @@ class WorkspaceActor(Shell):
                 # The name is taken: whose it is, the core decides (it adopts its own with an apply).
                 existing = self.client.get(SANDBOX, name)
                 return _Done(ws.NameTaken(name, identify(existing) if existing is not None else None), "kube")
-            done = _Done(_applied(self.client.apply(SANDBOX, name, body)), "kube")
+            done = _Done(answers.applied(self.client.apply(SANDBOX, name, body)), "kube")
         except KUBE_ERRORS as e:
-            return _Done(_write_failed("sandbox", e), "kube")
+            return _Done(answers.write_failed("sandbox", e), "kube")
         self._landed = True
         return done
 
@@ -264,20 +277,24 @@ class WorkspaceActor(Shell):
         try:
             self.client.apply(SECRET, self.spec.secret_name, token_secret(self.spec, self.key, uid))
         except KUBE_ERRORS as e:
-            return _Done(_write_failed("secret", e), "kube")
+            return _Done(answers.write_failed("secret", e), "kube")
         return _Done(ws.SecretWritten(), "kube")
 
-    def _renew(self, uid: str) -> _Done:
-        wall = self._stamp()
-        # The watch hears first that this stamp is ours, so the change that only carries it (whose
-        # version the answer below brings) is not delivered back here.
-        tell_quietly(self.watch, watch.OwnWrite(self.spec.key, keepalive(wall)))
+    def _renew(self, uid: str, wall: float, stamp: str) -> str | None:
+        """On a renewal lane thread (which noted `stamp` for the watch): the version written, or None. Only a
+        refusal for good is told to the actor; a transient failure is logged and the next renewal retries."""
+        self._stamps.append(stamp)
         try:
             renewed = self.client.merge_patch(SANDBOX, self.spec.name, lease_patch(wall, uid))
         except KUBE_ERRORS as e:
-            return _Done(None, "kube", f"the Lease renewal failed (the next one retries): {e}")
+            refused = isinstance(e, KubeError) and e.status in answers.LEASE_REFUSALS
+            log.warning("%s: the Lease renewal %s: %s", self.spec.name,
+                        "was refused, none follows on this uid" if refused else "failed (the next one retries)", e)
+            if isinstance(e, KubeError) and refused:
+                tell_quietly(self.actor_ref, ws.LeaseRefused(uid, e.status))
+            return None
         self._landed = True
-        return _Done(ws.LeaseRenewed(_rv(renewed)), "kube")
+        return answers.version(renewed)
 
     def _attach(self, endpoint: str) -> _Done:
         harness = self._harness_factory(endpoint, harness_token(self.key, self.spec.name))
@@ -290,7 +307,7 @@ class WorkspaceActor(Shell):
                 return _Done(ws.AttachFailed("the Workspace stopped"), "attach")
             repos = harness.attach(attach_slots(self.spec), attach_branch(self.spec))
         except HARNESS_ERRORS as e:
-            return _Done(ws.AttachFailed(str(e), unavailable=_unavailable(e)), "attach")
+            return _Done(ws.AttachFailed(str(e), unavailable=answers.unavailable(e)), "attach")
         finally:
             with self._attach_lock:
                 if self._attaching is harness:
@@ -299,12 +316,18 @@ class WorkspaceActor(Shell):
         return _Done(ws.Attached(repos), "attach")
 
     def _delete(self, uid: str, rv: str) -> _Done:
+        if self._lease is not None:  # ADR-0064: never beside or before the renewal before it
+            held, lease = self._lease
+            self.renewals.take_back(lease)
+            self.renewals.wait(lease)
+            if held == uid:
+                rv = reading.newest(rv, lease.resource_version)  # the renewals' answers never came here
         try:
             if not uid:  # the write's answer never came: delete only what the name holds for this key
                 existing = self.client.get(SANDBOX, self.spec.name)
                 if existing is None or identify(existing) != self.spec.key:
                     return _Done(ws.Deleted(existed=False), "kube")
-                uid, rv = _uid(existing), _rv(existing)
+                uid, rv = answers.uid(existing), answers.version(existing)
             # Its token Secret goes with it (owner reference). The preconditions keep a successor safe: one
             # that adopted this Sandbox since has written a newer version. A 409 is read again and told to the
             # core, which decides whether it is still ours (ADR-0064's delete guard, `DeleteConflict`).
@@ -336,35 +359,3 @@ class WorkspaceActor(Shell):
     def _stop_when_done(self) -> None:
         if self._released and self._in_flight == 0 and not self._kube_queue:
             self.actor_ref.stop(block=False)
-
-
-def _applied(obj: dict[str, Any]) -> ws.Applied:
-    return ws.Applied(_uid(obj), _rv(obj))
-
-
-def _rv(obj: dict[str, Any]) -> str:
-    return meta_text(obj, "resourceVersion")
-
-
-def _uid(obj: dict[str, Any]) -> str:
-    uid = meta_text(obj, "uid")
-    if not uid:
-        raise KubeProtocolError("the Sandbox the API server answered with carries no uid")
-    return uid
-
-
-def _write_failed(what: Literal["sandbox", "secret"], e: Exception) -> ws.WriteFailed:
-    if isinstance(e, KubeError):
-        return ws.WriteFailed(what, str(e), e.status, e.retry_after)
-    return ws.WriteFailed(what, str(e))  # no answer (or not Kubernetes): transient
-
-
-
-
-def _unavailable(e: Exception) -> bool:
-    """No Harness served the call: a gateway's or a draining Harness's 5xx, or a call that never reached it.
-    One that may have reached it (a read that timed out) is not sent again (CONTRACTS.md §3): the first may
-    still be cloning."""
-    if isinstance(e, HarnessError):
-        return e.status in (502, 503, 504)
-    return isinstance(e, HarnessUnreachable) and not e.reached

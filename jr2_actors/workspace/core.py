@@ -31,8 +31,9 @@ it. The inputs, actions and reports are in `messages.py`.
 - A Sandbox `Lost` or gone is `workspace.lost` with the operator's reason. A dropped watch is unknown,
   never loss. A Harness restart is reported (it ends the Turns waiting on it); an `OOMKilled` end names the
   memory limit. Every change of the Harness's last end is reported too (the notice ledger reads it).
-- The Lease covers the Sandbox from its write to its teardown, in every phase: the first renewal within
-  the first fifth of the interval, then every 5 min ±20 %, never in lockstep.
+- The Lease covers the Sandbox from its write to its teardown, in every live phase: first within the first
+  fifth of the interval, then every 5 min ±20 %. The renewal lane owns the due times from `HoldLease` to
+  `DropLease`; a renewal refused for good (`LeaseRefused`) ends the Lease on that uid — loss is the watch's word.
 - Events of another uid under this key (an older incarnation being deleted, a successor) are not ours
   and are ignored once the core knows its uid.
 - Release: delete what never ran (a Sandbox released before it placed is deleted at once: nothing on it
@@ -58,7 +59,6 @@ from jr2_actors.values.constants import (
     DELETE_VERSION_REREADS,
     FORBIDDEN_GRACE_SECONDS,
     LEASE_INTERVAL_SECONDS,
-    LEASE_JITTER,
     PROVISION_BUDGET_SECONDS,
     WRITE_RETRY_BACKOFF,
 )
@@ -88,7 +88,8 @@ class WorkspaceCore:
         self._lease_interval = lease_interval
         self._budget = budget
         self._secret_name = secret_name
-        self._lease_due: float | None = None
+        self._lease_due: float | None = None  # the first renewal's due time, until the lane holds the Lease
+        self._lease_uid = self._lease_refused = ""  # the uid the lane holds the Lease for; one refused for good
         self._budget_ends: float | None = None
         self._retry_at: float | None = None
         self._attach_failures = 0  # attaches no Harness answered, in a row
@@ -99,7 +100,7 @@ class WorkspaceCore:
         self._forbidden_since: float | None = None  # when the 403s in a row began
         self._released = False  # `Released` was reported: the teardown is over
         self._wait = PlacingWait(path)
-        self._placed = False
+        self._placed = self._releasing = False  # placed; restored mid-teardown (nothing but its delete)
         self._endpoint = ""
         self._pending_seen: SandboxSeen | None = None
         self._restart_count: int | None = None
@@ -116,6 +117,7 @@ class WorkspaceCore:
         self._now, self._wall = now, wall
         with self._walk.take(self.phase, event) as handler:
             handler(self, event, now, wall)
+        self._lease(now)
         out, self._out = self._out, []
         actions = tuple(x for x in out if isinstance(x, ACTION_TYPES))
         reports = tuple(x for x in out if not isinstance(x, ACTION_TYPES))
@@ -123,9 +125,7 @@ class WorkspaceCore:
 
     @property
     def deadline(self) -> float | None:
-        due = [self._lease_due if self._leased() else None,
-               self._budget_ends if self.phase == "provisioning" else None,
-               self._retry_at]
+        due = [self._budget_ends if self.phase == "provisioning" else None, self._retry_at]
         return min((t for t in due if t is not None), default=None)
 
     # -- handlers (see MACHINE) -------------------------------------------------------------------------
@@ -133,14 +133,13 @@ class WorkspaceCore:
     def _begin(self, event: m.Begin, now: float, wall: float) -> None:
         restored = event.restored or m.Restored()
         self.uid = restored.uid
-        self._placed = restored.placed
+        self._placed, self._releasing = restored.placed, restored.releasing
         self._lease_due = now + self._random.uniform(0, self._lease_interval / 5)
         if restored.placed:
             self._go("reconciling")  # ADR-0063: the first list answers; nothing but the Lease is written before it
             return
         if restored.wait is not None:
-            w = restored.wait
-            self._wait.restore(w)
+            self._wait.restore(restored.wait)
         self._go("placing")
         if not restored.releasing:  # a Sandbox deleted before the restart is never written again
             self._out.append(m.ApplySandbox(create=not self.uid))  # idempotent: a restart re-enters placing
@@ -163,8 +162,8 @@ class WorkspaceCore:
         self.uid = event.uid  # ended meanwhile: a delete already queued finds it by name
         self.rv = reading.newest(self.rv, event.resource_version)
 
-    def _renewed(self, event: m.LeaseRenewed, now: float, wall: float) -> None:
-        self.rv = reading.newest(self.rv, event.resource_version)
+    def _lease_refused_for_good(self, event: m.LeaseRefused, now: float, wall: float) -> None:
+        self._lease_refused = event.uid if event.uid == self.uid else self._lease_refused  # a later uid: leased
 
     def _name_taken(self, event: m.NameTaken, now: float, wall: float) -> None:
         """Ours from an earlier write whose answer was lost (adopted: applied), or another run's Workspace's: a
@@ -361,10 +360,6 @@ class WorkspaceCore:
         if self.phase == "provisioning" and self._budget_ends is not None and now >= self._budget_ends:
             self._fault(f"provisioning: the Sandbox was not Ready {self._budget:.0f}s after it was scheduled")
             return
-        if self._leased() and self._lease_due is not None and now >= self._lease_due:
-            self._out.append(m.RenewLease(self.uid))
-            jitter = self._random.uniform(1 - LEASE_JITTER, 1 + LEASE_JITTER)
-            self._lease_due = now + self._lease_interval * jitter
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -384,10 +379,23 @@ class WorkspaceCore:
         self._out.append(m.Released(self.path, deleted=deleted))
 
     def _leased(self) -> bool:
-        """ADR-0064: the Lease is renewed from the write to the teardown, in every live phase — a restored
-        Workspace waiting for the first list too: each renewal carries the uid it wrote, so it renews only
-        that Sandbox."""
-        return self.phase in LIVE and bool(self.uid)
+        """ADR-0064: from the write to the teardown, in every live phase (`reconciling` too: each renewal carries
+        the uid it wrote, so it renews only that Sandbox); a restored teardown writes nothing but its delete."""
+        return self.phase in LIVE and bool(self.uid) and self.uid != self._lease_refused and not self._releasing
+
+    def _lease(self, now: float) -> None:
+        """After every step: the lane holds the Lease on the uid to renew, or none; taken back first, so a delete
+        of the same step never overtakes a renewal (ADR-0064). Another uid's first renewal: a fifth again."""
+        want = self.uid if self._leased() else ""
+        if want != self._lease_uid:
+            if self._lease_uid:
+                self._out.insert(0, m.DropLease())
+            if want:
+                due, self._lease_due = self._lease_due, None
+                if due is None:
+                    due = now + self._random.uniform(0, self._lease_interval / 5)
+                self._out.append(m.HoldLease(want, due, self._lease_interval))
+            self._lease_uid = want
 
     def _go(self, phase: WorkspacePhase) -> None:
         self._walk.move(phase)
@@ -469,7 +477,7 @@ MACHINE: Machine[Handler] = Machine("Workspace", (
     (ENDED, m.Attached, (), _ignore),
     (ENDED, m.AttachFailed, (), _ignore),
     ((*LIVE, "lost", "faulted"), m.Release, ("released",), W._release),
-    ((*LIVE, *ENDED), m.LeaseRenewed, (), W._renewed),
+    ((*LIVE, *ENDED), m.LeaseRefused, (), W._lease_refused_for_good),
     (("released",), m.Deleted, (), W._deleted),
     (("released",), m.DeleteFailed, (), W._delete_failed),
     (("released",), m.DeleteConflict, (), W._delete_conflict),
@@ -484,7 +492,7 @@ MACHINE: Machine[Handler] = Machine("Workspace", (
 ))
 TABLE = MACHINE.rows
 TRANSITIONS: dict[tuple[str, type], Edge[Handler]] = MACHINE.edges
-ACTION_TYPES = (m.ApplySandbox, m.ApplySecret, m.RenewLease, m.Attach, m.DeleteSandbox)
+ACTION_TYPES = (m.ApplySandbox, m.ApplySecret, m.HoldLease, m.DropLease, m.Attach, m.DeleteSandbox)
 
 
 def transitions_markdown() -> str:

@@ -54,10 +54,11 @@ class Applied:
 
 
 @dataclass(frozen=True)
-class LeaseRenewed:
-    """A renewal's answer: the version it wrote (the delete's precondition must be at least as new)."""
+class LeaseRefused:
+    """A renewal on `uid` was refused for good (404, 409, 422): all the lane tells (not a success, not a 5xx)."""
 
-    resource_version: str
+    uid: str
+    status: int
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ class Release:
 
 # The watch's deliveries are inputs as they are (SandboxSeen, SandboxGone, WatchFailed).
 WorldInput = SandboxSeen | SandboxGone | WatchFailed | WatchStopped | WorkspaceTick
-ShellInput = (Begin | Applied | LeaseRenewed | WriteFailed | NameTaken | SecretWritten | Attached | AttachFailed
+ShellInput = (Begin | Applied | LeaseRefused | WriteFailed | NameTaken | SecretWritten | Attached | AttachFailed
               | Deleted | DeleteFailed | DeleteConflict | Release)
 Input = WorldInput | ShellInput
 
@@ -166,8 +167,17 @@ class ApplySecret:
 
 
 @dataclass(frozen=True)
-class RenewLease:
-    uid: str  # the renewal carries it: the API server renews only that Sandbox
+class HoldLease:
+    """The renewal lane takes the Lease on `uid`: first at `first_due` (monotonic), then every `interval` ±20 %."""
+
+    uid: str
+    first_due: float
+    interval: float
+
+
+@dataclass(frozen=True)
+class DropLease:
+    """The Lease's schedule is taken back from the lane: no renewal starts after it (before any delete)."""
 
 
 @dataclass(frozen=True)
@@ -185,7 +195,7 @@ class DeleteSandbox:
     resource_version: str = ""
 
 
-Action = ApplySandbox | ApplySecret | RenewLease | Attach | DeleteSandbox
+Action = ApplySandbox | ApplySecret | HoldLease | DropLease | Attach | DeleteSandbox
 
 
 # -- reports -----------------------------------------------------------------------------------------
@@ -326,6 +336,5 @@ class Released:
     deleted: bool
 
 
-Report = (Waiting | FeedLine | Saved | Running | Lost | Faulted | LastEndSeen | HarnessEnded | Unknown | Released
-          | Phase)
+Report = Waiting | FeedLine | Saved | Running | Lost | Faulted | LastEndSeen | HarnessEnded | Unknown | Released | Phase
 WorkspaceStep = Step[Action, Report]

@@ -17,7 +17,8 @@ from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.constants import STALL_BOUND_SECONDS, WATCH_TIMEOUT_SECONDS
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.identity import SandboxKey
-from jr2_actors.watch.messages import Health, OwnWrite, WatchHealth
+from jr2_actors.watch.messages import Health, Register, WatchHealth
+from tests.support.probes import Inbox
 
 HOURS = 3 * 3600.0
 
@@ -85,7 +86,7 @@ def test_advance_still_fires_every_keepalive_on_the_way(
 def test_a_leap_moves_the_stall_bound_in_the_shell_and_a_step_that_is_no_progress_keeps_it_there(
         watched: tuple[VirtualClock, FakeCluster, pykka.ActorRef[Any], Timers]) -> None:
     """The watch's machine keeps rows about the API server only: the leap's span is held by its shell,
-    through every step after it that is no progress (here an OwnWrite), and a stall is still caught."""
+    through every step after it that is no progress (here a registration), and a stall is still caught."""
     from jr2_actors.watch import stream
 
     assert not hasattr(stream, "KeptAlive")
@@ -95,7 +96,7 @@ def test_a_leap_moves_the_stall_bound_in_the_shell_and_a_step_that_is_no_progres
     clock.run_until(came.is_set)
     assert clock.leaps >= 1
     opened = cluster.watch_stats()["opened"]
-    ref.tell(OwnWrite(SandboxKey("run-x", "F-1"), "stamp-1"))  # steps the core; its deadline is hours ago
+    ref.tell(Register(SandboxKey("run-x", "F-1"), Inbox()))  # steps the core; its deadline is hours ago
     clock.wait_idle()  # a stall bound armed back in the past would fire now, and the watch re-list
     assert cluster.watch_stats()["opened"] == opened and health(ref).failures == 0
     began = clock.monotonic()

@@ -26,6 +26,7 @@ from jr2_actors.testing.pytest_plugin import _time_options
 from jr2_actors.values.constants import PROVISION_BUDGET_SECONDS, RETENTION_SECONDS, SWEEP_INTERVAL_SECONDS
 from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.actor import WatchActor
+from jr2_actors.watch.identity import SandboxKey
 from jr2_actors.workspace.renewals import RenewalLane
 from tests.support.waiting import wait_until
 from tests.support.workflows import one_state
@@ -387,7 +388,7 @@ def test_injected_latency_on_a_pools_job_takes_the_virtual_clock(jr2_fake_cluste
         stop: Callable[[], None] = partial(pool.shutdown, wait=True)
     else:
         lane = RenewalLane(clock=clock, threads=1)
-        lane.submit(listing)
+        lane.hold(SandboxKey("run-l", "F-1"), lambda wall, stamp: listing(), clock.monotonic(), 10**6)
         stop = lane.shutdown
     try:
         clock.run_until(answered.is_set)

@@ -171,57 +171,6 @@ def test_the_lease_is_renewed_from_the_write_every_five_minutes_within_a_fifth()
     assert len(gaps) >= 6 and all(240 <= g <= 360 for g in gaps[1:]), gaps
 
 
-class Announcing:
-    """The WatchActor's ref, noting each `OwnWrite` a Workspace tells it on the way."""
-
-    def __init__(self, ref: pykka.ActorRef[Any]) -> None:
-        self.ref = ref
-        self.stamps: list[str] = []
-
-    def tell(self, message: Any) -> None:
-        from jr2_actors.watch.messages import OwnWrite
-
-        if isinstance(message, OwnWrite):
-            self.stamps.append(message.stamp)
-        self.ref.tell(message)
-
-
-def test_each_lease_renewal_is_announced_to_the_watch_before_it_is_written() -> None:
-    """Issue 18: the watch holds back the change that only carries the Workspace's own stamp, so the stamp
-    must be told before the write whose event carries it."""
-    clock = VirtualClock(wall=WALL0)
-    with FakeCluster(clock=clock, nodes=[Node("tiny", 100, 2**30)], harness=False) as cluster:  # it waits, placing
-        client = cluster.client()
-        real = WatchActor.start(client, clock=clock, stall_bound=10**6)
-        watch = Announcing(real)
-        timers = Timers(clock, name="jr2-test-timers")
-        pool = ThreadPoolExecutor(1, thread_name_prefix="jr2-test-pool")
-        spec = WorkspaceSpec("run-o", "wf", WorkspaceDef("F-1", cpu="1", memory="1Gi"), image="i")
-        ref = WorkspaceActor.start(spec, client=client, watch=watch, parent=Inbox(), signing_key=b"k" * 32,
-                                   kube_pool=pool, attach_pool=pool, clock=clock, timers=timers, seed=4)
-        settle = Settle(clock, timers, ref, pool)
-
-        def stamp() -> str | None:
-            obj = client.get(SANDBOX, spec.name)
-            return obj["metadata"]["annotations"][KEEPALIVE_ANNOTATION] if obj else None
-
-        settle()
-        written = [stamp()]
-        for _ in range(12 * 60):
-            clock.advance(1)
-            settle()
-            if stamp() != written[-1]:
-                written.append(stamp())
-        ref.stop(block=True, timeout=10)
-        real.stop(block=True, timeout=10)
-        pool.shutdown(wait=True)
-        timers.stop()
-    renewals = written[1:]
-    assert len(renewals) >= 2
-    assert all(s in watch.stamps for s in renewals), (renewals, watch.stamps)
-    assert written[0] not in watch.stamps  # the Sandbox's own apply is not a renewal: it is delivered
-
-
 @dataclass
 class Placing:
     """One Workspace waiting for a node on a virtual clock (a node too small for it): what never ran is owed

@@ -4,7 +4,6 @@ test_workspace_teardown.py."""
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import pytest
@@ -22,15 +21,17 @@ from jr2_actors.workspace.messages import (
     AttachFailed,
     Begin,
     DeleteSandbox,
+    DropLease,
     Faulted,
     HarnessEnded,
+    HoldLease,
     LastEndSeen,
+    LeaseRefused,
     Lost,
     NameTaken,
     PlacedLine,
     PlacingLine,
     Release,
-    RenewLease,
     Restored,
     RestoredWait,
     Running,
@@ -65,39 +66,47 @@ def test_the_first_write_creates_then_the_secret_is_written_owned_by_the_uid() -
     step = d(Begin())
     assert step.actions == (ApplySandbox(create=True),)
     step = d(Applied(UID), at=0.5)
-    assert step.actions == (ApplySecret(UID),)
+    assert step.actions == (ApplySecret(UID), d.of(HoldLease)[0])  # and the Lease goes to the lane
     assert d.of(Saved)[-1].restored == Restored(placed=False, uid=UID)
 
 
-def test_the_first_renewal_falls_in_the_first_fifth_and_only_once_the_write_is_back() -> None:
+def test_the_lease_goes_to_the_lane_once_the_write_is_back_its_first_renewal_in_the_first_fifth() -> None:
     d = Drive()
-    d(Begin())
-    assert d.deadline() is None  # nothing written yet: no Lease to renew
-    d(Applied(UID), at=1.0)
-    deadline = d.deadline()
-    assert deadline is not None and deadline <= 60
-    d(WorkspaceTick(), at=max(deadline, 1.0))
-    assert d.of(RenewLease) == [RenewLease(UID)]
+    step = d(Begin())
+    assert not d.of(HoldLease)  # nothing written yet: no Lease to renew
+    step = d(Applied(UID), at=1.0)
+    (hold,) = d.of(HoldLease)
+    assert hold.uid == UID and hold.first_due <= 60 and hold.interval == 300
+    assert hold in step.actions and d.deadline() is None  # the lane owns the due times: no tick of the core's
 
 
-def test_the_lease_is_renewed_in_every_live_state_every_five_minutes_plus_or_minus_a_fifth() -> None:
-    d = Drive(budget=10**6)  # provisioning may last: the Lease must still be renewed in it
+def test_the_lease_is_held_in_every_live_state_and_taken_back_before_the_delete() -> None:
+    """ADR-0064: from the write to the teardown, in every live state (the lane renews it every 5 min ±20 %:
+    test_renewal_lane.py); taken back once, ahead of the delete in the same step."""
+    d = Drive(budget=10**6)
     d.written()
-    renewals_in: dict[str, list[float]] = {}
-    script = [(1_000.0, UNSCHEDULABLE), (3_000.0, SCHEDULED), (5_000.0, READY), (7_000.0, Attached({})),
-              (9_000.0, READY)]
-    for at, event in script:
-        state = d.state
-        while (deadline := d.core.deadline) is not None and deadline <= at:
-            before = len(d.of(RenewLease))
-            d(WorkspaceTick(), at=deadline)
-            if len(d.of(RenewLease)) > before:
-                renewals_in.setdefault(state, []).append(deadline)
+    for at, event in [(1_000.0, UNSCHEDULABLE), (3_000.0, SCHEDULED), (5_000.0, READY), (7_000.0, Attached({})),
+                      (9_000.0, READY)]:
         d(event, at=at)
-    assert set(renewals_in) == {"placing", "provisioning", "attaching", "running"}
-    times = sorted(t for ts in renewals_in.values() for t in ts)
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    assert min(gaps) >= 240 and max(gaps) <= 360, gaps
+        assert not d.of(DropLease), d.state
+    assert d.state == "running" and d.of(HoldLease) == [HoldLease(UID, d.of(HoldLease)[0].first_due, 300)]
+    step = d(Release("teardown"), at=10_000.0)
+    assert step.actions == (DropLease(), DeleteSandbox(UID))
+
+
+@pytest.mark.parametrize("status", [404, 409, 422])
+def test_a_renewal_refused_for_good_ends_the_lease_on_that_uid_and_says_no_loss(status: int) -> None:
+    """The lane tells only what the Workspace must act on: a Lease that cannot land is taken back; whether
+    the Sandbox is lost the watch says (ADR-0063), so the Workspace stays where it is."""
+    d = Drive()
+    d.written()
+    step = d(LeaseRefused(UID, status), at=30.0)
+    assert step.actions == (DropLease(),) and d.state == "placing" and not d.of(Lost)
+    d(LeaseRefused("uid-old", status), at=31.0)  # not this Lease's: nothing
+    assert len(d.of(DropLease)) == 1
+    d(Applied("uid-2"), at=40.0)  # written again under another uid: a Lease on it, first renewal soon
+    hold = d.of(HoldLease)[-1]
+    assert hold.uid == "uid-2" and 40.0 <= hold.first_due <= 100.0
 
 
 def test_a_wait_for_a_node_is_visible_with_one_feed_line_and_its_end_another() -> None:
@@ -178,16 +187,17 @@ def test_a_wait_from_before_a_restart_is_timed_on_the_wall_clock_clamped_at_zero
 def test_a_restored_workspace_that_never_placed_writes_again_without_creating() -> None:
     d = Drive()
     step = d(Begin(Restored(placed=False, uid=UID)))
-    assert step.actions == (ApplySandbox(create=False),)
+    assert step.actions == (ApplySandbox(create=False), d.of(HoldLease)[0])  # its uid is known: its Lease too
     assert d.state == "placing"
 
 
 def test_a_restored_workspace_that_had_placed_writes_nothing_but_its_lease_before_the_first_list() -> None:
     d = Drive()
     step = d(Begin(Restored(placed=True, uid=UID)))
-    assert step.actions == () and d.state == "reconciling"
+    (hold,) = d.of(HoldLease)
+    assert step.actions == (hold,) and hold.first_due <= 60 and d.state == "reconciling"
     d.until(10_000.0)  # a watch slow to list must not let the idle GC reap it: the Lease goes on, by uid
-    assert len(d.of(RenewLease)) >= 30 and set(d.of(RenewLease)) == {RenewLease(UID)}
+    assert [h.uid for h in d.of(HoldLease)] == [UID] and not d.of(DropLease)
     assert not d.of(ApplySandbox)
     step = d(READY, at=10_001.0)
     assert step.actions == (Attach("http://h"),)
@@ -306,7 +316,7 @@ def test_a_name_held_by_another_runs_workspace_is_a_named_fault_and_never_delete
     (fault,) = d.of(Faulted)
     assert "taken by another run's Workspace" in fault.reason and "ws-x belongs to run-2/F-1" in fault.reason
     d.until(10_000.0)
-    assert not d.of(RenewLease) and not d.of(Attach)
+    assert not d.of(HoldLease) and not d.of(Attach)
     d(Release("run-faulted"), at=10_001.0)
     assert d.of(DeleteSandbox) == [DeleteSandbox("")]  # by name and key only: the shell checks it is ours
 

@@ -18,7 +18,6 @@ from jr2_actors.workspace.messages import (
     Deleted,
     DeleteFailed,
     DeleteSandbox,
-    LeaseRenewed,
     Release,
     Released,
     Restored,
@@ -73,7 +72,7 @@ def test_a_delete_owed_is_retried_capped_until_it_lands(status: int | None, retr
     retry carries the same preconditions (the uid and the newest version it wrote): a successor stays safe."""
     d = Drive()
     d.written()
-    d(LeaseRenewed("7"), at=0.5)
+    d(Applied(UID, "7"), at=0.5)
     d(Release("teardown"), at=1)
     cap = max(DELETE_RETRY_BACKOFF.cap * (1 + DELETE_RETRY_BACKOFF.jitter), retry_after or 0.0)
     grace = FORBIDDEN_GRACE_SECONDS - 5 if status == 403 else 1800.0
@@ -199,8 +198,8 @@ def test_the_delete_carries_the_newest_version_this_workspace_wrote_or_saw() -> 
     d(Begin())
     d(Applied(UID, "10"), at=0.1)
     d(seen(scheduled=("True", "Scheduled", ""), uid=UID), at=0.2)  # the view has no version: kept as was
-    d(LeaseRenewed("14"), at=0.3)
-    d(LeaseRenewed("12"), at=0.4)  # an older answer never moves it back
+    d(Applied(UID, "14"), at=0.3)  # a write again (a retried apply)
+    d(Applied(UID, "12"), at=0.4)  # an older answer never moves it back (the lane's renewals: the shell's)
     d(Release("teardown"), at=1)
     assert d.of(DeleteSandbox) == [DeleteSandbox(UID, "14")]
 
