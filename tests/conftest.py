@@ -6,9 +6,16 @@ import pykka
 import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
+from tests.support import parallel
 from tests.support.processes import kill_what_is_left, record_every_process
 
 record_every_process()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """The suite runs on pytest-xdist workers unless the command line says otherwise (tests/support/parallel.py)."""
+    parallel.choose(config)
 
 
 @pytest.fixture

@@ -37,6 +37,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if HERE in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.realcluster)
+            # One worker runs the whole tier under pytest-xdist (`--dist loadgroup`): one control plane started,
+            # not one a worker.
+            item.add_marker(pytest.mark.xdist_group("realcluster"))
 
 
 @pytest.fixture(scope="session")
