@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pykka
 import pytest
@@ -16,6 +17,12 @@ record_every_process()
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """The suite runs on pytest-xdist workers unless the command line says otherwise (tests/support/parallel.py)."""
     parallel.choose(config)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without it installed, the suite runs serially
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The real-cluster tier on one worker (tests/support/parallel.py)."""
+    return parallel.scheduler(config, log)
 
 
 @pytest.fixture
