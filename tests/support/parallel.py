@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 # Measured on two cores (docs/benchmarks.md, "the suite"): 2, 3 and 4 workers against one.
-WORKERS = 3
+WORKERS = 4
 DIST = "loadgroup"
 # Tests under these folders (node ids, from the root) run on one worker, each folder as one unit of work.
 TOGETHER = ("tests/real/",)
