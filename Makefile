@@ -19,9 +19,9 @@ fast:  ## the fast suite: no slow end-to-end test, no real cluster
 slow:  ## the slow end-to-end tier alone
 	$(PYTHON) -m pytest -q -m 'slow and not realcluster'
 
-real:  ## the real-cluster tier (tests/real/: needs go; its control plane is built once, then cached)
+real:  ## the real-cluster tier (tests/real/: needs go; its control plane is built once, then cached), serially
 	$(PYTHON) -m realcluster build
-	$(PYTHON) -m pytest -q -m realcluster
+	$(PYTHON) -m pytest -q -n0 -m realcluster
 
 lint:  ## ruff, mypy (strict), the layering contracts, the size budget
 	ruff check .

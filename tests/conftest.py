@@ -1,14 +1,28 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pykka
 import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
+from tests.support import parallel
 from tests.support.processes import kill_what_is_left, record_every_process
 
 record_every_process()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """The suite runs on pytest-xdist workers unless the command line says otherwise (tests/support/parallel.py)."""
+    parallel.choose(config)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without it installed, the suite runs serially
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The real-cluster tier on one worker (tests/support/parallel.py)."""
+    return parallel.scheduler(config, log)
 
 
 @pytest.fixture

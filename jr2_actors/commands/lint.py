@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from jr2_actors.commands.common import UsageError
 from jr2_actors.commands.completion import files
+from jr2_actors.commands.yaml_lines import line_of
 
 if TYPE_CHECKING:  # the workflow rules (jsonschema, yaml) load when a file is read, not for every command
     from jr2_actors.values.workflow import Workflow, WorkflowError
@@ -118,40 +119,6 @@ def _load(path: str, *, check_graph: bool = True) -> tuple[Workflow, str]:
         mark = getattr(e.__cause__, "problem_mark", None)
         line = mark.line + 1 if mark is not None else line_of(text, e.key)
         raise _Refused(e, line) from None
-
-
-def line_of(text: str, key: str) -> int | None:
-    """The 1-based line of the deepest node of the dotted `key` (`states.code.on.finish`, `a.repos[0].slot`)
-    that the text holds; None when the text is not YAML or has none of it."""
-    import yaml
-
-    from jr2_actors.values.workflow import yaml_loader
-
-    try:
-        node = yaml.compose(text, Loader=yaml_loader())
-    except (yaml.YAMLError, RecursionError):
-        return None
-    line = None
-    rest = key.replace("[", ".[")
-    while node is not None and rest:
-        found = None
-        if isinstance(node, yaml.MappingNode):
-            # the longest key that begins the rest: names may hold '.' themselves
-            for k, v in node.value:
-                name = str(k.value)
-                if (rest == name or rest.startswith(name + ".")) and (found is None or len(name) > len(found[0])):
-                    found = (name, k, v)
-        elif isinstance(node, yaml.SequenceNode) and rest.startswith("["):
-            index = rest[1:rest.index("]")] if "]" in rest else ""
-            if index.isdigit() and int(index) < len(node.value):
-                item = node.value[int(index)]
-                found = (f"[{index}]", item, item)
-        if found is None:
-            break
-        name, k, node = found
-        line = k.start_mark.line + 1
-        rest = rest[len(name) + 1:]
-    return line
 
 
 def mermaid(workflow: Workflow) -> list[str]:

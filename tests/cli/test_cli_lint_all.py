@@ -5,9 +5,13 @@ exits by how its run ended, as `submit --wait` does."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
+from jr2_actors.commands import yaml_lines
+from jr2_actors.commands.lint import lint_file
 from jr2_actors.values.workflow import WorkflowError, parse_workflow, read_document
 from jr2_actors.values.workflow_lint import MAX_REPORTED, _loops, every_error, loop_warnings
 from tests.support.cli_process import jr2
@@ -85,6 +89,28 @@ def test_a_hostile_file_of_a_thousand_faults_is_cut_at_the_bound_and_counted(tmp
     assert code == 2 and len(err) == MAX_REPORTED + 1
     assert err[0] == f"{path}:5: agents.a0.instructions: must be a non-empty string"  # the file's first
     assert err[-1] == f"{path}:1: and 900 more errors"
+
+
+def test_a_file_of_many_errors_is_composed_once_for_all_their_lines(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each error's line is looked up in one node tree of the file: once an error made the thousand-fault file
+    above take 20 s."""
+    composed: list[str] = []
+    compose = yaml.compose
+
+    def counted(text: str, **kw: Any) -> Any:
+        composed.append(text)
+        return compose(text, **kw)
+
+    monkeypatch.setattr(yaml, "compose", counted)
+    yaml_lines._composed.cache_clear()
+    path = tmp_path / "wf.yaml"
+    path.write_text("name: h\nstart: s\nstates: {s: {final: done}}\nagents:\n" +
+                    "".join(f"  a{i}: {{instructions: 1, access: x}}\n" for i in range(200)))
+    errors = lint_file(str(path))
+    assert len(errors) == MAX_REPORTED + 1
+    assert errors[2] == f"{path}:6: agents.a1.instructions: must be a non-empty string"  # its own line, still
+    assert len(composed) == 1
 
 
 def test_lint_warns_of_a_loop_of_turns_no_after_bounds_and_passes_it(tmp_path: Path) -> None:

