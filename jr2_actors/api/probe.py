@@ -162,6 +162,7 @@ class ProbeProcess:
                  every: float = PROBE_PUBLISH_SECONDS, stale: float = PROBE_STALE_SECONDS) -> None:
         self._read, self._every = read, every
         self._stop = threading.Event()
+        self._now = threading.Event()  # `publish_now`: the next finding goes at once, not at the next second
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "jr2_actors.api.probe", "--listen", f"{listen[0]}:{listen[1]}",
              "--stale", str(stale)],
@@ -193,11 +194,17 @@ class ProbeProcess:
                     log.error("the probe listener on %s ended (exit %s): kubelet's probes go unanswered",
                               self.address, self._proc.poll())
                 return
-            self._stop.wait(self._every)
+            self._now.wait(self._every)
+            self._now.clear()
+
+    def publish_now(self) -> None:
+        """Publish the finding at once (serve has just started: probes need not wait a second to hear it)."""
+        self._now.set()
 
     def close(self, timeout: float = 2.0) -> None:
         """Stop publishing and end the child (its stdin closed; killed if it has not ended in `timeout`)."""
         self._stop.set()
+        self._now.set()
         if self._proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self._proc.stdin.close()

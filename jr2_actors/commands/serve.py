@@ -195,6 +195,8 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
         if stop.is_set():
             return 0
         orchestrator.start()
+        if probes is not None:
+            probes.publish_now()  # ready as soon as the watch has listed, not a second after
         # What the process built at start (imports, the restored runs) lives as long as it does;
         # frozen out of the collector's full scans, as `jr2-actors watch` does (docs/benchmarks.md).
         gc.collect()
