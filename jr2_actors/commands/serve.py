@@ -43,7 +43,7 @@ from jr2_actors.commands.common import (
     until_signalled,
 )
 from jr2_actors.commands.serve_access import cluster_access_waited, sandboxes_access, secrets_checked
-from jr2_actors.values.constants import API_SHUTDOWN_SECONDS, SERVE_KUBECONFIG_WAIT_SECONDS
+from jr2_actors.values.constants import API_SHUTDOWN_SECONDS, SERVE_KUBECONFIG_WAIT_SECONDS, SERVE_STOP_SECONDS
 
 log = logging.getLogger("jr2_actors.serve")
 
@@ -171,6 +171,7 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
     from jr2_actors.api.budget import Budget, BudgetError, configured_limits
     from jr2_actors.api.server import ApiServer
     from jr2_actors.orchestrator import Orchestrator
+    from jr2_actors.shell.watchdog import past_budget
 
     try:
         limits = configured_limits({"memory": args.max_memory, "threads": args.max_threads, "runs": args.max_runs})
@@ -181,7 +182,7 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
     budget = Budget(limits, live=lambda: len(orchestrator.run_table), registry=orchestrator.telemetry.registry)
     server = ApiServer(Api(orchestrator, token, budget=budget), *listen)
     env_file = os.path.join(state_dir, ENV_FILE)
-    probes = None
+    probes = watchdog = None
     try:
         try:
             server.start()
@@ -209,6 +210,8 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
         until_signalled(stop)
         log.info("stopping: no new requests; the runs' actors stop, their Sandboxes stay for the next start")
         stopping = time.monotonic()
+        if not dev:  # the dev server's temp folder goes in the finally below: it is never ended past it
+            watchdog = past_budget(SERVE_STOP_SECONDS)
     finally:
         try:
             if dev:  # both name this start's port and generated token: no later reader may take them as live
@@ -219,6 +222,8 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
             if probes is not None:
                 probes.close()  # first: a probe during the stop is refused, and the pod is taken out of its Service
             _stop_together(server, orchestrator)
+            if watchdog is not None:
+                watchdog.cancel()  # stopped within the budget (in a test's process, the process goes on)
     if state_kept and dev:  # the cluster's Sandboxes lived in this process: the runs on them cannot come back
         log.info("stopped in %.1fs; the embedded fake cluster went with it, so a start on %s keeps the finished "
                  "runs, but a live run whose Workspace was placed ends failed (its Sandbox is gone); to restart "

@@ -18,6 +18,7 @@ from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.run.actor import RunActor
 from jr2_actors.shell.stopping import Stops
+from jr2_actors.shell.watchdog import past_budget
 from jr2_actors.values.constants import SERVE_STOP_SECONDS, STORE_STOP_FLOOR_SECONDS
 from jr2_actors.values.workflow import read_document
 from tests.support.serving import KEY, Serve
@@ -169,3 +170,30 @@ def test_the_runs_share_of_the_stop_ends_a_floor_before_its_budget_so_the_store_
     runs, store = deadlines[0], deadlines[-1]
     assert runs <= asked + budget - STORE_STOP_FLOOR_SECONDS / 2, "the runs' wait took the store's share"
     assert store >= runs + STORE_STOP_FLOOR_SECONDS - 0.01, "the store still gets its floor after the runs"
+
+
+def test_a_stop_past_its_budget_ends_the_process_with_one_line_exit_0(caplog: pytest.LogCaptureFixture) -> None:
+    """Under thousands of runnable threads the stopping thread waited 46 s for the interpreter lock between its
+    own bounded waits (5,000 runs mid-Turn). The watchdog ends the process at the budget, exit 0."""
+    ended = threading.Event()
+    codes: list[int] = []
+
+    def exit_(code: int) -> None:
+        codes.append(code)
+        ended.set()
+
+    with caplog.at_level("ERROR", logger="jr2_actors.shell.stopping"):
+        past_budget(0.6, exit=exit_)  # fires STOP_WATCHDOG_MARGIN_SECONDS before: at 0.1 s
+        assert ended.wait(SERVE_STOP_SECONDS)
+    assert codes == [0]
+    assert [r.getMessage() for r in caplog.records] == [
+        "the stop passed its 0.6s budget: ending the process now; every accepted run restores from its last saved "
+        "step at the next start"]
+
+
+def test_a_stop_within_its_budget_cancels_the_watchdog() -> None:
+    codes: list[int] = []
+    watchdog = past_budget(0.6, exit=codes.append)
+    watchdog.cancel()
+    watchdog.join(SERVE_STOP_SECONDS)
+    assert codes == [] and not watchdog.is_alive()
