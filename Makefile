@@ -4,7 +4,7 @@ PYTHON ?= python3
 SEEDS ?= 1-20
 JOBS ?= 2
 
-.PHONY: setup test fast slow real lint layers budget size-budget bench bench-quick sim crash-trials check
+.PHONY: setup test coverage fast slow real lint layers budget size-budget bench bench-quick sim crash-trials check
 
 setup:  ## the project, editable, with its test extra (and pre-commit's hooks in .git/hooks)
 	$(PYTHON) -m pip install -e '.[test]'
@@ -12,6 +12,13 @@ setup:  ## the project, editable, with its test extra (and pre-commit's hooks in
 
 test:  ## the whole suite, as CI runs it (the real-cluster tier skips itself without go)
 	$(PYTHON) -m pytest -q
+
+COVERAGE_FILE ?= $(or $(TMPDIR),/tmp)/jr2-actors-coverage/data
+coverage:  ## the whole suite serially under coverage, with the processes it starts (data outside the checkout)
+	rm -rf $(dir $(COVERAGE_FILE)) && mkdir -p $(dir $(COVERAGE_FILE))
+	COVERAGE_FILE=$(COVERAGE_FILE) $(PYTHON) -m coverage run -m pytest -q -n0 -p no:cacheprovider
+	COVERAGE_FILE=$(COVERAGE_FILE) $(PYTHON) -m coverage combine -q
+	COVERAGE_FILE=$(COVERAGE_FILE) $(PYTHON) -m coverage report --skip-covered
 
 fast:  ## the fast suite: no slow end-to-end test, no real cluster
 	$(PYTHON) -m pytest -q -m 'not slow and not realcluster'
