@@ -1,6 +1,8 @@
-"""The fake Harness's long-poll wakes on its own Sandbox's changes only. One signal for every Sandbox answered
-each parked long-poll at every event anywhere (and its client polled again at once): work a real Harness does
-not make, and that grew with the live runs — in a release of thousands, the fake's and serve's CPU went there."""
+"""The fake Harness's long-poll wakes on its own conversation's changes only. One signal for every Sandbox
+answered each parked long-poll at every event anywhere (and its client polled again at once): work a real
+Harness does not make, and that grew with the live runs — in a release of thousands, the fake's and serve's CPU
+went there. One signal a Sandbox did the same on the Instance Harness, which holds every Menu-only Agent's
+conversations: 5,000 of them held serve's seats in a storm of 204s and re-polls, 2 admissions a second."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ import pytest
 import requests
 
 from jr2_actors.fake.cluster import FakeCluster
-from jr2_actors.fake.harness.core import Hang
+from jr2_actors.fake.harness.core import INSTANCE, Hang
 from jr2_actors.fake.harness.messages import HarnessReply, HarnessRequest
+from jr2_actors.harness.tokens import INSTANCE_HARNESS
 from jr2_actors.testing.clock import VirtualClock
 from tests.support import admissions
 from tests.support.sandboxes import ready_sandbox
@@ -36,12 +39,14 @@ def admit(cluster: FakeCluster, endpoint: str, name: str) -> dict[str, Any]:
     return cast(dict[str, Any], resp.json())
 
 
-def parked(cluster: FakeCluster, name: str, offset: str) -> HarnessReply:
+def parked(cluster: FakeCluster, name: str, offset: str, conversation: str = "c-1",
+           token: str | None = None) -> HarnessReply:
     """What a long-poll of `name`'s conversation finds with nothing new: a 204 and the signal it waits on."""
-    auth = f"Bearer {cluster.harness_token(name)}"
+    auth = f"Bearer {token or cluster.harness_token(name)}"
     while True:
         reply = cast(HarnessReply, cluster._harness.ask(  # type: ignore[union-attr]
-            HarnessRequest(name, "GET", ("streams", "coder", "c-1"), {"offset": offset}, auth, b""), timeout=10))
+            HarnessRequest(name, "GET", ("streams", "coder", conversation), {"offset": offset}, auth, b""),
+            timeout=10))
         if reply.answer.code == 204:
             return reply
         offset = dict(reply.answer.headers)["stream-next-offset"]
@@ -67,3 +72,24 @@ def test_a_lever_that_may_change_any_sandbox_wakes_every_long_poll(two: tuple[Fa
     replies = [parked(cluster, name, admit(cluster, endpoints[name], name)["offset"]) for name in (A, B)]
     cluster.harness(lambda core: None)
     assert all(r.changed is not None and r.changed.wait(10) for r in replies)
+
+
+def test_on_the_instance_harness_a_long_poll_is_woken_by_its_own_conversation_and_not_by_anothers(
+        two: tuple[FakeCluster, dict[str, str]]) -> None:
+    cluster, _ = two
+    token = cluster.harness_token(INSTANCE_HARNESS)
+    headers = {"Authorization": f"Bearer {token}"}
+
+    def admit_menu(conversation: str) -> dict[str, Any]:
+        resp = requests.post(f"{cluster.instance_harness_url}/agents/coder/{conversation}", json=admissions.body(),
+                             headers=headers, timeout=10)
+        assert resp.status_code == 200, resp.text
+        return cast(dict[str, Any], resp.json())
+
+    waiting = parked(cluster, INSTANCE, admit_menu("c-1")["offset"], "c-1", token)
+    assert waiting.changed is not None and not waiting.changed.is_set()
+    admit_menu("c-2")  # another Menu-only Agent's conversation on the same Harness, its Turn begun
+    requests.post(f"{cluster.instance_harness_url}/agents/coder/c-2/abort", headers=headers, timeout=10)
+    assert not waiting.changed.is_set(), "another conversation's admission and abort woke this long-poll"
+    requests.post(f"{cluster.instance_harness_url}/agents/coder/c-1/abort", headers=headers, timeout=10)
+    assert waiting.changed.wait(10), "its own conversation's abort did not wake it"

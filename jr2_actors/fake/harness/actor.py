@@ -8,10 +8,10 @@ whose Harness process ended and the next has not begun (`HarnessCore.is_down`). 
 `{"ok": true, "bootId": …}`: the boot id of the process serving (ours, a contract addition).
 
 HTTP threads (fake/http.py, outside the actor system) ask the `HarnessActor`, which alone holds the
-`HarnessCore`. A long-poll that finds no event waits on its Sandbox's change signal, up to the long-poll
-window (25 s by default), then answers 204. The signal is its Sandbox's, not one for all: a request changes
-only its own Sandbox's Harness, and one signal for all answered every parked long-poll (and its client's
-next poll) at each event anywhere — work a real Harness does not make, that grew with the live runs.
+`HarnessCore`. A long-poll that finds no event waits on its stream's change signal, up to the long-poll
+window (25 s by default), then answers 204. The signal is its conversation's: a wider one answered every
+long-poll beside it at each event (on the Instance Harness, every Menu-only Agent's: work growing with the
+square of the live runs, that a real Harness does not make). A process begun or ended wakes its Sandbox's all.
 The actor never asks another actor: the API server feeds it each Sandbox change of its namespace (so it
 knows each token digest and phase), and a kernel kill is told to the operator. The latency lever
 (`HarnessCore.set_answer_latency`) is waited on the HTTP thread, before the answer reaches the actor; the
@@ -81,7 +81,7 @@ class HarnessActor(Shell):
         self.instance_digest = instance_digest
         self.operator = operator  # told a kernel kill: it marks the Harness container OOMKilled
         self.base_url = base_url
-        self._changed: dict[str, threading.Event] = {}  # a Sandbox with a long-poll parked → its change signal
+        self._changed: dict[tuple[str, str, str], threading.Event] = {}  # (sandbox, agent, conversation) parked on
         self._sandboxes: dict[str, _Seen] = {}
         self._watch: int | None = None
         self._timers: Timers | None = None
@@ -110,7 +110,7 @@ class HarnessActor(Shell):
         elif isinstance(message, _Settle):
             e = message.effect
             self.core.settle_due(e.sandbox, e.agent, e.conversation_id, e.submission, e.outcome)
-            self._signal(e.sandbox)
+            self._signal(e.sandbox, (e.agent, e.conversation_id))
         elif isinstance(message, _Begin):
             self.core.begin(message.sandbox, self.clock.wall())
             self._signal(message.sandbox)
@@ -132,13 +132,15 @@ class HarnessActor(Shell):
         status = obj.get("status")
         self._sandboxes[name] = _Seen(digest, isinstance(status, dict) and status.get("phase") == "Ready")
 
-    def _signal(self, sandbox: str | None = None) -> None:
-        """Wake the long-polls parked on `sandbox` (None: on every Sandbox, as a test's lever may change any)."""
+    def _signal(self, sandbox: str | None = None, conversation: tuple[str, str] | None = None) -> None:
+        """Wake the long-polls on `sandbox`'s `conversation` (agent, id); without it, on its every stream; None:
+        on every stream (a test's lever may change any)."""
         if sandbox is None:
             woken, self._changed = list(self._changed.values()), {}
+        elif conversation is not None:
+            woken = [e for e in [self._changed.pop((sandbox, *conversation), None)] if e is not None]
         else:
-            one = self._changed.pop(sandbox, None)
-            woken = [] if one is None else [one]
+            woken = [self._changed.pop(key) for key in [key for key in self._changed if key[0] == sandbox]]
         for event in woken:
             event.set()
 
@@ -164,6 +166,7 @@ class HarnessActor(Shell):
                 return HarnessReply(Answer(400, {"error": "the body is not JSON"}))
         answer: Answer
         effects: list[Effect] = []
+        conversation = (parts[1], parts[2]) if len(parts) >= 3 and parts[0] == "agents" else None
         if parts == ("attach",) and req.method == "POST":
             answer = self.core.attach(req.sandbox, body)
         elif parts == ("memory-kills",) and req.method == "GET":
@@ -180,7 +183,8 @@ class HarnessActor(Shell):
             answer, effects = self.core.answer(req.sandbox, parts[1], parts[2], body, now)
         elif len(parts) == 3 and parts[0] == "streams" and req.method == "GET":
             answer = self.core.poll(req.sandbox, parts[1], parts[2], req.query.get("offset", "0"))
-            changed = self._changed.setdefault(req.sandbox, threading.Event()) if answer.code == 204 else None
+            changed = self._changed.setdefault((req.sandbox, parts[1], parts[2]), threading.Event()) \
+                if answer.code == 204 else None
             return HarnessReply(answer, changed=changed)
         else:
             return HarnessReply(Answer(404, {"error": f"no route {req.method} /{'/'.join(parts)}"}))
@@ -190,7 +194,8 @@ class HarnessActor(Shell):
             elif self._timers is not None:
                 self._timers.schedule(self.clock.monotonic() + effect.after,
                                       functools.partial(tell_quietly, self.actor_ref, _Settle(effect)))
-        self._signal(req.sandbox)
+        whole = conversation is None or any(isinstance(e, KillHarness) for e in effects)  # the attach, a kernel kill
+        self._signal(req.sandbox, None if whole else conversation)
         return HarnessReply(answer)
 
     def _kernel_kill(self, effect: KillHarness) -> None:
