@@ -211,7 +211,7 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
         log.info("stopping: no new requests; the runs' actors stop, their Sandboxes stay for the next start")
         stopping = time.monotonic()
         if not dev:  # the dev server's temp folder goes in the finally below: it is never ended past it
-            watchdog = past_budget(SERVE_STOP_SECONDS)
+            watchdog = past_budget(SERVE_STOP_SECONDS, hard=True)
     finally:
         try:
             if dev:  # both name this start's port and generated token: no later reader may take them as live

@@ -193,6 +193,7 @@ PROBE_START_SECONDS = 10.0
 # serve stops within this after SIGTERM (CONTRACTS §6); the Deployment's grace period covers it with margin.
 SERVE_STOP_SECONDS = 10.0
 STOP_WATCHDOG_MARGIN_SECONDS = 0.5  # the watchdog ends serve this long before the budget: its line gets out
+STOP_HARD_EXIT_MARGIN_SECONDS = 0.25  # the native exit, for when no Python thread can run to end serve
 # Serve waits this long (by default) for a --kubeconfig that is not there yet — a fake-cluster
 # started beside it writes it (atomically) a moment later.
 SERVE_KUBECONFIG_WAIT_SECONDS = 10.0
