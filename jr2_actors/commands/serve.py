@@ -208,10 +208,10 @@ def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, toke
         if dev:
             _announce_dev(server.url, token, state_dir, env_file)
         until_signalled(stop)
-        log.info("stopping: no new requests; the runs' actors stop, their Sandboxes stay for the next start")
         stopping = time.monotonic()
-        if not dev:  # the dev server's temp folder goes in the finally below: it is never ended past it
+        if not dev:  # first, before any line; the dev server's temp folder goes in the finally: never ended past it
             watchdog = past_budget(SERVE_STOP_SECONDS, hard=True)
+        log.info("stopping: no new requests; the runs' actors stop, their Sandboxes stay for the next start")
     finally:
         try:
             if dev:  # both name this start's port and generated token: no later reader may take them as live

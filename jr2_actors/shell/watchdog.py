@@ -48,8 +48,11 @@ def past_budget(budget: float, exit: Callable[[int], object] = os._exit, *, hard
             handler.flush()
         exit(0)
 
+    # The native exit first: starting the timer's thread waits for that thread to run, which under thousands
+    # of waking threads may take longer than the budget.
+    native = hard_exit.arm(budget - STOP_HARD_EXIT_MARGIN_SECONDS) if hard else None
     timer = threading.Timer(max(budget - STOP_WATCHDOG_MARGIN_SECONDS, 0.0), end)
     timer.daemon = True
     timer.name = "jr2-stop-watchdog"
     timer.start()
-    return Watchdog(timer, hard_exit.arm(budget - STOP_HARD_EXIT_MARGIN_SECONDS) if hard else None)
+    return Watchdog(timer, native)
