@@ -38,8 +38,11 @@ def test_serves_stop_watchdog_ends_at_its_budget_with_exit_0_when_no_python_thre
 
 
 def test_cancelled_it_leaves_the_process_alone() -> None:
-    done = run("import time\nfrom jr2_actors.shell.hard_exit import arm\n"
-               "armed = arm(0.2, 7)\narmed.cancel()\narmed.cancel()\ntime.sleep(0.6)\nprint('went on')")
+    # The process waits on an event nobody sets; a second exit armed later (code 0) ends it, so a code of 7 would
+    # mean the cancelled one fired after all.
+    done = run("import threading\nfrom jr2_actors.shell.hard_exit import arm\n"
+               "armed = arm(0.2, 7)\narmed.cancel()\narmed.cancel()\narm(0.5, 0)\nprint('went on', flush=True)\n"
+               "threading.Event().wait()")
     assert (done.returncode, done.stdout) == (0, "went on\n")
 
 
