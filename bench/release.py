@@ -314,7 +314,10 @@ def main() -> None:
         fake_child(args.ports, args.kubeconfig)
         return
     if args.replot:
-        earlier = [r for f in args.replot.split(",") for r in json.loads(Path(f).read_text())]
+        try:
+            earlier = [r for f in args.replot.split(",") for r in json.loads(Path(f).read_text())]
+        except (OSError, ValueError) as e:
+            parser.exit(2, f"release: --replot: {e}\n")
         print("plot:", plot(earlier, Path(args.plot or "release.png")))
         return
     layouts = [x for x in args.layout.split(",") if x]

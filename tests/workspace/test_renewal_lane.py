@@ -63,6 +63,17 @@ class Noted:
             return [at for w, at, _ in self.runs if w == which]
 
 
+def stop_world(ref: Any, watch: Any, pool: ThreadPoolExecutor, lane: RenewalLane, timers: Timers,
+               client: Any) -> None:
+    """A test's Workspace, watch, pools and client stopped, in the order each needs the next still up."""
+    ref.stop(block=True, timeout=10)
+    watch.stop(block=True, timeout=10)
+    pool.shutdown(wait=True)
+    lane.shutdown()
+    timers.stop()
+    client.close()
+
+
 @pytest.fixture
 def driven() -> Iterator[tuple[VirtualClock, RenewalLane, Noted]]:
     clock = VirtualClock(settle=True)  # `advance` fires each timer at its time and waits for the lane to settle
@@ -242,12 +253,7 @@ def lane_world(run: str) -> Iterator[LaneWorld]:
             clock.advance(1)  # the Secret's answer taken, the placing wait reported
             yield LaneWorld(clock, cluster, client, lane, spec, ref, actor, inbox)
         finally:
-            ref.stop(block=True, timeout=10)
-            watch.stop(block=True, timeout=10)
-            pool.shutdown(wait=True)
-            lane.shutdown()
-            timers.stop()
-            client.close()
+            stop_world(ref, watch, pool, lane, timers, client)
 
 
 @pytest.mark.slow
@@ -422,12 +428,7 @@ def test_renewals_go_on_while_the_workspace_is_blocked_and_a_delete_waits_for_th
     finally:
         Blockable.unblock.set()
         client.hold.set()
-        ref.stop(block=True, timeout=10)
-        watch.stop(block=True, timeout=10)
-        pool.shutdown(wait=True)
-        lane.shutdown()
-        timers.stop()
-        client.close()
+        stop_world(ref, watch, pool, lane, timers, client)
     with client.lock:
         calls = list(client.calls)
     verbs = [verb for verb, _ in calls]
