@@ -51,7 +51,7 @@ class HardExit:
 
     def __init__(self, libc: ctypes.CDLL, seconds: float, code: int) -> None:
         self._libc = libc
-        self._timer = ctypes.c_void_p()
+        self._timer: ctypes.c_void_p | None = ctypes.c_void_p()
         event = _SigEvent()
         event.value.sival_ptr = code  # the whole union: its low half is the int `_exit` reads
         event.notify = _SIGEV_THREAD
@@ -66,9 +66,9 @@ class HardExit:
 
     def cancel(self) -> None:
         """Disarm (idempotent): a stop that finished in time lets the process go on (a test's, an embedder's)."""
-        if self._timer is not None:
-            self._libc.timer_delete(self._timer)
-            self._timer = None  # type: ignore[assignment]
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            self._libc.timer_delete(timer)
 
 
 def arm(seconds: float, code: int = 0) -> HardExit | None:

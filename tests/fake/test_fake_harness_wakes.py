@@ -93,3 +93,12 @@ def test_on_the_instance_harness_a_long_poll_is_woken_by_its_own_conversation_an
     assert not waiting.changed.is_set(), "another conversation's admission and abort woke this long-poll"
     requests.post(f"{cluster.instance_harness_url}/agents/coder/c-1/abort", headers=headers, timeout=10)
     assert waiting.changed.wait(10), "its own conversation's abort did not wake it"
+
+
+def test_the_attach_changes_no_stream_and_wakes_no_long_poll(two: tuple[FakeCluster, dict[str, str]]) -> None:
+    cluster, endpoints = two
+    waiting = parked(cluster, A, admit(cluster, endpoints[A], A)["offset"])
+    resp = requests.post(f"{endpoints[A]}/attach", json={"slots": [], "branch": "b"}, timeout=10,
+                         headers={"Authorization": f"Bearer {cluster.harness_token(A)}"})
+    assert resp.status_code == 200, resp.text
+    assert waiting.changed is not None and not waiting.changed.is_set(), "the attach woke a parked long-poll"

@@ -133,8 +133,7 @@ class HarnessActor(Shell):
         self._sandboxes[name] = _Seen(digest, isinstance(status, dict) and status.get("phase") == "Ready")
 
     def _signal(self, sandbox: str | None = None, conversation: tuple[str, str] | None = None) -> None:
-        """Wake the long-polls on `sandbox`'s `conversation` (agent, id); without it, on its every stream; None:
-        on every stream (a test's lever may change any)."""
+        """Wake the long-polls on `sandbox`'s `conversation`; without it, its every stream; None: all (a lever)."""
         if sandbox is None:
             woken, self._changed = list(self._changed.values()), {}
         elif conversation is not None:
@@ -194,8 +193,9 @@ class HarnessActor(Shell):
             elif self._timers is not None:
                 self._timers.schedule(self.clock.monotonic() + effect.after,
                                       functools.partial(tell_quietly, self.actor_ref, _Settle(effect)))
-        whole = conversation is None or any(isinstance(e, KillHarness) for e in effects)  # the attach, a kernel kill
-        self._signal(req.sandbox, None if whole else conversation)
+        killed = any(isinstance(e, KillHarness) for e in effects)  # the process ends: its every stream wakes
+        if killed or conversation is not None:  # the attach changes no stream
+            self._signal(req.sandbox, None if killed else conversation)
         return HarnessReply(answer)
 
     def _kernel_kill(self, effect: KillHarness) -> None:
