@@ -5,23 +5,24 @@
   Broken framing is a `KubeProtocolError` after the frames that came whole.
 - A clean end (the last chunk and its trailers, no byte after) gives the connection back to the pool, so a
   re-open costs no TCP or TLS handshake; any other end closes it.
-- `ready()` says whether bytes wait for the reader: what a driven VirtualClock reads of a parked reader.
+- `ready()` says whether the reader is at work: what a driven VirtualClock reads of a parked reader, which
+  then waits for bytes apart from its read (`wait_before_reads`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import http.client
-import select
 import socket
 import threading
-from collections.abc import Generator, Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
 
 import requests
 import urllib3.exceptions
 
 from jr2_actors.kube.frames import ChunkDecoder, ChunkError, Decoded, FrameDecoder
+from jr2_actors.kube.socket_wait import Parking, Readable, readable, waited_read
 from jr2_actors.net.http_body import caused_by
 from jr2_actors.values.errors import KubeProtocolError, KubeTransportError, TransportKind, one_line
 
@@ -43,25 +44,24 @@ class WatchStream:
         self._reading = False
         self._released = False  # its connection given back to the pool at a clean end
         self._sock: socket.socket | None = getattr(getattr(resp.raw, "connection", None), "sock", None)
-        # Bytes read and frames not yet all handed out. (Bytes read with the headers are unseen: the reader,
-        # at work until it blocks, takes them with its first read before it could.)
-        self._handing = False
+        self._parking: Parking | None = None  # `wait_before_reads`: a driven VirtualClock reads this reader
+
+    def wait_before_reads(self) -> None:
+        """From now on each read of the socket first waits for bytes without taking them (`ready()`): what a
+        reader a driven VirtualClock counts as parked does. Off, a read blocks in the socket's own read, one
+        system call a read fewer. Only the de-chunked read waits apart (the fake's watches are all chunked and
+        uncoded); a reader of another answer never counts as parked."""
+        self._parking = Parking()
 
     def ready(self) -> bool:
-        """Whether the reader has bytes to take: some are waiting on the socket, or it read some and has not
-        yet handed out every frame in them. A driven VirtualClock counts a reader parked on this stream as
-        work while it holds (a bookmark written and not yet read would otherwise let the clock jump past
-        it, and the stall bound fire on a watch that was fed)."""
-        if self._handing:
-            return True
-        sock = self._sock
-        if sock is None or self._closed.is_set():
-            return False
-        try:  # a blocked TLS read has no decrypted bytes pending: the socket's own are what counts
-            readable, _, _ = select.select([sock], [], [], 0)
-        except (OSError, ValueError):
-            return False
-        return bool(readable)
+        """Whether the reader is at work: anywhere but in its wait before a read (`wait_before_reads`) with
+        nothing on the socket. Bytes it took are its work until it waits again: a reader that took the last
+        chunk off the socket may wait for the GIL before it hands it on, and a clock that read "nothing
+        waiting" then jumped past the watch's end before the watch saw it (its stall bound fired)."""
+        parking, sock = self._parking, self._sock
+        if parking is None or not parking.waiting or sock is None or self._closed.is_set():
+            return True  # not in its wait, or the wait is about to end: shut (`close`), or the read over
+        return readable(sock, 0)
 
     def __iter__(self) -> Iterator[Decoded]:
         decoder = FrameDecoder()
@@ -76,12 +76,13 @@ class WatchStream:
             if sock is None:  # not chunked, or content-coded: urllib3 reads it (one HTTP chunk a call)
                 while not self._closed.is_set():
                     chunk = raw.read1(WATCH_READ_BYTES)
-                    self._handing = True
                     if not chunk:
                         break
-                    yield from self._hand_out(decoder.feed(chunk))
+                    yield from decoder.feed(chunk)
             else:
-                clean = yield from self._dechunked(sock, decoder)
+                raw_sock, parking = self._sock, self._parking
+                read = sock.read1 if parking is None or raw_sock is None else waited_read(sock, raw_sock, parking)
+                clean = yield from self._dechunked(read, decoder)
         except ChunkError as e:
             if self._closed.is_set():
                 return
@@ -113,16 +114,14 @@ class WatchStream:
                 return
         self._resp.close()
 
-    def _dechunked(self, sock: _Readable, decoder: FrameDecoder) -> Generator[Decoded, None, bool]:
+    def _dechunked(self, read: Callable[[int], bytes], decoder: FrameDecoder) -> Generator[Decoded, None, bool]:
         """Up to 64 KiB of socket bytes a read, de-chunked here, so a burst's events are one read
         and one feed (`http.client` reads one chunk a call: one event). A framing fault still hands on the
         frames that came whole before it, then raises `ChunkError`. True at a clean end: the last chunk and
         its trailers read, and no byte after them (the connection can be used again)."""
         chunks = ChunkDecoder()
-        read = sock.read1
         while not self._closed.is_set():
             data = read(WATCH_READ_BYTES)
-            self._handing = True
             if not data:
                 chunks.end()
                 return False
@@ -134,19 +133,9 @@ class WatchStream:
             if chunks.done:
                 yield from decoder.feed(body)
                 return chunks.clean_end
-            yield from self._hand_out(decoder.feed(body) if body else [])
+            if body:
+                yield from decoder.feed(body)
         return False
-
-    def _hand_out(self, frames: list[Decoded]) -> Iterator[Decoded]:
-        """Each frame; `ready()` drops as the last one goes, so a reader that asks for the next frame after
-        it has only the socket to wait on (the buffered reader under it holds nothing after a `read1`)."""
-        last = len(frames) - 1
-        if last < 0:
-            self._handing = False
-        for i, frame in enumerate(frames):
-            if i == last:
-                self._handing = False
-            yield frame
 
     def close(self) -> None:
         """Safe from any thread. A reader blocked in `read1` is woken by shutting the socket's read
@@ -169,11 +158,7 @@ class WatchStream:
         self.close()
 
 
-class _Readable(Protocol):
-    def read1(self, size: int = ..., /) -> bytes: ...
-
-
-def _chunked_body(raw: Any) -> _Readable | None:
+def _chunked_body(raw: Any) -> Readable | None:
     """The buffered socket file under a chunked, uncoded answer that nothing has read from yet (urllib3 2
     keeps `http.client`'s response as `_fp`; its `fp` holds any body bytes read with the headers), or None:
     then urllib3 reads the answer as before."""
@@ -182,7 +167,7 @@ def _chunked_body(raw: Any) -> _Readable | None:
         return None
     if raw.headers.get("content-encoding", "identity").lower() != "identity" or fp.fp is None:
         return None
-    sock: _Readable | None = fp.fp
+    sock: Readable | None = fp.fp
     return sock
 
 

@@ -145,6 +145,9 @@ class _WatchIo:
     def _told(self) -> bool:
         return not self._commands.empty()
 
+    def _commanded(self) -> bool:  # put and not yet carried out: taken is not done (the GIL may come between)
+        return self._commands.unfinished_tasks > 0
+
     def _parked(self, ready: Callable[[], bool]) -> contextlib.AbstractContextManager[None]:
         """While this thread blocks (on its commands, on a stream's next frame): not work under way."""
         return _NOT_COUNTED if self._job is None else self._job.waiting(ready)
@@ -158,7 +161,7 @@ class _WatchIo:
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
-            with self._parked(self._told):
+            with self._parked(self._commanded):
                 cmd = self._commands.get()
             if cmd is _STOP or self._stopping.is_set():
                 return
@@ -169,6 +172,8 @@ class _WatchIo:
                     self._watch(cmd)
             except Exception:  # our own bookkeeping failed: the core's deadlines recover the loop
                 log.exception("the watch I/O thread failed on %s; it goes on", type(cmd).__name__)
+            finally:
+                self._commands.task_done()
 
     def _list(self) -> None:
         try:
@@ -189,6 +194,8 @@ class _WatchIo:
         except Exception as e:
             self._tell(watch_stream.WatchOpenFailed(cmd.stream, failure_of(e)))
             return
+        if self._job is not None:
+            stream.wait_before_reads()
         with self._lock:
             self._stream, self._stream_id = stream, cmd.stream
             closed = cmd.stream in self._closed_ids or self._stopping.is_set()

@@ -14,6 +14,7 @@ from jr2_actors.fake.apiserver.actor import ApiApp
 from jr2_actors.fake.apiserver.knobs import Published, WatchTicket
 from jr2_actors.fake.apiserver.rest import WatchSpec
 from jr2_actors.fake.apiserver.state import ClusterState
+from jr2_actors.fake.apiserver.stream_items import Frames
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.kube.client import KubeClient
 from jr2_actors.kube.frames import Bookmark, Decoded, ErrorFrame, WatchEvent
@@ -21,6 +22,7 @@ from jr2_actors.kube.kinds import SANDBOX, SECRET
 from jr2_actors.shell.activity import Job
 from jr2_actors.testing.clock import VirtualClock
 from jr2_actors.values.errors import KubeError, KubeTransportError
+from tests.support.waiting import wait_until
 
 
 def sandbox(name: str, run: str = "r1") -> dict[str, Any]:
@@ -389,6 +391,52 @@ def test_a_timeout_sends_what_was_queued_before_it_then_a_bookmark_that_covers_i
         r.go.set()
         if app.timers is not None:
             app.timers.stop()
+
+
+class _HeldTake(Frames):
+    """A watch's queue whose first `get` holds after it took its frame, as a stream thread that waits for
+    the GIL between the take and the write does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding = threading.Event()
+        self.go = threading.Event()
+
+    def get(self, block: bool = True, timeout: float | None = None) -> object:
+        item = super().get(block, timeout)
+        if not self.holding.is_set():
+            self.holding.set()
+            assert self.go.wait(10)
+        return item
+
+
+def test_a_parked_stream_that_took_a_frame_is_work_until_it_wrote_it() -> None:
+    """A driven VirtualClock reads a stream thread parked on its queue as work while a frame waits. A frame
+    taken and not yet written is work too: read as "nothing queued", the clock jumped past a watch's end
+    before its client saw it, and the watch's stall bound fired (tests/testing/test_virtual_leaps.py,
+    1 run in ~250 on a loaded machine)."""
+    app = ApiApp(cast(Any, _AnyAsk()), VirtualClock(), bookmark_interval=None)
+    spec = WatchSpec(SECRET, "jr2", cast(Any, None), cast(Any, None), None, table=False, bookmarks=False,
+                     timeout_seconds=60)
+    ticket = WatchTicket(spec, Published())
+    ticket.queue = frames = _HeldTake()
+    r, job = _HeldWrites(), Job("watch")
+    r.go.set()
+    frames.put(_frame("a", 1))
+    streaming = threading.Thread(target=app._stream, args=(r, ticket, job), daemon=True)
+    streaming.start()
+    try:
+        assert frames.holding.wait(10)  # taken; the queue is empty and the frame not written
+        assert job.ready is not None and job.busy()
+        frames.go.set()
+        wait_until(lambda: len(r.lines) == 1 and job.ready is not None and not job.busy(), what="written, parked")
+    finally:
+        frames.go.set()
+        ticket.end()
+        streaming.join(10)
+        if app.timers is not None:
+            app.timers.stop()
+    assert r.ended and not frames.held()
 
 
 def test_a_bookmark_never_says_less_than_a_frame_it_follows() -> None:

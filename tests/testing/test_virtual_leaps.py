@@ -108,14 +108,12 @@ def test_a_leap_moves_the_stall_bound_in_the_shell_and_a_step_that_is_no_progres
 def test_a_fake_watchs_timer_moves_at_the_leap_and_its_loop_counts_the_span_with_its_next_reading() -> None:
     """The reviewer's race: a loop that woke on its own just as the clock leapt must not read the clock past
     the leap without it (it would end its watch early, or send a bookmark the span then pushes on twice)."""
-    import queue
-
-    from jr2_actors.fake.apiserver.stream_items import Wake
+    from jr2_actors.fake.apiserver.stream_items import Frames, Wake
 
     clock = VirtualClock(settle=True)
     timers = Timers(clock, name="fake-watch-timers")
     try:
-        wake = Wake(timers, queue.SimpleQueue(), "watch Sandbox")
+        wake = Wake(timers, Frames(), "watch Sandbox")
         wake.arm(60.0, "bookmark")
         wake.leap(1000.0)
         assert [u.at for u in clock.upcoming()] == [1060.0]

@@ -275,11 +275,15 @@ class ApiApp:
         ending = False  # the timeout came: the stream ends once what was queued before it is sent
         sent = 0  # the version of the last frame sent: a bookmark never goes back before it
         wake = Wake(self.timers, ticket.queue, f"watch {spec.kind.kind}")
-        frames, nothing_queued = ticket.queue, ticket.queue.empty
+        frames = ticket.queue
+        taken = False  # an item taken whose `task_done` waits until the loop is done with it (`Frames.held`)
         with self._streams_lock:
             self._streams.add(wake)
         try:
             while not self.closing.is_set():
+                if taken:
+                    frames.task_done()
+                    taken = False
                 if ticket.stalled.is_set():
                     # Sends nothing; notices at once a client that gives up on it (its stall bound). No
                     # keepalive of its own is pending, so a driven clock's leap never crosses that bound.
@@ -317,10 +321,11 @@ class ApiApp:
                     wake.arm(due, "bookmark" if next_bookmark is not None and next_bookmark < deadline else "timeout")
                 wait = 0.5 if ending else due - now
                 try:
-                    with job.waiting(lambda: not nothing_queued()):  # parked: work again once a frame waits
+                    with job.waiting(frames.held):  # parked: work again once a frame waits, until it is written
                         item = frames.get(timeout=min(max(wait, 0.0), 0.5))
                 except queue.Empty:
                     continue
+                taken = True
                 if item is WAKE:
                     wake.fired()
                     continue
@@ -345,6 +350,8 @@ class ApiApp:
         except OSError:
             pass  # the client went away
         finally:
+            if taken:
+                frames.task_done()
             with self._streams_lock:
                 self._streams.discard(wake)
             wake.arm(None, "")

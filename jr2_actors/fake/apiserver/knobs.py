@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import queue
 import secrets
 import threading
 import typing
@@ -13,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from jr2_actors.fake.apiserver.rest import ApiRequest, WatchSpec
 from jr2_actors.fake.apiserver.status import StatusError
-from jr2_actors.fake.apiserver.stream_items import END, WAKE
+from jr2_actors.fake.apiserver.stream_items import END, WAKE, Frames
 
 if TYPE_CHECKING:
     from jr2_actors.fake.apiserver.actor import ApiServerActor
@@ -65,7 +64,7 @@ class WatchTicket:
         self.spec = spec
         self.published = published
         self.wid: int | None = None
-        self.queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self.queue = Frames()
         self.stalled = threading.Event()
         self.lost = threading.Event()  # a frame was written while it was stalled: the stream cannot go on
 

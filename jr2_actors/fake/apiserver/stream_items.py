@@ -1,8 +1,8 @@
 """What a fake watch's queue holds besides its frames, and the one timer that wakes its loop on a virtual clock.
 
-The loop (`ApiApp._stream`) takes from one queue: the write's frames, `BookmarkAt` (a bookmark due, behind the
-frames it follows), `WAKE` (its timer: look at the time again) and `END`. A driven clock's leap over a span of
-keepalives only moves the loop's timer at once and leaves the span for the loop, which adds it to its next
+The loop (`ApiApp._stream`) takes from one queue (`Frames`): the write's frames, `BookmarkAt` (a bookmark due,
+behind the frames it follows), `WAKE` (its timer: look at the time again) and `END`. A driven clock's leap over a
+span of keepalives only moves the loop's timer at once and leaves the span for the loop, which adds it to its next
 bookmark and its timeout as it reads the time (`Wake.now`), so it never reads the clock past a leap it has not
 counted.
 """
@@ -25,6 +25,14 @@ class BookmarkAt:
     rv: int
 
 
+class Frames(queue.Queue[object]):
+    """A watch's queue. `held()`: an item put that the loop has not finished with (`task_done`), what a driven
+    VirtualClock reads of a parked loop: taken is not written (the loop may wait for the GIL in between)."""
+
+    def held(self) -> bool:
+        return self.unfinished_tasks > 0
+
+
 END = object()  # what a watch's queue ends with
 WAKE = object()  # put in a watch's queue by its timer on a virtual clock (or a stall): look again
 
@@ -32,7 +40,7 @@ WAKE = object()  # put in a watch's queue by its timer on a virtual clock (or a 
 class Wake:
     """A watch's one timer on a virtual clock (none on the real one): at its timeout or next bookmark."""
 
-    def __init__(self, timers: Timers | None, frames: queue.SimpleQueue[object], what: str) -> None:
+    def __init__(self, timers: Timers | None, frames: Frames, what: str) -> None:
         self._timers, self._frames, self._what = timers, frames, what
         self._lock = threading.Lock()  # the loop arms it; a leap, on the clock's thread, moves it
         self._handle: int | None = None
@@ -84,11 +92,13 @@ def version_of(frame: dict[str, Any]) -> int:
     return int(rv) if isinstance(rv, str) and rv.isdigit() else 0
 
 
-def drain(frames: queue.SimpleQueue[object]) -> bool:
+def drain(frames: Frames) -> bool:
     """Drop every queued frame; True when the end of the stream was among them."""
     while True:
         try:
-            if frames.get_nowait() is END:
-                return True
+            item = frames.get_nowait()
         except queue.Empty:
             return False
+        frames.task_done()
+        if item is END:
+            return True
