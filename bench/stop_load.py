@@ -11,7 +11,10 @@ submitted runs end `done`. The ratio is the big size's stop per run
 against the small one's, measured in the same run: a stop whose cost grows with the live runs has a ratio
 of 1 and takes `runs × per-run` seconds; a stop within one budget has a ratio well under 1.
 
-    python bench/stop_load.py [--small 200] [--big 1000] [--deadline 600] [--log-dir DIR]
+    python bench/stop_load.py [--small 200] [--big 1000] [--deadline 600] [--log-dir DIR] [--no-supervise]
+
+`serve` runs under its supervisor (`--supervise`) as the manifests run it; the exit measured is the
+supervisor's, and `serve_gone_s` when serve itself had ended (a container ends with its last process).
 
 Everything it writes is under one temp folder, removed at the end (each serve's log is kept in `--log-dir`).
 """
@@ -42,6 +45,7 @@ from bench.report import Row, emit
 from bench.serve_runs import KEY, TOKEN
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick
+from jr2_actors.testing.processes import children, ended
 from jr2_actors.values.constants import SERVE_STOP_SECONDS
 
 WORKFLOW = {
@@ -53,13 +57,17 @@ WORKFLOW = {
 }
 
 
+SUPERVISE: tuple[str, ...] = ("--supervise",)  # as the manifests run it; `--no-supervise` empties it
+
+
 def serve(tmp: Path, kubeconfig: str, harness: str,
           wait: float = 120.0) -> tuple[subprocess.Popen[str], str, list[str]]:
-    return serve_runs.serve(tmp, kubeconfig, extra=("--instance-harness", harness), wait=wait)
+    return serve_runs.serve(tmp, kubeconfig, extra=("--instance-harness", harness, *SUPERVISE), wait=wait)
 
 
 def sigterm(proc: subprocess.Popen[str], lines: list[str]) -> dict[str, Any]:
     start = len(lines)
+    served = children(proc.pid) if SUPERVISE else [proc.pid]  # serve itself: the supervisor's child
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     try:
@@ -68,10 +76,14 @@ def sigterm(proc: subprocess.Popen[str], lines: list[str]) -> dict[str, Any]:
         proc.kill()
         code = None
     took = time.monotonic() - t0
+    while not all(ended(pid) for pid in served) and time.monotonic() - t0 < 120:
+        time.sleep(0.05)  # a container ends once every process in it has: serve's own end counts too
+    gone = time.monotonic() - t0
     time.sleep(0.5)  # the reader's last lines
     log = "".join(lines[start:])
     said = re.search(r"stopped in ([\d.]+)s", log)
-    return {"exit_s": round(took, 2), "code": code, "said_s": float(said.group(1)) if said else None,
+    return {"exit_s": round(took, 2), "serve_gone_s": round(gone, 2), "code": code,
+            "said_s": float(said.group(1)) if said else None, "ended_at_budget": "did not stop within" in log,
             "tracebacks": log.count("Traceback"), "errors": len(re.findall(r" ERROR ", log))}
 
 
@@ -182,7 +194,11 @@ def main() -> None:
     parser.add_argument("--big", type=int, nargs="+", default=[1000], help="runs mid-Turn measured against it")
     parser.add_argument("--deadline", type=float, default=600.0, help="seconds to wait for every run admitted")
     parser.add_argument("--log-dir", help="keep each serve's log here (outside the checkout)")
+    parser.add_argument("--supervise", action=argparse.BooleanOptionalAction, default=True,
+                        help="run serve under its supervisor, as the manifests do (default: yes)")
     args = parser.parse_args()
+    global SUPERVISE
+    SUPERVISE = ("--supervise",) if args.supervise else ()
     print(f"# {platform.node()} {platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
           + ", ".join(f"{x:.1f}" for x in os.getloadavg()))

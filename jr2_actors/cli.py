@@ -119,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # what `serve --supervise` starts its child with
         level = args.log_level or ("info" if args.command == "serve" else "warning")
         installed = logs.install(sys.stderr, level=level, fmt=args.log_format)
         if level == "info":  # pykka logs each exception an actor answers its asker at INFO: the asker's to tell

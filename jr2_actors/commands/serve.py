@@ -97,6 +97,11 @@ def add_parser(sub: Any) -> None:
                        help="the same for threads (default: $JR2_MAX_THREADS, else the cgroup's pids.max)")
     serve.add_argument("--max-runs", metavar="N",
                        help="at most N live runs (default: $JR2_MAX_RUNS, else no bound of its own)")
+    serve.add_argument("--supervise", action="store_true",
+                       help="run serve as the child of a one-thread supervisor (the container's PID 1) that passes "
+                            "SIGTERM and SIGINT on, reaps, and ends serve at its 10 s stop budget if serve has not "
+                            "stopped by then (exit 0): a stop bounded even when serve's own threads cannot run "
+                            "(default: off; the manifests turn it on)")
     serve.add_argument("--token-file", help="a file holding the Instance token (default: $JR2_INSTANCE_TOKEN)")
     serve.add_argument("--signing-key-file", help="a file holding the signing key (default: $JR2_SIGNING_KEY)")
 
@@ -111,6 +116,14 @@ def listen_address(text: str) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace, stop: threading.Event) -> int:
+    if args.supervise:
+        from jr2_actors.shell import supervisor
+
+        if os.environ.get(supervisor.SUPERVISED_ENV) != "1":  # not in the child it starts
+            if args.fake_cluster:
+                raise UsageError("--supervise is for the pod's serve; the dev server (--fake-cluster) would leave "
+                                 "its temp folder behind a kill")
+            return 0 if stop.is_set() else supervisor.supervise([sys.executable, "-m", "jr2_actors", *args.argv])
     if args.fake_cluster:
         return _run_fake(args, stop)
     for flag, value in (("--namespace", args.namespace), ("--state-dir", args.state_dir)):

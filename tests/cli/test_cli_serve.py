@@ -4,8 +4,10 @@ run to its end without a second Sandbox (issue 9 item 5, issue 12)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
+from jr2_actors.testing.processes import children, ended
 from jr2_actors.values.constants import SERVE_STOP_SECONDS
 from jr2_actors.values.workflow import read_document
 from tests.support.serving import KEY, Serve, jr2, serve_env
@@ -20,6 +23,7 @@ from tests.support.waiting import wait_until
 from tests.support.workflows import one_state
 
 pytestmark = pytest.mark.slow
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG")
 WORKFLOW = one_state("served")
 
 
@@ -70,6 +74,53 @@ def test_sigterm_with_an_event_stream_open_still_exits_zero_in_time(cluster: Fak
     rest = list(lines)  # the stream ended with the server (a hang here is the bug), whole frames only
     assert all(not line or line.startswith((":", "id:", "event:", "data:")) for line in rest), rest
     stream.close()
+
+
+@linux_only
+def test_a_supervised_serve_stops_at_sigterm_as_serve_does(cluster: FakeCluster, tmp_path: Path) -> None:
+    served = Serve(cluster.write_kubeconfig(str(tmp_path / "kubeconfig")), tmp_path / "state", extra=["--supervise"])
+    [child] = children(served.proc.pid)  # serve, started by its supervisor
+    served.proc.send_signal(signal.SIGTERM)
+    assert served.proc.wait(SERVE_STOP_SECONDS) == 0, "".join(served.lines)
+    served.log.whole(10)
+    assert any("stopped in" in line for line in served.lines), "".join(served.lines)
+    assert not any("did not stop" in line or "Traceback" in line for line in served.lines), "".join(served.lines)
+    assert ended(child)  # ended with its supervisor's stop
+
+
+@linux_only
+def test_a_supervised_serve_whose_threads_cannot_run_is_ended_at_its_budget_exit_0_and_restores(
+        cluster: FakeCluster, tmp_path: Path) -> None:
+    """Serve's SIGTERM handler needs serve's interpreter lock; with thousands of threads waking at once it did
+    not run for minutes (issue 29's 5,000-run stop). A stopped process stands in for that: none of its threads
+    runs, so only the supervisor can end it — at the budget, exit 0, every step it took on disk."""
+    kubeconfig = cluster.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    cluster.script("worker", [Say("working on it"), Hang()], [Say("again, from the start"), Pick("finish")])
+    served = Serve(kubeconfig, tmp_path / "state", extra=["--supervise"])
+    run_id = served.call("POST", "/runs", json={"workflow": read_document(WORKFLOW)}).json()["runId"]
+    wait_until(lambda: (served.call("GET", f"/runs/{run_id}").json().get("turn") or {}).get("phase") == "running",
+               timeout=30, what="the Turn running")
+    [child] = children(served.proc.pid)
+    os.kill(child, signal.SIGSTOP)
+    served.proc.send_signal(signal.SIGTERM)
+    assert served.proc.wait(SERVE_STOP_SECONDS) == 0, "".join(served.lines)
+    served.log.whole(10)
+    said = [line for line in served.lines if "did not stop within its 10 s budget" in line]
+    assert len(said) == 1 and "ERROR" in said[0] and not served.tracebacks(), "".join(served.lines)
+    wait_until(lambda: ended(child), what="serve reaped")
+    second = Serve(kubeconfig, tmp_path / "state")
+    try:
+        wait_until(lambda: second.call("GET", f"/runs/{run_id}").json().get("status") == "done", timeout=30,
+                   what="the restored run to finish")
+    finally:
+        second.proc.send_signal(signal.SIGTERM)
+        assert second.proc.wait(SERVE_STOP_SECONDS) == 0
+
+
+def test_supervise_is_refused_for_the_dev_server_in_one_line() -> None:
+    out = jr2("serve", "--fake-cluster", "--supervise")
+    assert out.returncode == 2 and out.stderr.strip().count("\n") == 0, out.stderr
+    assert "--supervise is for the pod's serve" in out.stderr
 
 
 def test_a_cluster_that_refuses_the_token_is_not_ready_and_says_why(cluster: FakeCluster, tmp_path: Path) -> None:

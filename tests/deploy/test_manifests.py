@@ -55,7 +55,8 @@ def container() -> Doc:
 
 
 def flags() -> dict[str, str]:
-    return dict(arg.removeprefix("--").split("=", 1) for arg in container()["args"])
+    """Each `--name=value` argument's value; a flag without one (`--supervise`) maps to ""."""
+    return {name: value for name, _, value in (arg.removeprefix("--").partition("=") for arg in container()["args"])}
 
 
 # -- every file -----------------------------------------------------------------------------------------
@@ -187,6 +188,13 @@ def test_liveness_outlasts_a_control_plane_upgrade() -> None:
 
 def test_the_grace_period_covers_a_clean_stop_with_margin() -> None:
     assert pod()["terminationGracePeriodSeconds"] >= 2 * SERVE_STOP_SECONDS
+
+
+def test_the_pods_serve_runs_under_its_supervisor_whose_stop_is_bounded_without_serves_threads() -> None:
+    """Without it a serve whose threads cannot run (thousands waking at once) is ended by the grace
+    period's SIGKILL: exit 137, read as a crash."""
+    assert flags()["supervise"] == ""
+    assert not container().get("command")  # the image's entry point, `jr2-actors serve`, takes the flag
 
 
 def test_requests_and_limits_are_set_and_ordered() -> None:

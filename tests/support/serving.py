@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,8 @@ def jr2(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> s
 class Serve(ServeProcess):
     """A `serve` process for a test: it has said where it listens before the constructor returns."""
 
-    def __init__(self, kubeconfig: str, state: Path, *, instance_harness: str = "") -> None:
-        extra = ["--instance-harness", instance_harness] if instance_harness else []
+    def __init__(self, kubeconfig: str, state: Path, *, instance_harness: str = "", extra: Sequence[str] = ()) -> None:
+        extra = [*extra, *(["--instance-harness", instance_harness] if instance_harness else [])]
         super().__init__(kubeconfig, str(state), env=serve_env(TMPDIR=str(_tmp(state))), extra=extra)
         if not self.ready(30):
             self.proc.kill()
