@@ -176,11 +176,12 @@ class TurnKeeper:
         self._read_for(turn, "resume")
 
     def _admission_unsure(self, turn: TurnRecord, event: AdmissionUnsure) -> None:
-        """An admission whose fate was unknown, resolved by the seat's abort: taken (its notices heard, the
-        conversation held) or not (its notices pending again). Either way it is sent again as a re-admission,
-        which a Harness answers safely whatever it holds — a bounded number of times."""
+        """An admission whose fate was unknown, resolved by the seat's abort: taken (its notices heard) or not
+        (pending again). Either way it is sent again as a re-admission, a bounded number of times, and says
+        `kept` (ADR-0062): nothing running is not "not held" (a Submission done before the abort, a Harness
+        restarted since); a Harness that holds none refuses it (404), and the Turn takes the lost path."""
+        self._count_conversation(turn.agent)
         if event.accepted:
-            self._count_conversation(turn.agent)
             self._heard(turn)
         # else what it carried stays unheard: the re-admission carries it again, whatever its scope leaves out
         turn.unsure += 1
@@ -194,8 +195,7 @@ class TurnKeeper:
         self._read_for(turn, "resume")
 
     def _count_conversation(self, agent: str) -> None:
-        # ADR-0062: `kept` is computed from this count, so it is saved: a restore that lost it would re-admit
-        # a held conversation without `kept: true`.
+        # ADR-0062: `kept` comes from this count, so it is saved (lost, a held conversation gets no `kept`).
         self.conversations[agent] = self.conversations.get(agent, 0) + 1
         self._save()
 

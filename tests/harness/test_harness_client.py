@@ -238,6 +238,29 @@ def test_an_admission_answered_503_is_sent_again(client_with_clock: Any) -> None
 
 
 @responses.activate
+def test_an_admission_answered_429_is_sent_again_after_its_retry_after(client_with_clock: Any) -> None:
+    """CONTRACTS §3: a 429 is a refusal before anything ran: sent again once its `Retry-After` is over (an HTTP
+    date or seconds; a longer wait than the backoff's), never a failed Turn."""
+    harness, _, waits = client_with_clock()
+    responses.post(f"{BASE}/agents/coder/c-1", status=429, headers={"Retry-After": "7"}, json={"error": "busy"})
+    responses.post(f"{BASE}/agents/coder/c-1", status=429, json={"error": "busy"})  # none: the backoff's
+    responses.post(f"{BASE}/agents/coder/c-1", json={"streamUrl": f"{BASE}/streams/coder/c-1", "offset": "0",
+                                                     "submissionId": "s-1"})
+    admission = harness.admit("coder", "c-1", admissions.admission())
+    assert (admission.submission_id, len(responses.calls), waits) == ("s-1", 3, [7.0, 0.5])
+
+
+@responses.activate
+def test_a_retry_after_past_thirty_seconds_is_waited_thirty_and_a_429_then_fails_with_its_status(
+        client_with_clock: Any) -> None:
+    harness, _, waits = client_with_clock()
+    responses.post(f"{BASE}/agents/coder/c-1", status=429, headers={"Retry-After": "45"}, json={"error": "busy"})
+    with pytest.raises(HarnessError) as err:
+        harness.admit("coder", "c-1", admissions.admission())
+    assert err.value.status == 429 and waits == [30.0] and len(responses.calls) == 2
+
+
+@responses.activate
 def test_an_admission_draining_for_thirty_seconds_fails(client_with_clock: Any) -> None:
     harness, _, waits = client_with_clock()
     responses.post(f"{BASE}/agents/coder/c-1", status=503, json={"error": "draining"})

@@ -547,18 +547,38 @@ def test_a_restart_that_cut_the_turn_re_admits_it_kept_with_the_readmit_text() -
     assert e.status() == "running" and e.core.turn is not None and e.core.turn.id == 1
 
 
-def test_an_admission_whose_fate_was_unknown_is_sent_again_and_its_notices_follow_its_fate() -> None:
+def test_an_admission_whose_fate_was_unknown_is_sent_again_kept_and_its_notices_follow_its_fate() -> None:
+    """ADR-0062: an abort that found nothing running does not say the conversation is not held (a Submission
+    that ended before it, or a Harness restarted in between, left it held: the simulation's lenient seed 10 sent
+    the re-admission without `kept` into a held conversation). The re-admission says `kept: true`."""
     e = Engine()
     e.running()
     e(kills_read(1, (kill("k-1"),)))
-    e(unsure(1, accepted=False))  # nothing ran: its notices were never heard
+    e(unsure(1, accepted=False))  # nothing runs: its notices were never heard, the conversation may be held
     e(kills_read(1, (kill("k-1"),)))
     second = e.admissions()[-1]
-    assert second["notices"] and "kept" not in second and e.status() == "running"
+    assert second["notices"] and second["kept"] is True and second["message"] == briefing.readmit("Fix it.")
+    assert e.status() == "running"
     e(unsure(1, accepted=True))  # this one ran: heard, and the conversation is held
     e(kills_read(1, (kill("k-1"),)))
     third = e.admissions()[-1]
     assert "notices" not in third and third["kept"] is True and third["message"] == briefing.readmit("Fix it.")
+
+
+def test_a_kept_re_admission_after_an_unknown_fate_that_the_harness_refuses_takes_the_lost_path() -> None:
+    e = Engine()
+    e.running()
+    e(kills_read(1, (kill("k-1"),)))
+    e(unsure(1, accepted=False))
+    e(kills_read(1, (kill("k-1"),)))
+    assert e.admissions()[-1]["kept"] is True
+    e(not_kept(1))  # 404, kept: false: the Harness holds no such conversation
+    e(kills_read(1, (kill("k-1"),)))
+    renewed = e.admissions()[-1]
+    assert "kept" not in renewed and renewed["message"] == briefing.readmit("Fix it.")
+    kinds = [n["kind"] for n in renewed["notices"]]
+    assert "conversation-new" in kinds and "memory-limit" in kinds  # the lost path: told it is new, every notice
+    assert e.status() == "running"
 
 
 def test_admissions_whose_fate_stays_unknown_fault_the_turn_past_the_bound() -> None:
