@@ -195,9 +195,10 @@ SERVE_STOP_SECONDS = 10.0
 STOP_WATCHDOG_MARGIN_SECONDS = 0.5  # the watchdog ends serve this long before the budget: its line gets out
 STOP_HARD_EXIT_MARGIN_SECONDS = 0.25  # the native exit, for when no Python thread can run to end serve
 # `serve --supervise` (shell/supervisor.py) kills a serve still stopping this long before the budget: the
-# kernel's time to end a process of thousands of threads; and leaves this long after the kill, reaped or not.
-SUPERVISOR_KILL_MARGIN_SECONDS = 1.0
-SUPERVISOR_REAP_SECONDS = 0.9
+# kernel's time to end thousands of threads, and the supervisor's own turn on a CPU they crowd; it leaves
+# this long after the kill, reaped or not.
+SUPERVISOR_KILL_MARGIN_SECONDS = 2.0
+SUPERVISOR_REAP_SECONDS = 1.0
 # Serve waits this long (by default) for a --kubeconfig that is not there yet — a fake-cluster
 # started beside it writes it (atomically) a moment later.
 SERVE_KUBECONFIG_WAIT_SECONDS = 10.0
