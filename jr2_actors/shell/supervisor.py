@@ -25,7 +25,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from jr2_actors.values.constants import SERVE_STOP_SECONDS, SUPERVISOR_KILL_MARGIN_SECONDS, SUPERVISOR_REAP_SECONDS
+from jr2_actors.values.constants import (
+    SERVE_STOP_SECONDS,
+    SUPERVISED_NICENESS,
+    SUPERVISOR_KILL_MARGIN_SECONDS,
+    SUPERVISOR_REAP_SECONDS,
+)
 
 log = logging.getLogger("jr2_actors.supervisor")
 
@@ -175,10 +180,12 @@ def _signal(pid: int, sig: int) -> None:
 
 def _as_child(mask: set[int | signal.Signals], parent: int) -> Callable[[], None]:
     """What the child does before it runs serve: the signal mask it would have had, its own process group (a
-    terminal's Ctrl-C reaches the supervisor, which passes it on once), and its end with the supervisor's."""
+    terminal's Ctrl-C reaches the supervisor, which passes it on once), a niceness that lets the supervisor run
+    at its deadline however many of serve's threads crowd the CPU, and its end with the supervisor's."""
     def setup() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.setpgid(0, 0)
+        os.nice(SUPERVISED_NICENESS)  # its thousands of threads yield to the supervisor's one when it must run
         if sys.platform.startswith("linux"):
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

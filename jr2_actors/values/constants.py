@@ -199,6 +199,7 @@ STOP_HARD_EXIT_MARGIN_SECONDS = 0.25  # the native exit, for when no Python thre
 # this long after the kill, reaped or not.
 SUPERVISOR_KILL_MARGIN_SECONDS = 2.0
 SUPERVISOR_REAP_SECONDS = 1.0
+SUPERVISED_NICENESS = 10  # serve's under its supervisor: 15,000 runnable threads delayed its one by ~1 s
 # Serve waits this long (by default) for a --kubeconfig that is not there yet — a fake-cluster
 # started beside it writes it (atomically) a moment later.
 SERVE_KUBECONFIG_WAIT_SECONDS = 10.0

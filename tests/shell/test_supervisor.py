@@ -14,6 +14,7 @@ import pytest
 
 from jr2_actors.shell.supervisor import Exited, Kill, Leave, PassOn, Signalled, Supervision, Tick, exit_code
 from jr2_actors.testing.processes import ended
+from jr2_actors.values.constants import SUPERVISED_NICENESS
 from tests.support.waiting import WAIT, wait_until
 
 # -- the core -----------------------------------------------------------------------------------------
@@ -70,6 +71,7 @@ def test_a_wait_status_reads_as_a_shell_reports_it() -> None:
 SUPERVISOR = """
 import logging, sys
 from jr2_actors.testing.processes import ended
+from jr2_actors.values.constants import SUPERVISED_NICENESS
 from jr2_actors.shell.supervisor import supervise
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 sys.exit(supervise([sys.executable, "-c", sys.argv[1]], budget=float(sys.argv[2]), margin=0.2, reap=0.5))
@@ -138,6 +140,15 @@ def test_a_terminals_ctrl_c_reaches_the_child_once_through_the_supervisor() -> N
         assert os.getpgid(child) == child
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(WAIT) == 1  # one SIGINT came
+
+
+def test_the_child_runs_niced_so_that_the_supervisor_runs_at_its_deadline() -> None:
+    """At 5,000 runs mid-Turn 15,000 runnable threads of serve delayed the supervisor's one by ~1 s past its
+    deadline; niced, each of them yields to it."""
+    with supervised("") as (proc, child):
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, child) == min(19, ours + SUPERVISED_NICENESS)
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == ours  # the supervisor keeps its own
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
