@@ -123,7 +123,8 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
             if args.fake_cluster:
                 raise UsageError("--supervise is for the pod's serve; the dev server (--fake-cluster) would leave "
                                  "its temp folder behind a kill")
-            return 0 if stop.is_set() else supervisor.supervise([sys.executable, "-m", "jr2_actors", *args.argv])
+            # -P: the working directory (the state volume in the image) is not put on the child's import path.
+            return supervisor.supervise([sys.executable, "-P", "-m", "jr2_actors", *args.argv], stopped=stop.is_set)
     if args.fake_cluster:
         return _run_fake(args, stop)
     for flag, value in (("--namespace", args.namespace), ("--state-dir", args.state_dir)):

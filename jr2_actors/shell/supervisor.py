@@ -98,7 +98,9 @@ class Supervision:
 
     def step(self, event: Event) -> list[Action]:
         if isinstance(event, Exited):
-            return [Leave(0 if self.killed_at is not None else event.code)]
+            # Ended by the SIGTERM passed on (one that came before serve's handler was in place): stopped as asked.
+            asked = self.stopping_since is not None and event.code == 128 + signal.SIGTERM
+            return [Leave(0 if self.killed_at is not None or asked else event.code)]
         if isinstance(event, Signalled):
             if self.stopping_since is None:
                 self.stopping_since = event.at
@@ -122,13 +124,17 @@ def exit_code(status: int) -> int:
 
 def supervise(command: Sequence[str], *, budget: float = SERVE_STOP_SECONDS,
               margin: float = SUPERVISOR_KILL_MARGIN_SECONDS, reap: float = SUPERVISOR_REAP_SECONDS,
-              clock: Callable[[], float] = time.monotonic) -> int:
+              clock: Callable[[], float] = time.monotonic, stopped: Callable[[], bool] = lambda: False) -> int:
     """Run `command` under supervision until it ends; the code to leave with. Call it from a process's only
-    thread: the signals are taken with `sigtimedwait`, which sees them only where they are blocked."""
+    thread: the signals are taken with `sigtimedwait`, which sees them only where they are blocked; a stop
+    that came before (`stopped()`) starts nothing."""
     core = Supervision(budget, margin, reap)
     waited = {*PASSED_ON, signal.SIGCHLD}
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # ignored (inherited), the kernel reaps the child unseen
     before = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     try:
+        if stopped():
+            return 0
         child = subprocess.Popen(list(command), env={**os.environ, SUPERVISED_ENV: "1"},
                                  preexec_fn=_as_child(before, os.getpid()))  # safe: this process has one thread
         while True:

@@ -12,7 +12,17 @@ from contextlib import contextmanager
 
 import pytest
 
-from jr2_actors.shell.supervisor import Exited, Kill, Leave, PassOn, Signalled, Supervision, Tick, exit_code
+from jr2_actors.shell.supervisor import (
+    Exited,
+    Kill,
+    Leave,
+    PassOn,
+    Signalled,
+    Supervision,
+    Tick,
+    exit_code,
+    supervise,
+)
 from jr2_actors.testing.processes import ended
 from jr2_actors.values.constants import SUPERVISED_NICENESS
 from tests.support.waiting import WAIT, wait_until
@@ -54,6 +64,19 @@ def test_a_child_that_ends_leaves_its_own_code() -> None:
     assert core.step(Exited(0)) == [Leave(0)] and core.step(Exited(130)) == [Leave(130)]
 
 
+def test_a_child_ended_by_the_sigterm_passed_on_stopped_as_asked() -> None:
+    """A SIGTERM passed on before serve's handler is in place ends it by the default action: the stop asked."""
+    core = Supervision()
+    core.step(Signalled(signal.SIGTERM, 0.0))
+    assert core.step(Exited(128 + signal.SIGTERM)) == [Leave(0)]
+    assert Supervision().step(Exited(128 + signal.SIGTERM)) == [Leave(128 + signal.SIGTERM)]  # not asked
+
+
+def test_a_stop_that_came_before_the_signals_were_blocked_starts_nothing() -> None:
+    """serve's own handler took it (it notes a stop): nothing would pass it on, and serve would never stop."""
+    assert supervise([sys.executable, "-c", "raise SystemExit(5)"], stopped=lambda: True) == 0  # 5 if started
+
+
 def test_a_margin_that_leaves_no_budget_is_refused() -> None:
     with pytest.raises(ValueError, match="leaves nothing"):
         Supervision(budget=1, margin=1)
@@ -81,11 +104,15 @@ CHILD = "import os, signal, sys\n{setup}\nprint(os.getpid(), flush=True)\nsys.st
 
 
 @contextmanager
-def supervised(setup: str, budget: float = 3.0) -> Iterator[tuple[subprocess.Popen[str], int]]:
+def supervised(setup: str, budget: float = 3.0, *,
+               ignore_sigchld: bool = False) -> Iterator[tuple[subprocess.Popen[str], int]]:
     """A supervisor in a session of its own (a signal to its group reaches it alone), and its child's pid."""
+    def inherit() -> None:
+        if ignore_sigchld:  # as a parent that ignores it hands it on through exec
+            signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     proc = subprocess.Popen([sys.executable, "-c", SUPERVISOR, CHILD.format(setup=setup), str(budget)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=inherit)
     try:
         assert proc.stdout is not None
         yield proc, int(proc.stdout.readline())
@@ -123,6 +150,14 @@ def test_a_child_that_ends_by_itself_or_by_a_signal_leaves_its_code() -> None:
     with supervised("") as (proc, _):
         assert proc.stdin is not None
         proc.stdin.close()  # the child's read ends; it exits 0
+        assert proc.wait(WAIT) == 0
+
+
+def test_an_ignored_sigchld_handed_on_does_not_hide_the_childs_end() -> None:
+    """Ignored, SIGCHLD has the kernel reap the child unseen: the supervisor would wait for ever."""
+    with supervised("", ignore_sigchld=True) as (proc, _):
+        assert proc.stdin is not None
+        proc.stdin.close()
         assert proc.wait(WAIT) == 0
 
 
