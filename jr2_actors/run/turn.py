@@ -260,9 +260,9 @@ class TurnKeeper:
             return
         turn = self.turn
         if turn is None or event.turn_id != turn.id or not self._at.running:
-            if isinstance(event, Accepted) or (isinstance(event, AdmissionUnsure) and event.accepted):
-                # Kept means accepted: a conversation the Harness took is held, whether or not the run still
-                # wants that Turn, so its next admission says `kept: true`.
+            if isinstance(event, Accepted | AdmissionUnsure):
+                # A conversation the Harness took (or may hold: `_admission_unsure`) is held whether or not the
+                # run still wants that Turn, so its next admission says `kept: true`.
                 self._count_conversation(event.agent)
             return  # a late report of a Turn that is over
         self._step(turn, event)

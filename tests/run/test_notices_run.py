@@ -581,6 +581,15 @@ def test_a_kept_re_admission_after_an_unknown_fate_that_the_harness_refuses_take
     assert e.status() == "running"
 
 
+def test_a_late_unknown_fate_of_a_turn_the_run_left_still_has_the_next_admission_say_kept() -> None:
+    """The same rule for a report that comes after the run left its Turn: the conversation may be held."""
+    e = Engine()
+    e.running()
+    e(unsure(9, accepted=False))  # a Turn of the same agent the run has left (not the current one)
+    e(kills_read(1, ()))
+    assert e.admissions()[-1]["kept"] is True
+
+
 def test_admissions_whose_fate_stays_unknown_fault_the_turn_past_the_bound() -> None:
     e = Engine()
     e.running()
