@@ -42,6 +42,7 @@ from jr2_actors.harness.answers import AdmissionAnswer, Updates, boot_id_of, ret
 from jr2_actors.harness.errors import ConversationNotKept, HarnessError, HarnessProtocolError, HarnessUnreachable
 from jr2_actors.harness.memory_kills import MAX_LIST_BYTES, MemoryKillListError, MemoryKillRead, parse_memory_kills
 from jr2_actors.harness.pools import hold_address
+from jr2_actors.net.cookies import NoCookies
 from jr2_actors.net.cut import Cut, mount_cuts
 from jr2_actors.net.http_body import TooLarge, caused_by, read_capped
 from jr2_actors.shell import Timers, logs
@@ -80,6 +81,7 @@ class HarnessClient:
         if session is None:
             session = requests.Session()
             session.trust_env = False
+            session.cookies = NoCookies()
             mount_cuts(session)
         self._session = session  # a given one is `shared_session`'s: made and closed by its owner
         self._release = hold_address(session, self.base_url)  # its pool is sized to its clients

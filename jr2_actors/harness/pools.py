@@ -37,6 +37,7 @@ import urllib3.util
 from urllib3.connectionpool import HTTPConnectionPool
 from urllib3.poolmanager import PoolManager
 
+from jr2_actors.net.cookies import NoCookies
 from jr2_actors.net.cut import CutAdapter, CutHTTPPool, CutHTTPSPool, let_go, mount_cuts
 from jr2_actors.values.constants import HARNESS_POOL_PER_CLIENT, HARNESS_POOL_SIZE, HARNESS_POOLS, HARNESS_POOLS_WARM
 
@@ -284,6 +285,7 @@ def shared_session(pools: HarnessPools | None = None) -> requests.Session:
     clients (`HarnessPools`)."""
     session = requests.Session()
     session.trust_env = False
+    session.cookies = NoCookies()  # no Harness's cookie goes to another; no jar lock on each answer
     mount_cuts(session, HarnessAdapter(pools or HarnessPools(), max_retries=0))
     return session
 

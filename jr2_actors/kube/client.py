@@ -50,6 +50,7 @@ from jr2_actors.kube.gate import FifoGate
 from jr2_actors.kube.kinds import Kind
 from jr2_actors.kube.metrics import OFF, KubeMetrics
 from jr2_actors.kube.watch_stream import WatchStream, transport_error
+from jr2_actors.net.cookies import NoCookies
 from jr2_actors.net.cut import Cut, mount_cuts  # one way to end a request from outside, for both clients
 from jr2_actors.net.http_body import TooLarge, read_capped, retry_after
 from jr2_actors.shell.activity import QUIET, Reporter
@@ -132,6 +133,7 @@ class KubeClient:
 
         session = requests.Session()
         session.trust_env = False  # no ~/.netrc or proxy variables overriding the bearer token
+        session.cookies = NoCookies()  # the API server sets none; no jar lock on each answer
         mount_cuts(session, pool_connections=1, pool_maxsize=self.pool_size, max_retries=0)
         self._cuts_lock = threading.Lock()
         self._cuts: weakref.WeakSet[Cut] = weakref.WeakSet()  # each request's, while it or its answer lives
