@@ -81,7 +81,7 @@ def one_round(lag: float, folder: Path) -> float:
             wait("the first admission", lambda: len(coder()) == 1)
             cluster.faults.kernel_oom(name, watch_lag=lag)
             wait("the next Turn's admission", lambda: len(coder()) == 2)
-            boots = cluster.harness(lambda core: list(core.boots))
+            boots = cluster.harness_read(lambda core: list(core.boots))
             began = next(b["began"] for b in boots if b["bootId"] == coder()[1]["bootId"])
             return float(coder()[1]["at"]) - float(began)
         finally:

@@ -301,15 +301,21 @@ class FakeCluster:
         return [{"name": DIGEST_ENV, "value": token_digest(self.harness_token(sandbox_name))}]
 
     def harness(self, fn: Callable[[HarnessCore], T]) -> T:
-        """Run `fn` on the Harness's model inside its actor: scripts, draining, what it recorded."""
+        """Run `fn` on the Harness's model inside its actor: scripts, draining, what it recorded. Every
+        long-poll then looks again (`fn` may have changed a stream); `harness_read` for a read."""
         assert self._harness is not None, "the fake Harness is off"
         return cast(T, self._harness.ask(Run(fn), timeout=ASK_TIMEOUT))
+
+    def harness_read(self, fn: Callable[[HarnessCore], T]) -> T:
+        """Read the Harness's model inside its actor (`fn` changes nothing): no long-poll is woken."""
+        assert self._harness is not None, "the fake Harness is off"
+        return cast(T, self._harness.ask(Run(fn, wakes=False), timeout=ASK_TIMEOUT))
 
     def script(self, agent: str, *turns: Sequence[HarnessAction]) -> None:
         self.harness(lambda core: core.script(agent, turns))
 
     def admissions(self) -> list[dict[str, Any]]:
-        return self.harness(lambda core: list(core.admissions))
+        return self.harness_read(lambda core: list(core.admissions))
 
     def list_kill(self, sandbox: str, **kill: Any) -> str:
         """A guard kill on `sandbox`'s Harness list alone — no Submission ran (`HarnessCore.list_kill`)."""

@@ -11,9 +11,13 @@ from typing import Any
 class Run:
     """Run `fn` on the actor's model inside the actor (the API server's store, the operator's or the
     Harness's core): how in-process callers — `FakeCluster`, tests, users — reach a model without a lock.
-    An ask answers `fn`'s result; a tell is how one fake actor writes to another without waiting."""
+    An ask answers `fn`'s result; a tell is how one fake actor writes to another without waiting.
+    `wakes`: on the Harness, a lever may change what a stream holds, so its every long-poll looks again; a
+    read (`wakes=False`) changes nothing and wakes none (a real Harness wakes a long-poll for its own stream
+    only: a reader polling the fake's records woke 5,000 seats' long-polls at once, each time it read)."""
 
     fn: Callable[[Any], Any]
+    wakes: bool = True
 
 
 @dataclass(frozen=True)

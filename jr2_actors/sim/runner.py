@@ -399,11 +399,11 @@ def cluster_facts(cluster: FakeCluster, followers: Sequence[invariants.FeedRecor
         objects = lister.list(SANDBOX).items
     finally:
         lister.close()
-    return {"admissions": cluster.admissions(), "kills": cluster.harness(lambda core: core.kill_log()),
-            "reads": cluster.harness(lambda core: list(core.read_log)),
-            "boots": cluster.harness(lambda core: list(core.boots)),
-            "cut": cluster.harness(lambda core: list(core.cut)),
-            "lost": cluster.harness(lambda core: list(core.lost)), "ended_at": cluster.clock.wall(),
+    return {"admissions": cluster.admissions(), "kills": cluster.harness_read(lambda core: core.kill_log()),
+            "reads": cluster.harness_read(lambda core: list(core.read_log)),
+            "boots": cluster.harness_read(lambda core: list(core.boots)),
+            "cut": cluster.harness_read(lambda core: list(core.cut)),
+            "lost": cluster.harness_read(lambda core: list(core.lost)), "ended_at": cluster.clock.wall(),
             "sandboxes": [sandbox_facts(obj) for obj in objects],
             "follower_lines": {f.run_id: dict(f.lines) for f in followers},
             "follower_problems": [p for f in followers for p in f.problems],

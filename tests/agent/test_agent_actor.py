@@ -160,7 +160,7 @@ def test_a_turn_picks_and_the_run_answers(seat: Seat) -> None:
     assert seat.first(turn.Said, 1).text == "Fixed."
     seat.ref.tell(AnswerPick(1, picked.call_id, True, "done"))
     assert seat.first(turn.Settled, 1) == turn.Settled("coder", 1, "completed", True)
-    (answer,) = seat.cluster.harness(lambda core: list(core.answers))
+    (answer,) = seat.cluster.harness_read(lambda core: list(core.answers))
     assert (answer["callId"], answer["over"], answer["answer"]) == (picked.call_id, True, "done")
 
 
@@ -268,7 +268,7 @@ def test_a_late_answer_never_reaches_a_new_turn(seat: Seat) -> None:
     seat.ref.tell(AnswerPick(2, old.call_id, True, "wrong call"))  # not a pick of this Turn
     seat.ref.tell(AnswerPick(2, new.call_id, True, "done"))
     seat.first(turn.Settled, 2)
-    answers = seat.cluster.harness(lambda core: list(core.answers))
+    answers = seat.cluster.harness_read(lambda core: list(core.answers))
     assert [(a["conversationId"], a["answer"]) for a in answers] == [("c-2", "done")]
 
 
@@ -383,7 +383,7 @@ def answered_over(seat: Seat) -> None:
     seat.admit(1)
     picked = seat.first(turn.Picked, 1)
     seat.ref.tell(AnswerPick(1, picked.call_id, True, "moved"))
-    wait_until(lambda: len(seat.cluster.harness(lambda core: list(core.answers))) == 1, what="the answer")
+    wait_until(lambda: len(seat.cluster.harness_read(lambda core: list(core.answers))) == 1, what="the answer")
 
 
 def test_the_next_turn_of_a_conversation_starts_only_once_the_previous_submission_settled(seat: Seat) -> None:

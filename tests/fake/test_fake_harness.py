@@ -226,7 +226,7 @@ def test_refused_answers_are_not_taken_and_the_call_still_waits(harnessed: FakeC
     (pick,) = poll(harnessed, first["streamUrl"], first["offset"]).json()
     answer = {"callId": pick["callId"], "over": True, "answer": "ok"}
     assert post(harnessed, "/agents/coder/c-1/answers", answer).status_code == 503
-    assert harnessed.harness(lambda core: list(core.answers)) == []
+    assert harnessed.harness_read(lambda core: list(core.answers)) == []
     assert post(harnessed, "/agents/coder/c-1/answers", answer).status_code == 200
 
 

@@ -58,7 +58,7 @@ def test_every_process_has_a_boot_id_its_admissions_and_healthz_say_and_a_restar
     assert second["bootId"] == again
     (a, b) = cluster.admissions()
     assert (a["status"], a["bootId"], b["status"], b["bootId"]) == (200, boot["bootId"], 200, again)
-    boots = cluster.harness(lambda core: list(core.boots))
+    boots = cluster.harness_read(lambda core: list(core.boots))
     assert [x["bootId"] for x in boots if x["sandbox"] == NAME] == [boot["bootId"], again]
 
 
@@ -73,7 +73,7 @@ def test_a_strict_restart_keeps_the_conversation_and_never_settles_its_submissio
     assert aborted.status_code == 200 and aborted.json() == {"aborted": False}
     after_abort = poll(cluster, answer["streamUrl"], "0")
     kept = post(cluster, kept=True)
-    (cut,) = cluster.harness(lambda core: list(core.cut))
+    (cut,) = cluster.harness_read(lambda core: list(core.cut))
     assert (cut["conversationId"], cut["submissionId"]) == ("c-1", answer["submissionId"])
     if cluster.harness_mode == "lenient":
         assert polled.status_code == 404  # the conversation went with the process

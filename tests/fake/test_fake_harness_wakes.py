@@ -102,3 +102,14 @@ def test_the_attach_changes_no_stream_and_wakes_no_long_poll(two: tuple[FakeClus
                          headers={"Authorization": f"Bearer {cluster.harness_token(A)}"})
     assert resp.status_code == 200, resp.text
     assert waiting.changed is not None and not waiting.changed.is_set(), "the attach woke a parked long-poll"
+
+
+def test_a_read_of_the_harnesss_records_wakes_no_long_poll(two: tuple[FakeCluster, dict[str, str]]) -> None:
+    """A bench polling `admissions()` every half second woke each of 5,000 seats' long-polls each time."""
+    cluster, endpoints = two
+    waiting = parked(cluster, A, admit(cluster, endpoints[A], A)["offset"])
+    assert [a["conversationId"] for a in cluster.admissions()] == ["c-1"]
+    assert cluster.harness_read(lambda core: len(core.admissions)) == 1
+    assert waiting.changed is not None and not waiting.changed.is_set(), "a read woke a parked long-poll"
+    cluster.harness(lambda core: None)  # a lever still wakes it
+    assert waiting.changed.wait(10)

@@ -108,7 +108,7 @@ def test_a_kernel_kill_faults_the_turn_it_cut_and_the_next_turn_waits_on_nothing
     assert sum(KERNEL_CODER in message(a) or KERNEL in message(a) for a in cluster.admissions()) == 1
     # The next Turn of that conversation waited on no Submission of the container that ended: admitted well
     # inside the settle bound after the new process began (the figure is docs/reliability.md's).
-    began = next(b["began"] for b in cluster.harness(lambda core: list(core.boots))
+    began = next(b["began"] for b in cluster.harness_read(lambda core: list(core.boots))
                  if b["sandbox"] == name and b["bootId"] == coder[1]["bootId"])
     assert coder[1]["at"] - began < PREVIOUS_SETTLE_SECONDS / 2
 
@@ -128,7 +128,7 @@ def test_a_restart_the_watch_reports_after_the_next_turn_was_admitted_faults_not
     wait_until(lambda: any(a["status"] == 200 for a in admissions(cluster, "reviewer")), timeout=30,
                what="the reviewer admitted to the new process")
     first = admissions(cluster, "reviewer")[0]
-    ended = [b for b in cluster.harness(lambda core: list(core.boots)) if b["sandbox"] == name and "ended" in b]
+    ended = [b for b in cluster.harness_read(lambda core: list(core.boots)) if b["sandbox"] == name and "ended" in b]
     assert ended and first["bootId"] != ended[0]["bootId"]
     wait_until(lambda: restarts(cluster, name) >= 1, timeout=30, what="the watch's view of the restart")
     wait_until(lambda: cluster.harness(lambda core: core.pick_now("reviewer", "approve")), timeout=30,

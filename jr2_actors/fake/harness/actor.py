@@ -105,7 +105,8 @@ class HarnessActor(Shell):
             self._watch = message.watcher
         elif isinstance(message, Run):
             result = message.fn(self.core)
-            self._signal()
+            if message.wakes:
+                self._signal()
             return result
         elif isinstance(message, _Settle):
             e = message.effect
