@@ -200,6 +200,11 @@ STOP_HARD_EXIT_MARGIN_SECONDS = 0.25  # the native exit, for when no Python thre
 SUPERVISOR_KILL_MARGIN_SECONDS = 2.0
 SUPERVISOR_REAP_SECONDS = 1.0
 SUPERVISED_NICENESS = 10  # serve's under its supervisor: 15,000 runnable threads delayed its one by ~1 s
+# serve's interpreter switch interval (`sys.setswitchinterval`; CPython's default is 5 ms). Each thread waiting
+# for the interpreter lock wakes this often to ask for it, so with thousands waiting (serve runs ~3 threads a
+# live run) the default spent both cores in the kernel on those wakes and a release of 5,000 runs never
+# drained; at 50 ms it was admitted in 90 s. Set by serve only: an embedding process keeps its own.
+SERVE_SWITCH_INTERVAL_SECONDS = 0.05
 # Serve waits this long (by default) for a --kubeconfig that is not there yet — a fake-cluster
 # started beside it writes it (atomically) a moment later.
 SERVE_KUBECONFIG_WAIT_SECONDS = 10.0
