@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import gc
 import logging
 import os
@@ -33,7 +32,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from jr2_actors.commands.common import (
@@ -45,6 +43,7 @@ from jr2_actors.commands.common import (
     until_signalled,
 )
 from jr2_actors.commands.serve_access import cluster_access_waited, sandboxes_access, secrets_checked
+from jr2_actors.shell.switch_interval import switch_interval
 from jr2_actors.values.constants import (
     API_SHUTDOWN_SECONDS,
     SERVE_KUBECONFIG_WAIT_SECONDS,
@@ -185,21 +184,7 @@ def _run_fake(args: argparse.Namespace, stop: threading.Event) -> int:
             shutil.rmtree(made, ignore_errors=True)
 
 
-def _switch_interval(serve: Callable[..., int]) -> Callable[..., int]:
-    """Run serve under `SERVE_SWITCH_INTERVAL_SECONDS`, the process's own one back after it (serve runs in a
-    test's process too, and an embedding process keeps its own)."""
-    @functools.wraps(serve)
-    def tuned(*args: Any, **kwargs: Any) -> int:
-        previous = sys.getswitchinterval()
-        sys.setswitchinterval(SERVE_SWITCH_INTERVAL_SECONDS)
-        try:
-            return serve(*args, **kwargs)
-        finally:
-            sys.setswitchinterval(previous)
-    return tuned
-
-
-@_switch_interval  # thousands of threads wait for the interpreter lock
+@switch_interval(SERVE_SWITCH_INTERVAL_SECONDS)  # thousands of threads wait for the interpreter lock
 def _serve(args: argparse.Namespace, stop: threading.Event, client: Any, *, token: str, key: bytes, state_dir: str,
            namespace: str, listen: tuple[str, int], sandbox_image: str, instance_harness: str, watching: str,
            dev: bool = False, state_kept: bool = True) -> int:

@@ -24,3 +24,6 @@ class NoCookies(RequestsCookieJar):
 
     def set_cookie(self, cookie: Any, *args: Any, **kwargs: Any) -> None:
         return None
+
+    def copy(self) -> NoCookies:
+        return NoCookies()

@@ -61,7 +61,7 @@ def test_one_agent_in_consecutive_states_waits_for_its_submission_to_settle(
     # One admission per Turn: none was refused 409 (each would be recorded as received, then sent again).
     assert len(admissions) == 2, [a.get("briefing", {}).get("message") for a in admissions]
     assert "kept" not in admissions[0]["body"] and admissions[1]["body"]["kept"] is True
-    answer = cluster.harness(lambda core: core.answers[0])
+    answer = cluster.harness_read(lambda core: core.answers[0])
     target = "polish" if first == "next" else "code"
     assert (answer["over"], answer["answer"]) == (True, {"reply": f"moved to {target}"})
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -43,8 +44,9 @@ def test_serve_runs_under_its_switch_interval_and_gives_the_processs_back(
     monkeypatch.setattr(orchestrator, "Orchestrator", orchestrator_seen)
     args = argparse.Namespace(max_memory=None, max_threads=None, max_runs=None)
     with pytest.raises(_Seen):
-        serve._serve(args, None, None, token="t", key=b"k", state_dir="/nonexistent", namespace="jr2",
+        serve._serve(args, threading.Event(), None, token="t", key=b"k", state_dir="/nonexistent", namespace="jr2",
                      listen=("127.0.0.1", 0), sandbox_image="i", instance_harness="", watching="w")
     assert seen == [pytest.approx(SERVE_SWITCH_INTERVAL_SECONDS, abs=1e-5)]
     assert sys.getswitchinterval() == pytest.approx(OWN, abs=1e-5)
     assert SERVE_SWITCH_INTERVAL_SECONDS > 0.005  # above CPython's default: fewer wakes of each waiting thread
+

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -236,7 +235,7 @@ def test_a_sandbox_made_again_under_its_name_has_a_harness_of_its_own(harnessed:
     harnessed.script("coder", [GuardKill(peak="1.9Gi", limit="2Gi"), Hang()])
     admit(harnessed, conv="c-old")
     harnessed.client().delete(SANDBOX, NAME)
-    wait_until(lambda: harnessed.harness(lambda core: json.loads(core.memory_kills(NAME))["kills"] == []),
+    wait_until(lambda: harnessed.harness_read(lambda core: core.kills_of(NAME) == []),
                what="the Harness gone with its pod")
     assert isinstance(harnessed.clock, VirtualClock)
     ready_sandbox(harnessed, harnessed.clock, NAME)
@@ -244,4 +243,4 @@ def test_a_sandbox_made_again_under_its_name_has_a_harness_of_its_own(harnessed:
     assert kills == []  # the gone pod's list went with it
     again = admit(harnessed, conv="c-old")  # not 409: nothing of the old conversation runs here
     assert again["submissionId"]
-    assert [k["peak"] for k in harnessed.harness(lambda core: core.kill_log())] == ["1.9Gi"]  # still in the log
+    assert [k["peak"] for k in harnessed.harness_read(lambda core: core.kill_log())] == ["1.9Gi"]  # still in the log

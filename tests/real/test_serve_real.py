@@ -176,7 +176,8 @@ def test_a_guard_kill_reaches_the_next_turn_in_the_briefings_words(real_cluster:
                                                         Pick("finish")], [Pick("finish")]]))
         run_id = submit(s, TWO_TURNS)
         wait_until(lambda: status(s, run_id).get("status") == "done", timeout=60, what="the run done")
-        briefings = [(a.get("briefing") or {}).get("message", "") for a in op.harness(lambda c: list(c.admissions))]
+        admitted = op.harness_read(lambda c: list(c.admissions))
+        briefings = [(a.get("briefing") or {}).get("message", "") for a in admitted]
         assert len(briefings) == 2 and GUARD not in briefings[0] and GUARD in briefings[1]
     finally:
         stop(s)

@@ -101,7 +101,7 @@ def test_a_sigkill_between_a_read_and_its_save_loses_no_notice(cluster: FakeClus
     run_id = first.call("POST", "/runs", json={"workflow": read_document(NOTICES)}).json()["runId"]
     name = sandbox_name(run_id, "F-1")
     cluster.list_kill(name, agent="", peak="1.1Gi", limit="2Gi")
-    wait_until(lambda: cluster.harness(lambda core: core.reads.get(name, 0)) >= 1, timeout=30,
+    wait_until(lambda: cluster.harness_read(lambda core: core.reads.get(name, 0)) >= 1, timeout=30,
                what="the coder's read of the list")
     first.proc.send_signal(signal.SIGKILL)  # at once: the save that keeps the raise may not have happened yet
     first.proc.wait(10)
@@ -148,5 +148,5 @@ def test_a_sigkill_between_a_read_and_its_save_loses_no_notice(cluster: FakeClus
 
 
 def kill_id(cluster: FakeCluster, sandbox: str) -> str:
-    listed = json.loads(cluster.harness(lambda core: core.memory_kills(sandbox)))["kills"]
+    listed = cluster.harness_read(lambda core: core.kills_of(sandbox))
     return str(listed[-1]["id"])

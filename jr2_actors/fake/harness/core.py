@@ -400,6 +400,10 @@ class HarnessCore:
                  *({"sandbox": sandbox, **kill} for sandbox, h in self._harnesses.items() for kill in h.kills)]
         return sorted(kills, key=lambda k: int(str(k["id"]).removeprefix("k-") or 0))
 
+    def kills_of(self, sandbox: str) -> list[dict[str, Any]]:
+        """The kills `sandbox`'s list holds now, as a test reads them: not counted as a read of the list."""
+        return list(self._harness(sandbox).kills)
+
     def memory_kills(self, sandbox: str) -> bytes:
         self.reads[sandbox] = self.reads.get(sandbox, 0) + 1
         # When, among kills and Submissions (one counter), each read was answered: a test tells a kill the

@@ -329,3 +329,8 @@ class RemoteOperator:
     def harness(self, fn: Callable[[HarnessCore], Any]) -> Any:
         assert self._harness is not None, "not started"
         return self._harness.ask(Run(fn), timeout=ASK_TIMEOUT)
+
+    def harness_read(self, fn: Callable[[HarnessCore], Any]) -> Any:
+        """A read of the Harness's model: no long-poll is woken (as `FakeCluster.harness_read`)."""
+        assert self._harness is not None, "not started"
+        return self._harness.ask(Run(fn, wakes=False), timeout=ASK_TIMEOUT)
