@@ -339,12 +339,16 @@ class KillsRead:
 
 @dataclass(frozen=True)
 class TurnAborted:
-    """The abort was posted (`aborted`: the Harness stopped a running Submission), or could not be."""
+    """The abort was posted (`aborted`: the Harness stopped a running Submission), or could not be.
+    `conversation_held`: the run stopped the Turn while its admission was out, and the admission's fate is
+    unknown (it may have reached the Harness): no `Accepted` comes, yet the conversation may be held, so its
+    next admission says `kept` (ADR-0062; a Harness holding none refuses it, and that Turn takes the lost path)."""
 
     agent: str
     turn_id: TurnId
     aborted: bool
     problem: str = ""
+    conversation_held: bool = False
 
 
 ToRun = Report | KillsRead | TurnAborted  # everything a seat tells the run

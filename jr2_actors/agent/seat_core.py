@@ -91,6 +91,7 @@ class SeatTurn:
     boot: str = ""  # the Harness process that accepted its newest admission ("" when it did not say)
     judge: bool = False  # a restart was reported while its admission was in flight: judged on its answer
     judge_boot: str | None = None  # the process the probe found answering then
+    landed: bool = False  # stopped while admitting, its admission's fate unknown (it may be held): its abort says so
 
     @property
     def turn_id(self) -> TurnId:
@@ -241,6 +242,7 @@ class SeatCore:
             self._apply(t, t.core.step(m.result))  # stopping: it takes the Submission's id, or ends
             asked = t is self.turn and not t.settle_aborted  # the run's AbortTurn, not the seat's own
             if isinstance(m.result, seat.Admitted) or m.reached:
+                t.landed = not isinstance(m.result, seat.Admitted)  # taken is told as `Accepted`; unsure is not
                 self._jobs.append(AbortJob(t.turn_id, asked=asked, unsure=False))
             elif asked:
                 self._reports.append(TurnAborted(self.agent, t.turn_id, False))
@@ -273,7 +275,7 @@ class SeatCore:
         if m.unsure and t is self.turn and not t.core.ended:
             self._reports.append(AdmissionUnsure(self.agent, t.turn_id, m.aborted, m.problem))
         if m.asked:
-            self._reports.append(TurnAborted(self.agent, t.turn_id, m.aborted, m.problem))
+            self._reports.append(TurnAborted(self.agent, t.turn_id, m.aborted, m.problem, conversation_held=t.landed))
         if t.core.phase == "stopping":
             self._apply(t, t.core.step(seat.AbortAnswered(m.aborted)))
 

@@ -176,10 +176,9 @@ class TurnKeeper:
         self._read_for(turn, "resume")
 
     def _admission_unsure(self, turn: TurnRecord, event: AdmissionUnsure) -> None:
-        """An admission whose fate was unknown, resolved by the seat's abort: taken (its notices heard) or not
-        (pending again). Either way it is sent again as a re-admission, a bounded number of times, and says
-        `kept` (ADR-0062): nothing running is not "not held" (a Submission done before the abort, a Harness
-        restarted since); a Harness that holds none refuses it (404), and the Turn takes the lost path."""
+        """An admission of unknown fate, found out by the seat's abort: taken (its notices heard) or not (pending
+        again). Either way it is sent again, a bounded number of times, saying `kept` (ADR-0062): nothing running
+        is not "not held"; a Harness that holds none refuses it (404), and the Turn takes the lost path."""
         self._count_conversation(turn.agent)
         if event.accepted:
             self._heard(turn)
@@ -253,16 +252,17 @@ class TurnKeeper:
         self._go(turn, "ended")
 
     def _seat(self, event: seat.ToRun) -> None:
-        if isinstance(event, TurnAborted):
-            return  # the run waits for no abort: a Turn it stops is over for it at once
+        if isinstance(event, TurnAborted):  # the run waits for no abort: a Turn it stops is over for it at once
+            if event.conversation_held:  # its admission's fate unknown: the next admission says `kept`
+                self._count_conversation(event.agent)
+            return
         if isinstance(event, AnswerFailed):
             self._answer_lost(event)
             return
         turn = self.turn
         if turn is None or event.turn_id != turn.id or not self._at.running:
             if isinstance(event, Accepted | AdmissionUnsure):
-                # A conversation the Harness took (or may hold: `_admission_unsure`) is held whether or not the
-                # run still wants that Turn, so its next admission says `kept: true`.
+                # Taken (or maybe: `_admission_unsure`), it is held whether the run wants that Turn or not: `kept`.
                 self._count_conversation(event.agent)
             return  # a late report of a Turn that is over
         self._step(turn, event)

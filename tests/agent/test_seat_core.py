@@ -188,3 +188,26 @@ def test_the_runs_message_for_another_turn_is_dropped_with_a_note_and_an_unknown
     assert "not the seat's turn" in seat.step(Admit(3, admission())).note
     with pytest.raises(OffTable):
         seat.step(object())
+
+
+def test_an_abort_while_an_admission_of_unknown_fate_was_out_says_the_conversation_may_be_held() -> None:
+    """No `Accepted` comes for it, so the abort's report is what makes the run's next admission say `kept`."""
+    seat = SeatCore("coder")
+    seat.step(StartTurn(1, "c-1", H))
+    seat.step(KillsDone(1, None, ""))
+    seat.step(Admit(1, admission()))
+    assert not seat.step(AbortTurn(1)).reports
+    step = seat.step(AdmitDone(1, turn.AdmitRefused("connection reset"), outcome="unreachable", reached=True))
+    assert jobs(step, AbortJob) == [AbortJob(1, asked=True, unsure=False)] and not step.reports
+    assert reports(seat.step(AbortDone(1, False, "")), TurnAborted) == [
+        TurnAborted("coder", 1, False, conversation_held=True)]
+
+
+def test_an_abort_while_an_admission_that_never_left_was_out_holds_nothing() -> None:
+    seat = SeatCore("coder")
+    seat.step(StartTurn(1, "c-1", H))
+    seat.step(KillsDone(1, None, ""))
+    seat.step(Admit(1, admission()))
+    seat.step(AbortTurn(1))
+    step = seat.step(AdmitDone(1, turn.AdmitRefused("connection refused"), outcome="unreachable", reached=False))
+    assert reports(step, TurnAborted) == [TurnAborted("coder", 1, False)] and not jobs(step, AbortJob)

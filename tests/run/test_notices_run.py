@@ -590,6 +590,17 @@ def test_a_late_unknown_fate_of_a_turn_the_run_left_still_has_the_next_admission
     assert e.admissions()[-1]["kept"] is True
 
 
+@pytest.mark.parametrize("held", [True, False])
+def test_an_abort_of_a_turn_whose_admission_may_have_landed_has_the_next_admission_say_kept(held: bool) -> None:
+    """A Turn the run stopped while its admission's fate was unknown: only the seat's abort report says the
+    conversation may be held (no `Accepted` comes)."""
+    e = Engine()
+    e.running()
+    e(run.FromSeat(seat.TurnAborted("coder", 9, False, conversation_held=held)))
+    e(kills_read(1, ()))
+    assert e.admissions()[-1].get("kept", False) is held
+
+
 def test_admissions_whose_fate_stays_unknown_fault_the_turn_past_the_bound() -> None:
     e = Engine()
     e.running()
