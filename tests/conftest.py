@@ -9,6 +9,7 @@ import pytest
 from jr2_actors.fake.cluster import FakeCluster
 from tests.support import parallel
 from tests.support.processes import kill_what_is_left, record_every_process
+from tests.support.switch_interval import at_own_interval
 
 record_every_process()
 
@@ -29,6 +30,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def cluster() -> Iterator[FakeCluster]:
     with FakeCluster(namespace="jr2", bookmark_interval=0.2, operator=False) as c:
         yield c
+
+
+@pytest.fixture
+def own_interval() -> Iterator[float]:
+    """The process at a switch interval of the test's own (`tests.support.switch_interval.OWN`) for the test."""
+    with at_own_interval() as seconds:
+        yield seconds
 
 
 @pytest.fixture(autouse=True)

@@ -57,6 +57,15 @@ def admitted(seat: SeatCore, turn_id: int, conv: str = "c-1", boot: str = "b-1",
     return seat.step(AdmitDone(turn_id, turn.Admitted(f"s-{turn_id}", "0"), f"{H}/s", "admitted", boot_id=boot))
 
 
+def admitting() -> SeatCore:
+    """A seat whose Turn 1's admission is out."""
+    seat = SeatCore("coder")
+    seat.step(StartTurn(1, "c-1", H))
+    seat.step(KillsDone(1, None, ""))
+    seat.step(Admit(1, admission()))
+    return seat
+
+
 def picked_and_answered(seat: SeatCore, turn_id: int) -> None:
     seat.step(ReadDone(turn_id, seat.turn.read_seq if seat.turn else 0, turn.Events(
         [{"type": "pick", "callId": "c", "pick": "finish", "args": {}}], "1")))
@@ -137,10 +146,7 @@ def test_a_restart_is_judged_against_the_process_that_took_the_submission(now: s
 
 
 def test_a_restart_reported_while_the_admission_is_out_is_judged_on_its_answer() -> None:
-    seat = SeatCore("coder")
-    seat.step(StartTurn(1, "c-1", H))
-    seat.step(KillsDone(1, None, ""))
-    seat.step(Admit(1, admission()))
+    seat = admitting()
     seat.step(CheckHarness(1))
     assert not seat.step(BootDone(1, "b-2", judge=True)).reports  # the admission's answer decides
     step = seat.step(AdmitDone(1, turn.Admitted("s-1", "0"), f"{H}/s", "admitted", boot_id="b-2"))
@@ -149,10 +155,7 @@ def test_a_restart_reported_while_the_admission_is_out_is_judged_on_its_answer()
 
 
 def test_an_admission_whose_fate_is_unknown_is_found_out_by_an_abort() -> None:
-    seat = SeatCore("coder")
-    seat.step(StartTurn(1, "c-1", H))
-    seat.step(KillsDone(1, None, ""))
-    seat.step(Admit(1, admission()))
+    seat = admitting()
     step = seat.step(AdmitDone(1, turn.AdmitRefused("connection reset"), outcome="unreachable", reached=True))
     assert jobs(step, AbortJob) == [AbortJob(1, asked=False, unsure=True)] and not step.reports
     step = seat.step(AbortDone(1, True, "", asked=False, unsure=True))
@@ -162,10 +165,7 @@ def test_an_admission_whose_fate_is_unknown_is_found_out_by_an_abort() -> None:
 
 
 def test_an_abort_while_admitting_is_posted_once_the_answer_is_in_and_the_take_is_reported() -> None:
-    seat = SeatCore("coder")
-    seat.step(StartTurn(1, "c-1", H))
-    seat.step(KillsDone(1, None, ""))
-    seat.step(Admit(1, admission()))
+    seat = admitting()
     assert not seat.step(AbortTurn(1)).reports
     step = seat.step(AdmitDone(1, turn.Admitted("s-1", "0"), f"{H}/s", "admitted"))
     assert jobs(step, AbortJob) == [AbortJob(1, asked=True, unsure=False)]
@@ -192,10 +192,7 @@ def test_the_runs_message_for_another_turn_is_dropped_with_a_note_and_an_unknown
 
 def test_an_abort_while_an_admission_of_unknown_fate_was_out_says_the_conversation_may_be_held() -> None:
     """No `Accepted` comes for it, so the abort's report is what makes the run's next admission say `kept`."""
-    seat = SeatCore("coder")
-    seat.step(StartTurn(1, "c-1", H))
-    seat.step(KillsDone(1, None, ""))
-    seat.step(Admit(1, admission()))
+    seat = admitting()
     assert not seat.step(AbortTurn(1)).reports
     step = seat.step(AdmitDone(1, turn.AdmitRefused("connection reset"), outcome="unreachable", reached=True))
     assert jobs(step, AbortJob) == [AbortJob(1, asked=True, unsure=False)] and not step.reports
@@ -204,10 +201,7 @@ def test_an_abort_while_an_admission_of_unknown_fate_was_out_says_the_conversati
 
 
 def test_an_abort_while_an_admission_that_never_left_was_out_holds_nothing() -> None:
-    seat = SeatCore("coder")
-    seat.step(StartTurn(1, "c-1", H))
-    seat.step(KillsDone(1, None, ""))
-    seat.step(Admit(1, admission()))
+    seat = admitting()
     seat.step(AbortTurn(1))
     step = seat.step(AdmitDone(1, turn.AdmitRefused("connection refused"), outcome="unreachable", reached=False))
     assert reports(step, TurnAborted) == [TurnAborted("coder", 1, False)] and not jobs(step, AbortJob)

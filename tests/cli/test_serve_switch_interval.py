@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,26 +14,15 @@ import pytest
 from jr2_actors import orchestrator
 from jr2_actors.commands import serve
 from jr2_actors.values.constants import SERVE_SWITCH_INTERVAL_SECONDS
-
-OWN = 0.008  # the process's own, unlike both the default and serve's
+from tests.support.switch_interval import OWN
 
 
 class _Seen(Exception):
     pass
 
 
-@pytest.fixture
-def own_interval() -> Iterator[None]:
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(OWN)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
-
-
 def test_serve_runs_under_its_switch_interval_and_gives_the_processs_back(
-        own_interval: None, monkeypatch: pytest.MonkeyPatch) -> None:
+        own_interval: float, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[float] = []
 
     def orchestrator_seen(*args: Any, **kwargs: Any) -> None:

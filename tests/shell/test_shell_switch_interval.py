@@ -5,27 +5,17 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
 
 import pytest
 
 from jr2_actors.shell.switch_interval import switch_interval
+from tests.support.switch_interval import OWN
 from tests.support.waiting import WAIT
 
-OWN, TUNED = 0.008, 0.04
+TUNED = 0.04
 
 
-@pytest.fixture
-def own_interval() -> Iterator[None]:
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(OWN)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
-
-
-def test_an_exception_gives_the_processs_interval_back(own_interval: None) -> None:
+def test_an_exception_gives_the_processs_interval_back(own_interval: float) -> None:
     seen: list[float] = []
 
     @switch_interval(TUNED)
@@ -39,7 +29,7 @@ def test_an_exception_gives_the_processs_interval_back(own_interval: None) -> No
     assert sys.getswitchinterval() == pytest.approx(OWN, abs=1e-5)
 
 
-def test_overlapping_runs_keep_the_interval_until_the_last_returns(own_interval: None) -> None:
+def test_overlapping_runs_keep_the_interval_until_the_last_returns(own_interval: float) -> None:
     entered = [threading.Event(), threading.Event()]
     go = [threading.Event(), threading.Event()]
 
