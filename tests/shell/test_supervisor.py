@@ -171,7 +171,11 @@ def test_a_terminals_ctrl_c_reaches_the_child_once_through_the_supervisor() -> N
     with supervised(setup) as (proc, child):
         assert proc.stdout is not None
         os.killpg(proc.pid, signal.SIGINT)  # the group the supervisor leads, as a terminal's Ctrl-C
-        assert proc.stdout.readline().strip() == "INT"
+        line = proc.stdout.readline().strip()
+        if line != "INT":  # once in CI both ended instead (unexplained): what the supervisor said, for the next
+            assert proc.stderr is not None
+            raise AssertionError(f"no INT from the child but {line!r}; the supervisor ended "
+                                 f"{proc.wait(WAIT)}, saying {proc.stderr.read()!r}; the child ended: {ended(child)}")
         assert os.getpgid(child) == child
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(WAIT) == 1  # one SIGINT came
