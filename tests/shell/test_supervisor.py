@@ -93,8 +93,6 @@ def test_a_wait_status_reads_as_a_shell_reports_it() -> None:
 
 SUPERVISOR = """
 import logging, sys
-from jr2_actors.testing.processes import ended
-from jr2_actors.values.constants import SUPERVISED_NICENESS
 from jr2_actors.shell.supervisor import supervise
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 sys.exit(supervise([sys.executable, "-c", sys.argv[1]], budget=float(sys.argv[2]), margin=0.2, reap=0.5))
