@@ -61,7 +61,8 @@ from jr2_actors.values.constants import (
 from jr2_actors.values.errors import Unavailable
 from jr2_actors.values.run_ids import Keyed, new_run_id
 from jr2_actors.values.timefmt import rfc3339_ms
-from jr2_actors.values.workflow import Workflow, WorkflowError, parse_workflow
+from jr2_actors.values.workflow import Workflow, WorkflowError
+from jr2_actors.values.workflow_memo import WorkflowMemo
 from jr2_actors.watch.actor import WatchActor
 from jr2_actors.watch.messages import Health as WatchHealthAsk
 from jr2_actors.watch.messages import OwnStamps, RunEnded, WatchHealth
@@ -91,6 +92,7 @@ class Orchestrator:
         self._workspace_options = dict(workspace_options or {})
         self._threads = (kube_threads, attach_threads, agent_threads)
         self.feed_hub = FeedHub()
+        self.workflows = WorkflowMemo()  # the workflows parsed: each distinct document checked once
         self.run_table = RunTable()  # GET /runs reads the rows the runs tell, never asks a run
         self._lock = threading.Lock()
         self._runs: dict[str, pykka.ActorRef[Any]] = {}
@@ -221,7 +223,7 @@ class Orchestrator:
         document = workflow if isinstance(workflow, Mapping) else getattr(workflow, "document", None)
         if not isinstance(document, Mapping):
             raise WorkflowError("", "the workflow must be a mapping (a §5 document)")
-        parsed = parse_workflow(document)
+        parsed = self.workflows.parse(document)  # a release's thousands of one workflow: checked once
         env = self._ready()
         run_id = run_id or new_run_id()
         core = RunCore(run_id, parsed, dict(document), instance_harness=self._instance_harness)
@@ -456,7 +458,7 @@ class Orchestrator:
         try:
             core, step = RunCore.restore(record.blob, self.clock.monotonic(), self.clock.wall(),
                                          instance_harness=self._instance_harness,
-                                         feed_after=self.feed_hub.last_id(record.run_id))
+                                         feed_after=self.feed_hub.last_id(record.run_id), parse=self.workflows.parse)
         except Exception as e:  # the row is outside input: whatever it holds, it must not stop another's restore
             self._put_aside(record.run_id, f"{type(e).__name__}: {e}")
             return False

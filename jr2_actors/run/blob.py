@@ -18,7 +18,7 @@ from jr2_actors.run.messages import RunStatusName, WorkspaceRecord
 from jr2_actors.run.notices import Ledger, entry_from, entry_json, mark_from
 from jr2_actors.run.turn_record import TurnRecord
 from jr2_actors.values.constants import FEED_IDS_RESERVED
-from jr2_actors.values.workflow import Workflow, parse_workflow
+from jr2_actors.values.workflow import Parse, Workflow, parse_workflow
 from jr2_actors.workspace import messages as ws
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class KeptRun:
     turn: TurnRecord | None  # a running run's Turn, restored (`resumed`)
 
 
-def restore(blob: Mapping[str, Any], *, feed_after: int = 0) -> KeptRun:
+def restore(blob: Mapping[str, Any], *, feed_after: int = 0, parse: Parse = parse_workflow) -> KeptRun:
     """The run as its blob left it. New feed lines are numbered from what the blob reserved
     (lines of steps that saved nothing reached readers; an older blob, which reserved nothing, skips
     `FEED_IDS_RESERVED`) and after `feed_after`, the newest id readers may already hold (a run revived in the
@@ -132,7 +132,7 @@ def restore(blob: Mapping[str, Any], *, feed_after: int = 0) -> KeptRun:
     started_wall, ended_wall = (float(v) if isinstance(v, int | float) else None  # an older blob: None
                                 for v in (blob.get("startedWall"), blob.get("endedWall")))
     return KeptRun(
-        run_id=str(blob["runId"]), document=document, workflow=parse_workflow(document), status=status,
+        run_id=str(blob["runId"]), document=document, workflow=parse(document), status=status,
         state=state, path=[str(s) for s in path] if isinstance(path, list) and path else [state],
         path_dropped=int(blob.get("pathDropped") or 0), fault=blob.get("fault"),
         started_wall=started_wall, ended_wall=ended_wall,

@@ -71,7 +71,7 @@ from jr2_actors.run.turn import NUDGE_LIMIT, TurnKeeper
 from jr2_actors.run.turn_record import HarnessGone, RunAt, TurnOut, TurnRecord
 from jr2_actors.values.constants import FEED_IDS_RESERVED, RUN_PATH_KEEP
 from jr2_actors.values.step import OffTable, Step
-from jr2_actors.values.workflow import Workflow
+from jr2_actors.values.workflow import Parse, Workflow, parse_workflow
 from jr2_actors.workspace import messages as ws
 
 
@@ -385,11 +385,12 @@ class RunCore:
         return blob.snapshot(self)
 
     @classmethod
-    def restore(cls, doc: Mapping[str, Any], now: float, wall: float, *,
-                instance_harness: str = "", feed_after: int = 0) -> tuple[RunCore, RunStep]:
+    def restore(cls, doc: Mapping[str, Any], now: float, wall: float, *, instance_harness: str = "",
+                feed_after: int = 0, parse: Parse = parse_workflow) -> tuple[RunCore, RunStep]:
         """The run as its blob left it (`blob.py`), and the step that re-creates its children (the watch's
-        first list reconciles each: lost, still placing, or running again)."""
-        kept = blob.restore(doc, feed_after=feed_after)
+        first list reconciles each: lost, still placing, or running again). `parse` reads its workflow (an
+        orchestrator's `WorkflowMemo`: a restore of thousands of runs of one workflow checks it once)."""
+        kept = blob.restore(doc, feed_after=feed_after, parse=parse)
         core = cls(kept.run_id, kept.workflow, kept.document, instance_harness=instance_harness)
         return core, core._adopt_kept(kept, now, wall)
 

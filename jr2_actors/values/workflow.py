@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -190,6 +190,9 @@ def parse_workflow(doc: object, *, check_graph: bool = True) -> Workflow:
         raise problems[0]
     _check_size(doc)  # once every value is known to be a plain string, number, list or mapping
     return Workflow(root["name"], workspaces, agents, start, states)
+
+
+Parse = Callable[[Any], Workflow]  # `parse_workflow`, or an orchestrator's `WorkflowMemo.parse`
 
 
 def edges(state: StateDef) -> list[tuple[str, str]]:
