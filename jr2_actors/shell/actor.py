@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Protocol, cast
 import pykka
 
 from jr2_actors.shell import logs, stopping
+from jr2_actors.shell.kind_totals import BUCKET_UNITS
 from jr2_actors.shell.mailbox import PROCESSING_BUCKETS, Mailbox
 from jr2_actors.shell.metrics import OFF, ActorMetrics
 from jr2_actors.shell.recipient import Recipient, tell_quietly
@@ -107,7 +108,7 @@ class Shell(pykka.ThreadingActor):
         `_handle_receive`: a call more per message is a tenth of pykka's tell throughput."""
         mailbox = self.mailbox
         waiting = mailbox.queue
-        buckets = mailbox.buckets
+        units = BUCKET_UNITS
         clock = mailbox.now
         first = PROCESSING_BUCKETS[0]
         stopped = self.actor_stopped
@@ -143,9 +144,9 @@ class Shell(pykka.ThreadingActor):
             seconds += elapsed
             mailbox.seconds = seconds  # only this thread writes it
             if elapsed <= first:
-                buckets[0] += 1
+                mailbox.buckets += units[0]  # only this thread writes it
             else:
-                buckets[bisect_left(PROCESSING_BUCKETS, elapsed)] += 1
+                mailbox.buckets += units[bisect_left(PROCESSING_BUCKETS, elapsed)]
             if not waiting:
                 end = None  # the next take may wait: its start is read after it
 

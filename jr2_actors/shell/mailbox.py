@@ -39,7 +39,7 @@ class Mailbox(queue.Queue[Any]):
         self.high_water = 0  # kept by the shell's loop: the deepest a mailbox gets is just before a take
         self.failures = 0
         self.seconds = 0.0
-        self.buckets = [0] * (len(PROCESSING_BUCKETS) + 1)  # the last one is +Inf
+        self.buckets = 0  # a count a bucket, packed (shell/kind_totals.py's `BUCKET_UNITS`)
         # True from a take until the actor's thread asks for the next message (and before its first ask:
         # an actor still starting is at work): what a driven VirtualClock reads as "mid-message".
         self.handling = True
