@@ -109,6 +109,7 @@ class Shell(pykka.ThreadingActor):
         mailbox = self.mailbox
         waiting = mailbox.queue
         units = BUCKET_UNITS
+        packed = mailbox.buckets
         clock = mailbox.now
         first = PROCESSING_BUCKETS[0]
         stopped = self.actor_stopped
@@ -143,10 +144,8 @@ class Shell(pykka.ThreadingActor):
             elapsed = end - start
             seconds += elapsed
             mailbox.seconds = seconds  # only this thread writes it
-            if elapsed <= first:
-                mailbox.buckets += units[0]  # only this thread writes it
-            else:
-                mailbox.buckets += units[bisect_left(PROCESSING_BUCKETS, elapsed)]
+            packed += units[0] if elapsed <= first else units[bisect_left(PROCESSING_BUCKETS, elapsed)]
+            mailbox.buckets = packed  # only this thread writes it
             if not waiting:
                 end = None  # the next take may wait: its start is read after it
 
