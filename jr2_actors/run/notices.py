@@ -73,7 +73,13 @@ def memory_notice(*, agent: str | None = None, peak: str | None = None, limit: s
     return Notice("memory-limit", {"scope": "workspace", "agent": agent, "peak": peak, "limit": limit})
 
 
-def conversation_new(reason: str) -> Notice:
+# Why a conversation is new after the Harness refused one the run took it to keep (404, `kept: false`). Not "no
+# longer holds": `kept` is also said when an admission's fate was unknown (ADR-0062), whose conversation the
+# Harness may never have held.
+NOT_HELD = "the Harness does not hold the conversation"
+
+
+def conversation_new(reason: str = NOT_HELD) -> Notice:
     return Notice("conversation-new", {"reason": reason})
 
 

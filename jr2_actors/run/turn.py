@@ -55,7 +55,7 @@ from jr2_actors.run.feed.lines import (
     TurnLine,
 )
 from jr2_actors.run.messages import ToAgent
-from jr2_actors.run.notices import Entry, Ledger, mark_of, nudge_eligible, said_once
+from jr2_actors.run.notices import NOT_HELD, Entry, Ledger, mark_of, nudge_eligible, said_once
 from jr2_actors.run.notices import conversation_new as conversation_new_notice
 from jr2_actors.run.turn_record import (
     UNSURE_LIMIT,
@@ -387,7 +387,7 @@ class TurnKeeper:
         `renew-resume`: the admission after a refusal (`NotKept`) of a kept one, or of a re-admission."""
         if purpose in ("renew", "renew-resume"):
             readmit = purpose == "renew-resume"
-            purpose, conversation_new = "turn", "the Harness no longer holds the conversation"
+            purpose, conversation_new = "turn", NOT_HELD
         assert purpose in ("turn", "nudge", "resume")
         agent = self.workflow.agents[turn.agent]
         path = agent.workspace

@@ -15,7 +15,7 @@ from jr2_actors.harness.client import admission_body
 from jr2_actors.harness.memory_kills import MemoryKill
 from jr2_actors.run import messages as run
 from jr2_actors.run.core import RunCore
-from jr2_actors.run.notices import nudge_eligible
+from jr2_actors.run.notices import NOT_HELD, nudge_eligible
 from jr2_actors.run.turn_record import UNSURE_LIMIT
 from jr2_actors.values.constants import LOST_GRACE_SECONDS
 from jr2_actors.values.workflow import load_workflow, read_document
@@ -166,7 +166,7 @@ def test_kept_on_every_admission_to_a_held_conversation_and_a_404_kept_false_adm
     fourth = e.admissions()[3]
     assert "kept" not in fourth
     assert fourth["message"] == "Fix it."  # a continued Turn: nothing was cut, so no re-admit text
-    assert {"kind": "conversation-new", "reason": "the Harness no longer holds the conversation"} in fourth["notices"]
+    assert {"kind": "conversation-new", "reason": NOT_HELD} in fourth["notices"]
     assert {"kind": "memory-limit", "scope": "workspace", "peak": "1.9Gi", "limit": "2Gi"} in fourth["notices"]
 
 
@@ -261,7 +261,7 @@ def test_a_refused_nudge_is_admitted_again_as_a_turn_with_the_task_alone() -> No
     e(kills_read(1, ()))
     again = e.admissions()[2]
     assert again["message"] == "Fix it." and "kept" not in again
-    assert {"kind": "conversation-new", "reason": "the Harness no longer holds the conversation"} in again["notices"]
+    assert {"kind": "conversation-new", "reason": NOT_HELD} in again["notices"]
 
 
 @pytest.mark.parametrize("found_running", [True, False, None])
@@ -452,7 +452,7 @@ def test_a_nudge_refused_not_kept_puts_back_every_notice_the_turns_admissions_ca
         {"kind": "memory-limit", "scope": "workspace", "peak": "1.1Gi", "limit": "2Gi"},
         {"kind": "memory-limit", "scope": "workspace", "peak": "1.5Gi", "limit": "2Gi"},
         {"kind": "memory-limit", "scope": "workspace", "peak": "1.7Gi", "limit": "2Gi"},
-        {"kind": "conversation-new", "reason": "the Harness no longer holds the conversation"}]
+        {"kind": "conversation-new", "reason": NOT_HELD}]
     assert e.core.ledger.pending == []
 
 
