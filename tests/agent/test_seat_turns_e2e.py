@@ -14,8 +14,8 @@ import pytest
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
 from jr2_actors.harness import briefing
-from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.values.workflow import read_document
+from tests.support.orchestrators import on_fake
 from tests.support.waiting import wait_until
 from tests.support.workflows import CODE_THEN_POLISH, ONE_CODER, SELF_LOOP
 
@@ -31,13 +31,8 @@ def cluster() -> Iterator[FakeCluster]:
         yield c
 
 
-def orchestrator(cluster: FakeCluster, state: Path) -> Orchestrator:
-    return Orchestrator(cluster.client(), state_dir=str(state), signing_key=cluster.signing_key,
-                        instance_harness=cluster.instance_harness_url)
-
-
 def run_to_end(cluster: FakeCluster, tmp_path: Path, text: str) -> dict[str, Any]:
-    with orchestrator(cluster, tmp_path) as orch:
+    with on_fake(cluster, tmp_path) as orch:
         run_id = orch.submit(read_document(text))
         assert orch.wait_finished(run_id, 30)
         status = orch.status(run_id)
@@ -84,12 +79,12 @@ def test_a_restored_turn_is_admitted_once_the_abort_of_its_old_submission_settle
                                                                                   tmp_path: Path) -> None:
     cluster.script("coder", [Hang()], [Say("resumed"), Pick("finish")])
     cluster.harness(lambda core: core.set_run_on(RUN_ON_SECONDS))  # an abort settles only this much later
-    first = orchestrator(cluster, tmp_path).start()
+    first = on_fake(cluster, tmp_path).start()
     run_id = first.submit(read_document(ONE_CODER))
     wait_until(lambda: ((first.status(run_id) or {}).get("turn") or {}).get("phase") == "running",
                what="the Turn admitted and saved")
     first.stop()  # a stop is not a cancel: the Submission runs on in the Harness
-    with orchestrator(cluster, tmp_path) as again:
+    with on_fake(cluster, tmp_path) as again:
         assert again.wait_finished(run_id, 30)
         status = again.status(run_id)
     assert status is not None and (status["status"], status.get("fault")) == ("done", None)

@@ -10,8 +10,8 @@ import pytest
 
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node
-from jr2_actors.orchestrator import Orchestrator
 from jr2_actors.values.workflow import WorkflowError, read_document
+from tests.support.orchestrators import on_fake
 
 pytestmark = pytest.mark.slow
 
@@ -35,13 +35,8 @@ def cluster() -> Iterator[FakeCluster]:
         yield c
 
 
-def orchestrator(cluster: FakeCluster, state: Path) -> Orchestrator:
-    return Orchestrator(cluster.client(), state_dir=str(state), signing_key=cluster.signing_key,
-                        instance_harness=cluster.instance_harness_url)
-
-
 def test_submits_and_a_restore_of_one_workflow_check_it_once_each(cluster: FakeCluster, tmp_path: Path) -> None:
-    orch = orchestrator(cluster, tmp_path).start()
+    orch = on_fake(cluster, tmp_path).start()
     try:
         runs = [orch.submit(read_document(HOLD)) for _ in range(3)]
         assert (orch.workflows.misses, orch.workflows.hits) == (1, 2)
@@ -52,7 +47,7 @@ def test_submits_and_a_restore_of_one_workflow_check_it_once_each(cluster: FakeC
         assert orch.workflows.misses == 3 and len(orch.workflows) == 1
     finally:
         orch.stop()
-    again = orchestrator(cluster, tmp_path).start()
+    again = on_fake(cluster, tmp_path).start()
     try:
         assert sorted(r["runId"] for r in again.runs()) == sorted(runs)
         assert (again.workflows.misses, again.workflows.hits) == (1, 2)

@@ -24,6 +24,7 @@ from jr2_actors.values.constants import RUN_REVIVALS
 from jr2_actors.values.workflow import read_document
 from jr2_actors.watch.identity import sandbox_name
 from jr2_actors.workspace.actor import WorkspaceActor
+from tests.support.orchestrators import on_fake
 from tests.support.probes import CRASH, crashing
 from tests.support.waiting import wait_until
 from tests.support.workflows import HOLD_THEN_LINGER, one_state
@@ -44,11 +45,6 @@ def cluster() -> Iterator[FakeCluster]:
         yield c
 
 
-def orchestrator(cluster: FakeCluster, state: Path) -> Orchestrator:
-    return Orchestrator(cluster.client(), state_dir=str(state), signing_key=cluster.signing_key,
-                        instance_harness=cluster.instance_harness_url)
-
-
 def feed(orch: Orchestrator, run_id: str) -> list[Any]:
     got = orch.feed(run_id, 0, 0.0)
     assert got is not None
@@ -62,7 +58,7 @@ def sandboxes_created(cluster: FakeCluster) -> list[str]:
 def test_the_second_run_waits_behind_the_first_with_the_schedulers_words(cluster: FakeCluster, tmp_path: Path) -> None:
     cluster.script("holder", [Say("holding"), Pick("release")])
     cluster.script("worker", [Pick("finish")])
-    with orchestrator(cluster, tmp_path) as orch:
+    with on_fake(cluster, tmp_path) as orch:
         first = orch.submit(doc(HOLD_THEN_LINGER))
         wait_until(lambda: any(e.kind == "running" for e in feed(orch, first)), what="the holder running")
         second = orch.submit(doc(ONE_STATE))
@@ -89,13 +85,13 @@ def test_a_stop_mid_placing_and_a_restart_continue_the_run_with_no_second_sandbo
         "requests": {"cpu": "1", "memory": "1Gi"}}}})  # takes the node: the run's Workspace must wait
     cluster.reconcile()
     cluster.requests(clear=True)
-    orch = orchestrator(cluster, tmp_path).start()
+    orch = on_fake(cluster, tmp_path).start()
     run_id = orch.submit(doc(ONE_STATE))
     wait_until(lambda: any(e.kind == "placing" for e in feed(orch, run_id)), what="placing")
     orch.stop()
     assert len(sandboxes_created(cluster)) == 1
     blocker.delete(SANDBOX, "blocker")  # capacity frees while no orchestrator runs
-    again = orchestrator(cluster, tmp_path).start()
+    again = on_fake(cluster, tmp_path).start()
     try:
         assert again.wait_finished(run_id, 30)
         final = again.status(run_id)
@@ -112,7 +108,7 @@ def test_a_cancel_deletes_the_sandbox_that_never_ran(cluster: FakeCluster, tmp_p
     blocker = cluster.client()
     blocker.create(SANDBOX, {"metadata": {"name": "blocker"}, "spec": {"podResources": {
         "requests": {"cpu": "1", "memory": "1Gi"}}}})
-    with orchestrator(cluster, tmp_path) as orch:
+    with on_fake(cluster, tmp_path) as orch:
         run_id = orch.submit(doc(ONE_STATE))
         wait_until(lambda: any(e.kind == "placing" for e in feed(orch, run_id)), what="placing")
         name = sandbox_name(run_id, "W")
@@ -137,7 +133,7 @@ def test_a_workspace_actor_that_dies_during_its_teardown_still_lets_the_run_fini
 
     monkeypatch.setattr(WorkspaceActor, "_delete", bug)
     cluster.script("worker", [Pick("finish")])
-    with orchestrator(cluster, tmp_path) as orch:
+    with on_fake(cluster, tmp_path) as orch:
         run_id = orch.submit(doc(ONE_STATE))
         assert orch.wait_finished(run_id, 30), "the run waited for a teardown whose actor had died"
         final = orch.status(run_id)
@@ -148,7 +144,7 @@ def test_a_workspace_actor_that_dies_during_its_teardown_still_lets_the_run_fini
 
 def test_an_eviction_fails_a_run_that_does_not_handle_it_within_two_seconds(cluster: FakeCluster,
                                                                             tmp_path: Path) -> None:
-    with orchestrator(cluster, tmp_path) as orch:
+    with on_fake(cluster, tmp_path) as orch:
         cluster.script("worker", [Say("working"), Hang()])
         run_id = orch.submit(doc(ONE_STATE.replace("on: {finish: done}", "on: {never: done}")))
         wait_until(lambda: any(e.kind == "running" for e in feed(orch, run_id)), what="running")
@@ -186,7 +182,7 @@ def test_a_run_whose_actor_dies_is_restored_from_its_row_and_finishes(cluster: F
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("jr2_actors.orchestrator.RunActor", crashing(RunActor))
     cluster.script("worker", [Hang()], [Pick("finish")])  # two Turns: the first hangs
-    with orchestrator(cluster, tmp_path) as orch:
+    with on_fake(cluster, tmp_path) as orch:
         run_id = orch.submit(doc(ONE_STATE))
         # The run took the Harness's answer to the admission (and saved it): the conversation is kept.
         wait_until(lambda: (orch.status(run_id) or {}).get("turn", {}).get("phase") == "running",
@@ -205,7 +201,7 @@ def test_a_run_whose_actor_keeps_dying_is_ended_in_error_and_the_orchestrator_st
         cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("jr2_actors.orchestrator.RunActor", crashing(RunActor))
     cluster.script("worker", [Hang()])
-    with orchestrator(cluster, tmp_path) as orch:
+    with on_fake(cluster, tmp_path) as orch:
         run_id = orch.submit(doc(ONE_STATE))
         wait_until(lambda: len(cluster.admissions()) == 1, what="the Turn admitted")
         for _ in range(RUN_REVIVALS):
@@ -238,7 +234,7 @@ def test_a_run_that_keeps_dying_while_placing_has_its_never_ran_sandbox_deleted(
     blocker = cluster.client()
     blocker.create(SANDBOX, {"metadata": {"name": "blocker"}, "spec": {"podResources": {
         "requests": {"cpu": "1", "memory": "1Gi"}}}})
-    with orchestrator(cluster, tmp_path) as orch:
+    with on_fake(cluster, tmp_path) as orch:
         run_id = orch.submit(doc(ONE_STATE))
         # Placing is told once its create's answer is in: no write of its Sandbox is in flight now.
         wait_until(lambda: any(e.kind == "placing" for e in feed(orch, run_id)), what="placing")
@@ -256,7 +252,7 @@ def test_a_cancel_that_meets_a_dying_actor_reaches_its_revival(cluster: FakeClus
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("jr2_actors.orchestrator.RunActor", crashing(RunActor))
     cluster.script("worker", [Hang()])
-    with orchestrator(cluster, tmp_path) as orch:
+    with on_fake(cluster, tmp_path) as orch:
         run_id = orch.submit(doc(ONE_STATE))
         wait_until(lambda: (orch.status(run_id) or {}).get("turn", {}).get("phase") == "running",
                    what="the Turn admitted")
@@ -276,7 +272,7 @@ def test_failing_kill_list_reads_are_one_warning_per_harness(cluster: FakeCluste
     run_id = "r-reads-fail"
     cluster.harness(lambda core: core.set_raw_memory_kills(sandbox_name(run_id, "W"), b"\x00not json"))
     cluster.script("worker", [Say("no pick")], [Say("still no pick")])  # a Turn, then its nudge
-    with caplog.at_level(logging.WARNING, logger="jr2_actors.run"), orchestrator(cluster, tmp_path) as orch:
+    with caplog.at_level(logging.WARNING, logger="jr2_actors.run"), on_fake(cluster, tmp_path) as orch:
         orch.submit(doc(ONE_STATE), run_id=run_id)
         assert orch.wait_finished(run_id, 30)
         final = orch.status(run_id)
@@ -292,13 +288,13 @@ def test_a_follower_that_resumes_after_a_restart_misses_none_of_the_restored_run
     """Issue 16 item 5: the Agent's words save nothing, so a restore that numbered from the last save gave
     their ids again, and a follower resuming with `Last-Event-ID` (as EventSource does) skipped those lines."""
     cluster.script("worker", [Say("one"), Say("two"), Hang()], [Say("three"), Pick("finish")])
-    orch = orchestrator(cluster, tmp_path).start()
+    orch = on_fake(cluster, tmp_path).start()
     run_id = orch.submit(doc(ONE_STATE))
     wait_until(lambda: sum(e.kind == "said" for e in feed(orch, run_id)) == 2, what="the Agent said two things")
     held = feed(orch, run_id)
     last = held[-1].id  # what a follower holds when the process stops
     orch.stop()
-    again = orchestrator(cluster, tmp_path).start()
+    again = on_fake(cluster, tmp_path).start()
     try:
         assert again.wait_finished(run_id, 30)
         got = again.feed(run_id, last, 0.0)  # the follower resumes from its Last-Event-ID
@@ -318,7 +314,7 @@ def test_the_hub_holds_a_bounded_number_of_finished_feeds_and_the_row_serves_the
     """Issue 16 item 10: the FeedHub forgets finished runs beyond its bound; their feed is still read, from
     the store row, until the sweep removes it."""
     cluster.script("worker", [Pick("finish")], [Pick("finish")])
-    orch = orchestrator(cluster, tmp_path)
+    orch = on_fake(cluster, tmp_path)
     orch.feed_hub = FeedHub(finished_held=1)
     with orch:
         first = orch.submit(doc(ONE_STATE))
@@ -344,7 +340,7 @@ def test_a_kill_listed_with_an_id_that_reads_like_a_time_mark_does_not_kill_the_
     cluster.harness(lambda core: core._harness(name).kills.append(
         {"id": "at:x", "at": "2026-11-29T10:00:00.000Z", "agent": "", "instanceId": "", "peak": "1.1Gi",
          "limit": "2Gi", "told": []}))
-    with orchestrator(cluster, tmp_path) as orch:
+    with on_fake(cluster, tmp_path) as orch:
         orch.submit(doc(ONE_STATE), run_id=run_id)
         assert orch.wait_finished(run_id, 30)
         final = orch.status(run_id)
