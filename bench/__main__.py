@@ -126,7 +126,7 @@ REGISTRY: tuple[Bench, ...] = (
     Bench("fake_scale", quick=("--nodes", "100", "--sandboxes", "1000", "--watchers", "3")),
     Bench("cli_startup", quick=("--runs", "3")),
 )
-NOT_BENCHES = {"__init__", "__main__", "report", "release_plot"}
+NOT_BENCHES = {"__init__", "__main__", "report", "release_plot", "thread_kinds"}
 
 
 def machine() -> str:

@@ -43,6 +43,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.report import Row, emit, series_png
+from bench.thread_kinds import THREAD_NAMES, print_kinds, run_time_by_kind
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node
 from jr2_actors.sim.serve_process import ServeProcess
@@ -234,12 +235,14 @@ def steady(cluster: FakeCluster, sampler: Sampler, session: requests.Session, ur
 
 
 def bench(n: int, deadline: float, profile: str = "", every: float = 0.5,
-          steady_seconds: float = 0.0) -> dict[str, Any]:
+          steady_seconds: float = 0.0, threads_cpu: bool = False) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="jr2-bench-serve-"))
     nodes = [Node(f"n{i}", 10_000_000, 2**44) for i in range(4)]
     try:
         with FakeCluster(nodes=nodes, start_seconds=0.05, bookmark_interval=None, quota=None) as cluster:
-            proc, url, lines = serve(tmp, cluster.write_kubeconfig(str(tmp / "kubeconfig")))
+            named = {"PYTHONPATH": os.pathsep.join(filter(None, [str(THREAD_NAMES), os.environ.get("PYTHONPATH")]))}
+            proc, url, lines = serve(tmp, cluster.write_kubeconfig(str(tmp / "kubeconfig")),
+                                     env=named if threads_cpu else None)
             session = requests.Session()
             session.headers["Authorization"] = f"Bearer {TOKEN}"
             sampler = Sampler(proc.pid)
@@ -268,6 +271,7 @@ def bench(n: int, deadline: float, profile: str = "", every: float = 0.5,
                     break
                 time.sleep(1.0)
             cpu_placed = sampler.cpu() - cpu0
+            kinds = run_time_by_kind(proc.pid) if threads_cpu else {}
             points = series.stop()
             profiled = profile_listing(session, url, proc.pid, profile) if profile else 0
             idle_cpu = idle_share(sampler)
@@ -302,7 +306,7 @@ def bench(n: int, deadline: float, profile: str = "", every: float = 0.5,
                 "runs_max_while_placing_ms": round(1000 * max(polls), 1) if polls else None,
                 "actors_died": len(re.findall(r"its actor died", log)),
                 "timeouts_in_log": len(re.findall(r"Timeout", log)),
-                "healthz": health.status_code, **later, "series": points,
+                "healthz": health.status_code, **later, "series": points, "kinds": kinds,
             }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -318,15 +322,20 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=0.5, help="seconds between the series' points")
     parser.add_argument("--plot", default="", help="PNG of the last --runs' RSS and threads against live runs")
     parser.add_argument("--series", default="", help="JSON of every --runs' series")
+    parser.add_argument("--threads-cpu", action="store_true",
+                        help="name serve's OS threads by kind (bench/thread_names) and print each kind's CPU")
     args = parser.parse_args()
     print(f"# {platform.node()} {platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
           + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     results = []
     for n in args.runs or [200]:
-        out = bench(n, args.deadline, f"{args.profile}.{n}" if args.profile else "", args.every, args.steady)
+        out = bench(n, args.deadline, f"{args.profile}.{n}" if args.profile else "", args.every, args.steady,
+                    args.threads_cpu)
         results.append(out)
-        print({k: v for k, v in out.items() if k != "series"}, flush=True)
+        print({k: v for k, v in out.items() if k not in ("series", "kinds")}, flush=True)
+        if out["kinds"]:
+            print_kinds(out["kinds"], n)
         print(f"  series: {len(out['series'])} points; load average "
               + ", ".join(f"{x:.1f}" for x in os.getloadavg()), flush=True)
     if args.series:

@@ -74,8 +74,7 @@ def memory_notice(*, agent: str | None = None, peak: str | None = None, limit: s
 
 
 # Why a conversation is new after the Harness refused one the run took it to keep (404, `kept: false`). Not "no
-# longer holds": `kept` is also said when an admission's fate was unknown (ADR-0062), whose conversation the
-# Harness may never have held.
+# longer holds": `kept` is also said after an admission of unknown fate (ADR-0062), maybe never held.
 NOT_HELD = "the Harness does not hold the conversation"
 
 
