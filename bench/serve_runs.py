@@ -325,6 +325,8 @@ def main() -> None:
     parser.add_argument("--threads-cpu", action="store_true",
                         help="name serve's OS threads by kind (bench/thread_names) and print each kind's CPU")
     args = parser.parse_args()
+    if any(n < 1 for n in args.runs or []) or args.deadline <= 0 or args.every <= 0 or args.steady < 0:
+        parser.error("--runs must be at least 1, --deadline and --every positive, --steady not negative")
     print(f"# {platform.node()} {platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
           + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
