@@ -14,7 +14,7 @@ from jr2_actors.shell.mailbox import PROCESSING_BUCKETS, Mailbox
 
 # A mailbox's count a bucket, packed in one int: bucket i is bits [i·BUCKET_BITS, (i+1)·BUCKET_BITS). A scrape
 # sums a kind's mailboxes with one `sum` in C (10,000 lists of 17 summed by column cost 5 ms a scrape at 5,000
-# runs, the packed ints 0.5 ms: issue 33), and a message adds `BUCKET_UNITS[i]`. 40 bits a bucket: a field
+# runs, the packed ints 0.5 ms), and a message adds `BUCKET_UNITS[i]`. 40 bits a bucket: a field
 # overflows into the next only past 2**40 (10^12) messages in one bucket over a kind's live actors.
 BUCKET_BITS = 40
 BUCKET_UNITS = tuple(1 << (BUCKET_BITS * i) for i in range(len(PROCESSING_BUCKETS) + 1))  # the last one is +Inf

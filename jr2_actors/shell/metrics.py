@@ -102,7 +102,7 @@ class ActorMetrics:
                      for kind, t in self._retired.items()}
         busiest: dict[tuple[str, str], tuple[int, float]] = {}  # (kind, shown name): two of a run's are one
         # Per kind, each figure one pass in C over its mailboxes (shell/kind_totals.py): at 5,000 runs a scrape
-        # reads 10,000 of them, and a Python loop a mailbox cost a scrape 13 ms (issue 33).
+        # reads 10,000 of them, and a Python loop a mailbox cost a scrape 13 ms.
         for name, actors in by_kind.items():
             boxes = list(map(_MAILBOX, actors))
             depths = list(map(len, map(_QUEUE, boxes)))  # a deque's length: no lock, as `stalled` reads the heads

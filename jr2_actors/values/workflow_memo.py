@@ -1,7 +1,7 @@
 """The workflows an orchestrator has parsed, kept so the same document is not checked again.
 
 A release submits one workflow thousands of times: checking its shape (jsonschema) was two thirds of
-`POST /runs`' own CPU (issue 33 item 2). A `Workflow` is a frozen value whose mappings are read-only, so
+`POST /runs`' own work. A `Workflow` is a frozen value whose mappings are read-only, so
 one parsed document serves every run of it. Only a document that parsed is kept: a faulty one is checked
 afresh each time and raises its own `WorkflowError`.
 
