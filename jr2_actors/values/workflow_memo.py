@@ -1,9 +1,9 @@
 """The workflows an orchestrator has parsed, kept so the same document is not checked again.
 
-A release submits one workflow thousands of times: checking its shape (jsonschema) was two thirds of
-`POST /runs`' own work. A `Workflow` is a frozen value whose mappings are read-only, so
-one parsed document serves every run of it. Only a document that parsed is kept: a faulty one is checked
-afresh each time and raises its own `WorkflowError`.
+A release submits one workflow thousands of times, and a restore reads thousands of runs of it: parsing the
+contract's example costs 1.2 ms (jsonschema's check most of it), a kept one 37 µs. A `Workflow` is a frozen
+value whose mappings are read-only, so one parsed document serves every run of it. Only a document that
+parsed is kept: a faulty one is checked afresh each time and raises its own `WorkflowError`.
 
 A document is the same as a kept one when its compact JSON text is the same (which tells 1 from 1.0 and
 from true) and it is equal to the kept one (which tells the key 1 from the key "1", the same text in JSON).
