@@ -120,6 +120,7 @@ REGISTRY: tuple[Bench, ...] = (
     Bench("renewal_cost", quick=("--n", "200", "--window", "330"), full=("--n", "5000", "--window", "300")),
     Bench("restart_readmit", quick=("--rounds", "2")),
     Bench("serve_runs", quick=("--runs", "50"), full=("--runs", "1000")),
+    Bench("start_bare", quick=("--runs", "100"), full=("--runs", "1000")),
     Bench("release", quick=("--runs", "100", "--runs", "300", "--layout", "one"),
           full=("--runs", "1000", "--runs", "5000", "--layout", "one,own"), timeout=7200.0),
     Bench("stop_load", quick=("--small", "50", "--big", "200"), full=("--small", "200", "--big", "1000")),
