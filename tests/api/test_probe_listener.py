@@ -145,7 +145,8 @@ def test_the_listener_ends_with_serve_even_when_serve_is_killed(tmp_path: Path) 
     parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
     address, pid = parent.stdout.readline().split()
-    assert get(address)[0] == 200
+    # Listening comes before the first finding (a 503 "not published yet" until then, as in serve's first second).
+    wait_until(lambda: get(address)[0] == 200, what="the first finding answered")
     parent.send_signal(signal.SIGKILL)
     parent.wait(10)
     wait_until(lambda: not _alive(int(pid)), what="the listener ended with its serve")
