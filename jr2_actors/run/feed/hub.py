@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from jr2_actors.run.blob import FEED_KEEP
 from jr2_actors.run.feed.lines import FeedEvent
+from jr2_actors.run.feed.waits import RunWaits
 from jr2_actors.values.constants import FEED_FINISHED_HELD
 
 
@@ -45,7 +46,8 @@ class FeedRead(NamedTuple):
 
 class FeedHub:
     def __init__(self, finished_held: int = FEED_FINISHED_HELD) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # guards everything below
+        self._waits = RunWaits(self._lock)  # each reader waits on its own run (waits.py)
         self._feeds: dict[str, deque[FeedEvent]] = {}
         self._dropped: dict[str, int] = {}
         self._finished: OrderedDict[str, None] = OrderedDict()  # oldest finished first
@@ -63,7 +65,7 @@ class FeedHub:
         """Returns the lines it took: a line it already holds (a step's lines told twice — a persist that
         timed out, landed late and was saved again, each telling them) is not taken again."""
         taken: list[FeedEvent] = []
-        with self._cond:
+        with self._lock:
             feed = self._feeds.setdefault(run_id, deque(maxlen=FEED_KEEP))
             last = feed[-1].id if feed else 0
             gone = max(self._dropped.get(run_id, 0), dropped)
@@ -82,50 +84,56 @@ class FeedHub:
                     old, _ = self._finished.popitem(last=False)
                     self._feeds.pop(old, None)
                     self._dropped.pop(old, None)
-            self._cond.notify_all()
+            self._waits.wake(run_id)
         return taken
 
     def last_id(self, run_id: str) -> int:
         """The newest id published for the run (0: none)."""
-        with self._cond:
+        with self._lock:
             feed = self._feeds.get(run_id)
             return feed[-1].id if feed else 0
 
     def known(self, run_id: str) -> bool:
-        with self._cond:
+        with self._lock:
             return run_id in self._feeds
 
     def held(self) -> int:
         """How many runs' feeds the hub holds (live, and the newest finished)."""
-        with self._cond:
+        with self._lock:
             return len(self._feeds)
 
     def read(self, run_id: str, after: int, wait: float) -> FeedRead:
         """The lines after id `after`, waiting up to `wait` seconds for one; whether the run finished (then no
         more will come); and the newest id no longer kept. A run the hub does not hold (or forgets meanwhile)
         answers at once with nothing: the caller reads its row."""
-        with self._cond:
+        with self._lock:
             interrupts = self._interrupts
-            self._cond.wait_for(lambda: self._closed or run_id in self._finished or run_id not in self._feeds
-                                or interrupts != self._interrupts
-                                or any(e.id > after for e in self._feeds.get(run_id, ())), timeout=wait)
+
+            def ready() -> bool:  # a feed's ids only grow: its newest tells whether one is after `after`
+                feed = self._feeds.get(run_id)
+                return self._closed or run_id in self._finished or feed is None or interrupts != self._interrupts \
+                    or (bool(feed) and feed[-1].id > after)
+            if not ready() and wait > 0:
+                self._waits.wait(run_id, ready, wait)
             events = [e for e in self._feeds.get(run_id, ()) if e.id > after]
             return FeedRead(events, run_id in self._finished or self._closed, self._dropped.get(run_id, 0))
 
+
     def interrupt(self) -> None:
         """Wake every reader now, each with what it has (the API is stopping); the hub stays open."""
-        with self._cond:
+        with self._lock:
             self._interrupts += 1
-            self._cond.notify_all()
+            self._waits.wake_all()
 
     def forget(self, run_id: str) -> None:
-        with self._cond:
+        with self._lock:
             self._feeds.pop(run_id, None)
             self._dropped.pop(run_id, None)
             self._finished.pop(run_id, None)
+            self._waits.wake(run_id)  # its readers answer now (from its row), not at their wait's end
 
     def close(self) -> None:
         """Wake every reader: the orchestrator is stopping."""
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
+            self._waits.wake_all()
