@@ -78,7 +78,7 @@ def memory_notice(*, agent: str | None = None, peak: str | None = None, limit: s
 NOT_HELD = "the Harness does not hold the conversation"
 
 
-def conversation_new(reason: str = NOT_HELD) -> Notice:
+def conversation_new(reason: str) -> Notice:
     return Notice("conversation-new", {"reason": reason})
 
 

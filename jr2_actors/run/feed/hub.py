@@ -118,7 +118,6 @@ class FeedHub:
             events = [e for e in self._feeds.get(run_id, ()) if e.id > after]
             return FeedRead(events, run_id in self._finished or self._closed, self._dropped.get(run_id, 0))
 
-
     def interrupt(self) -> None:
         """Wake every reader now, each with what it has (the API is stopping); the hub stays open."""
         with self._lock:
