@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -71,3 +73,14 @@ def series_png(title: str, series: dict[str, Any], path: Path) -> Path:
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def run_main(name: str, main: Callable[[], None]) -> None:
+    """A bench's `main`, and Ctrl-C as every command answers it: one line and 130 (what the bench started —
+    serve, the fake — stops in its `finally`s and gets the same SIGINT, one process group)."""
+    try:
+        main()
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import requests
 
-from bench.report import Row, emit
+from bench.report import Row, emit, run_main
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.harness.core import Hang, Pick, Say
 from jr2_actors.sim.serve_process import ServeProcess
@@ -108,8 +108,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:  # the round's `finally` stopped serve and its fake; one line, as every command
-        print("restart_readmit: interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+    run_main("restart_readmit", main)

@@ -42,7 +42,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.report import Row, emit, series_png
+from bench.report import Row, emit, run_main, series_png
 from bench.thread_kinds import THREAD_NAMES, print_kinds, run_time_by_kind
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node
@@ -357,4 +357,4 @@ def main() -> None:
     ], series={"RSS and threads against live runs": as_series(last["series"], n)})
 
 if __name__ == "__main__":
-    main()
+    run_main("serve_runs", main)

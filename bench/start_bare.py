@@ -32,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import serve_runs
-from bench.report import Row, emit
+from bench.report import Row, emit, run_main
 from jr2_actors.fake.cluster import FakeCluster
 from jr2_actors.fake.operator.core import Node
 
@@ -168,4 +168,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main("start_bare", main)
